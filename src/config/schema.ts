@@ -1,0 +1,52 @@
+/**
+ * The whole configuration: each section's schema is owned by its component and composed here.
+ * Validation order (see load.ts): defaults -> YAML with ${VAR} expansion -> environment overrides -> check.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+import { LogSectionSchema } from "../log/config";
+import { SelfTelemetrySchema, validateSelfTelemetry } from "../server/config";
+import { BackoffSchema, OtlpSchema, QueuesSchema, validateExport } from "../export/config";
+import { EbpfSchema, validateEbpf } from "../ebpf/config";
+import { GpuSchema, ProfilingSchema } from "../collectors/config";
+import { DiscoverySchema } from "../discovery/config";
+import { Duration, durationMs } from "./units";
+import type { ConfigProblem } from "./problems";
+
+export const AgentSectionSchema = Type.Object(
+  {
+    ebpf: EbpfSchema,
+    profiling: ProfilingSchema,
+    gpu: GpuSchema,
+    discovery: DiscoverySchema,
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export const ConfigSchema = Type.Object(
+  {
+    mode: Type.Literal("agent", { default: "agent", description: "Operating mode; only agent exists." }),
+    service_name: Type.String({ default: "svc-agent", minLength: 1, description: "service.name of the agent's own resource." }),
+    shutdown_timeout: Duration("10s", "How long SIGTERM waits for queues to drain before exiting."),
+    svc: LogSectionSchema,
+    self_telemetry: SelfTelemetrySchema,
+    otlp: OtlpSchema,
+    queues: QueuesSchema,
+    backoff: BackoffSchema,
+    agent: AgentSectionSchema,
+  },
+  { additionalProperties: false },
+);
+
+/** The running configuration: every key present, defaults filled in. */
+export type Config = Static<typeof ConfigSchema>;
+
+/** Cross-field rules of the whole document; each component's rules live beside its schema. */
+export function validateConfig(c: Config): ConfigProblem[] {
+  const problems = [
+    ...validateSelfTelemetry(c.self_telemetry),
+    ...validateExport(c.otlp, c.queues, c.backoff),
+    ...validateEbpf(c.agent.ebpf),
+  ];
+  if (durationMs(c.shutdown_timeout) <= 0) problems.push({ path: "shutdown_timeout", message: "must be greater than 0" });
+  return problems;
+}

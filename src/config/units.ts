@@ -1,0 +1,104 @@
+/**
+ * Durations and sizes as operators write them in YAML, parsed strictly.
+ * A value that does not parse is an error naming what was expected; nothing is guessed or clamped.
+ */
+import { FormatRegistry, Type, type TInteger, type TString, type TUnion } from "@sinclair/typebox";
+
+const DURATION_UNITS_MS: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+const SIZE_UNITS_BYTES: Record<string, number> = {
+  "": 1,
+  b: 1,
+  k: 1000,
+  kb: 1000,
+  m: 1000 ** 2,
+  mb: 1000 ** 2,
+  g: 1000 ** 3,
+  gb: 1000 ** 3,
+  ki: 1024,
+  kib: 1024,
+  mi: 1024 ** 2,
+  mib: 1024 ** 2,
+  gi: 1024 ** 3,
+  gib: 1024 ** 3,
+};
+
+const DURATION_PART = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/y;
+const SIZE_RE = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/;
+
+/** Parses "500ms", "1s", "2m", "1h30m" into milliseconds; returns undefined when the text is not a duration. */
+export function parseDuration(text: string): number | undefined {
+  const s = text.trim();
+  if (s === "0") return 0;
+  if (s.length === 0) return undefined;
+  let total = 0;
+  DURATION_PART.lastIndex = 0;
+  while (DURATION_PART.lastIndex < s.length) {
+    const at = DURATION_PART.lastIndex;
+    const m = DURATION_PART.exec(s);
+    if (!m || m.index !== at) return undefined;
+    total += Number(m[1]) * DURATION_UNITS_MS[m[2]!]!;
+  }
+  return total;
+}
+
+/** Parses "64MiB", "16777216", "1.5GB" (or a plain integer) into bytes; undefined when it is not a size. */
+export function parseSize(value: string | number): number | undefined {
+  if (typeof value === "number") return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+  const m = SIZE_RE.exec(value);
+  if (!m) return undefined;
+  const unit = SIZE_UNITS_BYTES[m[2]!.toLowerCase()];
+  if (unit === undefined) return undefined;
+  const bytes = Number(m[1]) * unit;
+  return Number.isSafeInteger(bytes) ? bytes : Math.round(bytes);
+}
+
+/** Formats milliseconds the way durations are written in configuration ("1.5s", "250ms", "2m"). */
+export function formatDuration(ms: number): string {
+  if (ms % 3_600_000 === 0 && ms > 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0 && ms > 0) return `${ms / 60_000}m`;
+  if (ms % 1000 === 0 && ms > 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
+}
+
+FormatRegistry.Set("duration", (v) => parseDuration(v) !== undefined);
+FormatRegistry.Set("size", (v) => parseSize(v) !== undefined);
+
+/** Marker read by the error formatter to explain what a duration or size looks like. */
+export const UNIT_HINT = "x-svc-unit";
+
+/** A duration written as text ("500ms", "1s", "2m"). Read it with `durationMs`. */
+export function Duration(defaultValue: string, description: string): TString {
+  return Type.String({ format: "duration", default: defaultValue, description, [UNIT_HINT]: "duration" });
+}
+
+/** A size in bytes, as an integer or text with a unit ("64MiB", "16777216"). Read it with `sizeBytes`. */
+export function Size(defaultValue: string | number, description: string): TUnion<[TInteger, TString]> {
+  return Type.Union([Type.Integer({ minimum: 0 }), Type.String({ format: "size" })], {
+    default: defaultValue,
+    description,
+    [UNIT_HINT]: "size",
+  });
+}
+
+/** Milliseconds of a duration that validation already accepted. */
+export function durationMs(text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined) throw new Error(`not a duration: ${JSON.stringify(text)}`);
+  return ms;
+}
+
+/** Bytes of a size that validation already accepted. */
+export function sizeBytes(value: string | number): number {
+  const b = parseSize(value);
+  if (b === undefined) throw new Error(`not a size: ${JSON.stringify(value)}`);
+  return b;
+}

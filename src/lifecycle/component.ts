@@ -1,0 +1,56 @@
+/**
+ * The contract every subsystem keeps: start, shutdown, optional reload, and status reported as events.
+ * Modelled on the OpenTelemetry Collector: components report status *changes* to their host;
+ * one aggregator (src/status) listens and answers health, readiness and the status views.
+ */
+import type { Config } from "../config/schema";
+import type { Logger } from "../log/logger";
+
+/**
+ * - `starting`: start() is running or the first useful state is not reached yet (not ready).
+ * - `ok`: working.
+ * - `recoverable_error`: not working now, retrying by itself (e.g. backend refused): not ready, still healthy.
+ * - `permanent_error`: will not work without a configuration change (e.g. required eBPF program failed): not ready.
+ * - `fatal_error`: the agent cannot go on: unhealthy.
+ * - `disabled`: turned off by configuration: counts as ok.
+ * - `stopping` / `stopped`: around shutdown.
+ */
+export type ComponentState =
+  | "starting"
+  | "ok"
+  | "recoverable_error"
+  | "permanent_error"
+  | "fatal_error"
+  | "disabled"
+  | "stopping"
+  | "stopped";
+
+/** The readiness check a component counts towards (`/ready`'s `checks`); components outside these only affect health. */
+export type ReadinessCheck = "ebpf" | "otlp" | "discovery";
+
+/** What a component is given at start: a logger, a way to report status, and a way to publish status views. */
+export interface ComponentHost {
+  /** A logger whose records carry `component: <id>`. */
+  readonly logger: Logger;
+  /** Reports a status change; `reason` is required for error states and shown in /ready and /healthz. Cheap; call on every change. */
+  report(state: ComponentState, reason?: string): void;
+}
+
+export interface Component {
+  /** `kind/name`, e.g. `exporter/otlp`, `ebpf/network`, `discovery/docker`. Unique in the agent. */
+  readonly id: string;
+  /** Which readiness check this component's state feeds, if any. */
+  readonly readiness?: ReadinessCheck;
+  /**
+   * Starts the component; long work goes to the background. Reports `ok`, `disabled` or an error through the host.
+   * Throwing means the component could not start at all; the supervisor reports it as `permanent_error`.
+   */
+  start(host: ComponentHost): Promise<void>;
+  /** Stops the component, releasing everything it holds. Safe to call twice and without start. */
+  shutdown(deadline: AbortSignal): Promise<void>;
+  /**
+   * Applies a new configuration atomically: either all of it takes effect or nothing changes and it throws.
+   * Called with the reload lock held, so never concurrently with another reload. Absent: the component needs nothing.
+   */
+  reload?(next: Config, previous: Config): Promise<void>;
+}

@@ -1,0 +1,26 @@
+/** Schema of the logging section (`svc:`, also accepted as `telegen:`). Owned by the logger. */
+import { Type, type Static } from "@sinclair/typebox";
+
+export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+export const LOG_FORMATS = ["json", "text"] as const;
+
+export const LogSectionSchema = Type.Object(
+  {
+    log_level: Type.Union(
+      LOG_LEVELS.map((l) => Type.Literal(l)),
+      { default: "info", description: "Lowest level written: debug, info, warn or error. Env: SVC_LOG_LEVEL." },
+    ),
+    log_format: Type.Union(
+      LOG_FORMATS.map((f) => Type.Literal(f)),
+      { default: "json", description: "json (one object per line) or text. Env: SVC_LOG_FORMAT." },
+    ),
+    recent_records: Type.Integer({
+      minimum: 0,
+      maximum: 100_000,
+      default: 1000,
+      description: "How many recent log records are kept in memory for the diagnostics bundle.",
+    }),
+  },
+  { additionalProperties: false, default: {} },
+);
+export type LogSectionConfig = Static<typeof LogSectionSchema>;

@@ -1,0 +1,100 @@
+/**
+ * Schemas of the status views the subsystems publish and /status* serves, field for field as the
+ * self-telemetry spec lists them. Types come from these schemas (`typeof X.static`).
+ * Subsystems publish views with `StatusAggregator.provide(name, () => view)`; the HTTP routes
+ * validate and document their answers with the same schemas.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+
+const Timestamp = (description: string) => Type.String({ format: "date-time", description });
+const Count = (description: string) => Type.Integer({ minimum: 0, description });
+
+export const EbpfProgramSchema = Type.Object({
+  name: Type.String(),
+  type: Type.String({ description: "kprobe, tracepoint, raw_tp, tp_btf, perf_event, uprobe, ..." }),
+  attached: Type.Boolean(),
+  id: Type.Integer({ description: "Kernel program id (0 when not loaded)." }),
+  reason: Type.Optional(Type.String({ description: "Why the program is not attached." })),
+});
+
+export const EbpfMapSchema = Type.Object({
+  name: Type.String(),
+  type: Type.String({ description: "hash, array, ringbuf, percpu_array, ..." }),
+  entries: Count("Current entries."),
+  max_entries: Count("Capacity."),
+});
+
+/** `ebpf` view: GET /status/ebpf. */
+export const EbpfViewSchema = Type.Object({
+  enabled: Type.Boolean(),
+  programs: Type.Array(EbpfProgramSchema),
+  maps: Type.Array(EbpfMapSchema),
+  ringbuf: Type.Object({
+    size: Count("Bytes."),
+    events_received: Count("Events read from every ring buffer."),
+    events_lost: Count("Reservations that failed in the kernel."),
+  }),
+});
+export type EbpfView = Static<typeof EbpfViewSchema>;
+
+export const QueueViewSchema = Type.Object({
+  size: Count("Current items."),
+  capacity: Count("Maximum items."),
+  exported: Count("Items exported."),
+  dropped: Count("Items dropped."),
+});
+
+/** `export` view: GET /status/export. */
+export const ExportViewSchema = Type.Object({
+  endpoint: Type.String({ description: "host:port" }),
+  protocol: Type.String({ description: "grpc" }),
+  tls: Type.Boolean(),
+  compression: Type.String({ description: "gzip or none" }),
+  connected: Type.Boolean(),
+  last_export: Type.Union([Timestamp("Last successful export."), Type.Null()]),
+  last_error: Type.Union([Type.String(), Type.Null()], { description: "null when no error; else code and message." }),
+  queues: Type.Object({ traces: QueueViewSchema, metrics: QueueViewSchema, logs: QueueViewSchema }),
+});
+export type ExportView = Static<typeof ExportViewSchema>;
+
+export const DiscoveredServiceSchema = Type.Object({
+  name: Type.String(),
+  namespace: Type.String(),
+  instances: Count("Ready instances."),
+  ports: Type.Array(Type.Integer()),
+});
+
+/** `discovery` view: GET /status/discovery. */
+export const DiscoveryViewSchema = Type.Object({
+  kubernetes: Type.Object({
+    enabled: Type.Boolean(),
+    connected: Type.Boolean(),
+    cluster: Type.String(),
+    namespace: Type.String(),
+    pods_watched: Count("Pods watched on this node."),
+    services_watched: Count("Services watched."),
+  }),
+  docker: Type.Object({
+    enabled: Type.Boolean(),
+    connected: Type.Boolean(),
+    containers: Count("Containers known."),
+  }),
+  cloud: Type.Object({
+    provider: Type.String({ description: "aws, gcp, azure or none" }),
+    region: Type.String(),
+    instance_id: Type.String(),
+  }),
+  discovered_services: Type.Array(DiscoveredServiceSchema),
+});
+export type DiscoveryView = Static<typeof DiscoveryViewSchema>;
+
+/** `profiling` view: the profiling fields of GET /status. */
+export const ProfilingViewSchema = Type.Object({
+  enabled: Type.Boolean(),
+  sample_rate: Count("Samples per second."),
+  profiles_collected: Count("Profiles collected."),
+});
+export type ProfilingView = Static<typeof ProfilingViewSchema>;
+
+/** The names under which subsystems publish their views. */
+export const VIEWS = { ebpf: "ebpf", export: "export", discovery: "discovery", profiling: "profiling" } as const;

@@ -1,0 +1,124 @@
+/**
+ * The agent's metric catalogue (the spec's list, under `<prometheus_namespace>_`), in an injected
+ * prom-client Registry (never the global one). Components receive `AgentMetrics` and update it where
+ * the event happens; nothing here is a constant or a once-per-interval guess.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { sampleProcess } from "./process-metrics";
+import type { TaskRegistry } from "./tasks";
+
+export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
+export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown"] as const;
+
+const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const BATCH_SIZE_BUCKETS = [1, 8, 32, 128, 256, 512, 1024, 2048, 4096, 8192];
+
+export interface SignalCounters {
+  collected: Counter;
+  exported: Counter;
+  dropped: Counter<"reason">;
+}
+
+export class AgentMetrics {
+  readonly registry: Registry;
+  readonly namespace: string;
+  readonly spans: SignalCounters;
+  readonly metrics: SignalCounters;
+  readonly logs: SignalCounters;
+  readonly profiles: SignalCounters;
+  readonly ebpfProgramsLoaded: Gauge;
+  readonly ebpfMapEntries: Gauge<"map">;
+  readonly ebpfRingbufEvents: Counter<"ringbuf">;
+  readonly ebpfRingbufLost: Counter<"ringbuf">;
+  readonly ebpfPerfEvents: Counter<"buffer">;
+  readonly ebpfPerfLost: Counter<"buffer">;
+  readonly exportRequests: Counter<"signal">;
+  readonly exportErrors: Counter<"signal" | "code">;
+  readonly exportLatency: Histogram<"signal">;
+  readonly exportBatchSize: Histogram<"signal">;
+  readonly exportQueueSize: Gauge<"signal">;
+
+  constructor(namespace: string, tasks: TaskRegistry, registry = new Registry()) {
+    this.registry = registry;
+    this.namespace = namespace;
+    const n = (suffix: string) => `${namespace}_${suffix}`;
+    const registers = [registry];
+    const signal = (plural: string, noun: string): SignalCounters => ({
+      collected: new Counter({ name: n(`${plural}_collected_total`), help: `Total ${noun} collected.`, registers }),
+      exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),
+      dropped: new Counter({
+        name: n(`${plural}_dropped_total`),
+        help: `${cap(noun)} dropped, by reason (queue_full, mem_limit, permanent_error, partial_success, shutdown).`,
+        labelNames: ["reason"],
+        registers,
+      }),
+    });
+    this.spans = signal("spans", "spans");
+    this.metrics = signal("metrics", "metric data points");
+    this.logs = signal("logs", "log records");
+    this.profiles = signal("profiles", "profiles");
+
+    this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
+    this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });
+    this.ebpfRingbufEvents = new Counter({ name: n("ebpf_ringbuf_events_total"), help: "Ring buffer events received.", labelNames: ["ringbuf"], registers });
+    this.ebpfRingbufLost = new Counter({ name: n("ebpf_ringbuf_lost_total"), help: "Ring buffer events lost (failed reservations in the kernel).", labelNames: ["ringbuf"], registers });
+    this.ebpfPerfEvents = new Counter({ name: n("ebpf_perf_events_total"), help: "Perf buffer events received.", labelNames: ["buffer"], registers });
+    this.ebpfPerfLost = new Counter({ name: n("ebpf_perf_lost_total"), help: "Perf buffer events lost.", labelNames: ["buffer"], registers });
+
+    this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
+    this.exportErrors = new Counter({ name: n("export_errors_total"), help: "Export requests that failed, by gRPC status code name.", labelNames: ["signal", "code"], registers });
+    this.exportLatency = new Histogram({ name: n("export_latency_seconds"), help: "Export request latency, measured from send to answer.", labelNames: ["signal"], buckets: LATENCY_BUCKETS_SECONDS, registers });
+    this.exportBatchSize = new Histogram({ name: n("export_batch_size"), help: "Items per export request.", labelNames: ["signal"], buckets: BATCH_SIZE_BUCKETS, registers });
+    this.exportQueueSize = new Gauge({ name: n("export_queue_size"), help: "Items currently queued for export.", labelNames: ["signal"], registers });
+    for (const s of EXPORT_SIGNALS) {
+      this.exportRequests.inc({ signal: s }, 0);
+      this.exportQueueSize.set({ signal: s }, 0);
+    }
+
+    let sample = sampleProcess();
+    // One /proc read per scrape, shared by the three process gauges (the first collect refreshes it).
+    new Counter({
+      name: n("process_cpu_seconds_total"),
+      help: "User and system CPU time used by the agent, in seconds.",
+      registers,
+      collect() {
+        sample = sampleProcess();
+        this.reset();
+        this.inc(sample.cpuSeconds);
+      },
+    });
+    new Gauge({
+      name: n("process_resident_memory_bytes"),
+      help: "Resident memory of the agent in bytes.",
+      registers,
+      collect() {
+        this.set(sample.residentBytes);
+      },
+    });
+    new Gauge({
+      name: n("process_open_fds"),
+      help: "Open file descriptors of the agent.",
+      registers,
+      collect() {
+        this.set(sample.openFds);
+      },
+    });
+    new Gauge({
+      name: n("go_goroutines"),
+      help: "Concurrent execution units of the agent: the event loop, its long-running tasks and in-flight operations.",
+      registers,
+      collect() {
+        this.set(tasks.count());
+      },
+    });
+  }
+
+  /** The counters of one export signal. */
+  signal(s: (typeof EXPORT_SIGNALS)[number]): SignalCounters {
+    return s === "traces" ? this.spans : s === "metrics" ? this.metrics : s === "logs" ? this.logs : this.profiles;
+  }
+}
+
+function cap(s: string): string {
+  return s.charAt(0).toUpperCase() + s.slice(1);
+}
