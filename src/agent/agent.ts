@@ -11,8 +11,8 @@ import { ReloadApplyError, Supervisor } from "../lifecycle/supervisor";
 import { StatusAggregator } from "../status/aggregator";
 import { AgentMetrics } from "../telemetry/metrics";
 import { TaskRegistry } from "../telemetry/tasks";
-import { COMPONENT_FACTORIES } from "./components";
-import type { AgentContext } from "./context";
+import { buildSubsystems } from "./components";
+import type { AgentContext, BaseContext } from "./context";
 import { secretsOf } from "./secrets";
 
 export interface AgentOptions {
@@ -54,7 +54,7 @@ export class Agent {
     this.metrics = new AgentMetrics(this.#config.self_telemetry.prometheus_namespace, this.tasks);
     this.supervisor = new Supervisor(this.logger, this.status);
     const agent = this;
-    this.ctx = {
+    const base: BaseContext = {
       get config() {
         return agent.#config;
       },
@@ -64,7 +64,9 @@ export class Agent {
       tasks: this.tasks,
       env: options.env,
     };
-    for (const factory of COMPONENT_FACTORIES) for (const c of factory(this.ctx)) this.supervisor.add(c);
+    const subsystems = buildSubsystems(base);
+    this.ctx = subsystems.ctx;
+    for (const c of subsystems.components) this.supervisor.add(c);
     for (const c of options.extraComponents?.(this.ctx) ?? []) this.supervisor.add(c);
     if (options.serverFactory) this.supervisor.add(options.serverFactory(this));
   }

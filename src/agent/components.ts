@@ -1,11 +1,31 @@
 /**
- * The list of subsystems, in start order: downstream first (exporter), then pipelines and collectors,
+ * Wiring of the subsystems, in start order: downstream first (the export pipeline), then the collectors,
  * then discovery. The HTTP server is added last by the Agent itself.
- * A subsystem joins the agent by adding its factory here.
+ * A collector joins the agent by adding its factory to COLLECTOR_FACTORIES.
  */
 import type { Component } from "../lifecycle/component";
-import type { AgentContext } from "./context";
+import { createExport } from "../export";
+import { createDiscovery } from "../discovery";
+import type { AgentContext, BaseContext } from "./context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
-export const COMPONENT_FACTORIES: ComponentFactory[] = [];
+/** Collectors: each factory returns its components (disabled ones report `disabled`). */
+export const COLLECTOR_FACTORIES: ComponentFactory[] = [];
+
+export interface Subsystems {
+  ctx: AgentContext;
+  /** In start order. */
+  components: Component[];
+}
+
+export function buildSubsystems(base: BaseContext): Subsystems {
+  const exporter = createExport(base);
+  const discovery = createDiscovery({ ...base, pipeline: exporter.pipeline });
+  const ctx: AgentContext = Object.create(base, {
+    pipeline: { value: exporter.pipeline, enumerable: true },
+    workloads: { value: discovery.workloads, enumerable: true },
+  });
+  const collectors = COLLECTOR_FACTORIES.flatMap((f) => f(ctx));
+  return { ctx, components: [...exporter.components, ...collectors, ...discovery.components] };
+}

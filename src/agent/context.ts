@@ -1,12 +1,15 @@
 /** What every component factory is given: the shared, long-lived parts of the agent. */
 import type { Config } from "../config/schema";
+import type { WorkloadDirectory } from "../discovery/types";
+import type { TelemetryPipeline } from "../export/types";
 import type { Logger } from "../log/logger";
 import type { StatusAggregator } from "../status/aggregator";
 import type { AgentMetrics } from "../telemetry/metrics";
 import type { TaskRegistry } from "../telemetry/tasks";
 
-export interface AgentContext {
-  /** The configuration the agent started with; later versions arrive through Component.reload. */
+/** The parts that exist before any subsystem is built. */
+export interface BaseContext {
+  /** The configuration in force now (a getter: a successful reload replaces it). Components also get reload(). */
   readonly config: Config;
   readonly logger: Logger;
   /** Where components publish their status views (`provide`). Health and readiness come from `report`. */
@@ -15,4 +18,12 @@ export interface AgentContext {
   readonly tasks: TaskRegistry;
   /** Environment of the process (tests pass their own). */
   readonly env: Record<string, string | undefined>;
+}
+
+/** The base plus the services subsystems offer each other. */
+export interface AgentContext extends BaseContext {
+  /** Where collectors submit spans, metrics, logs and profiles (built by src/export). */
+  readonly pipeline: TelemetryPipeline;
+  /** Workload metadata for labelling (built by src/discovery). */
+  readonly workloads: WorkloadDirectory;
 }

@@ -115,7 +115,7 @@ function describe(e: ValueError): ConfigProblem {
       return { path, message: options ? `expected one of ${options}, got ${got}` : `${e.message}, got ${got}` };
     }
     case ValueErrorType.Literal:
-      return { path, message: `expected ${JSON.stringify((e.schema as { const: unknown }).const)}, got ${got}` };
+      return { path, message: `expected ${JSON.stringify((e.schema as unknown as { const: unknown }).const)}, got ${got}` };
     default:
       return { path, message: `${lowerFirst(e.message)}, got ${got}` };
   }

@@ -103,7 +103,7 @@ export class Supervisor {
 export class ReloadApplyError extends Error {
   constructor(
     readonly component: string,
-    readonly cause: Error,
+    override readonly cause: Error,
   ) {
     super(`${component}: ${cause.message}`);
     this.name = "ReloadApplyError";

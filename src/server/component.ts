@@ -23,7 +23,7 @@ export function createHttpServerComponent(agent: Agent): Component {
     const s = Bun.serve({
       hostname,
       port,
-      fetch: (req, srv) => app.handle(req, srv),
+      fetch: (req) => app.handle(req),
       maxRequestBodySize: c.self_telemetry.max_body_bytes,
       idleTimeout: 30,
       development: false,

@@ -1,0 +1,12 @@
+/**
+ * The contract between discovery and everything that labels telemetry with workload metadata.
+ * Collectors ask the directory for the attributes of a container or process (container.*, k8s.*).
+ */
+import type { Attributes } from "../export/types";
+
+export interface WorkloadDirectory {
+  /** Attributes of a container by its full id (docker name/image, k8s pod/namespace/...), or undefined. O(1), synchronous. */
+  forContainer(containerId: string): Attributes | undefined;
+  /** Attributes of a process (via its container, when discovery knows it), or undefined. Synchronous, cached. */
+  forPid(pid: number): Attributes | undefined;
+}

@@ -1,0 +1,22 @@
+/**
+ * The contract between whatever collects telemetry and the export pipeline.
+ * Collectors hand items to `TelemetryPipeline.submit`; the pipeline queues, batches, retries and exports
+ * them over OTLP/gRPC and accounts for every item exactly.
+ */
+import type { Signal } from "./config";
+
+export type AttributeValue = string | number | boolean | string[] | number[];
+export type Attributes = Record<string, AttributeValue>;
+
+export interface TelemetryPipeline {
+  /**
+   * Offers items of one signal for export. Items that do not fit (queue capacity, mem_limit) are dropped
+   * and counted with their reason. Returns how many were accepted. Never throws; callable at any time,
+   * including before start and after shutdown (then everything is dropped as `shutdown`).
+   */
+  submit(signal: Signal, items: readonly unknown[]): number;
+  /** Exports everything queued now, bounded by `timeoutMs`; resolves with the items exported per signal. */
+  flush(timeoutMs: number): Promise<Record<Signal, number>>;
+  /** Sets (replaces) the resource attributes contributed by `source` (e.g. "discovery/cloud"); they go on every export. */
+  setResourceAttributes(source: string, attributes: Attributes): void;
+}
