@@ -4,6 +4,7 @@ import { loadConfig, resolveConfigPath } from "../config/load";
 import { ConfigError } from "../config/problems";
 import { Logger } from "../log/logger";
 import { createHttpServerComponent, HTTP_SERVER_ID } from "../server/component";
+import { BUILD_INFO } from "../version";
 import { EXIT } from "./exit";
 
 export interface RunOptions {
@@ -29,7 +30,18 @@ export async function runCommand(options: RunOptions): Promise<number> {
     logger,
     env: options.env,
     forceDebug: options.debug,
-    serverFactory: (a) => createHttpServerComponent(a),
+    serverFactory: (a) =>
+      createHttpServerComponent({
+        config: () => a.config,
+        status: a.status,
+        metrics: a.metrics,
+        tasks: a.tasks,
+        logger: a.logger,
+        pipeline: a.ctx.pipeline,
+        reload: (trigger) => a.reload(trigger),
+        build: BUILD_INFO,
+        startedAt: a.status.startedAt,
+      }),
   });
 
   const stopped = Promise.withResolvers<number>();

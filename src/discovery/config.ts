@@ -1,6 +1,7 @@
 /** Schema of `agent.discovery`: Docker, Kubernetes and cloud discovery. Owned by discovery. */
 import { Type, type Static } from "@sinclair/typebox";
-import { Duration } from "../config/units";
+import type { ConfigProblem } from "../config/problems";
+import { Duration, durationMs } from "../config/units";
 
 export const DiscoverySchema = Type.Object(
   {
@@ -10,8 +11,17 @@ export const DiscoverySchema = Type.Object(
     }),
     kubernetes: Type.Object(
       {
-        kubeconfig: Type.String({ default: "", description: "Path of a kubeconfig file (instead of the in-cluster service account)." }),
-        cluster_name: Type.String({ default: "", description: "Cluster name reported in status and attributes." }),
+        kubeconfig: Type.String({ default: "", description: "Path of a kubeconfig file (instead of the in-cluster service account); its current context gives the API address and credentials." }),
+        cluster_name: Type.String({ default: "", description: "Cluster name reported in status and as k8s.cluster.name; empty: the kubeconfig's current cluster name, or none in-cluster." }),
+        node_name: Type.String({
+          default: "",
+          description: "This node's name (pods are watched with fieldSelector spec.nodeName=<it>); empty: the NODE_NAME environment variable, else the host name.",
+        }),
+        service_account_dir: Type.String({
+          default: "/var/run/secrets/kubernetes.io/serviceaccount",
+          description: "Directory of the in-cluster service account (token, ca.crt, namespace); the token is re-read when the file changes.",
+        }),
+        resync_backoff_max: Duration("30s", "Longest wait between attempts after API errors (exponential backoff from 500ms)."),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -19,6 +29,7 @@ export const DiscoverySchema = Type.Object(
       {
         enabled: Type.Boolean({ default: true, description: "Docker Engine discovery." }),
         socket: Type.String({ default: "/var/run/docker.sock", description: "Docker Engine API unix socket." }),
+        reconnect_backoff_max: Duration("10s", "Longest wait between reconnection attempts to the Engine API (exponential backoff from 250ms)."),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -26,8 +37,8 @@ export const DiscoverySchema = Type.Object(
       {
         enabled: Type.Boolean({ default: true, description: "Cloud instance metadata discovery." }),
         provider: Type.Union(
-          ["auto", "aws", "gcp", "azure", "none"].map((p) => Type.Literal(p)),
-          { default: "auto", description: "auto contacts a provider only when local hints (DMI) say the host runs there." },
+          [Type.Literal("auto"), Type.Literal("aws"), Type.Literal("gcp"), Type.Literal("azure"), Type.Literal("none")],
+          { default: "auto", description: "auto contacts a provider only when local hints (DMI, /sys/hypervisor/uuid) say the host runs there." },
         ),
         endpoints: Type.Object(
           {
@@ -38,6 +49,10 @@ export const DiscoverySchema = Type.Object(
           { additionalProperties: false, default: {} },
         ),
         timeout: Duration("2s", "Timeout of each metadata request."),
+        hints_root: Type.String({
+          default: "/",
+          description: "Root under which the local hints are read (sys/class/dmi/id/*, sys/hypervisor/uuid); e.g. /host when the host's /sys is mounted at /host/sys.",
+        }),
       },
       { additionalProperties: false, default: {} },
     ),
@@ -45,3 +60,27 @@ export const DiscoverySchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 export type DiscoveryConfig = Static<typeof DiscoverySchema>;
+export type CloudProviderSetting = DiscoveryConfig["cloud"]["provider"];
+
+/** Cross-field rules of `agent.discovery`: metadata addresses are http(s) URLs, timeouts and backoffs positive. */
+export function validateDiscovery(d: DiscoveryConfig): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const [name, url] of Object.entries(d.cloud.endpoints)) {
+    let ok = false;
+    try {
+      const u = new URL(url);
+      ok = (u.protocol === "http:" || u.protocol === "https:") && u.search === "" && u.hash === "";
+    } catch {
+      ok = false;
+    }
+    if (!ok) problems.push({ path: `agent.discovery.cloud.endpoints.${name}`, message: `must be an http:// or https:// base address without query, got ${JSON.stringify(url)}` });
+  }
+  const positive: Array<[string, string]> = [
+    ["agent.discovery.cloud.timeout", d.cloud.timeout],
+    ["agent.discovery.docker.reconnect_backoff_max", d.docker.reconnect_backoff_max],
+    ["agent.discovery.kubernetes.resync_backoff_max", d.kubernetes.resync_backoff_max],
+  ];
+  for (const [path, v] of positive) if (durationMs(v) <= 0) problems.push({ path, message: "must be greater than 0" });
+  if (d.docker.enabled && d.docker.socket.trim() === "") problems.push({ path: "agent.discovery.docker.socket", message: "must not be empty when docker.enabled is true" });
+  return problems;
+}

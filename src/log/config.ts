@@ -7,11 +7,11 @@ export const LOG_FORMATS = ["json", "text"] as const;
 export const LogSectionSchema = Type.Object(
   {
     log_level: Type.Union(
-      LOG_LEVELS.map((l) => Type.Literal(l)),
+      [Type.Literal("debug"), Type.Literal("info"), Type.Literal("warn"), Type.Literal("error")],
       { default: "info", description: "Lowest level written: debug, info, warn or error. Env: SVC_LOG_LEVEL." },
     ),
     log_format: Type.Union(
-      LOG_FORMATS.map((f) => Type.Literal(f)),
+      [Type.Literal("json"), Type.Literal("text")],
       { default: "json", description: "json (one object per line) or text. Env: SVC_LOG_FORMAT." },
     ),
     recent_records: Type.Integer({

@@ -1,23 +1,142 @@
 /**
- * createServer composes the route plugins and returns the Elysia app without listening,
- * so tests call `app.handle(new Request(...))`; only the server component listens.
+ * createServer composes the route plugins and returns the Elysia app without listening, so tests call
+ * `app.handle(new Request(...))`; only the server component listens. Every route is served at its path
+ * and under /api/v1. One onError renders every error as the standard error object.
  */
-import { Elysia } from "elysia";
-import type { Agent } from "../agent/agent";
+import { cors } from "@elysiajs/cors";
+import { Elysia, type AnyElysia } from "elysia";
+import type { Config } from "../config/schema";
+import type { ServerDeps } from "./deps";
+import { ApiError, errorResponse, methodNotAllowed, notFound } from "./errors";
+import { API_V1_PREFIX, canonicalPath, RequestGuard } from "./guard";
+import { adminRoutes } from "./routes/admin";
+import { configRoutes } from "./routes/config";
+import { debugRoutes } from "./routes/debug";
+import { healthRoutes } from "./routes/health";
+import { metricsRoutes } from "./routes/metrics";
+import { buildOpenApiDocument, openApiRoutes } from "./routes/openapi";
+import { statusRoutes } from "./routes/status";
 
-export function createServer(agent: Agent) {
-  return new Elysia({ name: "svc-agent" })
-    .get("/healthz", ({ set }) => {
-      const h = agent.status.health();
-      if (h.healthy) return { status: "ok" };
-      set.status = 503;
-      return { status: "unhealthy", reasons: h.reasons };
+/** Client addresses of requests, set by the listener (app.handle has no socket). */
+const clientAddresses = new WeakMap<Request, string>();
+export function setClientAddress(request: Request, address: string): void {
+  clientAddresses.set(request, address);
+}
+
+const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" };
+
+export interface ServerOptions {
+  /** Shared across app rebuilds so rate-limit buckets survive a reload that does not change them. */
+  guard?: RequestGuard;
+  /** The configuration whose build-time settings (metrics path, CORS) shape the routes; default: deps.config(). */
+  settings?: Config;
+}
+
+export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
+  const c = (options.settings ?? deps.config()).self_telemetry;
+  const guard = options.guard ?? new RequestGuard(deps.config);
+  const inFlight = new WeakMap<Request, () => void>();
+
+  const routes = (prefix: string) =>
+    new Elysia({ name: "routes", seed: prefix })
+      .use(healthRoutes(deps, prefix))
+      .use(metricsRoutes(deps, c.path, prefix))
+      .use(statusRoutes(deps, prefix))
+      .use(configRoutes(deps, prefix))
+      .use(debugRoutes(deps, prefix))
+      .use(adminRoutes(deps, prefix));
+
+  let document: Record<string, unknown> | undefined;
+  const app: AnyElysia = new Elysia({ name: "svc-agent" })
+    .onRequest(({ request }) => {
+      const path = canonicalPath(new URL(request.url).pathname);
+      try {
+        guard.check(request, path, clientAddresses.get(request) ?? "unknown");
+      } catch (e) {
+        if (e instanceof ApiError) return errorResponse(e);
+        throw e;
+      }
+      inFlight.set(request, deps.tasks.begin(`http ${request.method} ${path}`, "operation"));
     })
-    .get("/ready", ({ set }) => {
-      const r = agent.status.readiness();
-      if (!r.ready) set.status = 503;
-      return { status: r.ready ? "ready" : "not_ready", checks: r.checks };
-    });
+    .onAfterResponse(({ request }) => {
+      inFlight.get(request)?.();
+    })
+    .use(
+      c.cors.enabled
+        ? cors({
+            origin: c.cors.allowed_origins,
+            methods: ["GET", "POST", "OPTIONS"],
+            allowedHeaders: ["Authorization", "Content-Type"],
+            exposeHeaders: ["Retry-After", "WWW-Authenticate"],
+            maxAge: 600,
+          })
+        : new Elysia({ name: "cors-disabled" }),
+    )
+    .onAfterHandle({ as: "global" }, ({ set }) => {
+      Object.assign(set.headers, SECURITY_HEADERS);
+    })
+    .onError({ as: "global" }, ({ code, error, request }) => {
+      inFlight.get(request)?.();
+      return renderError(code, error, request, app, deps);
+    })
+    .use(routes(""))
+    .use(routes(API_V1_PREFIX))
+    .use(openApiRoutes(() => (document ??= buildOpenApiDocument(app, deps))))
+    .use(openApiRoutes(() => (document ??= buildOpenApiDocument(app, deps)), API_V1_PREFIX));
+  return app;
 }
 
 export type App = ReturnType<typeof createServer>;
+
+function renderError(code: string | number, error: unknown, request: Request, app: AnyElysia, deps: ServerDeps): Response {
+  const url = new URL(request.url);
+  if (error instanceof ApiError) return errorResponse(error);
+  switch (code) {
+    case "NOT_FOUND": {
+      const allow = allowedMethods(app, url.pathname);
+      if (allow.length > 0) return errorResponse(methodNotAllowed(request.method, url.pathname, allow));
+      return errorResponse(notFound(url.pathname));
+    }
+    case "VALIDATION": {
+      const e = error as { type?: string; all?: Array<{ path: string; message: string }>; message?: string };
+      if (e.type === "response") {
+        deps.logger.error("answer does not match its schema", { path: url.pathname, error: summary(e) });
+        return errorResponse(new ApiError(500, "internal_error", "internal error", {}));
+      }
+      const problems = (e.all ?? []).map((p) => ({ path: p.path, message: p.message }));
+      return errorResponse(new ApiError(400, "invalid_request", `invalid ${e.type ?? "request"}`, { problems }));
+    }
+    case "PARSE":
+      return errorResponse(new ApiError(400, "invalid_request", "malformed request body", {}));
+    case "INVALID_COOKIE_SIGNATURE":
+      return errorResponse(new ApiError(400, "invalid_request", "invalid cookie", {}));
+    default: {
+      const status = typeof code === "number" ? code : 500;
+      if (status >= 400 && status < 500) return errorResponse(new ApiError(status, "invalid_request", String((error as Error)?.message ?? "bad request"), {}));
+      deps.logger.error("request failed", { method: request.method, path: url.pathname, error: (error as Error)?.message ?? String(error) });
+      return errorResponse(new ApiError(500, "internal_error", "internal error", {}));
+    }
+  }
+}
+
+function summary(e: unknown): string {
+  const m = (e as Error).message ?? String(e);
+  return m.length > 500 ? m.slice(0, 500) + "..." : m;
+}
+
+const methodTables = new WeakMap<AnyElysia, Array<{ re: RegExp; method: string }>>();
+
+/** Methods served at `pathname` (for 405 + Allow). */
+function allowedMethods(app: AnyElysia, pathname: string): string[] {
+  let table = methodTables.get(app);
+  if (!table) {
+    table = app.routes
+      .filter((r) => r.method !== "ALL")
+      .map((r) => ({
+        method: r.method,
+        re: new RegExp("^" + r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+").replace(/\*/g, ".*") + "$"),
+      }));
+    methodTables.set(app, table);
+  }
+  return [...new Set(table.filter((r) => r.re.test(pathname)).map((r) => r.method))].sort();
+}

@@ -1,35 +1,48 @@
 /**
  * The HTTP interface as a component: binds self_telemetry.listen at start (failure is a permanent error
- * that stops the agent, never only a log line), rebinds when a reload changes the address, stops first
- * on shutdown.
+ * that stops the agent, never only a log line). A reload rebuilds the routes (metrics path, CORS) and
+ * rebinds when the address changes, binding the new address before releasing the old one.
  */
-import type { Agent } from "../agent/agent";
 import type { Config } from "../config/schema";
 import type { Component, ComponentHost } from "../lifecycle/component";
-import { createServer } from "./app";
+import { createServer, setClientAddress, type App } from "./app";
+import type { ServerDeps } from "./deps";
+import { RequestGuard } from "./guard";
 import { formatAddress, parseListen } from "./listen";
 
 export const HTTP_SERVER_ID = "server/http";
+/** Seconds an idle keep-alive connection is kept. */
+const IDLE_TIMEOUT_SECONDS = 30;
+/** Time given to requests in flight on an old listener after a rebind. */
+const OLD_LISTENER_GRACE_MS = 1000;
 
 type BunServer = ReturnType<typeof Bun.serve>;
 
-export function createHttpServerComponent(agent: Agent): Component {
+export function createHttpServerComponent(deps: ServerDeps): Component {
   let server: BunServer | undefined;
   let host: ComponentHost | undefined;
-  const app = createServer(agent);
+  const guard = new RequestGuard(deps.config);
+  let app: App = createServer(deps, { guard });
 
   const bind = (c: Config): BunServer => {
     const { hostname, port } = parseListen(c.self_telemetry.listen);
-    const s = Bun.serve({
-      hostname,
-      port,
-      fetch: (req) => app.handle(req),
-      maxRequestBodySize: c.self_telemetry.max_body_bytes,
-      idleTimeout: 30,
-      development: false,
-      error: () => new Response(JSON.stringify({ error: "internal_error", message: "internal error", details: {} }), { status: 500, headers: { "content-type": "application/json" } }),
-    });
-    return s;
+    try {
+      return Bun.serve({
+        hostname,
+        port,
+        fetch: (req, srv) => {
+          const ip = srv.requestIP(req);
+          if (ip) setClientAddress(req, ip.address);
+          return app.handle(req);
+        },
+        // Bun's own limit is a backstop for bodies without Content-Length; the guard answers 413 with the error object.
+        maxRequestBodySize: c.self_telemetry.max_body_bytes,
+        idleTimeout: IDLE_TIMEOUT_SECONDS,
+        development: false,
+      });
+    } catch (e) {
+      throw new Error(`cannot listen on ${c.self_telemetry.listen}: ${(e as Error).message}`);
+    }
   };
 
   const announce = (s: BunServer) => {
@@ -40,29 +53,27 @@ export function createHttpServerComponent(agent: Agent): Component {
     id: HTTP_SERVER_ID,
     async start(h) {
       host = h;
-      const c = agent.config;
+      const c = deps.config();
       if (!c.self_telemetry.enabled) {
         h.report("disabled");
         return;
       }
-      try {
-        server = bind(c);
-      } catch (e) {
-        throw new Error(`cannot listen on ${c.self_telemetry.listen}: ${(e as Error).message}`);
-      }
+      server = bind(c);
       announce(server);
       h.report("ok");
     },
     async reload(next, previous) {
       const a = next.self_telemetry;
       const b = previous.self_telemetry;
-      if (a.enabled === b.enabled && a.listen === b.listen && a.max_body_bytes === b.max_body_bytes) return;
-      // Bind the new address before letting go of the old one, so a failure leaves the old server serving.
-      const fresh = a.enabled ? bind(next) : undefined;
+      const rebind = a.enabled !== b.enabled || a.listen !== b.listen || a.max_body_bytes !== b.max_body_bytes;
+      // Bind first: if the new address is taken, this throws and nothing has changed.
+      const fresh = rebind && a.enabled ? bind(next) : undefined;
+      // Routes are rebuilt with next's build-time settings (metrics path, CORS origins); the rest is read per request.
+      app = createServer(deps, { guard, settings: next });
+      if (!rebind) return;
       const old = server;
       server = fresh;
-      // Let the request that triggered the reload finish on the old server.
-      setTimeout(() => old?.stop(false), 50);
+      if (old) setTimeout(() => old.stop(false), OLD_LISTENER_GRACE_MS).unref();
       if (fresh) {
         announce(fresh);
         host?.report("ok");

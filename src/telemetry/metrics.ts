@@ -20,7 +20,10 @@ export interface SignalCounters {
 }
 
 export class AgentMetrics {
+  /** Text exposition format 0.0.4. */
   readonly registry: Registry;
+  /** The same metrics in OpenMetrics format (for scrapers that ask for it). */
+  readonly openMetricsRegistry: Registry<"application/openmetrics-text; version=1.0.0; charset=utf-8">;
   readonly namespace: string;
   readonly spans: SignalCounters;
   readonly metrics: SignalCounters;
@@ -38,11 +41,13 @@ export class AgentMetrics {
   readonly exportBatchSize: Histogram<"signal">;
   readonly exportQueueSize: Gauge<"signal">;
 
-  constructor(namespace: string, tasks: TaskRegistry, registry = new Registry()) {
-    this.registry = registry;
+  constructor(namespace: string, tasks: TaskRegistry) {
+    this.registry = new Registry();
+    this.openMetricsRegistry = new Registry();
+    this.openMetricsRegistry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
     this.namespace = namespace;
     const n = (suffix: string) => `${namespace}_${suffix}`;
-    const registers = [registry];
+    const registers = [this.registry, this.openMetricsRegistry];
     const signal = (plural: string, noun: string): SignalCounters => ({
       collected: new Counter({ name: n(`${plural}_collected_total`), help: `Total ${noun} collected.`, registers }),
       exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),

@@ -1,0 +1,103 @@
+/**
+ * Schemas of the interface's answers. They validate the handlers' results, type them
+ * (`typeof X.static`), and generate /openapi.json. The per-subsystem views come from src/status/model.ts.
+ */
+import { t } from "elysia";
+export { EbpfViewSchema, ExportViewSchema, DiscoveryViewSchema } from "../status/model";
+
+export const ErrorSchema = t.Object(
+  {
+    error: t.Union(
+      [
+        t.Literal("invalid_request"),
+        t.Literal("not_found"),
+        t.Literal("unauthorized"),
+        t.Literal("forbidden"),
+        t.Literal("internal_error"),
+        t.Literal("service_unavailable"),
+      ],
+      { description: "Error code (one of ERROR_CODES)." },
+    ),
+    message: t.String({ description: "Human-readable text." }),
+    details: t.Record(t.String(), t.Unknown(), { description: "Additional context." }),
+  },
+  { $id: "#/components/schemas/Error", title: "Error" },
+);
+
+export const HealthSchema = t.Object({
+  status: t.Literal("ok"),
+});
+export const UnhealthySchema = t.Object({
+  status: t.Literal("unhealthy"),
+  reasons: t.Array(t.String(), { description: "Components in a fatal state, with the reason." }),
+});
+
+const CheckValue = t.String({ description: "`ok`, or `failed: <reason>`.", pattern: "^(ok|failed: .+)$" });
+export const ReadinessSchema = t.Object({
+  status: t.Union([t.Literal("ready"), t.Literal("not_ready")]),
+  checks: t.Object({ ebpf: CheckValue, otlp: CheckValue, discovery: CheckValue }),
+});
+
+export const StatusSchema = t.Object({
+  version: t.String(),
+  commit: t.String(),
+  built: t.String({ description: "Build timestamp (ISO 8601 UTC), or `dev` when run from source." }),
+  uptime: t.String({ pattern: "^\\d+h\\d+m\\d+s$", description: "<h>h<m>m<s>s" }),
+  mode: t.Literal("agent"),
+  host: t.Object({ name: t.String(), os: t.String(), arch: t.String(), kernel: t.String() }),
+  ebpf: t.Object({
+    enabled: t.Boolean(),
+    programs_loaded: t.Integer({ minimum: 0 }),
+    maps_created: t.Integer({ minimum: 0 }),
+    ringbuf_size: t.Integer({ minimum: 0, description: "Bytes." }),
+  }),
+  profiling: t.Object({
+    enabled: t.Boolean(),
+    sample_rate: t.Integer({ minimum: 0, description: "Samples per second." }),
+    profiles_collected: t.Integer({ minimum: 0 }),
+  }),
+  export: t.Object({
+    endpoint: t.String(),
+    connected: t.Boolean(),
+    last_export: t.Union([t.String({ format: "date-time" }), t.Null()], { description: "null before the first successful export." }),
+    spans_exported: t.Integer({ minimum: 0 }),
+    metrics_exported: t.Integer({ minimum: 0 }),
+  }),
+  discovery: t.Object({
+    kubernetes: t.Boolean(),
+    docker: t.Boolean(),
+    pods_discovered: t.Integer({ minimum: 0 }),
+    containers_discovered: t.Integer({ minimum: 0 }),
+  }),
+});
+export type StatusBody = typeof StatusSchema.static;
+
+export const ReloadSchema = t.Object({
+  status: t.Literal("ok"),
+  message: t.String(),
+});
+
+export const FlushSchema = t.Object({
+  status: t.Literal("ok"),
+  flushed: t.Object({
+    traces: t.Integer({ minimum: 0 }),
+    metrics: t.Integer({ minimum: 0 }),
+    logs: t.Integer({ minimum: 0 }),
+  }),
+});
+
+export const DebugVarsSchema = t.Object(
+  {
+    cmdline: t.Array(t.String()),
+    memstats: t.Object(
+      {
+        Alloc: t.Integer(),
+        TotalAlloc: t.Integer(),
+        Sys: t.Integer(),
+        NumGC: t.Integer(),
+      },
+      { additionalProperties: t.Integer() },
+    ),
+  },
+  { additionalProperties: true },
+);

@@ -1,0 +1,48 @@
+/** POST /admin/reload and POST /admin/flush. */
+import { Elysia } from "elysia";
+import { durationMs } from "../../config/units";
+import { ConfigError } from "../../config/problems";
+import type { ServerDeps } from "../deps";
+import { ApiError } from "../errors";
+import { ErrorSchema, FlushSchema, ReloadSchema } from "../model";
+
+const errors = { 401: ErrorSchema, 403: ErrorSchema, 429: ErrorSchema };
+
+export function adminRoutes(deps: ServerDeps, prefix = "") {
+  return new Elysia({ name: "routes/admin", seed: prefix, prefix })
+    .post(
+      "/admin/reload",
+      async () => {
+        const r = await deps.reload("admin");
+        if (r.ok) return { status: "ok" as const, message: r.message };
+        if (r.kind === "invalid") {
+          const problems = r.error instanceof ConfigError ? r.error.problems : [];
+          throw new ApiError(400, "invalid_request", "invalid configuration; the running configuration is unchanged", { problems });
+        }
+        throw new ApiError(500, "internal_error", `reload failed; the previous configuration was restored: ${r.error.message}`, {});
+      },
+      {
+        response: { 200: ReloadSchema, 400: ErrorSchema, 500: ErrorSchema, ...errors },
+        detail: {
+          summary: "Reload the configuration file",
+          description: "Re-reads the file the agent started with, validates it and applies it atomically. 400 lists every problem in `details.problems` (key paths); 500 means applying failed and the previous configuration was restored.",
+          tags: ["admin"],
+        },
+      },
+    )
+    .post(
+      "/admin/flush",
+      async () => {
+        const flushed = await deps.pipeline.flush(durationMs(deps.config().shutdown_timeout));
+        return { status: "ok" as const, flushed: { traces: flushed.traces, metrics: flushed.metrics, logs: flushed.logs } };
+      },
+      {
+        response: { 200: FlushSchema, ...errors },
+        detail: {
+          summary: "Flush the export queues",
+          description: "Exports everything queued now (bounded by shutdown_timeout) and reports the items exported per kind.",
+          tags: ["admin"],
+        },
+      },
+    );
+}

@@ -1,0 +1,40 @@
+/**
+ * /debug/pprof/* and /debug/vars: served only in debug mode (otherwise 404 not_found, like any unknown path).
+ * Their content comes from src/debug; this file routes and gates.
+ */
+import { Elysia, t } from "elysia";
+import { debugVars } from "../../debug/vars";
+import { PROFILES, profileResponse } from "../../debug/profiles";
+import type { ServerDeps } from "../deps";
+import { notFound } from "../errors";
+import { DebugVarsSchema, ErrorSchema } from "../model";
+
+const errors = { 401: ErrorSchema, 403: ErrorSchema, 404: ErrorSchema, 429: ErrorSchema, 503: ErrorSchema };
+
+export function debugRoutes(deps: ServerDeps, prefix = "") {
+  const gate = ({ request }: { request: Request }) => {
+    if (!deps.config().self_telemetry.debug.enabled) throw notFound(new URL(request.url).pathname);
+  };
+  return new Elysia({ name: "routes/debug", seed: prefix, prefix })
+    .get("/debug/vars", () => debugVars(deps), {
+      beforeHandle: gate,
+      response: { 200: DebugVarsSchema, ...errors },
+      detail: { summary: "Runtime variables (expvar-like)", tags: ["debug"] },
+    })
+    .get("/debug/pprof/", ({ request }) => profileResponse(deps, "index", new URL(request.url)), {
+      beforeHandle: gate,
+      response: { 200: t.String({ description: "HTML index of the profiles." }), ...errors },
+      detail: { summary: "Index of profiles", tags: ["debug"] },
+    })
+    .get("/debug/pprof/:profile", ({ params, request }) => profileResponse(deps, params.profile, new URL(request.url)), {
+      beforeHandle: gate,
+      params: t.Object({ profile: t.Union(PROFILES.map((p) => t.Literal(p))) }),
+      query: t.Object({
+        seconds: t.Optional(t.Integer({ minimum: 1, maximum: 300, description: "Duration of CPU sampling or tracing." })),
+        debug: t.Optional(t.Integer({ minimum: 0, maximum: 2, description: "goroutine: 1 counts, 2 full stacks as text." })),
+        gc: t.Optional(t.Integer({ minimum: 0, maximum: 1 })),
+      }),
+      response: { 200: t.Unknown({ description: "profile.proto (gzip), text, or trace-event JSON (gzip) depending on the profile." }), 400: ErrorSchema, ...errors },
+      detail: { summary: "A profile: profile, heap, goroutine, threadcreate, block, mutex, allocs, trace", tags: ["debug"] },
+    });
+}

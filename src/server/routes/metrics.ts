@@ -1,0 +1,49 @@
+/**
+ * GET <self_telemetry.path>: Prometheus text exposition (or OpenMetrics when the Accept header asks),
+ * gzip when Accept-Encoding allows.
+ */
+import { Elysia, t } from "elysia";
+import type { ServerDeps } from "../deps";
+import { ErrorSchema } from "../model";
+
+const OPENMETRICS = "application/openmetrics-text";
+const GZIP_MIN_BYTES = 1024;
+
+export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
+  return new Elysia({ name: "routes/metrics", seed: prefix, prefix }).get(
+    path,
+    async ({ request }) => {
+      const openMetrics = (request.headers.get("accept") ?? "").includes(OPENMETRICS);
+      const registry = openMetrics ? deps.metrics.openMetricsRegistry : deps.metrics.registry;
+      const text = await registry.metrics();
+      const headers: Record<string, string> = { "content-type": registry.contentType, "cache-control": "no-store" };
+      if (text.length >= GZIP_MIN_BYTES && /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) {
+        headers["content-encoding"] = "gzip";
+        headers.vary = "Accept-Encoding";
+        return new Response(Bun.gzipSync(text), { headers });
+      }
+      return new Response(text, { headers });
+    },
+    {
+      response: {
+        200: t.String({ description: "Text exposition format 0.0.4 (or OpenMetrics 1.0.0 on request)." }),
+        401: ErrorSchema,
+        429: ErrorSchema,
+      },
+      detail: {
+        summary: "Prometheus metrics",
+        description: "Every metric of the catalogue under `<prometheus_namespace>_`, each with HELP and TYPE lines.",
+        tags: ["metrics"],
+        responses: {
+          200: {
+            description: "Metrics",
+            content: {
+              "text/plain; version=0.0.4; charset=utf-8": { schema: { type: "string" } },
+              "application/openmetrics-text; version=1.0.0; charset=utf-8": { schema: { type: "string" } },
+            },
+          },
+        },
+      },
+    },
+  );
+}
