@@ -101,6 +101,7 @@ export class Agent {
         this.#config = next;
         this.#applyLogging(next);
         await this.supervisor.applyReload(next, previous);
+        this.metrics.setNamespace(next.self_telemetry.prometheus_namespace);
       } catch (e) {
         this.#config = previous;
         this.#applyLogging(previous);

@@ -2,6 +2,8 @@
 export class Mutex {
   #tail: Promise<void> = Promise.resolve();
   #held = false;
+  /** Callers inside run() (holding or waiting). */
+  #entered = 0;
   /** Total milliseconds callers waited for the lock, and how many waits there were. */
   waitedMs = 0;
   contentions = 0;
@@ -18,7 +20,8 @@ export class Mutex {
     let release!: () => void;
     this.#tail = new Promise<void>((r) => (release = r));
     const waitStart = performance.now();
-    if (this.#held) this.contentions++;
+    if (this.#entered > 0) this.contentions++;
+    this.#entered++;
     await previous;
     this.waitedMs += performance.now() - waitStart;
     this.#held = true;
@@ -26,6 +29,7 @@ export class Mutex {
       return await fn();
     } finally {
       this.#held = false;
+      this.#entered--;
       release();
     }
   }

@@ -24,7 +24,7 @@ export class AgentMetrics {
   readonly registry: Registry;
   /** The same metrics in OpenMetrics format (for scrapers that ask for it). */
   readonly openMetricsRegistry: Registry<"application/openmetrics-text; version=1.0.0; charset=utf-8">;
-  readonly namespace: string;
+  #namespace: string;
   readonly spans: SignalCounters;
   readonly metrics: SignalCounters;
   readonly logs: SignalCounters;
@@ -45,7 +45,7 @@ export class AgentMetrics {
     this.registry = new Registry();
     this.openMetricsRegistry = new Registry();
     this.openMetricsRegistry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-    this.namespace = namespace;
+    this.#namespace = namespace;
     const n = (suffix: string) => `${namespace}_${suffix}`;
     const registers = [this.registry, this.openMetricsRegistry];
     const signal = (plural: string, noun: string): SignalCounters => ({
@@ -116,6 +116,29 @@ export class AgentMetrics {
         this.set(tasks.count());
       },
     });
+  }
+
+  /** The prefix of every metric name (`self_telemetry.prometheus_namespace`). */
+  get namespace(): string {
+    return this.#namespace;
+  }
+
+  /**
+   * Renames every metric to the new prefix, keeping its values (a reload that changes
+   * `self_telemetry.prometheus_namespace`). prom-client derives sample names from `metric.name` at scrape time.
+   */
+  setNamespace(namespace: string): void {
+    if (namespace === this.#namespace) return;
+    const old = this.#namespace;
+    const metrics = this.registry.getMetricsAsArray() as unknown as Array<{ name: string }>;
+    this.registry.clear();
+    this.openMetricsRegistry.clear();
+    for (const m of metrics) {
+      m.name = namespace + m.name.slice(old.length);
+      this.registry.registerMetric(m as never);
+      this.openMetricsRegistry.registerMetric(m as never);
+    }
+    this.#namespace = namespace;
   }
 
   /** The counters of one export signal. */

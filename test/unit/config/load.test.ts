@@ -1,0 +1,181 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError, embeddedDefaultText, loadConfig, parseConfig, resolveConfigPath } from "../../../src/config";
+import { sizeBytes } from "../../../src/config/units";
+
+function problemsOf(text: string, env: Record<string, string> = {}) {
+  try {
+    parseConfig(text, env);
+  } catch (e) {
+    if (e instanceof ConfigError) return e.problems;
+    throw e;
+  }
+  throw new Error("expected the configuration to be refused");
+}
+
+describe("defaults", () => {
+  test("an empty document gives every default", () => {
+    const c = parseConfig("", {});
+    expect(c.mode).toBe("agent");
+    expect(c.self_telemetry.listen).toBe(":19090");
+    expect(c.self_telemetry.path).toBe("/metrics");
+    expect(c.self_telemetry.prometheus_namespace).toBe("svc");
+    expect(c.self_telemetry.auth.enabled).toBe(false);
+    expect(c.self_telemetry.auth.exempt_paths).toEqual(["/healthz", "/ready"]);
+    expect(c.svc.log_level).toBe("info");
+    expect(c.svc.log_format).toBe("json");
+    expect(sizeBytes(c.agent.ebpf.ringbuf_size)).toBe(16 * 1024 * 1024);
+    expect(c.shutdown_timeout).toBe("10s");
+    expect(c.otlp.endpoint).toBe("127.0.0.1:4317");
+  });
+
+  test("the embedded default configuration is valid", () => {
+    expect(() => parseConfig(embeddedDefaultText(), {})).not.toThrow();
+  });
+
+  test("the shipped example configuration is valid", () => {
+    const example = readFileSync(join(import.meta.dir, "../../../deploy/config.example.yaml"), "utf8");
+    expect(() => parseConfig(example, { API_TOKEN: "t" })).not.toThrow();
+  });
+});
+
+describe("every problem is reported with its key path, all at once", () => {
+  test("unknown keys, wrong types, bad durations and sizes, bad enums", () => {
+    const problems = problemsOf(`
+self_telemetry:
+  bogus: 1
+  listen: 5
+otlp:
+  timeout: 5x
+queues:
+  traces:
+    mem_limit: 12QB
+svc:
+  log_level: loud
+`);
+    const byPath = Object.fromEntries(problems.map((p) => [p.path, p.message]));
+    expect(byPath["self_telemetry.bogus"]).toBe("unknown key");
+    expect(byPath["self_telemetry.listen"]).toContain("expected string");
+    expect(byPath["otlp.timeout"]).toContain("expected a duration");
+    expect(byPath["queues.traces.mem_limit"]).toContain("expected a size");
+    expect(byPath["svc.log_level"]).toContain('"debug", "info", "warn", "error"');
+    expect(problems.length).toBe(5);
+  });
+
+  test("an unknown top-level section", () => {
+    expect(problemsOf("agnet: {}\n")).toEqual([{ path: "agnet", message: "unknown key" }]);
+  });
+
+  test("out-of-range numbers", () => {
+    const p = problemsOf("self_telemetry:\n  tracing:\n    sample_rate: 1.5\n");
+    expect(p[0]!.path).toBe("self_telemetry.tracing.sample_rate");
+    expect(p[0]!.message).toContain("1.5");
+  });
+
+  test("cross-field rules", () => {
+    expect(problemsOf("self_telemetry:\n  auth:\n    enabled: true\n")).toEqual([
+      { path: "self_telemetry.auth.bearer_token", message: "must be set when self_telemetry.auth.enabled is true" },
+    ]);
+    expect(problemsOf("backoff:\n  initial: 10s\n  max: 1s\n")[0]!.path).toBe("backoff.max");
+    expect(problemsOf("queues:\n  logs:\n    capacity: 10\n    batch_size: 20\n")[0]!.path).toBe("queues.logs.batch_size");
+    expect(problemsOf("self_telemetry:\n  listen: nowhere\n")[0]!.path).toBe("self_telemetry.listen");
+    expect(problemsOf("agent:\n  ebpf:\n    ringbuf_size: 100\n")[0]!.path).toBe("agent.ebpf.ringbuf_size");
+  });
+
+  test("YAML syntax errors", () => {
+    const p = problemsOf("self_telemetry: [\n");
+    expect(p[0]!.message).toStartWith("YAML:");
+  });
+
+  test("a document that is not a mapping", () => {
+    expect(problemsOf("- a\n- b\n")[0]!.message).toContain("mapping");
+  });
+
+  test("duplicate keys are refused", () => {
+    expect(problemsOf("mode: agent\nmode: agent\n")[0]!.message).toStartWith("YAML:");
+  });
+});
+
+describe("${VAR} substitution", () => {
+  test("whole values take the variable's YAML type; embedded ones are text", () => {
+    const c = parseConfig(
+      "self_telemetry:\n  listen: 127.0.0.1:${PORT}\n  auth:\n    enabled: ${AUTH}\n    bearer_token: ${API_TOKEN}\n",
+      { PORT: "9999", AUTH: "true", API_TOKEN: "s3cret" },
+    );
+    expect(c.self_telemetry.listen).toBe("127.0.0.1:9999");
+    expect(c.self_telemetry.auth.enabled).toBe(true);
+    expect(c.self_telemetry.auth.bearer_token).toBe("s3cret");
+  });
+
+  test("defaults apply when the variable is unset", () => {
+    const c = parseConfig("otlp:\n  endpoint: ${EP:-localhost:4317}\n", {});
+    expect(c.otlp.endpoint).toBe("localhost:4317");
+  });
+
+  test("an unset variable without default is an error naming it and the key", () => {
+    expect(problemsOf("otlp:\n  endpoint: ${NOPE}\n", {})).toEqual([
+      { path: "otlp.endpoint", message: "environment variable NOPE is not set (write ${NOPE:-default} to give a default)" },
+    ]);
+  });
+
+  test("$$ escapes a dollar", () => {
+    const c = parseConfig("otlp:\n  headers:\n    x-key: a$${B}\n", {});
+    expect(c.otlp.headers["x-key"]).toBe("a${B}");
+  });
+
+  test("a variable cannot inject YAML structure", () => {
+    const c = parseConfig("otlp:\n  headers:\n    x-key: ${V}\n", { V: "a\nmode: other" });
+    expect(c.otlp.headers["x-key"]).toBe("a\nmode: other");
+    expect(c.mode).toBe("agent");
+  });
+});
+
+describe("environment overrides", () => {
+  test("SVC_LOG_LEVEL, SVC_LOG_FORMAT, SVC_AGENT_EBPF_DEBUG and SVC_DEBUG win over the file", () => {
+    const c = parseConfig("svc:\n  log_level: info\n", {
+      SVC_LOG_LEVEL: "debug",
+      SVC_LOG_FORMAT: "text",
+      SVC_AGENT_EBPF_DEBUG: "true",
+      SVC_DEBUG: "1",
+    });
+    expect(c.svc.log_level).toBe("debug");
+    expect(c.svc.log_format).toBe("text");
+    expect(c.agent.ebpf.debug).toBe(true);
+    expect(c.self_telemetry.debug.enabled).toBe(true);
+  });
+
+  test("a malformed override names the variable", () => {
+    const p = problemsOf("", { SVC_AGENT_EBPF_DEBUG: "maybe" });
+    expect(p[0]!.path).toBe("agent.ebpf.debug");
+    expect(p[0]!.message).toContain("SVC_AGENT_EBPF_DEBUG");
+    expect(problemsOf("", { SVC_LOG_LEVEL: "loud" })[0]!.path).toBe("svc.log_level");
+  });
+});
+
+describe("the telegen: alias", () => {
+  test("configurations written for the original agent load unchanged", () => {
+    const c = parseConfig("telegen:\n  log_level: warn\n  log_format: text\n", {});
+    expect(c.svc.log_level).toBe("warn");
+    expect(c.svc.log_format).toBe("text");
+  });
+  test("giving both sections is an error", () => {
+    expect(problemsOf("telegen:\n  log_level: warn\nsvc:\n  log_level: info\n")[0]!.path).toBe("telegen");
+  });
+});
+
+describe("which file is loaded", () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-cfg-"));
+  const system = join(dir, "system.yaml");
+  test("--config, then SVC_CONFIG, then the system file, else embedded defaults", () => {
+    expect(resolveConfigPath("a.yaml", { SVC_CONFIG: "b.yaml" }, system)).toBe("a.yaml");
+    expect(resolveConfigPath(undefined, { SVC_CONFIG: "b.yaml" }, system)).toBe("b.yaml");
+    expect(resolveConfigPath(undefined, {}, system)).toBeUndefined();
+    writeFileSync(system, "mode: agent\n");
+    expect(resolveConfigPath(undefined, {}, system)).toBe(system);
+  });
+  test("a missing file is a configuration error naming it", () => {
+    expect(() => loadConfig(join(dir, "missing.yaml"), {})).toThrow(/no such file/);
+  });
+});

@@ -1,0 +1,75 @@
+import { describe, expect, test } from "bun:test";
+import { AgentMetrics } from "../../../src/telemetry/metrics";
+import { TaskRegistry } from "../../../src/telemetry/tasks";
+import { redactConfig, secretsOf } from "../../../src/agent/secrets";
+import { parseConfig } from "../../../src/config/load";
+
+const CATALOGUE = [
+  "spans_collected_total", "spans_exported_total", "spans_dropped_total", "metrics_collected_total", "metrics_exported_total",
+  "logs_collected_total", "logs_exported_total", "profiles_collected_total", "ebpf_programs_loaded", "ebpf_map_entries",
+  "ebpf_ringbuf_events_total", "ebpf_ringbuf_lost_total", "ebpf_perf_events_total", "ebpf_perf_lost_total", "export_requests_total",
+  "export_errors_total", "export_latency_seconds", "export_batch_size", "export_queue_size", "process_cpu_seconds_total",
+  "process_resident_memory_bytes", "process_open_fds", "go_goroutines",
+];
+
+describe("metric catalogue", () => {
+  test("every metric of the spec is exposed with HELP and TYPE under the namespace", async () => {
+    const m = new AgentMetrics("svc", new TaskRegistry());
+    const text = await m.registry.metrics();
+    for (const suffix of CATALOGUE) {
+      const base = suffix.replace(/_total$/, "");
+      expect(text).toContain(`# HELP svc_${suffix.endsWith("_total") && !text.includes(`# HELP svc_${suffix} `) ? base : suffix} `);
+      expect(text).toMatch(new RegExp(`# TYPE svc_${base}(_total)? (counter|gauge|histogram)`));
+    }
+  });
+
+  test("process figures are measured from /proc", async () => {
+    const m = new AgentMetrics("svc", new TaskRegistry());
+    const text = await m.registry.metrics();
+    const rss = Number(/svc_process_resident_memory_bytes (\d+)/.exec(text)![1]);
+    const fds = Number(/svc_process_open_fds (\d+)/.exec(text)![1]);
+    expect(rss).toBeGreaterThan(10 * 1024 * 1024);
+    expect(fds).toBeGreaterThan(2);
+  });
+
+  test("go_goroutines counts live tasks", async () => {
+    const tasks = new TaskRegistry();
+    const m = new AgentMetrics("svc", tasks);
+    const end = tasks.begin("reader");
+    expect(await m.registry.metrics()).toContain("svc_go_goroutines 2");
+    end();
+    end();
+    expect(await m.registry.metrics()).toContain("svc_go_goroutines 1");
+  });
+
+  test("renaming the namespace keeps the values", async () => {
+    const m = new AgentMetrics("svc", new TaskRegistry());
+    m.spans.collected.inc(7);
+    m.exportLatency.observe({ signal: "traces" }, 0.02);
+    m.setNamespace("agent");
+    const text = await m.registry.metrics();
+    expect(text).toContain("agent_spans_collected_total 7");
+    expect(text).toContain('agent_export_latency_seconds_bucket{le="0.025",signal="traces"} 1');
+    expect(text).not.toContain("svc_");
+    expect(await m.openMetricsRegistry.metrics()).toContain("agent_spans_collected_total 7");
+  });
+});
+
+describe("secrets", () => {
+  const c = parseConfig(
+    "self_telemetry:\n  auth:\n    enabled: true\n    bearer_token: tok\n    read_only_tokens: [ro1]\notlp:\n  headers:\n    x-api-key: hdr\n    x-tenant: acme\n",
+    {},
+  );
+  test("every secret is found for log scrubbing", () => {
+    expect(secretsOf(c).sort()).toEqual(["acme", "hdr", "ro1", "tok"]);
+  });
+  test("the redacted view hides every secret and keeps the rest", () => {
+    const r = redactConfig(c);
+    const text = JSON.stringify(r);
+    for (const s of ["tok", "ro1", "hdr", "acme"]) expect(text).not.toContain(`"${s}"`);
+    expect(r.self_telemetry.auth.bearer_token).toBe("[REDACTED]");
+    expect(r.otlp.headers["x-api-key"]).toBe("[REDACTED]");
+    expect(r.otlp.endpoint).toBe(c.otlp.endpoint);
+    expect(c.self_telemetry.auth.bearer_token).toBe("tok");
+  });
+});
