@@ -15,6 +15,11 @@ export interface TelemetryPipeline {
    * including before start and after shutdown (then everything is dropped as `shutdown`).
    */
   submit(signal: Signal, items: readonly unknown[]): number;
+  /**
+   * How many more items of `signal` submit() would accept now (queue capacity left; mem_limit may still refuse
+   * some). Lets a producer that can wait (the log tailer) pause instead of having items dropped. Optional (additive).
+   */
+  room?(signal: Signal): number;
   /** Exports everything queued now, bounded by `timeoutMs`; resolves with the items exported per signal. */
   flush(timeoutMs: number): Promise<Record<Signal, number>>;
   /** Sets (replaces) the resource attributes contributed by `source` (e.g. "discovery/cloud"); they go on every export. */
