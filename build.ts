@@ -19,7 +19,7 @@ async function commitId(): Promise<string> {
 }
 
 /** Steps that generate embedded inputs; each is a module under the folder that owns it. */
-const GENERATORS: Array<{ name: string; module: string }> = [];
+const GENERATORS: Array<{ name: string; module: string }> = [{ name: "bpf objects and embedded libbpf", module: "./ffi/bpf/generate.ts" }];
 
 async function main(): Promise<void> {
   mkdirSync("dist", { recursive: true });

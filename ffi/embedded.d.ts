@@ -1,0 +1,9 @@
+/** Files embedded in the binary with `import path from "..." with { type: "file" }`: the import is their path. */
+declare module "*.bpf.o" {
+  const path: string;
+  export default path;
+}
+declare module "*.so.1" {
+  const path: string;
+  export default path;
+}

@@ -1,0 +1,104 @@
+/**
+ * The interfaces the rest of the agent programs against (src/ebpf never sees a pointer). The real
+ * classes in this folder implement them over libbpf; unit tests implement them with fakes.
+ */
+
+/** Where and how a program attaches. `perf_event` opens one software cpu-clock event per online CPU. */
+export type AttachTarget =
+  | { kind: "tracepoint"; category: string; name: string }
+  | { kind: "raw_tp"; name: string }
+  | { kind: "tp_btf" }
+  | { kind: "kprobe" | "kretprobe"; func: string }
+  | { kind: "uprobe" | "uretprobe"; binary: string; func: string; pid?: number }
+  | { kind: "perf_event"; event: "cpu-clock"; frequencyHz: number };
+
+export type AttachKind = AttachTarget["kind"];
+
+/** Which libbpf the process uses and why. */
+export interface LibbpfInfo {
+  source: "system" | "embedded" | "override";
+  /** Absolute path of the libbpf.so.1 loaded. */
+  path: string;
+  version: string;
+}
+
+/** Called with each record of a ring or perf buffer; `view` is only valid during the call (copy what you keep). */
+export type RecordHandler = (view: DataView, offset: number, length: number) => void;
+
+/** A reader of records the kernel writes. `consume` never blocks. Closing is idempotent; a closed reader reads nothing. */
+export interface RecordReader extends Disposable {
+  readonly kind: "ringbuf" | "perfbuf";
+  /** Reads every record available now (at most `maxRecords`), calling `onRecord` for each; returns how many were read. */
+  consume(onRecord: RecordHandler, maxRecords?: number): number;
+  /** Records the kernel reported lost (perf buffer lost samples); ring buffers count losses in a BPF map instead. */
+  readonly lostReported: number;
+  close(): void;
+}
+
+export interface BpfLinkApi extends Disposable {
+  /** Detaches (destroys every underlying link). Idempotent. */
+  close(): void;
+}
+
+export interface BpfProgramApi {
+  readonly name: string;
+  readonly sectionName: string;
+  /** libbpf's name of the program type (tracepoint, raw_tracepoint, kprobe, perf_event, tracing...). */
+  readonly typeName: string;
+  /** Whether the program will be loaded by the object's load(); only before load. */
+  setAutoload(on: boolean): void;
+  readonly autoload: boolean;
+  /** Kernel program id after load (0 when not loaded). */
+  id(): number;
+  /** Attaches; throws LibbpfError (e.g. ENOENT when the kernel has no such attach point). */
+  attach(target: AttachTarget): BpfLinkApi;
+}
+
+export interface BpfMapApi {
+  readonly name: string;
+  /** libbpf's name of the map type (hash, array, ringbuf, percpu_array, perf_event_array...). */
+  readonly typeName: string;
+  readonly maxEntries: number;
+  /** Before load only. */
+  setMaxEntries(n: number): void;
+  /** Before load only: false keeps the kernel from creating the map (unused transport). */
+  setAutocreate(on: boolean): void;
+  /** Counts keys by iterating (at most `limit`); cheap for arrays (their max_entries). */
+  countEntries(limit: number): number;
+  /** Sum over CPUs of the u64 value at `key` of a per-CPU array (0 when absent). */
+  sumPerCpuU64(key: number): bigint;
+  /** Value at a u32 key of an array or hash map, or undefined. */
+  lookupU32Key(key: number): Uint8Array | undefined;
+  /** A reader over this map: a ring buffer (mmapped) or a perf event array (`pageCount` pages per CPU). */
+  openReader(options?: { perfPageCount?: number }): RecordReader;
+}
+
+export interface BpfObjectApi extends Disposable {
+  readonly name: string;
+  programs(): BpfProgramApi[];
+  maps(): BpfMapApi[];
+  program(name: string): BpfProgramApi | undefined;
+  map(name: string): BpfMapApi | undefined;
+  /** Names and sizes of the `const volatile` globals in .rodata. */
+  constantNames(): string[];
+  /** Sets `const volatile` globals by name (before load); throws on an unknown name or a size mismatch. */
+  setConstants(values: Record<string, number | bigint>): void;
+  /**
+   * Loads every autoload program and creates the maps. On failure throws LibbpfError with `subject` = the program
+   * libbpf blamed (when it said) and its verifier log.
+   */
+  load(): void;
+  /** Closes maps and programs (links must be closed first). Idempotent. */
+  close(): void;
+}
+
+/** The native library: opens objects and answers feature probes. */
+export interface BpfRuntime {
+  readonly info: LibbpfInfo;
+  /** Opens an object from its ELF bytes (kept alive by the object). */
+  openObject(bytes: Uint8Array, name: string): BpfObjectApi;
+  /** Whether the kernel can create a map of this libbpf type name (e.g. "ringbuf"). */
+  probeMapType(typeName: string): boolean;
+  /** Routes libbpf's own log lines to `fn` (undefined: warnings only are captured for errors). */
+  setLogSink(fn: ((level: "warn" | "info" | "debug", line: string) => void) | undefined): void;
+}
