@@ -8,7 +8,7 @@ import { SelfTelemetrySchema, validateSelfTelemetry } from "../server/config";
 import { BackoffSchema, OtlpSchema, QueuesSchema, validateExport } from "../export/config";
 import { EbpfSchema, validateEbpf } from "../ebpf/config";
 import { GpuSchema, ProfilingSchema } from "../collectors/config";
-import { DiscoverySchema } from "../discovery/config";
+import { DiscoverySchema, validateDiscovery } from "../discovery/config";
 import { Duration, durationMs } from "./units";
 import type { ConfigProblem } from "./problems";
 
@@ -46,6 +46,7 @@ export function validateConfig(c: Config): ConfigProblem[] {
     ...validateSelfTelemetry(c.self_telemetry),
     ...validateExport(c.otlp, c.queues, c.backoff),
     ...validateEbpf(c.agent.ebpf),
+    ...validateDiscovery(c.agent.discovery),
   ];
   if (durationMs(c.shutdown_timeout) <= 0) problems.push({ path: "shutdown_timeout", message: "must be greater than 0" });
   return problems;

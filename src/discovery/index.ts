@@ -1,8 +1,19 @@
-/** Workload discovery: Docker, Kubernetes, cloud instance; status view `discovery`, readiness `discovery`. */
+/**
+ * Workload discovery: Docker (Engine API), Kubernetes (this node's pods and the services, list+watch) and
+ * the cloud instance (metadata services, only when local hints or the configuration say so). It feeds the
+ * workload directory collectors use to label telemetry (container.*, k8s.*), the resource attributes of
+ * every export (cloud.*, host.*, k8s.node.name), the `discovery` status view and readiness check.
+ */
 import type { BaseContext } from "../agent/context";
 import type { TelemetryPipeline } from "../export/types";
 import type { Component } from "../lifecycle/component";
+import { VIEWS } from "../status/model";
+import { CloudSource } from "./cloud/source";
+import { ContainerDirectory, type DirectoryOptions } from "./directory";
+import { DockerSource } from "./docker/source";
+import { KubernetesSource } from "./kubernetes/source";
 import type { WorkloadDirectory } from "./types";
+import { createDiscoveryView } from "./view";
 
 export type { WorkloadDirectory } from "./types";
 
@@ -11,7 +22,22 @@ export interface DiscoverySubsystem {
   components: Component[];
 }
 
-/** Builds the discovery sources. (Being written: until then nothing is discovered.) */
-export function createDiscovery(_ctx: BaseContext & { pipeline: TelemetryPipeline }): DiscoverySubsystem {
-  return { workloads: { forContainer: () => undefined, forPid: () => undefined }, components: [] };
+/** The subsystem with its parts exposed (tests and benchmarks reach the sources directly). */
+export interface DiscoveryParts extends DiscoverySubsystem {
+  directory: ContainerDirectory;
+  docker: DockerSource;
+  kubernetes: KubernetesSource;
+  cloud: CloudSource;
+  view: ReturnType<typeof createDiscoveryView>;
+}
+
+/** Builds the discovery sources (components `discovery/docker`, `discovery/kubernetes`, `discovery/cloud`) and publishes the `discovery` view. */
+export function createDiscovery(ctx: BaseContext & { pipeline: TelemetryPipeline }, options: DirectoryOptions = {}): DiscoveryParts {
+  const directory = new ContainerDirectory(options);
+  const docker = new DockerSource(ctx.config, directory, ctx.tasks);
+  const kubernetes = new KubernetesSource(ctx.config, ctx.env, directory, ctx.pipeline, ctx.tasks);
+  const cloud = new CloudSource(ctx.config, ctx.pipeline, ctx.tasks);
+  const view = createDiscoveryView({ docker, kubernetes, cloud });
+  ctx.status.provide(VIEWS.discovery, view);
+  return { workloads: directory, components: [cloud, kubernetes, docker], directory, docker, kubernetes, cloud, view };
 }

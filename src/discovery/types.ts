@@ -9,4 +9,6 @@ export interface WorkloadDirectory {
   forContainer(containerId: string): Attributes | undefined;
   /** Attributes of a process (via its container, when discovery knows it), or undefined. Synchronous, cached. */
   forPid(pid: number): Attributes | undefined;
+  /** Drops what the pid cache remembers of a process (call it when the process exits, so a reused pid is looked up again). Idempotent. */
+  forgetPid?(pid: number): void;
 }

@@ -1,0 +1,124 @@
+/**
+ * A minimal Docker Engine API client over the unix socket (Bun's fetch with `unix`): list running
+ * containers, inspect one, and follow the /events stream as parsed records.
+ */
+import { parseJsonLines } from "../json-lines";
+
+/** Engine API version the paths are written against (1.41 = Docker 20.10; newer engines accept it). */
+export const ENGINE_API_VERSION = "v1.41";
+/** Longest a list or inspect request may take. */
+export const REQUEST_TIMEOUT_MS = 10_000;
+
+export interface EnginePort {
+  PrivatePort: number;
+  PublicPort?: number;
+  Type: string;
+  IP?: string;
+}
+
+/** One item of GET /containers/json. */
+export interface EngineContainerSummary {
+  Id: string;
+  Names: string[];
+  Image: string;
+  ImageID: string;
+  Labels: Record<string, string> | null;
+  State: string;
+  Ports: EnginePort[] | null;
+}
+
+/** The parts of GET /containers/{id}/json that discovery uses. */
+export interface EngineContainerInspect {
+  Id: string;
+  Name: string;
+  Image: string;
+  State: { Running: boolean; Pid: number };
+  Config: { Image: string; Labels: Record<string, string> | null };
+  NetworkSettings?: { Ports?: Record<string, Array<{ HostIp: string; HostPort: string }> | null> | null };
+}
+
+/** One record of GET /events. */
+export interface EngineEvent {
+  Type: string;
+  Action: string;
+  Actor: { ID: string; Attributes: Record<string, string> };
+  time: number;
+}
+
+/** The Engine API answered with an error status. */
+export class EngineApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly path: string,
+    message: string,
+  ) {
+    super(`docker: ${path}: HTTP ${status}: ${message}`);
+    this.name = "EngineApiError";
+  }
+}
+
+/** The socket could not be reached (missing, refused, closed): `docker: connect ENOENT /var/run/docker.sock`. */
+export class EngineConnectError extends Error {
+  constructor(
+    readonly code: string,
+    readonly socket: string,
+  ) {
+    super(`docker: connect ${code} ${socket}`);
+    this.name = "EngineConnectError";
+  }
+}
+
+export class EngineClient {
+  constructor(readonly socket: string) {}
+
+  async #get(path: string, signal: AbortSignal): Promise<Response> {
+    let res: Response;
+    try {
+      res = await fetch(`http://docker/${ENGINE_API_VERSION}${path}`, { unix: this.socket, signal } as RequestInit);
+    } catch (e) {
+      if (signal.aborted) throw e;
+      const code = (e as { code?: string }).code ?? (e as Error).message;
+      throw new EngineConnectError(code, this.socket);
+    }
+    if (!res.ok) {
+      const body = await res.text().catch(() => "");
+      let message = body.trim();
+      try {
+        message = (JSON.parse(body) as { message?: string }).message ?? message;
+      } catch {
+        // not JSON: keep the text
+      }
+      throw new EngineApiError(res.status, path.split("?")[0]!, message);
+    }
+    return res;
+  }
+
+  /** Running containers. */
+  async list(signal: AbortSignal): Promise<EngineContainerSummary[]> {
+    const res = await this.#get("/containers/json", AbortSignal.any([signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]));
+    return (await res.json()) as EngineContainerSummary[];
+  }
+
+  /** One container; undefined when it no longer exists (404). */
+  async inspect(id: string, signal: AbortSignal): Promise<EngineContainerInspect | undefined> {
+    try {
+      const res = await this.#get(`/containers/${encodeURIComponent(id)}/json`, AbortSignal.any([signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]));
+      return (await res.json()) as EngineContainerInspect;
+    } catch (e) {
+      if (e instanceof EngineApiError && e.status === 404) return undefined;
+      throw e;
+    }
+  }
+
+  /**
+   * Opens the container event stream (start, die, destroy, rename). Resolves once the engine accepted it,
+   * with an iterator of events that ends when the stream closes (or throws when it breaks) or `signal` aborts.
+   */
+  async events(signal: AbortSignal): Promise<AsyncIterable<EngineEvent>> {
+    const filters = JSON.stringify({ type: ["container"], event: ["start", "die", "destroy", "rename"] });
+    const res = await this.#get(`/events?filters=${encodeURIComponent(filters)}`, signal);
+    const body = res.body;
+    if (!body) throw new EngineApiError(res.status, "/events", "no body");
+    return parseJsonLines<EngineEvent>(body);
+  }
+}

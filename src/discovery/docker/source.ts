@@ -1,0 +1,229 @@
+/**
+ * `discovery/docker`: lists running containers over the Engine API socket, then follows /events
+ * (start, die, destroy, rename). The event stream is opened before the list and its events are applied
+ * after it, so nothing that happens in between is missed; after a broken stream it reconnects with
+ * backoff and lists again. A missing socket is a recoverable error with the reason, never a crash.
+ */
+import type { Config } from "../../config/schema";
+import { durationMs } from "../../config/units";
+import type { Component, ComponentHost } from "../../lifecycle/component";
+import type { TaskRegistry } from "../../telemetry/tasks";
+import { Backoff, errorText, sleep } from "../backoff";
+import type { ContainerDirectory } from "../directory";
+import { dockerAttributes, fromInspect, fromSummary, type DockerContainer } from "./containers";
+import { EngineClient, type EngineEvent } from "./engine-client";
+
+export const DOCKER_COMPONENT_ID = "discovery/docker";
+export const DOCKER_INITIAL_BACKOFF_MS = 250;
+/** Inspect requests in flight at once during a list. */
+export const INSPECT_CONCURRENCY = 8;
+
+export interface DockerSnapshot {
+  enabled: boolean;
+  connected: boolean;
+  containers: DockerContainer[];
+}
+
+interface Settings {
+  enabled: boolean;
+  socket: string;
+  backoffMaxMs: number;
+}
+
+function settingsOf(c: Config): Settings {
+  const d = c.agent.discovery.docker;
+  return { enabled: d.enabled, socket: d.socket, backoffMaxMs: durationMs(d.reconnect_backoff_max) };
+}
+
+export class DockerSource implements Component {
+  readonly id = DOCKER_COMPONENT_ID;
+  readonly readiness = "discovery" as const;
+  #settings: Settings;
+  #host: ComponentHost | undefined;
+  #run: { abort: AbortController; done: Promise<void> } | undefined;
+  #containers = new Map<string, DockerContainer>();
+  #connected = false;
+  /** Bumped on every change of the container set (the view uses it to cache derived data). */
+  generation = 0;
+
+  constructor(
+    config: Config,
+    readonly directory: ContainerDirectory,
+    readonly tasks: TaskRegistry,
+  ) {
+    this.#settings = settingsOf(config);
+  }
+
+  snapshot(): DockerSnapshot {
+    return { enabled: this.#settings.enabled, connected: this.#connected, containers: [...this.#containers.values()] };
+  }
+
+  get containerCount(): number {
+    return this.#containers.size;
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    this.#begin();
+  }
+
+  async reload(next: Config): Promise<void> {
+    const s = settingsOf(next);
+    const cur = this.#settings;
+    if (s.enabled === cur.enabled && s.socket === cur.socket && s.backoffMaxMs === cur.backoffMaxMs) return;
+    if (!this.#host) {
+      this.#settings = s;
+      return;
+    }
+    await this.#end();
+    this.#settings = s;
+    this.#begin();
+  }
+
+  async shutdown(): Promise<void> {
+    await this.#end();
+    this.#host = undefined;
+  }
+
+  #begin(): void {
+    const host = this.#host;
+    if (!host) return;
+    if (!this.#settings.enabled) {
+      host.report("disabled");
+      return;
+    }
+    host.report("starting");
+    const abort = new AbortController();
+    const endTask = this.tasks.begin(`${DOCKER_COMPONENT_ID} events ${this.#settings.socket}`);
+    const done = this.#loop(host, abort.signal).finally(endTask);
+    this.#run = { abort, done };
+  }
+
+  async #end(): Promise<void> {
+    const run = this.#run;
+    this.#run = undefined;
+    if (run) {
+      run.abort.abort();
+      await run.done;
+    }
+    this.#connected = false;
+    this.#containers.clear();
+    this.generation++;
+    this.directory.clear("docker");
+  }
+
+  async #loop(host: ComponentHost, signal: AbortSignal): Promise<void> {
+    const { socket, backoffMaxMs } = this.#settings;
+    const client = new EngineClient(socket);
+    const backoff = new Backoff(DOCKER_INITIAL_BACKOFF_MS, backoffMaxMs);
+    while (!signal.aborted) {
+      try {
+        await this.#session(client, host, backoff, signal);
+        if (signal.aborted) break;
+        throw new Error("docker: event stream closed by the engine");
+      } catch (e) {
+        if (signal.aborted) break;
+        const wasConnected = this.#connected;
+        this.#connected = false;
+        const reason = errorText(e);
+        host.report("recoverable_error", reason);
+        if (wasConnected) host.logger.warn("docker engine connection lost; reconnecting", { reason });
+      }
+      await sleep(backoff.nextDelayMs(), signal);
+    }
+  }
+
+  /** One connection: open events, list, then apply events until the stream ends. */
+  async #session(client: EngineClient, host: ComponentHost, backoff: Backoff, signal: AbortSignal): Promise<void> {
+    const stream = await client.events(signal);
+    const pending: EngineEvent[] = [];
+    let wake: (() => void) | undefined;
+    let ended = false;
+    let streamError: unknown;
+    const pump = (async () => {
+      try {
+        for await (const ev of stream) {
+          pending.push(ev);
+          wake?.();
+        }
+      } catch (e) {
+        streamError = e;
+      } finally {
+        ended = true;
+        wake?.();
+      }
+    })();
+    try {
+      await this.#list(client, signal);
+      this.#connected = true;
+      backoff.reset();
+      host.report("ok");
+      host.logger.info("docker engine connected", { socket: client.socket, containers: this.#containers.size });
+      for (;;) {
+        while (pending.length > 0) await this.#apply(client, pending.shift()!, signal);
+        if (ended || signal.aborted) break;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          if (pending.length > 0 || ended) resolve();
+        });
+        wake = undefined;
+      }
+      if (streamError && !signal.aborted) throw streamError;
+    } finally {
+      await pump.catch(() => undefined);
+    }
+  }
+
+  async #list(client: EngineClient, signal: AbortSignal): Promise<void> {
+    const summaries = await client.list(signal);
+    const next = new Map<string, DockerContainer>();
+    let i = 0;
+    const worker = async () => {
+      while (i < summaries.length) {
+        const s = summaries[i++]!;
+        const inspected = await client.inspect(s.Id, signal);
+        if (inspected && !inspected.State.Running) continue;
+        next.set(s.Id, fromSummary(s, inspected?.State.Pid ?? 0));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(INSPECT_CONCURRENCY, summaries.length) }, worker));
+    this.#containers = next;
+    this.generation++;
+    this.directory.replace(
+      "docker",
+      [...next.values()].map((c) => ({ id: c.id, attributes: dockerAttributes(c), pid: c.pid || undefined })),
+    );
+  }
+
+  async #apply(client: EngineClient, ev: EngineEvent, signal: AbortSignal): Promise<void> {
+    const id = ev.Actor?.ID;
+    if (ev.Type !== "container" || !id) return;
+    switch (ev.Action) {
+      case "start": {
+        const inspected = await client.inspect(id, signal);
+        if (!inspected || !inspected.State.Running) return;
+        this.#put(fromInspect(inspected));
+        return;
+      }
+      case "die":
+      case "destroy":
+        if (this.#containers.delete(id)) {
+          this.generation++;
+          this.directory.remove("docker", id);
+        }
+        return;
+      case "rename": {
+        const c = this.#containers.get(id);
+        const name = ev.Actor.Attributes?.name;
+        if (c && name) this.#put({ ...c, name: name.replace(/^\//, "") });
+        return;
+      }
+    }
+  }
+
+  #put(c: DockerContainer): void {
+    this.#containers.set(c.id, c);
+    this.generation++;
+    this.directory.set("docker", { id: c.id, attributes: dockerAttributes(c), pid: c.pid || undefined });
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * Pods and services as discovery keeps them, and the k8s.* attributes of a pod's containers
+ * (OpenTelemetry semantic conventions), including the owning workload from owner references:
+ * ReplicaSet -> Deployment (the ReplicaSet name less its pod-template-hash suffix), Job -> CronJob
+ * (the Job name less its scheduled-time suffix), DaemonSet, StatefulSet.
+ */
+import type { Attributes } from "../../export/types";
+import { normalizeContainerId, type ContainerEntry } from "../directory";
+import { splitImage } from "../docker/containers";
+import type { KubeObjectMeta } from "./api-client";
+
+export interface PodContainerStatus {
+  name: string;
+  containerID?: string;
+  image?: string;
+  ready?: boolean;
+}
+
+export interface Pod {
+  metadata?: KubeObjectMeta;
+  spec?: { nodeName?: string; containers?: Array<{ name: string; image?: string }> };
+  status?: {
+    phase?: string;
+    conditions?: Array<{ type: string; status: string }>;
+    containerStatuses?: PodContainerStatus[];
+    initContainerStatuses?: PodContainerStatus[];
+    ephemeralContainerStatuses?: PodContainerStatus[];
+  };
+}
+
+export interface ServicePort {
+  port: number;
+  name?: string;
+  protocol?: string;
+}
+
+export interface Service {
+  metadata?: KubeObjectMeta;
+  spec?: { selector?: Record<string, string>; ports?: ServicePort[] };
+}
+
+/** `namespace/name`. */
+export function objectKey(o: { metadata?: KubeObjectMeta }): string {
+  return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
+}
+
+/** A running pod whose Ready condition is True. */
+export function podReady(p: Pod): boolean {
+  return p.status?.phase === "Running" && (p.status.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True");
+}
+
+/** k8s.<workload>.name attributes of a pod from its controller owner reference. */
+export function workloadAttributes(p: Pod): Attributes {
+  const owners = p.metadata?.ownerReferences ?? [];
+  const owner = owners.find((o) => o.controller) ?? owners[0];
+  if (!owner) return {};
+  const attrs: Attributes = {};
+  switch (owner.kind) {
+    case "ReplicaSet": {
+      attrs["k8s.replicaset.name"] = owner.name;
+      const hash = p.metadata?.labels?.["pod-template-hash"];
+      if (hash && owner.name.endsWith(`-${hash}`)) attrs["k8s.deployment.name"] = owner.name.slice(0, -hash.length - 1);
+      break;
+    }
+    case "DaemonSet":
+      attrs["k8s.daemonset.name"] = owner.name;
+      break;
+    case "StatefulSet":
+      attrs["k8s.statefulset.name"] = owner.name;
+      break;
+    case "Job": {
+      attrs["k8s.job.name"] = owner.name;
+      const m = /^(.+)-\d{8,}$/.exec(owner.name);
+      if (m) attrs["k8s.cronjob.name"] = m[1]!;
+      break;
+    }
+    case "ReplicationController":
+      attrs["k8s.replicationcontroller.name"] = owner.name;
+      break;
+  }
+  return attrs;
+}
+
+/** The directory entries of a pod's containers that have a container id (started at least once). */
+export function podContainerEntries(p: Pod, clusterName: string): ContainerEntry[] {
+  const podAttrs: Attributes = {
+    "k8s.namespace.name": p.metadata?.namespace ?? "",
+    "k8s.pod.name": p.metadata?.name ?? "",
+    "k8s.pod.uid": p.metadata?.uid ?? "",
+    ...workloadAttributes(p),
+  };
+  if (p.spec?.nodeName) podAttrs["k8s.node.name"] = p.spec.nodeName;
+  if (clusterName) podAttrs["k8s.cluster.name"] = clusterName;
+  const entries: ContainerEntry[] = [];
+  const statuses = [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? []), ...(p.status?.ephemeralContainerStatuses ?? [])];
+  for (const s of statuses) {
+    if (!s.containerID) continue;
+    const id = normalizeContainerId(s.containerID);
+    const attributes: Attributes = { ...podAttrs, "k8s.container.name": s.name, "container.id": id };
+    const image = s.image ?? p.spec?.containers?.find((c) => c.name === s.name)?.image;
+    if (image) {
+      const { name, tag } = splitImage(image);
+      attributes["container.image.name"] = name;
+      if (tag) attributes["container.image.tags"] = [tag];
+    }
+    entries.push({ id, attributes });
+  }
+  return entries;
+}
