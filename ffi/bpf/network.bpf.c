@@ -1,0 +1,580 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Program set `network`: TCP connection lifecycle and the first bytes of HTTP/1.x messages.
+ *
+ * Connections: `sock/inet_sock_set_state` creates an entry in `conns` (keyed by the kernel's struct sock
+ * address) when an outbound connect starts (CLOSE -> SYN_SENT) or an inbound one is established
+ * (SYN_RECV -> ESTABLISHED); `sock/sock_send_length` and `sock/sock_recv_length` add bytes (and create
+ * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmits.
+ * Records `struct conn_event` go to the ring buffer `conn_events`: OPEN (outbound established, or inbound
+ * once its process is known), FAILED (outbound connect that never got established) and CLOSED.
+ *
+ * HTTP: the read/write/recvfrom/sendto/readv/writev syscall tracepoints remember their buffer per thread
+ * (`pending`); the sock_*_length tracepoint inside the same syscall says whether it is a TCP socket; the
+ * syscall exit copies the first HTTP_CAPTURE_BYTES of the bytes moved into a `struct http_event` on the
+ * ring buffer `http_events`, when they start like an HTTP/1.x message (or continue one just seen). Each
+ * record carries the stream offset of its bytes so that user space sees gaps exactly.
+ * A request starts an exchange; exchanges beyond `http_requests_per_second` are not captured at all
+ * (neither request nor response) and are counted in stats[STAT_HTTP_SAMPLED_OUT].
+ *
+ * The agent's own process (`self_tgid`) is never traced. Layouts are mirrored by
+ * src/collectors/network/decoders.ts.
+ */
+#include "common.h"
+#include <bpf/bpf_endian.h>
+
+#define AF_INET 2
+#define AF_INET6 10
+#define MSG_PEEK 2
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_SENT 2
+#define TCP_SYN_RECV 3
+#define TCP_CLOSE 7
+#define TCP_LISTEN 10
+#define COMM_LEN 16
+
+#define CONN_OPEN 1
+#define CONN_FAILED 2
+#define CONN_CLOSED 3
+
+#define DIR_UNKNOWN 0
+#define DIR_OUTBOUND 1
+#define DIR_INBOUND 2
+
+#define FLAG_OPEN_REPORTED 1
+#define FLAG_IGNORED 2
+#define FLAG_PREEXISTING 4
+
+#define HTTP_CAPTURE_BYTES 256
+#define HTTP_FOLLOW_EVENTS 2
+#define NSEC_PER_SEC 1000000000ULL
+
+#define IO_READ 0
+#define IO_WRITE 1
+
+#define STAT_CONNS_FULL 0
+#define STAT_PENDING_FULL 1
+#define STAT_HTTP_SAMPLED_OUT 2
+#define STAT_HTTP_EVENTS 3
+#define STAT_COUNT 4
+
+/* Set before load. */
+const volatile __u32 self_tgid = 0;
+const volatile __u32 capture_http = 1;
+const volatile __u32 http_requests_per_second = 1000;
+
+/* 128 bytes. */
+struct conn {
+  __u64 start_ns;      /*   0: connect started (outbound) or first seen */
+  __u64 established_ns;/*   8: 0 until established */
+  __u64 bytes_sent;    /*  16 */
+  __u64 bytes_recv;    /*  24 */
+  __u64 cgroup_id;     /*  32: of the owning process once known */
+  __u32 pid;           /*  40: tgid of the owning process, 0 while unknown */
+  __u32 retransmits;   /*  44 */
+  __u16 sport;         /*  48: local port, host order */
+  __u16 dport;         /*  50: remote port, host order */
+  __u16 family;        /*  52: AF_INET or AF_INET6 */
+  __u8 direction;      /*  54: DIR_* */
+  __u8 flags;          /*  55: FLAG_* */
+  __u8 saddr[16];      /*  56: local address (4 bytes used for AF_INET) */
+  __u8 daddr[16];      /*  72: remote address */
+  char comm[COMM_LEN]; /*  88 */
+  __u8 follow[2];      /* 104: HTTP continuation budget per IO_* direction */
+  __u8 sampled;        /* 106: the current HTTP exchange is captured */
+  __u8 pad[5];         /* 107 */
+  __u64 reserved;      /* 112 */
+  __u64 reserved2;     /* 120 */
+};
+
+/* 144 bytes. */
+struct conn_event {
+  __u64 timestamp_ns; /*   0 */
+  __u64 sk;           /*   8 */
+  __u32 kind;         /*  16: CONN_* */
+  __u32 pad;          /*  20 */
+  struct conn c;      /*  24 */
+};
+
+/* 104 bytes of header, then up to HTTP_CAPTURE_BYTES of data. */
+struct http_event {
+  __u64 timestamp_ns; /*   0: read: syscall exit; write: syscall entry */
+  __u64 sk;           /*   8 */
+  __u64 stream_off;   /*  16: bytes moved in this direction on this socket before this call */
+  __u64 cgroup_id;    /*  24 */
+  __u32 pid;          /*  32 */
+  __u32 tid;          /*  36 */
+  __u32 len;          /*  40: bytes moved by the call */
+  __u16 captured;     /*  44: bytes in data */
+  __u8 io;            /*  46: IO_READ or IO_WRITE */
+  __u8 direction;     /*  47: DIR_* of the connection */
+  __u16 sport;        /*  48 */
+  __u16 dport;        /*  50 */
+  __u16 family;       /*  52 */
+  __u16 pad;          /*  54 */
+  __u8 saddr[16];     /*  56 */
+  __u8 daddr[16];     /*  72 */
+  char comm[COMM_LEN];/*  88 */
+  __u8 data[HTTP_CAPTURE_BYTES]; /* 104 */
+};
+
+struct pending {
+  __u64 buf;          /* user buffer, or struct iovec * when is_iov */
+  __u64 enter_ns;
+  __u64 sk;           /* set by sock_*_length when the call went to a TCP socket */
+  __u32 io;
+  __u32 is_iov;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 65536);
+  __type(key, __u64);
+  __type(value, struct conn);
+} conns SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct pending);
+} pending SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 1 << 20);
+} conn_events SEC(".maps");
+
+SVC_LOST_MAP(conn_events);
+
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 1 << 22);
+} http_events SEC(".maps");
+
+SVC_LOST_MAP(http_events);
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, STAT_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} stats SEC(".maps");
+
+/* One global window of http_requests_per_second exchanges. */
+struct rate_window {
+  __u64 start_ns;
+  __u64 count;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rate_window);
+} http_rate SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct http_event);
+} http_scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct conn_event);
+} conn_scratch SEC(".maps");
+
+/* tcp/tcp_retransmit_skb, as in its format file. */
+struct tp_tcp_retransmit {
+  __u64 common;
+  const void *skbaddr;
+  const void *skaddr;
+};
+
+/* syscalls/sys_enter_*: every argument is 8 bytes from offset 16. */
+struct tp_sys_enter {
+  __u64 common;
+  __s32 nr;
+  __u32 pad;
+  __u64 args[6];
+};
+
+struct tp_sys_exit {
+  __u64 common;
+  __s32 nr;
+  __u32 pad;
+  __s64 ret;
+};
+
+static __always_inline void count_stat(__u32 idx)
+{
+  __u64 *n = bpf_map_lookup_elem(&stats, &idx);
+  if (n)
+    *n += 1;
+}
+
+static __always_inline void emit_conn(void *ctx, __u64 sk, __u32 kind, struct conn *c)
+{
+  __u32 zero = 0;
+  struct conn_event *e = bpf_map_lookup_elem(&conn_scratch, &zero);
+  if (!e)
+    return;
+  e->timestamp_ns = bpf_ktime_get_ns();
+  e->sk = sk;
+  e->kind = kind;
+  e->pad = 0;
+  __builtin_memcpy(&e->c, c, sizeof(*c));
+  if (bpf_ringbuf_output(&conn_events, e, sizeof(*e), 0) != 0)
+    svc_count_lost(&conn_events_lost);
+}
+
+static __always_inline void own_by_current(struct conn *c)
+{
+  __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+  c->pid = tgid;
+  c->cgroup_id = bpf_get_current_cgroup_id();
+  bpf_get_current_comm(c->comm, sizeof(c->comm));
+  if (tgid == self_tgid)
+    c->flags |= FLAG_IGNORED;
+}
+
+static __always_inline void addrs_from_tp(struct conn *c, struct trace_event_raw_inet_sock_set_state *ctx)
+{
+  c->sport = ctx->sport;
+  c->dport = ctx->dport;
+  c->family = ctx->family;
+  /* The tracepoint record is read with helpers: the verifier refuses variable offsets into the context. */
+  if (ctx->family == AF_INET) {
+    bpf_probe_read_kernel(c->saddr, 4, ctx->saddr);
+    bpf_probe_read_kernel(c->daddr, 4, ctx->daddr);
+  } else {
+    bpf_probe_read_kernel(c->saddr, 16, ctx->saddr_v6);
+    bpf_probe_read_kernel(c->daddr, 16, ctx->daddr_v6);
+  }
+}
+
+static __always_inline void addrs_from_sk(struct conn *c, struct sock *sk)
+{
+  c->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  c->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+  c->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+  if (c->family == AF_INET) {
+    __u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+    __u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+    __builtin_memcpy(c->saddr, &s, 4);
+    __builtin_memcpy(c->daddr, &d, 4);
+  } else {
+    BPF_CORE_READ_INTO(&c->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+    BPF_CORE_READ_INTO(&c->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+  }
+}
+
+SEC("tracepoint/sock/inet_sock_set_state")
+int on_set_state(struct trace_event_raw_inet_sock_set_state *ctx)
+{
+  if (ctx->protocol != IPPROTO_TCP)
+    return 0;
+  __u64 sk = (__u64)ctx->skaddr;
+  int oldstate = ctx->oldstate;
+  int newstate = ctx->newstate;
+
+  if (newstate == TCP_SYN_SENT) {
+    /* connect() runs in the calling process: its pid is right here. */
+    struct conn c = {};
+    c.start_ns = bpf_ktime_get_ns();
+    c.direction = DIR_OUTBOUND;
+    addrs_from_tp(&c, ctx);
+    own_by_current(&c);
+    if (bpf_map_update_elem(&conns, &sk, &c, BPF_ANY) != 0)
+      count_stat(STAT_CONNS_FULL);
+    return 0;
+  }
+  if (newstate == TCP_ESTABLISHED && oldstate == TCP_SYN_RECV) {
+    /* An accepted connection, established in softirq: the owning process is learnt at its first read/write. */
+    struct conn c = {};
+    c.start_ns = bpf_ktime_get_ns();
+    c.established_ns = c.start_ns;
+    c.direction = DIR_INBOUND;
+    addrs_from_tp(&c, ctx);
+    if (bpf_map_update_elem(&conns, &sk, &c, BPF_NOEXIST) != 0)
+      count_stat(STAT_CONNS_FULL);
+    return 0;
+  }
+
+  struct conn *c = bpf_map_lookup_elem(&conns, &sk);
+  if (!c)
+    return 0;
+  if (newstate == TCP_ESTABLISHED && oldstate == TCP_SYN_SENT) {
+    c->established_ns = bpf_ktime_get_ns();
+    c->dport = ctx->dport;
+    c->sport = ctx->sport;
+    addrs_from_tp(c, ctx);
+    if (!(c->flags & FLAG_IGNORED)) {
+      c->flags |= FLAG_OPEN_REPORTED;
+      emit_conn(ctx, sk, CONN_OPEN, c);
+    }
+    return 0;
+  }
+  if (newstate == TCP_CLOSE) {
+    if (!(c->flags & FLAG_IGNORED)) {
+      __u32 kind = (c->direction == DIR_OUTBOUND && c->established_ns == 0) ? CONN_FAILED : CONN_CLOSED;
+      emit_conn(ctx, sk, kind, c);
+    }
+    bpf_map_delete_elem(&conns, &sk);
+  }
+  return 0;
+}
+
+/* The connection entry of a TCP socket moving data in the current process, created if the agent missed its start. */
+static __always_inline struct conn *conn_for_io(void *ctx, __u64 skp)
+{
+  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
+  if (!c) {
+    struct sock *sk = (struct sock *)skp;
+    struct conn n = {};
+    n.start_ns = bpf_ktime_get_ns();
+    n.flags = FLAG_PREEXISTING;
+    addrs_from_sk(&n, sk);
+    if (n.family != AF_INET && n.family != AF_INET6)
+      return 0;
+    if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED)
+      return 0;
+    if (bpf_map_update_elem(&conns, &skp, &n, BPF_NOEXIST) != 0) {
+      count_stat(STAT_CONNS_FULL);
+      return 0;
+    }
+    c = bpf_map_lookup_elem(&conns, &skp);
+    if (!c)
+      return 0;
+  }
+  if (c->pid == 0) {
+    own_by_current(c);
+    if (c->direction == DIR_INBOUND && !(c->flags & FLAG_IGNORED)) {
+      c->flags |= FLAG_OPEN_REPORTED;
+      emit_conn(ctx, skp, CONN_OPEN, c);
+    }
+  }
+  return c;
+}
+
+static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_length *tp, __u32 io)
+{
+  if (tp->protocol != IPPROTO_TCP || tp->ret <= 0)
+    return 0;
+  if (io == IO_READ && (tp->flags & MSG_PEEK))
+    return 0;
+  __u64 skp = (__u64)tp->sk;
+  struct conn *c = conn_for_io(ctx, skp);
+  if (!c)
+    return 0;
+  if (io == IO_READ)
+    __sync_fetch_and_add(&c->bytes_recv, tp->ret);
+  else
+    __sync_fetch_and_add(&c->bytes_sent, tp->ret);
+  if (!capture_http || (c->flags & FLAG_IGNORED))
+    return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  struct pending *p = bpf_map_lookup_elem(&pending, &id);
+  if (p && p->io == io)
+    p->sk = skp;
+  return 0;
+}
+
+SEC("tracepoint/sock/sock_send_length")
+int on_send_length(struct trace_event_raw_sock_msg_length *ctx)
+{
+  return on_length(ctx, ctx, IO_WRITE);
+}
+
+SEC("tracepoint/sock/sock_recv_length")
+int on_recv_length(struct trace_event_raw_sock_msg_length *ctx)
+{
+  return on_length(ctx, ctx, IO_READ);
+}
+
+SEC("tracepoint/tcp/tcp_retransmit_skb")
+int on_retransmit(struct tp_tcp_retransmit *ctx)
+{
+  __u64 sk = (__u64)ctx->skaddr;
+  struct conn *c = bpf_map_lookup_elem(&conns, &sk);
+  if (c)
+    __sync_fetch_and_add(&c->retransmits, 1);
+  return 0;
+}
+
+/* Optional precision where kprobes exist: the owner of a connect, read in the connecting task itself. */
+SEC("kprobe/tcp_connect")
+int BPF_KPROBE(on_tcp_connect, struct sock *sk)
+{
+  __u64 skp = (__u64)sk;
+  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
+  if (c && c->pid == 0)
+    own_by_current(c);
+  return 0;
+}
+
+/* ---- HTTP capture ---- */
+
+static __always_inline int remember(__u64 buf, __u32 io, __u32 is_iov)
+{
+  if (!capture_http)
+    return 0;
+  __u64 id = bpf_get_current_pid_tgid();
+  if ((id >> 32) == self_tgid)
+    return 0;
+  struct pending p = { .buf = buf, .enter_ns = bpf_ktime_get_ns(), .sk = 0, .io = io, .is_iov = is_iov };
+  if (bpf_map_update_elem(&pending, &id, &p, BPF_ANY) != 0)
+    count_stat(STAT_PENDING_FULL);
+  return 0;
+}
+
+#define START_NONE 0
+#define START_REQUEST 1
+#define START_STATUS 2
+#define START_MAYBE 3
+
+/* Whether a chunk starts a request line, a status line, or is too short to tell but may (an uppercase letter). */
+static __always_inline int http_start(const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return (n > 0 && d[0] >= 'A' && d[0] <= 'Z') ? START_MAYBE : START_NONE;
+  __u32 w;
+  __builtin_memcpy(&w, d, 4);
+#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
+  if (w == W('H', 'T', 'T', 'P'))
+    return (d[4] == '/' && d[5] == '1' && d[6] == '.') ? START_STATUS : START_NONE;
+  if (w == W('G', 'E', 'T', ' ') || w == W('P', 'O', 'S', 'T') || w == W('P', 'U', 'T', ' ') ||
+      w == W('H', 'E', 'A', 'D') || w == W('D', 'E', 'L', 'E') || w == W('P', 'A', 'T', 'C') ||
+      w == W('O', 'P', 'T', 'I') || w == W('C', 'O', 'N', 'N') || w == W('T', 'R', 'A', 'C'))
+    return START_REQUEST;
+#undef W
+  return START_NONE;
+}
+
+/* Takes one unit of the per-second exchange budget. */
+static __always_inline int take_exchange_token(void)
+{
+  __u32 zero = 0;
+  struct rate_window *w = bpf_map_lookup_elem(&http_rate, &zero);
+  if (!w)
+    return 0;
+  __u64 now = bpf_ktime_get_ns();
+  if (now - w->start_ns >= NSEC_PER_SEC) {
+    w->start_ns = now;
+    w->count = 0;
+  }
+  return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
+}
+
+static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  struct pending *p = bpf_map_lookup_elem(&pending, &id);
+  if (!p)
+    return 0;
+  __u64 skp = p->sk;
+  __u64 buf = p->buf;
+  __u64 enter_ns = p->enter_ns;
+  __u32 is_iov = p->is_iov;
+  __u32 pio = p->io;
+  bpf_map_delete_elem(&pending, &id);
+  if (skp == 0 || pio != io || tp->ret <= 0)
+    return 0;
+  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
+  if (!c)
+    return 0;
+  __u64 len = tp->ret;
+  if (is_iov) {
+    struct iovec iov = {};
+    if (bpf_probe_read_user(&iov, sizeof(iov), (void *)buf) != 0)
+      return 0;
+    buf = (__u64)iov.iov_base;
+    if (iov.iov_len < len)
+      len = iov.iov_len;
+  }
+  __u32 zero = 0;
+  struct http_event *e = bpf_map_lookup_elem(&http_scratch, &zero);
+  if (!e)
+    return 0;
+  __u32 head = len < 8 ? len : 8;
+  if (bpf_probe_read_user(e->data, head & 15, (void *)buf) != 0)
+    return 0;
+  int start = http_start(e->data, head);
+  __u8 fidx = io & 1;
+  if (start == START_REQUEST) {
+    /* A request (read by a server or written by a client) decides whether its whole exchange is captured. */
+    c->sampled = take_exchange_token();
+    if (!c->sampled)
+      count_stat(STAT_HTTP_SAMPLED_OUT);
+  }
+  if (!c->sampled)
+    return 0;
+  if (start != START_NONE) {
+    c->follow[fidx] = HTTP_FOLLOW_EVENTS;
+  } else {
+    if (c->follow[fidx] == 0)
+      return 0;
+    c->follow[fidx] -= 1;
+  }
+  __u32 n = len < HTTP_CAPTURE_BYTES ? len : HTTP_CAPTURE_BYTES;
+  if (n > HTTP_CAPTURE_BYTES)
+    return 0;
+  if (n > head && bpf_probe_read_user(e->data, n, (void *)buf) != 0)
+    return 0;
+  e->timestamp_ns = io == IO_READ ? bpf_ktime_get_ns() : enter_ns;
+  e->sk = skp;
+  e->stream_off = (io == IO_READ ? c->bytes_recv : c->bytes_sent) - (__u64)tp->ret;
+  e->cgroup_id = bpf_get_current_cgroup_id();
+  e->pid = id >> 32;
+  e->tid = (__u32)id;
+  e->len = tp->ret;
+  e->captured = n;
+  e->io = io;
+  e->direction = c->direction;
+  e->sport = c->sport;
+  e->dport = c->dport;
+  e->family = c->family;
+  e->pad = 0;
+  __builtin_memcpy(e->saddr, c->saddr, 16);
+  __builtin_memcpy(e->daddr, c->daddr, 16);
+  bpf_get_current_comm(e->comm, sizeof(e->comm));
+  __u32 size = offsetof(struct http_event, data) + n;
+  if (size > sizeof(*e))
+    size = sizeof(*e);
+  if (bpf_ringbuf_output(&http_events, e, size, 0) != 0)
+    svc_count_lost(&http_events_lost);
+  else
+    count_stat(STAT_HTTP_EVENTS);
+  return 0;
+}
+
+SEC("tracepoint/syscalls/sys_enter_read")
+int enter_read(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 0); }
+SEC("tracepoint/syscalls/sys_exit_read")
+int exit_read(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
+SEC("tracepoint/syscalls/sys_enter_recvfrom")
+int enter_recvfrom(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 0); }
+SEC("tracepoint/syscalls/sys_exit_recvfrom")
+int exit_recvfrom(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
+SEC("tracepoint/syscalls/sys_enter_readv")
+int enter_readv(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 1); }
+SEC("tracepoint/syscalls/sys_exit_readv")
+int exit_readv(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
+SEC("tracepoint/syscalls/sys_enter_write")
+int enter_write(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 0); }
+SEC("tracepoint/syscalls/sys_exit_write")
+int exit_write(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
+SEC("tracepoint/syscalls/sys_enter_sendto")
+int enter_sendto(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 0); }
+SEC("tracepoint/syscalls/sys_exit_sendto")
+int exit_sendto(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
+SEC("tracepoint/syscalls/sys_enter_writev")
+int enter_writev(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 1); }
+SEC("tracepoint/syscalls/sys_exit_writev")
+int exit_writev(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
+
+char LICENSE[] SEC("license") = "GPL";
