@@ -4,6 +4,7 @@
  */
 import type { FlagSpec, ParsedArgs } from "./args";
 import { EXIT } from "./exit";
+import { RECEIVE_HELP, receiveCommand } from "../export/receiver";
 
 export interface Command {
   help: string;
@@ -13,6 +14,7 @@ export interface Command {
 }
 
 export const COMMANDS: Record<string, Command> = {
+  receive: { help: RECEIVE_HELP, flags: { listen: { value: true }, output: { value: true } }, run: (args) => receiveCommand(args) },
   diagnostics: {
     help: `Usage: svc-agent diagnostics [--config PATH] [--output FILE]
 

@@ -1,27 +1,26 @@
-/** OTLP/gRPC export pipeline: queues, batching, retry, transport; status view `export`, readiness `otlp`. */
+/**
+ * OTLP/gRPC export pipeline: everything the agent collects leaves through here. Per signal a queue and a
+ * batcher, then retry -> timeout -> transport (@grpc/grpc-js, gzip, TLS, headers), exact accounting per
+ * signal, status view `export`, readiness `otlp`; and the `receive` command's OTLP receiver (receiver/).
+ */
 import type { BaseContext } from "../agent/context";
 import type { Component } from "../lifecycle/component";
+import { OtlpExporterComponent } from "./component";
+import { OtlpPipeline } from "./pipeline";
 import type { TelemetryPipeline } from "./types";
 
 export type { TelemetryPipeline, Attributes, AttributeValue } from "./types";
+export type * from "./model";
+export { SpanKind, StatusCode, Temporality, Severity } from "./model";
+export type { SignalAccounting } from "./pipeline";
 
 export interface ExportSubsystem {
   pipeline: TelemetryPipeline;
   components: Component[];
 }
 
-/** Builds the pipeline and its components. (Being written: until then nothing is exported and submitted items are refused.) */
+/** Builds the pipeline and its component `exporter/otlp` (which connects at start). */
 export function createExport(ctx: BaseContext): ExportSubsystem {
-  const pipeline: TelemetryPipeline = {
-    submit(signal, items) {
-      ctx.metrics.signal(signal).collected.inc(items.length);
-      ctx.metrics.signal(signal).dropped.inc({ reason: "shutdown" }, items.length);
-      return 0;
-    },
-    async flush() {
-      return { traces: 0, metrics: 0, logs: 0, profiles: 0 };
-    },
-    setResourceAttributes() {},
-  };
-  return { pipeline, components: [] };
+  const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger });
+  return { pipeline, components: [new OtlpExporterComponent(ctx, pipeline)] };
 }

@@ -1,0 +1,188 @@
+/**
+ * Component `exporter/otlp` (readiness `otlp`): owns the transport of the pipeline, reports whether the
+ * backend can be reached (after every export outcome, and by a connectivity check, an empty Export call,
+ * while no export has told), publishes the status view `export`, reloads and drains on shutdown.
+ */
+import type { BaseContext } from "../agent/context";
+import type { Config } from "../config/schema";
+import { durationMs } from "../config/units";
+import type { Component, ComponentHost } from "../lifecycle/component";
+import { VIEWS, type ExportView } from "../status/model";
+import type { Signal } from "./config";
+import { describe, isUnreachable, readinessReason, type ExportOutcome } from "./outcome";
+import type { OtlpPipeline } from "./pipeline";
+import { sendWithTimeout } from "./timeout";
+import { GrpcTransport, type Transport } from "./transport";
+
+/** How often the backend is checked while exports are idle and the last outcome was good. */
+export const IDLE_CHECK_INTERVAL_MS = 15_000;
+/** Bounds of the check interval while the backend is unreachable (backoff.initial, clamped). */
+const UNHEALTHY_CHECK_MIN_MS = 20;
+const UNHEALTHY_CHECK_MAX_MS = 5_000;
+const EMPTY_REQUEST = new Uint8Array(0);
+
+export interface ExporterOptions {
+  /** Overrides IDLE_CHECK_INTERVAL_MS (tests). */
+  idleCheckIntervalMs?: number;
+  /** Builds the transport (tests may pass a fake); default GrpcTransport. Throws when the configuration cannot be applied. */
+  transportFactory?: (config: Config) => Transport;
+}
+
+export function grpcTransportFor(config: Config): Transport {
+  return new GrpcTransport({
+    otlp: config.otlp,
+    reconnectInitialMs: durationMs(config.backoff.initial),
+    reconnectMaxMs: durationMs(config.backoff.max),
+  });
+}
+
+/** Whether two configurations need a different transport. */
+function transportChanged(next: Config, prev: Config): boolean {
+  return JSON.stringify(next.otlp) !== JSON.stringify(prev.otlp) || JSON.stringify(next.backoff) !== JSON.stringify(prev.backoff);
+}
+
+export class OtlpExporterComponent implements Component {
+  readonly id = "exporter/otlp";
+  readonly readiness = "otlp" as const;
+  readonly #ctx: BaseContext;
+  readonly #pipeline: OtlpPipeline;
+  readonly #factory: (config: Config) => Transport;
+  readonly #idleCheckMs: number;
+  #host: ComponentHost | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #checking = false;
+  #stopped = false;
+  #reachable: boolean | undefined;
+  #lastOutcomeAt = 0;
+  #lastExport: string | null = null;
+  #lastError: string | null = null;
+  #endTask: (() => void) | undefined;
+  readonly #view = (): ExportView => this.view();
+
+  constructor(ctx: BaseContext, pipeline: OtlpPipeline, options: ExporterOptions = {}) {
+    this.#ctx = ctx;
+    this.#pipeline = pipeline;
+    this.#factory = options.transportFactory ?? grpcTransportFor;
+    this.#idleCheckMs = options.idleCheckIntervalMs ?? IDLE_CHECK_INTERVAL_MS;
+    pipeline.onOutcome = (signal, outcome, latencyMs, items) => this.#onExport(signal, outcome, latencyMs, items);
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    this.#pipeline.setTransport(this.#factory(this.#pipeline.config));
+    this.#ctx.status.provide(VIEWS.export, this.#view);
+    this.#endTask = this.#ctx.tasks.begin("exporter/otlp connectivity check");
+    host.report("starting", "connecting to the backend");
+    this.#schedule(0);
+  }
+
+  /** The `export` status view. */
+  view(): ExportView {
+    const c = this.#pipeline.config;
+    const acc = this.#pipeline.accounting();
+    const queue = (s: Signal) => ({
+      size: acc[s].queued,
+      capacity: c.queues[s].capacity,
+      exported: acc[s].exported,
+      dropped: acc[s].droppedTotal,
+    });
+    return {
+      endpoint: c.otlp.endpoint,
+      protocol: "grpc",
+      tls: !c.otlp.insecure,
+      compression: c.otlp.compression,
+      connected: this.#reachable === true && this.#lastError === null && (this.#pipeline.transport?.ready() ?? false),
+      last_export: this.#lastExport,
+      last_error: this.#lastError,
+      queues: { traces: queue("traces"), metrics: queue("metrics"), logs: queue("logs") },
+    };
+  }
+
+  async reload(next: Config, previous: Config): Promise<void> {
+    if (this.#stopped) return;
+    let transport: Transport | undefined;
+    if (this.#host && transportChanged(next, previous)) transport = this.#factory(next);
+    this.#pipeline.applyConfig(next);
+    if (transport) {
+      this.#pipeline.setTransport(transport);
+      this.#lastError = null;
+      this.#reachable = undefined;
+      this.#schedule(0);
+    }
+  }
+
+  async shutdown(deadline: AbortSignal): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#pipeline.shutdown(deadline);
+    this.#ctx.status.withdraw(VIEWS.export, this.#view);
+    this.#endTask?.();
+    this.#endTask = undefined;
+  }
+
+  #onExport(signal: Signal, outcome: ExportOutcome, latencyMs: number, items: number): void {
+    this.#ctx.logger.debug("export batch", {
+      component: this.id,
+      signal,
+      [signal === "traces" ? "spans" : signal]: items,
+      latency_ms: Math.round(latencyMs),
+      endpoint: this.#pipeline.config.otlp.endpoint,
+      outcome: outcome.kind,
+      ...(outcome.kind === "success" ? {} : { error: describe(outcome) }),
+    });
+    this.#apply(outcome);
+  }
+
+  #apply(outcome: ExportOutcome): void {
+    if (this.#stopped) return;
+    this.#lastOutcomeAt = performance.now();
+    if (outcome.kind === "success") {
+      this.#lastExport = new Date().toISOString();
+      this.#lastError = null;
+    } else this.#lastError = describe(outcome);
+    const wasReachable = this.#reachable;
+    this.#reachable = !isUnreachable(outcome);
+    if (this.#reachable) this.#host?.report("ok");
+    else this.#host?.report("recoverable_error", readinessReason(outcome as Exclude<ExportOutcome, { kind: "success" }>));
+    if (wasReachable !== this.#reachable) this.#schedule(this.#interval());
+  }
+
+  #interval(): number {
+    if (this.#reachable) return this.#idleCheckMs;
+    const initial = durationMs(this.#pipeline.config.backoff.initial);
+    return Math.min(UNHEALTHY_CHECK_MAX_MS, Math.max(UNHEALTHY_CHECK_MIN_MS, initial));
+  }
+
+  #schedule(ms: number): void {
+    if (this.#stopped) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => void this.#tick(), ms);
+  }
+
+  async #tick(): Promise<void> {
+    this.#timer = undefined;
+    const interval = this.#interval();
+    const sinceOutcome = performance.now() - this.#lastOutcomeAt;
+    if (this.#reachable !== undefined && sinceOutcome < interval) {
+      this.#schedule(interval - sinceOutcome);
+      return;
+    }
+    await this.#check();
+    this.#schedule(this.#interval());
+  }
+
+  /** One connectivity check: an empty traces Export call (a valid request every OTLP backend accepts). */
+  async #check(): Promise<void> {
+    const transport = this.#pipeline.transport;
+    if (this.#checking || !transport || this.#stopped) return;
+    this.#checking = true;
+    try {
+      const timeoutMs = durationMs(this.#pipeline.config.otlp.timeout);
+      const outcome = await sendWithTimeout(transport, "traces", EMPTY_REQUEST, timeoutMs);
+      if (transport === this.#pipeline.transport) this.#apply(outcome);
+    } finally {
+      this.#checking = false;
+    }
+  }
+}

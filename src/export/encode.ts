@@ -1,0 +1,564 @@
+/**
+ * OTLP protobuf encoding of the items (model.ts) and of export requests. Each item is encoded once, when it
+ * is submitted (its size is what `mem_limit` counts); a request is assembled from the encoded items,
+ * grouped by resource and scope (and, for metrics, by metric). Field numbers are those of proto/ (the unit
+ * tests check every constant here against the loaded schema).
+ */
+import type { Signal } from "./config";
+import type { LogRecordItem, MetricPointItem, ProfileItem, Scope, SpanItem } from "./model";
+import type { AttributeValue, Attributes } from "./types";
+import { ProtoWriter, WIRE } from "./wire";
+
+/** Field numbers, by message (see proto/opentelemetry/proto). */
+export const F = {
+  AnyValue: { string_value: 1, bool_value: 2, int_value: 3, double_value: 4, array_value: 5, kvlist_value: 6, bytes_value: 7 },
+  ArrayValue: { values: 1 },
+  KeyValue: { key: 1, value: 2 },
+  InstrumentationScope: { name: 1, version: 2, attributes: 3 },
+  Resource: { attributes: 1 },
+  ExportTraceServiceRequest: { resource_spans: 1 },
+  ResourceSpans: { resource: 1, scope_spans: 2 },
+  ScopeSpans: { scope: 1, spans: 2 },
+  Span: {
+    trace_id: 1, span_id: 2, trace_state: 3, parent_span_id: 4, name: 5, kind: 6, start_time_unix_nano: 7,
+    end_time_unix_nano: 8, attributes: 9, events: 11, links: 13, status: 15, flags: 16,
+  },
+  Event: { time_unix_nano: 1, name: 2, attributes: 3 },
+  Link: { trace_id: 1, span_id: 2, trace_state: 3, attributes: 4 },
+  Status: { message: 2, code: 3 },
+  ExportMetricsServiceRequest: { resource_metrics: 1 },
+  ResourceMetrics: { resource: 1, scope_metrics: 2 },
+  ScopeMetrics: { scope: 1, metrics: 2 },
+  Metric: { name: 1, description: 2, unit: 3, gauge: 5, sum: 7, histogram: 9 },
+  Gauge: { data_points: 1 },
+  Sum: { data_points: 1, aggregation_temporality: 2, is_monotonic: 3 },
+  Histogram: { data_points: 1, aggregation_temporality: 2 },
+  NumberDataPoint: { attributes: 7, start_time_unix_nano: 2, time_unix_nano: 3, as_double: 4, as_int: 6 },
+  HistogramDataPoint: {
+    attributes: 9, start_time_unix_nano: 2, time_unix_nano: 3, count: 4, sum: 5, bucket_counts: 6, explicit_bounds: 7, min: 11, max: 12,
+  },
+  ExportLogsServiceRequest: { resource_logs: 1 },
+  ResourceLogs: { resource: 1, scope_logs: 2 },
+  ScopeLogs: { scope: 1, log_records: 2 },
+  LogRecord: {
+    time_unix_nano: 1, observed_time_unix_nano: 11, severity_number: 2, severity_text: 3, body: 5, attributes: 6, flags: 8,
+    trace_id: 9, span_id: 10, event_name: 12,
+  },
+  ExportProfilesServiceRequest: { resource_profiles: 1, dictionary: 2 },
+  ResourceProfiles: { resource: 1, scope_profiles: 2 },
+  ScopeProfiles: { scope: 1, profiles: 2 },
+  ProfilesDictionary: { mapping_table: 1, location_table: 2, function_table: 3, link_table: 4, string_table: 5, attribute_table: 6 },
+  Profile: {
+    sample_type: 1, sample: 2, location_indices: 3, time_nanos: 4, duration_nanos: 5, period_type: 6, period: 7, profile_id: 9,
+    attribute_indices: 13,
+  },
+  ValueType: { type_strindex: 1, unit_strindex: 2 },
+  Sample: { locations_start_index: 1, locations_length: 2, values: 3, attribute_indices: 4 },
+  Mapping: { filename_strindex: 4 },
+  Location: { mapping_index: 1, address: 2, line: 3 },
+  Line: { function_index: 1, line: 2 },
+  Function: { name_strindex: 1, system_name_strindex: 2, filename_strindex: 3 },
+} as const;
+
+/** The scope of items that name none. */
+export const DEFAULT_SCOPE: Scope = { name: "svc-agent" };
+
+/** One queued item: its encoded body, the grouping keys, and (profiles) the item itself. */
+export interface EncodedItem {
+  /** The encoded message body (Span, data point, LogRecord; for a profile, a standalone request, for its size). */
+  bytes: Uint8Array;
+  scope: Scope | undefined;
+  resource: Attributes | undefined;
+  /** Metrics: the Metric the point belongs to. */
+  metric?: MetricPointItem;
+  /** Metrics: key of the Metric (type, name, unit, description, temporality, monotonic). */
+  metricKey?: string;
+  /** Profiles: the item (profiles are encoded with a dictionary shared by the whole request). */
+  profile?: ProfileItem;
+}
+
+/** Writes an AnyValue body. */
+export function writeAnyValue(w: ProtoWriter, v: AttributeValue): void {
+  switch (typeof v) {
+    case "string":
+      w.stringField(F.AnyValue.string_value, v);
+      return;
+    case "boolean":
+      w.tag(F.AnyValue.bool_value, WIRE.VARINT);
+      w.varint(v ? 1 : 0);
+      return;
+    case "number":
+      if (Number.isSafeInteger(v)) {
+        w.tag(F.AnyValue.int_value, WIRE.VARINT);
+        w.int64(v);
+      } else {
+        w.tag(F.AnyValue.double_value, WIRE.FIXED64);
+        w.double(v);
+      }
+      return;
+    default: {
+      const at = w.open(F.AnyValue.array_value);
+      for (const e of v) {
+        const m = w.open(F.ArrayValue.values);
+        writeAnyValue(w, e);
+        w.end(m);
+      }
+      w.end(at);
+    }
+  }
+}
+
+/** Writes each attribute as a repeated KeyValue field. */
+export function writeAttributes(w: ProtoWriter, field: number, attributes: Attributes | undefined): void {
+  if (!attributes) return;
+  for (const key in attributes) {
+    const v = attributes[key];
+    if (v === undefined || v === null) continue;
+    const kv = w.open(field);
+    w.stringField(F.KeyValue.key, key);
+    const av = w.open(F.KeyValue.value);
+    writeAnyValue(w, v);
+    w.end(av);
+    w.end(kv);
+  }
+}
+
+export function writeSpan(w: ProtoWriter, s: SpanItem): void {
+  const S = F.Span;
+  w.bytesField(S.trace_id, s.traceId);
+  w.bytesField(S.span_id, s.spanId);
+  if (s.traceState) w.stringField(S.trace_state, s.traceState);
+  if (s.parentSpanId && s.parentSpanId.length) w.bytesField(S.parent_span_id, s.parentSpanId);
+  w.stringField(S.name, s.name);
+  if (s.kind) {
+    w.tag(S.kind, WIRE.VARINT);
+    w.varint(s.kind);
+  }
+  w.tag(S.start_time_unix_nano, WIRE.FIXED64);
+  w.fixed64(s.startTimeUnixNano);
+  w.tag(S.end_time_unix_nano, WIRE.FIXED64);
+  w.fixed64(s.endTimeUnixNano);
+  writeAttributes(w, S.attributes, s.attributes);
+  if (s.events)
+    for (const e of s.events) {
+      const m = w.open(S.events);
+      w.tag(F.Event.time_unix_nano, WIRE.FIXED64);
+      w.fixed64(e.timeUnixNano);
+      w.stringField(F.Event.name, e.name);
+      writeAttributes(w, F.Event.attributes, e.attributes);
+      w.end(m);
+    }
+  if (s.links)
+    for (const l of s.links) {
+      const m = w.open(S.links);
+      w.bytesField(F.Link.trace_id, l.traceId);
+      w.bytesField(F.Link.span_id, l.spanId);
+      if (l.traceState) w.stringField(F.Link.trace_state, l.traceState);
+      writeAttributes(w, F.Link.attributes, l.attributes);
+      w.end(m);
+    }
+  if (s.status && (s.status.code || s.status.message)) {
+    const m = w.open(S.status);
+    if (s.status.message) w.stringField(F.Status.message, s.status.message);
+    if (s.status.code) {
+      w.tag(F.Status.code, WIRE.VARINT);
+      w.varint(s.status.code);
+    }
+    w.end(m);
+  }
+  if (s.flags) {
+    w.tag(S.flags, WIRE.FIXED32);
+    w.fixed32(s.flags);
+  }
+}
+
+export function writeDataPoint(w: ProtoWriter, p: MetricPointItem): void {
+  if (p.type === "histogram") {
+    const H = F.HistogramDataPoint;
+    writeAttributes(w, H.attributes, p.attributes);
+    if (p.startTimeUnixNano !== undefined) {
+      w.tag(H.start_time_unix_nano, WIRE.FIXED64);
+      w.fixed64(p.startTimeUnixNano);
+    }
+    w.tag(H.time_unix_nano, WIRE.FIXED64);
+    w.fixed64(p.timeUnixNano);
+    w.tag(H.count, WIRE.FIXED64);
+    w.fixed64n(p.count);
+    if (p.sum !== undefined) {
+      w.tag(H.sum, WIRE.FIXED64);
+      w.double(p.sum);
+    }
+    if (p.bucketCounts.length) {
+      w.tag(H.bucket_counts, WIRE.LEN);
+      w.varint(p.bucketCounts.length * 8);
+      for (const c of p.bucketCounts) w.fixed64n(c);
+    }
+    if (p.explicitBounds.length) {
+      w.tag(H.explicit_bounds, WIRE.LEN);
+      w.varint(p.explicitBounds.length * 8);
+      for (const b of p.explicitBounds) w.double(b);
+    }
+    if (p.min !== undefined) {
+      w.tag(H.min, WIRE.FIXED64);
+      w.double(p.min);
+    }
+    if (p.max !== undefined) {
+      w.tag(H.max, WIRE.FIXED64);
+      w.double(p.max);
+    }
+    return;
+  }
+  const N = F.NumberDataPoint;
+  writeAttributes(w, N.attributes, p.attributes);
+  if (p.startTimeUnixNano !== undefined) {
+    w.tag(N.start_time_unix_nano, WIRE.FIXED64);
+    w.fixed64(p.startTimeUnixNano);
+  }
+  w.tag(N.time_unix_nano, WIRE.FIXED64);
+  w.fixed64(p.timeUnixNano);
+  if (p.integer) {
+    w.tag(N.as_int, WIRE.FIXED64);
+    w.sfixed64(p.value);
+  } else {
+    w.tag(N.as_double, WIRE.FIXED64);
+    w.double(p.value);
+  }
+}
+
+export function writeLogRecord(w: ProtoWriter, r: LogRecordItem): void {
+  const L = F.LogRecord;
+  if (r.timeUnixNano !== undefined) {
+    w.tag(L.time_unix_nano, WIRE.FIXED64);
+    w.fixed64(r.timeUnixNano);
+  }
+  w.tag(L.observed_time_unix_nano, WIRE.FIXED64);
+  w.fixed64(r.observedTimeUnixNano);
+  if (r.severityNumber) {
+    w.tag(L.severity_number, WIRE.VARINT);
+    w.varint(r.severityNumber);
+  }
+  if (r.severityText) w.stringField(L.severity_text, r.severityText);
+  if (r.body !== undefined) {
+    const m = w.open(L.body);
+    writeAnyValue(w, r.body);
+    w.end(m);
+  }
+  writeAttributes(w, L.attributes, r.attributes);
+  if (r.flags) {
+    w.tag(L.flags, WIRE.FIXED32);
+    w.fixed32(r.flags);
+  }
+  if (r.traceId) w.bytesField(L.trace_id, r.traceId);
+  if (r.spanId) w.bytesField(L.span_id, r.spanId);
+  if (r.eventName) w.stringField(L.event_name, r.eventName);
+}
+
+/** Encoded Resource body of the given attributes. */
+export function encodeResource(attributes: Attributes): Uint8Array {
+  const w = new ProtoWriter(1024);
+  writeAttributes(w, F.Resource.attributes, attributes);
+  return w.copy();
+}
+
+const scopeCache = new WeakMap<Scope, Uint8Array>();
+
+/** Encoded InstrumentationScope body (cached per scope object). */
+export function encodeScope(scope: Scope): Uint8Array {
+  let b = scopeCache.get(scope);
+  if (!b) {
+    const w = new ProtoWriter(256);
+    w.stringField(F.InstrumentationScope.name, scope.name);
+    if (scope.version) w.stringField(F.InstrumentationScope.version, scope.version);
+    b = w.copy();
+    scopeCache.set(scope, b);
+  }
+  return b;
+}
+
+/** Gives the encoded Resource of items carrying `extra` attributes (undefined: the agent's own resource). */
+export type ResourceEncoder = (extra: Attributes | undefined) => Uint8Array;
+
+/**
+ * Encodes items of one signal for the queue. Uses one shared writer: call from one thread (the event loop),
+ * and never re-entrantly.
+ */
+export class ItemEncoder {
+  readonly #w = new ProtoWriter();
+  readonly #resource: ResourceEncoder;
+
+  constructor(resource: ResourceEncoder) {
+    this.#resource = resource;
+  }
+
+  encode(signal: Signal, item: unknown): EncodedItem {
+    const w = this.#w;
+    w.reset();
+    switch (signal) {
+      case "traces": {
+        const s = item as SpanItem;
+        writeSpan(w, s);
+        return { bytes: w.copy(), scope: s.scope, resource: s.resource };
+      }
+      case "metrics": {
+        const p = item as MetricPointItem;
+        writeDataPoint(w, p);
+        return { bytes: w.copy(), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
+      }
+      case "logs": {
+        const r = item as LogRecordItem;
+        writeLogRecord(w, r);
+        return { bytes: w.copy(), scope: r.scope, resource: r.resource };
+      }
+      case "profiles": {
+        const p = item as ProfileItem;
+        const entry: EncodedItem = { bytes: EMPTY, scope: p.scope, resource: p.resource, profile: p };
+        entry.bytes = buildRequest("profiles", [entry], this.#resource, w);
+        return entry;
+      }
+    }
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+
+function metricKey(p: MetricPointItem): string {
+  const temporality = p.type === "gauge" ? 0 : p.temporality;
+  const monotonic = p.type === "sum" && p.monotonic ? 1 : 0;
+  return `${p.type}\u0000${p.name}\u0000${p.unit ?? ""}\u0000${p.description ?? ""}\u0000${temporality}\u0000${monotonic}`;
+}
+
+/** Fields of the three levels of a request (ResourceX, ScopeX, item) per signal. */
+const LEVELS: Record<Exclude<Signal, "profiles">, { top: number; resource: number; scopes: number; scope: number; items: number }> = {
+  traces: { top: 1, resource: 1, scopes: 2, scope: 1, items: 2 },
+  metrics: { top: 1, resource: 1, scopes: 2, scope: 1, items: 2 },
+  logs: { top: 1, resource: 1, scopes: 2, scope: 1, items: 2 },
+};
+
+/** Groups entries by resource object, then scope object, keeping order. */
+function group(entries: readonly EncodedItem[]): Map<Attributes | undefined, Map<Scope, EncodedItem[]>> {
+  const out = new Map<Attributes | undefined, Map<Scope, EncodedItem[]>>();
+  for (const e of entries) {
+    let scopes = out.get(e.resource);
+    if (!scopes) out.set(e.resource, (scopes = new Map()));
+    const scope = e.scope ?? DEFAULT_SCOPE;
+    let list = scopes.get(scope);
+    if (!list) scopes.set(scope, (list = []));
+    list.push(e);
+  }
+  return out;
+}
+
+/** Assembles the Export<Signal>ServiceRequest of a batch. */
+export function buildRequest(signal: Signal, entries: readonly EncodedItem[], resource: ResourceEncoder, writer?: ProtoWriter): Uint8Array {
+  const w = writer ?? new ProtoWriter(entries.length * 256 + 1024);
+  w.reset();
+  if (signal === "profiles") {
+    writeProfilesRequest(w, entries, resource);
+    return w.copy();
+  }
+  const L = LEVELS[signal];
+  for (const [res, scopes] of group(entries)) {
+    const top = w.open(L.top);
+    w.bytesField(L.resource, resource(res));
+    for (const [scope, list] of scopes) {
+      const sm = w.open(L.scopes);
+      w.bytesField(L.scope, encodeScope(scope));
+      if (signal === "metrics") writeMetrics(w, list);
+      else for (const e of list) w.bytesField(L.items, e.bytes);
+      w.end(sm);
+    }
+    w.end(top);
+  }
+  return w.copy();
+}
+
+function writeMetrics(w: ProtoWriter, list: readonly EncodedItem[]): void {
+  const byMetric = new Map<string, EncodedItem[]>();
+  for (const e of list) {
+    const k = e.metricKey!;
+    let l = byMetric.get(k);
+    if (!l) byMetric.set(k, (l = []));
+    l.push(e);
+  }
+  for (const points of byMetric.values()) {
+    const head = points[0]!.metric!;
+    const M = F.Metric;
+    const m = w.open(F.ScopeMetrics.metrics);
+    w.stringField(M.name, head.name);
+    if (head.description) w.stringField(M.description, head.description);
+    if (head.unit) w.stringField(M.unit, head.unit);
+    const dataField = head.type === "gauge" ? M.gauge : head.type === "sum" ? M.sum : M.histogram;
+    const d = w.open(dataField);
+    for (const p of points) w.bytesField(F.Gauge.data_points, p.bytes);
+    if (head.type !== "gauge" && head.temporality) {
+      w.tag(F.Sum.aggregation_temporality, WIRE.VARINT);
+      w.varint(head.temporality);
+    }
+    if (head.type === "sum" && head.monotonic) {
+      w.tag(F.Sum.is_monotonic, WIRE.VARINT);
+      w.varint(1);
+    }
+    w.end(d);
+    w.end(m);
+  }
+}
+
+/** The shared tables of one profiles request; index 0 of every table is the null entry. */
+class ProfilesDictionary {
+  readonly strings = new Map<string, number>([["", 0]]);
+  readonly mappings = new Map<string, number>([["", 0]]);
+  readonly functions = new Map<string, { index: number; name: number; file: number }>();
+  readonly locations = new Map<string, { index: number; mapping: number; address: bigint; fn: number; line: number }>();
+  readonly attributes = new Map<string, { index: number; key: string; value: AttributeValue }>();
+
+  str(s: string): number {
+    let i = this.strings.get(s);
+    if (i === undefined) this.strings.set(s, (i = this.strings.size));
+    return i;
+  }
+
+  attribute(key: string, value: AttributeValue): number {
+    const k = `${key}\u0000${JSON.stringify(value)}`;
+    let a = this.attributes.get(k);
+    if (!a) this.attributes.set(k, (a = { index: this.attributes.size + 1, key, value }));
+    return a.index;
+  }
+
+  location(f: { function: string; file?: string; line?: number; address?: bigint; binary?: string }): number {
+    const mapping = f.binary ? this.#mapping(f.binary) : 0;
+    const fk = `${f.function}\u0000${f.file ?? ""}`;
+    let fn = this.functions.get(fk);
+    if (!fn) this.functions.set(fk, (fn = { index: this.functions.size + 1, name: this.str(f.function), file: this.str(f.file ?? "") }));
+    const lk = `${fn.index}\u0000${f.line ?? 0}\u0000${f.address ?? 0n}\u0000${mapping}`;
+    let loc = this.locations.get(lk);
+    if (!loc) this.locations.set(lk, (loc = { index: this.locations.size + 1, mapping, address: f.address ?? 0n, fn: fn.index, line: f.line ?? 0 }));
+    return loc.index;
+  }
+
+  #mapping(binary: string): number {
+    let i = this.mappings.get(binary);
+    if (i === undefined) {
+      i = this.mappings.size;
+      this.mappings.set(binary, i);
+      this.str(binary);
+    }
+    return i;
+  }
+
+  write(w: ProtoWriter): void {
+    const D = F.ProfilesDictionary;
+    for (const [binary, i] of this.mappings) {
+      const m = w.open(D.mapping_table);
+      if (i !== 0) {
+        w.tag(F.Mapping.filename_strindex, WIRE.VARINT);
+        w.varint(this.str(binary));
+      }
+      w.end(m);
+    }
+    w.end(w.open(D.location_table));
+    for (const loc of this.locations.values()) {
+      const m = w.open(D.location_table);
+      if (loc.mapping) {
+        w.tag(F.Location.mapping_index, WIRE.VARINT);
+        w.varint(loc.mapping);
+      }
+      if (loc.address) {
+        w.tag(F.Location.address, WIRE.VARINT);
+        w.varintBig(loc.address);
+      }
+      const line = w.open(F.Location.line);
+      w.tag(F.Line.function_index, WIRE.VARINT);
+      w.varint(loc.fn);
+      if (loc.line) {
+        w.tag(F.Line.line, WIRE.VARINT);
+        w.int64(loc.line);
+      }
+      w.end(line);
+      w.end(m);
+    }
+    w.end(w.open(D.function_table));
+    for (const fn of this.functions.values()) {
+      const m = w.open(D.function_table);
+      w.tag(F.Function.name_strindex, WIRE.VARINT);
+      w.varint(fn.name);
+      w.tag(F.Function.system_name_strindex, WIRE.VARINT);
+      w.varint(fn.name);
+      if (fn.file) {
+        w.tag(F.Function.filename_strindex, WIRE.VARINT);
+        w.varint(fn.file);
+      }
+      w.end(m);
+    }
+    w.end(w.open(D.link_table));
+    for (const s of this.strings.keys()) w.stringField(D.string_table, s);
+    w.end(w.open(D.attribute_table));
+    for (const a of this.attributes.values()) writeAttributes(w, D.attribute_table, { [a.key]: a.value });
+  }
+}
+
+function writeValueType(w: ProtoWriter, field: number, d: ProfilesDictionary, t: { type: string; unit: string }): void {
+  const m = w.open(field);
+  w.tag(F.ValueType.type_strindex, WIRE.VARINT);
+  w.varint(d.str(t.type));
+  w.tag(F.ValueType.unit_strindex, WIRE.VARINT);
+  w.varint(d.str(t.unit));
+  w.end(m);
+}
+
+function writePackedVarints(w: ProtoWriter, field: number, values: readonly number[]): void {
+  if (!values.length) return;
+  const m = w.open(field);
+  for (const v of values) w.int64(v);
+  w.end(m);
+}
+
+function writeProfilesRequest(w: ProtoWriter, entries: readonly EncodedItem[], resource: ResourceEncoder): void {
+  const d = new ProfilesDictionary();
+  const P = F.Profile;
+  for (const [res, scopes] of group(entries)) {
+    const top = w.open(F.ExportProfilesServiceRequest.resource_profiles);
+    w.bytesField(F.ResourceProfiles.resource, resource(res));
+    for (const [scope, list] of scopes) {
+      const sp = w.open(F.ResourceProfiles.scope_profiles);
+      w.bytesField(F.ScopeProfiles.scope, encodeScope(scope));
+      for (const e of list) {
+        const p = e.profile!;
+        const pm = w.open(F.ScopeProfiles.profiles);
+        writeValueType(w, P.sample_type, d, p.sampleType);
+        const locationIndices: number[] = [];
+        for (const s of p.samples) {
+          const sm = w.open(P.sample);
+          const start = locationIndices.length;
+          for (const f of s.stack) locationIndices.push(d.location(f));
+          w.tag(F.Sample.locations_start_index, WIRE.VARINT);
+          w.varint(start);
+          w.tag(F.Sample.locations_length, WIRE.VARINT);
+          w.varint(s.stack.length);
+          writePackedVarints(w, F.Sample.values, [s.value]);
+          if (s.attributes)
+            writePackedVarints(w, F.Sample.attribute_indices, Object.entries(s.attributes).map(([k, v]) => d.attribute(k, v)));
+          w.end(sm);
+        }
+        writePackedVarints(w, P.location_indices, locationIndices);
+        w.tag(P.time_nanos, WIRE.VARINT);
+        w.varintBig(p.timeUnixNano);
+        w.tag(P.duration_nanos, WIRE.VARINT);
+        w.varintBig(p.durationNanos);
+        if (p.periodType) writeValueType(w, P.period_type, d, p.periodType);
+        if (p.period) {
+          w.tag(P.period, WIRE.VARINT);
+          w.int64(p.period);
+        }
+        if (p.profileId) w.bytesField(P.profile_id, p.profileId);
+        if (p.attributes)
+          writePackedVarints(w, P.attribute_indices, Object.entries(p.attributes).map(([k, v]) => d.attribute(k, v)));
+        w.end(pm);
+      }
+      w.end(sp);
+    }
+    w.end(top);
+  }
+  const dm = w.open(F.ExportProfilesServiceRequest.dictionary);
+  d.write(w);
+  w.end(dm);
+}

@@ -1,0 +1,348 @@
+/**
+ * The TelemetryPipeline: per signal a queue and a batcher, then retry -> timeout -> transport for each batch,
+ * with exact accounting. For every signal, at every instant (all of it runs on the event loop, and each
+ * transition moves items between two counts in one synchronous step):
+ *   collected = exported + dropped + queued + in_flight
+ */
+import type { Config } from "../config/schema";
+import { durationMs, sizeBytes } from "../config/units";
+import type { Logger } from "../log/logger";
+import type { AgentMetrics } from "../telemetry/metrics";
+import { DROP_REASONS } from "../telemetry/metrics";
+import { Batcher } from "./batcher";
+import { SIGNALS, type Signal } from "./config";
+import { ItemEncoder, buildRequest, type EncodedItem } from "./encode";
+import { codeName, type ExportOutcome } from "./outcome";
+import { SignalQueue } from "./queue";
+import { ResourceBuilder } from "./resource";
+import { sendWithRetry, type RetryResult } from "./retry";
+import { sendWithTimeout } from "./timeout";
+import type { Transport } from "./transport";
+import type { Attributes, TelemetryPipeline } from "./types";
+import { ProtoWriter } from "./wire";
+
+/** Batches of one signal outstanding at once (pipelining hides the round trip). */
+export const MAX_IN_FLIGHT_BATCHES = 4;
+
+export type DropReason = (typeof DROP_REASONS)[number];
+
+/** The counts of one signal at one instant. */
+export interface SignalAccounting {
+  collected: number;
+  exported: number;
+  dropped: Record<DropReason, number>;
+  /** Sum of `dropped`. */
+  droppedTotal: number;
+  queued: number;
+  /** Encoded bytes queued. */
+  queuedBytes: number;
+  inFlight: number;
+}
+
+/** Called after every export attempt (not for connectivity checks). */
+export type OutcomeListener = (signal: Signal, outcome: ExportOutcome, latencyMs: number, items: number) => void;
+
+export interface PipelineOptions {
+  config: Config;
+  metrics: AgentMetrics;
+  logger: Logger;
+  onOutcome?: OutcomeListener;
+  /** Randomness of the backoff jitter (tests). */
+  random?: () => number;
+}
+
+interface Lane {
+  signal: Signal;
+  queue: SignalQueue;
+  batcher: Batcher;
+  writer: ProtoWriter;
+  collected: number;
+  exported: number;
+  dropped: Record<DropReason, number>;
+  inFlight: number;
+}
+
+const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
+
+export class OtlpPipeline implements TelemetryPipeline {
+  readonly resource: ResourceBuilder;
+  readonly #metrics: AgentMetrics;
+  readonly #logger: Logger;
+  readonly #encoder: ItemEncoder;
+  readonly #lanes: Record<Signal, Lane>;
+  readonly #random: (() => number) | undefined;
+  readonly #stopRetries = new AbortController();
+  readonly #cancelCalls = new AbortController();
+  readonly #drainWaiters = new Set<() => void>();
+  #config: Config;
+  #transport: Transport | undefined;
+  #closed = false;
+  #shutdown: Promise<void> | undefined;
+  onOutcome: OutcomeListener | undefined;
+
+  constructor(o: PipelineOptions) {
+    this.#config = o.config;
+    this.#metrics = o.metrics;
+    this.#logger = o.logger;
+    this.#random = o.random;
+    this.onOutcome = o.onOutcome;
+    this.resource = new ResourceBuilder(o.config.service_name);
+    this.#encoder = new ItemEncoder(this.resource.encoder);
+    this.#lanes = Object.fromEntries(SIGNALS.map((s) => [s, this.#makeLane(s)])) as Record<Signal, Lane>;
+  }
+
+  #makeLane(signal: Signal): Lane {
+    const q = this.#config.queues[signal];
+    const queue = new SignalQueue(q.capacity, sizeBytes(q.mem_limit));
+    const lane: Lane = {
+      signal,
+      queue,
+      batcher: undefined as unknown as Batcher,
+      writer: new ProtoWriter(),
+      collected: 0,
+      exported: 0,
+      dropped: zeroDrops(),
+      inFlight: 0,
+    };
+    lane.batcher = new Batcher(
+      queue,
+      () => {
+        const c = this.#config.queues[signal];
+        return {
+          batchSize: c.batch_size,
+          batchTimeoutMs: durationMs(c.batch_timeout),
+          maxInFlight: this.#transport ? MAX_IN_FLIGHT_BATCHES : 0,
+        };
+      },
+      (items) => this.#sendBatch(lane, items),
+    );
+    return lane;
+  }
+
+  /** The configuration in force. */
+  get config(): Config {
+    return this.#config;
+  }
+
+  /** Whether shutdown has begun (submits are dropped as `shutdown`). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Uses `transport` for every attempt from now on (batches already retrying included); the previous one is closed once idle. */
+  setTransport(transport: Transport): void {
+    const previous = this.#transport;
+    this.#transport = transport;
+    if (previous && previous !== transport) previous.close();
+    for (const s of SIGNALS) this.#lanes[s].batcher.kick();
+  }
+
+  /** The transport in use (undefined before start). */
+  get transport(): Transport | undefined {
+    return this.#transport;
+  }
+
+  /** Applies queue limits, batch settings, backoff, timeout and service name of `next`. Cannot fail. */
+  applyConfig(next: Config): void {
+    this.#config = next;
+    this.resource.setServiceName(next.service_name);
+    for (const s of SIGNALS) {
+      const q = this.#lanes[s].queue;
+      q.capacity = next.queues[s].capacity;
+      q.memLimitBytes = sizeBytes(next.queues[s].mem_limit);
+      this.#lanes[s].batcher.kick();
+    }
+  }
+
+  submit(signal: Signal, items: readonly unknown[]): number {
+    const lane = this.#lanes[signal];
+    if (!lane || items.length === 0) return 0;
+    const counters = this.#metrics.signal(signal);
+    lane.collected += items.length;
+    counters.collected.inc(items.length);
+    if (this.#closed) {
+      this.#drop(lane, "shutdown", items.length);
+      return 0;
+    }
+    let accepted = 0;
+    let queueFull = 0;
+    let memLimit = 0;
+    let invalid = 0;
+    for (const item of items) {
+      let encoded: EncodedItem;
+      try {
+        encoded = this.#encoder.encode(signal, item);
+      } catch (e) {
+        invalid++;
+        if (invalid === 1) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
+        continue;
+      }
+      const r = lane.queue.offer(encoded);
+      if (r === "ok") accepted++;
+      else if (r === "queue_full") queueFull++;
+      else memLimit++;
+    }
+    if (queueFull) this.#drop(lane, "queue_full", queueFull);
+    if (memLimit) this.#drop(lane, "mem_limit", memLimit);
+    if (invalid) this.#drop(lane, "permanent_error", invalid);
+    this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
+    lane.batcher.kick();
+    return accepted;
+  }
+
+  setResourceAttributes(source: string, attributes: Attributes): void {
+    this.resource.set(source, attributes);
+  }
+
+  async flush(timeoutMs: number): Promise<Record<Signal, number>> {
+    const before = Object.fromEntries(SIGNALS.map((s) => [s, this.#lanes[s].exported])) as Record<Signal, number>;
+    if (this.#transport && !this.#closed) {
+      for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
+      try {
+        await this.#waitDrained(AbortSignal.timeout(Math.max(0, timeoutMs)));
+      } finally {
+        for (const s of SIGNALS) this.#lanes[s].batcher.urgent(false);
+      }
+    }
+    return Object.fromEntries(SIGNALS.map((s) => [s, this.#lanes[s].exported - before[s]])) as Record<Signal, number>;
+  }
+
+  /** The counts of every signal now; `collected = exported + droppedTotal + queued + inFlight` holds for each. */
+  accounting(): Record<Signal, SignalAccounting> {
+    const out = {} as Record<Signal, SignalAccounting>;
+    for (const s of SIGNALS) {
+      const l = this.#lanes[s];
+      const dropped = { ...l.dropped };
+      out[s] = {
+        collected: l.collected,
+        exported: l.exported,
+        dropped,
+        droppedTotal: Object.values(dropped).reduce((a, b) => a + b, 0),
+        queued: l.queue.size,
+        queuedBytes: l.queue.bytes,
+        inFlight: l.inFlight,
+      };
+    }
+    return out;
+  }
+
+  /**
+   * Stops retries, drains the queues (one attempt per batch) until `deadline`, then cancels what is in flight;
+   * everything not exported is dropped as `shutdown`. Idempotent; submits from now on are dropped.
+   */
+  shutdown(deadline: AbortSignal): Promise<void> {
+    this.#shutdown ??= this.#doShutdown(deadline);
+    return this.#shutdown;
+  }
+
+  async #doShutdown(deadline: AbortSignal): Promise<void> {
+    this.#closed = true;
+    this.#stopRetries.abort();
+    if (this.#transport) {
+      for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
+      await this.#waitDrained(deadline);
+    }
+    for (const s of SIGNALS) this.#lanes[s].batcher.stop();
+    if (!this.#drained()) {
+      this.#cancelCalls.abort();
+      await this.#waitInFlightDone();
+    }
+    for (const s of SIGNALS) {
+      const lane = this.#lanes[s];
+      const rest = lane.queue.take(lane.queue.size).length;
+      if (rest) this.#drop(lane, "shutdown", rest);
+      this.#metrics.exportQueueSize.set({ signal: s }, 0);
+    }
+    this.#transport?.close();
+    this.#notifyDrain();
+  }
+
+  async #sendBatch(lane: Lane, items: EncodedItem[]): Promise<void> {
+    const n = items.length;
+    const signal = lane.signal;
+    lane.inFlight += n;
+    this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
+    this.#metrics.exportBatchSize.observe({ signal }, n);
+    let result: RetryResult;
+    try {
+      const body = buildRequest(signal, items, this.resource.encoder, lane.writer);
+      result = await sendWithRetry(() => this.#attempt(signal, body, n), {
+        backoff: () => ({ initialMs: durationMs(this.#config.backoff.initial), maxMs: durationMs(this.#config.backoff.max) }),
+        stop: this.#stopRetries.signal,
+        random: this.#random,
+      });
+    } catch (e) {
+      this.#logger.error("export batch failed unexpectedly", { signal, error: (e as Error).message });
+      result = { kind: "failure", code: 2, message: (e as Error).message };
+    }
+    lane.inFlight -= n;
+    if (result.kind === "success") {
+      const rejected = Math.min(n, result.rejected);
+      this.#exported(lane, n - rejected);
+      if (rejected) this.#drop(lane, "partial_success", rejected);
+      if (result.message) this.#logger.warn("backend accepted part of a batch", { signal, items: n, rejected, message: result.message });
+    } else if (result.kind === "failure") {
+      this.#drop(lane, "permanent_error", n);
+      this.#logger.warn("export batch dropped: permanent error", { signal, items: n, error: `${codeName(result.code)}: ${result.message}` });
+    } else {
+      this.#drop(lane, "shutdown", n);
+    }
+    this.#notifyDrain();
+  }
+
+  async #attempt(signal: Signal, body: Uint8Array, items: number): Promise<ExportOutcome> {
+    const transport = this.#transport!;
+    this.#metrics.exportRequests.inc({ signal });
+    const started = performance.now();
+    const outcome = await sendWithTimeout(transport, signal, body, durationMs(this.#config.otlp.timeout), this.#cancelCalls.signal);
+    const latencyMs = performance.now() - started;
+    this.#metrics.exportLatency.observe({ signal }, latencyMs / 1000);
+    if (outcome.kind !== "success") this.#metrics.exportErrors.inc({ signal, code: codeName(outcome.code) });
+    this.onOutcome?.(signal, outcome, latencyMs, items);
+    return outcome;
+  }
+
+  #exported(lane: Lane, n: number): void {
+    if (!n) return;
+    lane.exported += n;
+    this.#metrics.signal(lane.signal).exported.inc(n);
+  }
+
+  #drop(lane: Lane, reason: DropReason, n: number): void {
+    lane.dropped[reason] += n;
+    this.#metrics.signal(lane.signal).dropped.inc({ reason }, n);
+  }
+
+  #drained(): boolean {
+    return SIGNALS.every((s) => this.#lanes[s].queue.size === 0 && this.#lanes[s].inFlight === 0);
+  }
+
+  #notifyDrain(): void {
+    for (const w of [...this.#drainWaiters]) w();
+  }
+
+  /** Resolves when every queue is empty and nothing is in flight, or when `until` aborts. */
+  #waitDrained(until: AbortSignal): Promise<void> {
+    return this.#waitFor(() => this.#drained(), until);
+  }
+
+  #waitInFlightDone(): Promise<void> {
+    return this.#waitFor(() => SIGNALS.every((s) => this.#lanes[s].inFlight === 0));
+  }
+
+  #waitFor(cond: () => boolean, until?: AbortSignal): Promise<void> {
+    if (cond() || until?.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.#drainWaiters.delete(check);
+        until?.removeEventListener("abort", done);
+        resolve();
+      };
+      const check = () => {
+        if (cond()) done();
+      };
+      this.#drainWaiters.add(check);
+      until?.addEventListener("abort", done, { once: true });
+    });
+  }
+}

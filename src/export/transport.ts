@@ -1,0 +1,185 @@
+/**
+ * The last link of the sender chain: one OTLP/gRPC unary Export call with @grpc/grpc-js. It sends bytes that
+ * are already encoded, gzip-compressed or not, over plaintext or TLS, with `otlp.headers` as metadata, and
+ * turns every answer into an ExportOutcome (it does not throw for expected outcomes).
+ */
+import { readFileSync } from "node:fs";
+import * as grpc from "@grpc/grpc-js";
+import type { OtlpConfig, Signal } from "./config";
+import { RETRYABLE_CODES, type ExportOutcome } from "./outcome";
+import { SERVICES, otlpType } from "./schema";
+
+const RETRY_INFO_TYPE_URL = "type.googleapis.com/google.rpc.RetryInfo";
+const STATUS_DETAILS_KEY = "grpc-status-details-bin";
+const COMPRESSION_GZIP = 2;
+const COMPRESSION_NONE = 0;
+const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
+
+/** The transport could not be built from the configuration (e.g. a TLS file cannot be read). */
+export class TransportConfigError extends Error {
+  constructor(
+    readonly key: string,
+    message: string,
+  ) {
+    super(`${key}: ${message}`);
+    this.name = "TransportConfigError";
+  }
+}
+
+export interface TransportOptions {
+  otlp: OtlpConfig;
+  /** Reconnect backoff of the channel (the configured backoff range). */
+  reconnectInitialMs: number;
+  reconnectMaxMs: number;
+}
+
+/** Sends one encoded request; `deadline` is absolute (ms since epoch); `abort` cancels the call. */
+export interface Transport {
+  send(signal: Signal, body: Uint8Array, deadline: number, abort?: AbortSignal): Promise<ExportOutcome>;
+  /** Whether the channel is connected now (READY). */
+  ready(): boolean;
+  /** Closes the channel once the calls in flight have ended. Idempotent. */
+  close(): void;
+}
+
+function readPem(key: string, path: string): Buffer | null {
+  if (!path) return null;
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new TransportConfigError(key, `cannot read ${path}: ${(e as Error).message}`);
+  }
+}
+
+const serialize = (b: Uint8Array): Buffer => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+const deserialize = (b: Buffer): Buffer => b;
+
+export class GrpcTransport implements Transport {
+  readonly #client: grpc.Client;
+  readonly #headers: Record<string, string>;
+  #inFlight = 0;
+  #closing = false;
+  #closed = false;
+
+  /** Builds the channel; throws TransportConfigError when TLS files cannot be read. Connects lazily. */
+  constructor(o: TransportOptions) {
+    const otlp = o.otlp;
+    let creds: grpc.ChannelCredentials;
+    if (otlp.insecure) creds = grpc.credentials.createInsecure();
+    else {
+      const ca = readPem("otlp.tls.ca_file", otlp.tls.ca_file);
+      const key = readPem("otlp.tls.key_file", otlp.tls.key_file);
+      const cert = readPem("otlp.tls.cert_file", otlp.tls.cert_file);
+      try {
+        creds = grpc.credentials.createSsl(ca, key, cert);
+      } catch (e) {
+        throw new TransportConfigError("otlp.tls", (e as Error).message);
+      }
+    }
+    const options: grpc.ClientOptions = {
+      "grpc.default_compression_algorithm": otlp.compression === "gzip" ? COMPRESSION_GZIP : COMPRESSION_NONE,
+      "grpc.initial_reconnect_backoff_ms": Math.max(1, Math.round(o.reconnectInitialMs)),
+      "grpc.max_reconnect_backoff_ms": Math.max(1, Math.round(o.reconnectMaxMs)),
+      "grpc.max_receive_message_length": MAX_RECEIVE_MESSAGE_BYTES,
+      "grpc.primary_user_agent": "svc-agent",
+    };
+    if (!otlp.insecure && otlp.tls.server_name) {
+      options["grpc.ssl_target_name_override"] = otlp.tls.server_name;
+      options["grpc.default_authority"] = otlp.tls.server_name;
+    }
+    this.#client = new grpc.Client(otlp.endpoint, creds, options);
+    this.#headers = { ...otlp.headers };
+  }
+
+  send(signal: Signal, body: Uint8Array, deadline: number, abort?: AbortSignal): Promise<ExportOutcome> {
+    if (this.#closed) return Promise.resolve({ kind: "retryable", code: grpc.status.UNAVAILABLE, message: "transport closed", delayMs: undefined });
+    const service = SERVICES[signal];
+    const metadata = new grpc.Metadata();
+    for (const [k, v] of Object.entries(this.#headers)) metadata.set(k.toLowerCase(), v);
+    this.#inFlight++;
+    return new Promise<ExportOutcome>((resolve) => {
+      const call = this.#client.makeUnaryRequest<Uint8Array, Buffer>(
+        service.path,
+        serialize,
+        deserialize,
+        body,
+        metadata,
+        { deadline },
+        (err, response) => {
+          abort?.removeEventListener("abort", onAbort);
+          this.#inFlight--;
+          if (this.#closing && this.#inFlight === 0) this.#finishClose();
+          resolve(err ? fromError(err) : fromResponse(signal, response));
+        },
+      );
+      const onAbort = () => call.cancel();
+      if (abort?.aborted) call.cancel();
+      else abort?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  ready(): boolean {
+    if (this.#closed) return false;
+    return this.#client.getChannel().getConnectivityState(false) === grpc.connectivityState.READY;
+  }
+
+  close(): void {
+    if (this.#closing) return;
+    this.#closing = true;
+    if (this.#inFlight === 0) this.#finishClose();
+  }
+
+  #finishClose(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#client.close();
+  }
+}
+
+function fromResponse(signal: Signal, response: Buffer | undefined): ExportOutcome {
+  if (!response || response.length === 0) return { kind: "success", rejected: 0, message: "" };
+  try {
+    const decoded = otlpType(SERVICES[signal].response).decode(response) as unknown as {
+      partialSuccess?: Record<string, unknown> & { errorMessage?: string };
+    };
+    const ps = decoded.partialSuccess;
+    if (!ps) return { kind: "success", rejected: 0, message: "" };
+    const rejected = Number(ps[SERVICES[signal].rejectedField] ?? 0);
+    return { kind: "success", rejected: Number.isFinite(rejected) && rejected > 0 ? rejected : 0, message: ps.errorMessage ?? "" };
+  } catch {
+    return { kind: "success", rejected: 0, message: "undecodable response" };
+  }
+}
+
+function fromError(err: grpc.ServiceError): ExportOutcome {
+  const code = err.code ?? grpc.status.UNKNOWN;
+  const message = err.details || err.message;
+  if (RETRYABLE_CODES.has(code)) return { kind: "retryable", code, message, delayMs: retryDelayMs(err.metadata) };
+  if (code === grpc.status.RESOURCE_EXHAUSTED) {
+    const delayMs = retryDelayMs(err.metadata);
+    if (delayMs !== undefined) return { kind: "retryable", code, message, delayMs };
+  }
+  return { kind: "failure", code, message };
+}
+
+/** The RetryInfo delay carried in `grpc-status-details-bin`, if any. */
+export function retryDelayMs(metadata: grpc.Metadata | undefined): number | undefined {
+  const raw = metadata?.get(STATUS_DETAILS_KEY)[0];
+  if (!raw || typeof raw === "string") return undefined;
+  try {
+    const st = otlpType("google.rpc.Status").decode(raw) as unknown as { details?: Array<{ typeUrl: string; value: Uint8Array }> };
+    for (const d of st.details ?? []) {
+      if (d.typeUrl !== RETRY_INFO_TYPE_URL) continue;
+      const info = otlpType("google.rpc.RetryInfo").decode(d.value) as unknown as {
+        retryDelay?: { seconds?: number | { toNumber(): number }; nanos?: number };
+      };
+      if (!info.retryDelay) return undefined;
+      const s = info.retryDelay.seconds;
+      const seconds = typeof s === "number" ? s : s ? s.toNumber() : 0;
+      return seconds * 1000 + (info.retryDelay.nanos ?? 0) / 1e6;
+    }
+  } catch {
+    return undefined;
+  }
+  return undefined;
+}

@@ -1,0 +1,202 @@
+/**
+ * A small protobuf writer over one growable buffer, for the hot path (encoding every span, point and record
+ * once at submit). Nested messages reserve one length byte and are shifted in the rare case they reach 128
+ * bytes or more, so nothing is encoded twice and no per-field objects are allocated.
+ */
+
+const INITIAL_BUFFER_BYTES = 64 * 1024;
+/** A string of at most this many UTF-16 units needs at most 126 UTF-8 bytes: its length fits one byte. */
+const SHORT_STRING_UNITS = 42;
+
+export const WIRE = { VARINT: 0, FIXED64: 1, LEN: 2, FIXED32: 5 } as const;
+
+const encoder = new TextEncoder();
+
+export class ProtoWriter {
+  buf: Uint8Array;
+  view: DataView;
+  pos = 0;
+
+  constructor(initialBytes = INITIAL_BUFFER_BYTES) {
+    this.buf = new Uint8Array(initialBytes);
+    this.view = new DataView(this.buf.buffer);
+  }
+
+  /** Empties the writer (keeps its buffer). */
+  reset(): void {
+    this.pos = 0;
+  }
+
+  /** A copy of what was written since `from`. */
+  copy(from = 0): Uint8Array {
+    return this.buf.slice(from, this.pos);
+  }
+
+  ensure(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.pos + n) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.buf.subarray(0, this.pos));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+
+  /** An unsigned varint of a non-negative safe integer. */
+  varint(v: number): void {
+    this.ensure(10);
+    const b = this.buf;
+    let p = this.pos;
+    if (v < 0x80) {
+      b[p++] = v;
+    } else {
+      while (v > 0x7fffffff) {
+        b[p++] = (v % 128) | 0x80;
+        v = Math.floor(v / 128);
+      }
+      while (v > 0x7f) {
+        b[p++] = (v & 0x7f) | 0x80;
+        v >>>= 7;
+      }
+      b[p++] = v;
+    }
+    this.pos = p;
+  }
+
+  /** A signed int64 varint (negative values take 10 bytes, two's complement). */
+  int64(v: number): void {
+    if (v >= 0) return this.varint(v);
+    let u = BigInt.asUintN(64, BigInt(Math.trunc(v)));
+    this.ensure(10);
+    while (u > 0x7fn) {
+      this.buf[this.pos++] = Number(u & 0x7fn) | 0x80;
+      u >>= 7n;
+    }
+    this.buf[this.pos++] = Number(u);
+  }
+
+  /** An unsigned varint of a 64-bit value. */
+  varintBig(v: bigint): void {
+    if (v <= 0x7fffffffn) return this.varint(Number(v));
+    this.ensure(10);
+    let u = BigInt.asUintN(64, v);
+    while (u > 0x7fn) {
+      this.buf[this.pos++] = Number(u & 0x7fn) | 0x80;
+      u >>= 7n;
+    }
+    this.buf[this.pos++] = Number(u);
+  }
+
+  tag(field: number, wire: number): void {
+    this.varint((field << 3) | wire);
+  }
+
+  fixed64(v: bigint): void {
+    this.ensure(8);
+    this.view.setBigUint64(this.pos, v, true);
+    this.pos += 8;
+  }
+
+  /** fixed64 of a non-negative safe integer (counts). */
+  fixed64n(v: number): void {
+    this.ensure(8);
+    this.view.setUint32(this.pos, v >>> 0, true);
+    this.view.setUint32(this.pos + 4, Math.floor(v / 4294967296), true);
+    this.pos += 8;
+  }
+
+  sfixed64(v: number): void {
+    this.ensure(8);
+    this.view.setBigInt64(this.pos, BigInt(Math.trunc(v)), true);
+    this.pos += 8;
+  }
+
+  fixed32(v: number): void {
+    this.ensure(4);
+    this.view.setUint32(this.pos, v >>> 0, true);
+    this.pos += 4;
+  }
+
+  double(v: number): void {
+    this.ensure(8);
+    this.view.setFloat64(this.pos, v, true);
+    this.pos += 8;
+  }
+
+  /** Raw bytes (an already encoded message body, after its tag and length). */
+  raw(bytes: Uint8Array): void {
+    this.ensure(bytes.length);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.length;
+  }
+
+  /** A length-delimited bytes field. */
+  bytesField(field: number, bytes: Uint8Array): void {
+    this.tag(field, WIRE.LEN);
+    this.varint(bytes.length);
+    this.raw(bytes);
+  }
+
+  /** A length-delimited string field. */
+  stringField(field: number, s: string): void {
+    this.tag(field, WIRE.LEN);
+    this.stringBody(s);
+  }
+
+  /** Length and UTF-8 bytes of a string. */
+  stringBody(s: string): void {
+    const n = s.length;
+    if (n <= SHORT_STRING_UNITS) {
+      this.ensure(1 + n * 3);
+      const b = this.buf;
+      const start = this.pos;
+      let p = start + 1;
+      let i = 0;
+      for (; i < n; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        b[p++] = c;
+      }
+      if (i < n) p = start + 1 + encoder.encodeInto(s, b.subarray(start + 1)).written;
+      b[start] = p - start - 1;
+      this.pos = p;
+      return;
+    }
+    const at = this.begin();
+    this.ensure(n * 3);
+    this.pos += encoder.encodeInto(s, this.buf.subarray(this.pos)).written;
+    this.end(at);
+  }
+
+  /** Starts a length-delimited field: writes the tag and reserves one length byte; returns the mark for end(). */
+  open(field: number): number {
+    this.tag(field, WIRE.LEN);
+    return this.begin();
+  }
+
+  begin(): number {
+    this.ensure(1);
+    return this.pos++;
+  }
+
+  /** Ends a length-delimited field begun at `mark`: writes its length, shifting the body when it needs more bytes. */
+  end(mark: number): void {
+    const len = this.pos - mark - 1;
+    if (len < 0x80) {
+      this.buf[mark] = len;
+      return;
+    }
+    let extra = 0;
+    for (let v = len >>> 7; v > 0; v >>>= 7) extra++;
+    this.ensure(extra);
+    this.buf.copyWithin(mark + 1 + extra, mark + 1, this.pos);
+    let p = mark;
+    let v = len;
+    while (v > 0x7f) {
+      this.buf[p++] = (v & 0x7f) | 0x80;
+      v >>>= 7;
+    }
+    this.buf[p] = v;
+    this.pos += extra;
+  }
+}
