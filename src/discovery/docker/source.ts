@@ -147,7 +147,8 @@ export class DockerSource implements Component {
           wake?.();
         }
       } catch (e) {
-        streamError = e;
+        const err = e as { code?: string; message?: string };
+        streamError = new Error(`docker: event stream broken: ${err.code ?? err.message ?? String(e)}`);
       } finally {
         ended = true;
         wake?.();

@@ -1,0 +1,127 @@
+/**
+ * Docker discovery against a REAL dockerd started by this test: the initial list, then start, rename and
+ * remove followed through /status/discovery; container and process attributes from the directory
+ * (main pid from inspect, an exec'd process through /proc/<pid>/cgroup); dockerd killed -> connected
+ * false and /ready not ready; dockerd restarted -> recovered and following again.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { inProcessAgent, type InProcessAgent } from "../../helpers/in-process";
+import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
+import type { DiscoveryView } from "../../../src/status/model";
+import type { ContainerDirectory } from "../../../src/discovery/directory";
+
+const FOLLOW_TIMEOUT_MS = 10_000;
+const TEST_TIMEOUT_MS = 60_000;
+const unavailable = dockerdUnavailable();
+if (unavailable) console.warn(`SKIP privileged docker discovery: ${unavailable}`);
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = FOLLOW_TIMEOUT_MS): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+    await Bun.sleep(50);
+  }
+}
+
+describe.skipIf(unavailable !== undefined)("docker discovery with a real dockerd", () => {
+  const dockerd = new TestDockerd();
+  let agent: InProcessAgent;
+  let first = "";
+
+  const view = async (): Promise<DiscoveryView> => (await (await agent.request("/status/discovery")).json()) as DiscoveryView;
+  const ready = async () => {
+    const r = await agent.request("/ready");
+    return { status: r.status, body: (await r.json()) as { status: string; checks: Record<string, string> } };
+  };
+  const directory = () => (agent.agent.ctx.workloads as ContainerDirectory);
+
+  beforeAll(async () => {
+    await dockerd.start();
+    dockerd.importImage();
+    first = dockerd.run("first", { "com.docker.compose.service": "web", "com.docker.compose.project": "shop" });
+    agent = await inProcessAgent(`
+self_telemetry:
+  listen: 127.0.0.1:0
+agent:
+  ebpf:
+    enabled: false
+  discovery:
+    detect_kubernetes: false
+    docker:
+      enabled: true
+      socket: ${dockerd.socket}
+      reconnect_backoff_max: 500ms
+    cloud:
+      enabled: false
+`);
+  }, 60_000);
+
+  afterAll(async () => {
+    await agent?.agent.shutdown();
+    await dockerd.stop();
+  }, 60_000);
+
+  test("initial list: the container that already ran, its attributes and its service", async () => {
+    await until("docker connected", async () => (await view()).docker.connected || undefined);
+    const v = await view();
+    expect(v.docker).toEqual({ enabled: true, connected: true, containers: 1 });
+    expect(v.discovered_services).toEqual([{ name: "web", namespace: "shop", instances: 1, ports: [] }]);
+    expect((await ready()).body.checks.discovery).toBe("ok");
+    const attrs = directory().forContainer(first)!;
+    expect(attrs["container.id"]).toBe(first);
+    expect(attrs["container.name"]).toBe("first");
+    expect(attrs["container.image.name"]).toBe("svc-busybox");
+    expect(attrs["container.image.tags"]).toEqual(["test"]);
+    expect(attrs["container.runtime"]).toBe("docker");
+    expect(attrs["container.label.com.docker.compose.service"]).toBe("web");
+    const mainPid = Number(dockerd.docker("inspect", "-f", "{{.State.Pid}}", first));
+    expect(agent.agent.ctx.workloads.forPid(mainPid)?.["container.name"]).toBe("first");
+  }, TEST_TIMEOUT_MS);
+
+  test("a process exec'd in the container is found through its cgroup", async () => {
+    const mainPid = Number(dockerd.docker("inspect", "-f", "{{.State.Pid}}", first));
+    dockerd.docker("exec", "-d", "first", "/bin/sleep", "500");
+    const pid = await until("exec'd process", () => {
+      const pids = dockerd.docker("top", "first", "-o", "pid").split("\n").slice(1).map(Number);
+      return pids.find((p) => p !== mainPid);
+    });
+    expect(directory().containerIdOf(pid)).toBe(first);
+    expect(agent.agent.ctx.workloads.forPid(pid)?.["container.id"]).toBe(first);
+    expect(agent.agent.ctx.workloads.forPid(process.pid)).toBeUndefined();
+  }, TEST_TIMEOUT_MS);
+
+  test("start, rename and remove are followed within seconds", async () => {
+    const second = dockerd.run("second");
+    await until("second listed", async () => ((await view()).docker.containers === 2 ? true : undefined));
+    expect(directory().forContainer(second)?.["container.name"]).toBe("second");
+    expect((await view()).discovered_services.map((s) => `${s.namespace}/${s.name}:${s.instances}`)).toEqual(["docker/svc-busybox:1", "shop/web:1"]);
+
+    dockerd.docker("rename", "second", "renamed");
+    await until("rename followed", () => (directory().forContainer(second)?.["container.name"] === "renamed" ? true : undefined));
+
+    dockerd.docker("rm", "-f", "renamed");
+    await until("removal followed", async () => ((await view()).docker.containers === 1 ? true : undefined));
+    expect(directory().forContainer(second)).toBeUndefined();
+  }, TEST_TIMEOUT_MS);
+
+  test("dockerd killed: connected false and not ready; restarted: recovers and follows again", async () => {
+    await dockerd.kill();
+    await until("disconnected", async () => ((await view()).docker.connected === false ? true : undefined));
+    const r = await ready();
+    expect(r.status).toBe(503);
+    expect(r.body.checks.discovery).toStartWith("failed: docker");
+
+    await dockerd.start();
+    await until("reconnected", async () => ((await view()).docker.connected ? true : undefined));
+    expect((await ready()).body.checks.discovery).toBe("ok");
+    // dockerd stopped its containers on SIGTERM: the re-list after reconnecting must drop them.
+    const running = dockerd.docker("ps", "-q").split("\n").filter(Boolean).length;
+    await until("re-listed", async () => ((await view()).docker.containers === running ? true : undefined));
+
+    const third = dockerd.run("third");
+    await until("third listed", () => (directory().forContainer(third)?.["container.name"] === "third" ? true : undefined));
+    expect(dockerd.docker("images", "-q", TEST_IMAGE)).not.toBe("");
+  }, TEST_TIMEOUT_MS);
+});
