@@ -1,17 +1,87 @@
-/** Schemas of the collectors that are not program sets of the eBPF core: profiling and GPU. */
+/** Schemas of the collectors that are not program sets of the eBPF core: profiling, GPU and logs. */
 import { Type, type Static } from "@sinclair/typebox";
+import type { ConfigProblem } from "../config/problems";
+import { Duration, Size, durationMs, sizeBytes } from "../config/units";
+
+const MIN_PROFILING_INTERVAL_MS = 1000;
+const MIN_LOG_LINE_BYTES = 1024;
+const MAX_LOG_LINE_BYTES = 16 * 1024 * 1024;
 
 export const ProfilingSchema = Type.Object(
   {
     enabled: Type.Boolean({ default: false, description: "CPU profiling with perf_event programs." }),
     sample_rate: Type.Integer({ minimum: 1, maximum: 10_000, default: 99, description: "Samples per second per CPU." }),
+    interval: Duration("10s", "How often the in-kernel counts are read and one profile per process is exported."),
+    pprof_dir: Type.String({
+      default: "",
+      description: "Directory where each period's profile is also written as gzipped pprof (profile.proto); empty: not written.",
+    }),
+    pprof_keep: Type.Integer({ minimum: 1, default: 10, description: "How many pprof files pprof_dir keeps (oldest removed first)." }),
   },
   { additionalProperties: false, default: {} },
 );
 export type ProfilingConfig = Static<typeof ProfilingSchema>;
 
 export const GpuSchema = Type.Object(
-  { enabled: Type.Boolean({ default: false, description: "NVIDIA GPU metrics through NVML." }) },
+  {
+    enabled: Type.Boolean({ default: false, description: "NVIDIA GPU metrics through NVML." }),
+    interval: Duration("10s", "How often the devices are read and their metrics exported."),
+    library: Type.String({
+      default: "libnvidia-ml.so.1",
+      minLength: 1,
+      description: "The NVML library to load: a soname searched by the dynamic linker, or an absolute path.",
+    }),
+  },
   { additionalProperties: false, default: {} },
 );
 export type GpuConfig = Static<typeof GpuSchema>;
+
+export const LogsSchema = Type.Object(
+  {
+    enabled: Type.Boolean({ default: false, description: "Tail log files and export their lines as OTLP logs." }),
+    include: Type.Array(Type.String({ minLength: 1 }), {
+      default: ["/var/log/containers/*.log", "/var/log/pods/**/*.log"],
+      description: "Glob patterns of the files to tail (absolute; `**` crosses directories). A file reached by two patterns or a symlink is read once.",
+    }),
+    exclude: Type.Array(Type.String({ minLength: 1 }), {
+      default: ["**/*.gz"],
+      description: "Glob patterns of files never tailed, even when include matches them.",
+    }),
+    format: Type.Union([Type.Literal("auto"), Type.Literal("cri"), Type.Literal("docker"), Type.Literal("raw")], {
+      default: "auto",
+      description: "Line format: cri (containerd/CRI-O), docker (json-file), raw (the line is the message) or auto (detected per line).",
+    }),
+    start_at: Type.Union([Type.Literal("beginning"), Type.Literal("end")], {
+      default: "beginning",
+      description: "Where a file without a checkpoint entry is read from when it is first seen at startup (files appearing later are always read from the beginning).",
+    }),
+    checkpoint_file: Type.String({
+      default: "/var/lib/svc-agent/logs-checkpoint.json",
+      minLength: 1,
+      description: "Where read positions are kept across restarts (written atomically; its directory is created).",
+    }),
+    checkpoint_interval: Duration("1s", "How often read positions are flushed to the export pipeline and then written to checkpoint_file."),
+    poll_interval: Duration("250ms", "How often tailed files are checked for new data."),
+    rescan_interval: Duration("5s", "How often the include patterns are expanded again to find new files."),
+    max_line_size: Size("256KiB", "Longest line kept; the rest of a longer line is cut off (the record gets the attribute log.truncated=true)."),
+  },
+  { additionalProperties: false, default: {} },
+);
+export type LogsConfig = Static<typeof LogsSchema>;
+
+/** Cross-field rules of the collector sections (paths under `agent.`). */
+export function validateCollectors(c: { profiling: ProfilingConfig; gpu: GpuConfig; logs: LogsConfig }): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  if (durationMs(c.profiling.interval) < MIN_PROFILING_INTERVAL_MS)
+    problems.push({ path: "agent.profiling.interval", message: `must be at least 1s, got ${c.profiling.interval}` });
+  if (durationMs(c.gpu.interval) <= 0) problems.push({ path: "agent.gpu.interval", message: "must be greater than 0" });
+  for (const key of ["checkpoint_interval", "poll_interval", "rescan_interval"] as const)
+    if (durationMs(c.logs[key]) <= 0) problems.push({ path: `agent.logs.${key}`, message: "must be greater than 0" });
+  const line = sizeBytes(c.logs.max_line_size);
+  if (line < MIN_LOG_LINE_BYTES || line > MAX_LOG_LINE_BYTES)
+    problems.push({ path: "agent.logs.max_line_size", message: `must be between 1KiB and 16MiB, got ${line} bytes` });
+  c.logs.include.forEach((p, i) => {
+    if (!p.startsWith("/")) problems.push({ path: `agent.logs.include.${i}`, message: `must be an absolute pattern, got ${JSON.stringify(p)}` });
+  });
+  return problems;
+}

@@ -7,7 +7,7 @@ import { LogSectionSchema } from "../log/config";
 import { SelfTelemetrySchema, validateSelfTelemetry } from "../server/config";
 import { BackoffSchema, OtlpSchema, QueuesSchema, validateExport } from "../export/config";
 import { EbpfSchema, validateEbpf } from "../ebpf/config";
-import { GpuSchema, ProfilingSchema } from "../collectors/config";
+import { GpuSchema, LogsSchema, ProfilingSchema, validateCollectors } from "../collectors/config";
 import { DiscoverySchema, validateDiscovery } from "../discovery/config";
 import { Duration, durationMs } from "./units";
 import type { ConfigProblem } from "./problems";
@@ -17,6 +17,7 @@ export const AgentSectionSchema = Type.Object(
     ebpf: EbpfSchema,
     profiling: ProfilingSchema,
     gpu: GpuSchema,
+    logs: LogsSchema,
     discovery: DiscoverySchema,
   },
   { additionalProperties: false, default: {} },
@@ -46,6 +47,7 @@ export function validateConfig(c: Config): ConfigProblem[] {
     ...validateSelfTelemetry(c.self_telemetry),
     ...validateExport(c.otlp, c.queues, c.backoff),
     ...validateEbpf(c.agent.ebpf),
+    ...validateCollectors(c.agent),
     ...validateDiscovery(c.agent.discovery),
   ];
   if (durationMs(c.shutdown_timeout) <= 0) problems.push({ path: "shutdown_timeout", message: "must be greater than 0" });

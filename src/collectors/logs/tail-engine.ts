@@ -1,0 +1,431 @@
+/**
+ * The log tailer of one configuration: finds files, reads them in rounds, turns lines into OTLP log records,
+ * hands them to the pipeline as fast as it accepts them (pausing reads while it does not), and checkpoints read
+ * positions. One instance per configuration; a reload replaces it.
+ *
+ * Checkpoint rule: an offset is written only after the records up to it were accepted by the pipeline and a
+ * pipeline flush that started after that completed within its deadline. A graceful stop (SIGTERM) therefore
+ * resumes exactly where it left off; after a crash (SIGKILL) the lines accepted since the last checkpoint are
+ * read again (at-least-once: duplicates are possible, loss is not).
+ */
+import type { LogsConfig } from "../config";
+import { durationMs, sizeBytes } from "../../config/units";
+import type { LogRecordItem, Scope } from "../../export/model";
+import type { Attributes, TelemetryPipeline } from "../../export/types";
+import type { WorkloadDirectory } from "../../discovery/types";
+import type { Logger } from "../../log/logger";
+import { readCheckpoint, writeCheckpoint, type CheckpointEntry } from "./checkpoint";
+import { parseLine, type ParsedLine } from "./parse";
+import { attributesOfPath, containerIdOfPath, expandGlobs } from "./paths";
+import { FileTailer, fileKey } from "./tailer";
+import { readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+
+const READ_BUFFER_BYTES = 256 * 1024;
+/** Most bytes read from one file per round, so that one busy file does not starve the others. */
+const MAX_BYTES_PER_FILE_ROUND = 1024 * 1024;
+/** Records read but not yet accepted by the pipeline; reading pauses above this. */
+const MAX_PENDING_RECORDS = 8192;
+/** Delay before offering again when the pipeline had no room. */
+const BACKPRESSURE_RETRY_MS = 20;
+/** Polls with nothing new before a drained (rotated or deleted) file is closed. */
+const DRAIN_IDLE_POLLS = 2;
+/** Longest flush the checkpoint waits for. */
+const MAX_CHECKPOINT_FLUSH_MS = 5000;
+const NS_PER_MS = 1_000_000n;
+
+export const LOGS_SCOPE: Scope = { name: "svc-agent/logs" };
+
+interface Pending {
+  item: LogRecordItem;
+  tailer: FileTailer;
+  generation: number;
+  /** Offset the tailer's `committed` may move to once the item is accepted. */
+  commit: number;
+}
+
+/** A multi-line message being assembled from partial lines of one stream. */
+interface PartialGroup {
+  parts: string[];
+  bytes: number;
+  startOffset: number;
+  first: ParsedLine;
+}
+
+interface TailedFile {
+  tailer: FileTailer;
+  resource: Attributes;
+  attributes: { stdout: Attributes; stderr: Attributes; none: Attributes };
+  partials: Map<string, PartialGroup>;
+}
+
+export interface TailEngineDeps {
+  config: LogsConfig;
+  pipeline: TelemetryPipeline;
+  workloads: WorkloadDirectory | undefined;
+  logger: Logger;
+  /** Called when the engine's health changes (checkpoint unwritable, files unreadable...). */
+  onProblem?: (problem: string | undefined) => void;
+}
+
+/** Figures for tests and benchmarks. */
+export interface TailEngineStats {
+  files: number;
+  linesRead: number;
+  recordsAccepted: number;
+  pending: number;
+  checkpointsWritten: number;
+  backpressurePauses: number;
+}
+
+export class TailEngine {
+  readonly #c: LogsConfig;
+  readonly #pipeline: TelemetryPipeline;
+  readonly #workloads: WorkloadDirectory | undefined;
+  readonly #logger: Logger;
+  readonly #onProblem: (p: string | undefined) => void;
+  readonly #files = new Map<string, TailedFile>();
+  readonly #pending: Pending[] = [];
+  readonly #buf = Buffer.allocUnsafe(READ_BUFFER_BYTES);
+  readonly #maxLine: number;
+  readonly #pollMs: number;
+  readonly #rescanMs: number;
+  readonly #checkpointMs: number;
+  readonly #stop = new AbortController();
+  #loop: Promise<void> | undefined;
+  #checkpointLoop: Promise<void> | undefined;
+  #nextRescan = 0;
+  #nowNs = 0n;
+  #wake: (() => void) | undefined;
+  #checkpointBusy: Promise<void> = Promise.resolve();
+  #lastCheckpointError: string | undefined;
+  readonly stats: TailEngineStats = { files: 0, linesRead: 0, recordsAccepted: 0, pending: 0, checkpointsWritten: 0, backpressurePauses: 0 };
+
+  constructor(deps: TailEngineDeps) {
+    this.#c = deps.config;
+    this.#pipeline = deps.pipeline;
+    this.#workloads = deps.workloads;
+    this.#logger = deps.logger;
+    this.#onProblem = deps.onProblem ?? (() => {});
+    this.#maxLine = sizeBytes(deps.config.max_line_size);
+    this.#pollMs = durationMs(deps.config.poll_interval);
+    this.#rescanMs = durationMs(deps.config.rescan_interval);
+    this.#checkpointMs = durationMs(deps.config.checkpoint_interval);
+  }
+
+  /** Reads the checkpoint, opens the files found now, and starts reading in the background. Throws CheckpointError. */
+  start(): void {
+    const saved = readCheckpoint(this.#c.checkpoint_file);
+    const seen = new Set<string>();
+    for (const path of expandGlobs(this.#c.include, this.#c.exclude)) {
+      const key = fileKey(path);
+      if (!key || seen.has(key)) continue;
+      seen.add(key);
+      const entry = saved.get(key);
+      let offset = this.#c.start_at === "end" ? undefined : 0;
+      this.#open(path, key, (t) => {
+        if (entry && matchesHead(t, entry)) return Math.min(entry.offset, t.size()) === entry.offset ? entry.offset : 0;
+        return offset ?? t.size();
+      });
+    }
+    // Files rotated away while the agent was stopped: find them by inode next to their old path and drain them.
+    for (const entry of saved.values()) {
+      if (seen.has(entry.key)) continue;
+      const moved = findByKey(dirname(entry.path), entry.key);
+      if (!moved) continue;
+      const t = this.#open(moved, entry.key, (t) => (matchesHead(t, entry) && entry.offset <= t.size() ? entry.offset : -1));
+      if (t) t.tailer.draining = true;
+    }
+    this.#nextRescan = Date.now() + this.#rescanMs;
+    this.#loop = this.#run();
+    this.#checkpointLoop = this.#runCheckpoints();
+  }
+
+  /** Stops reading, offers what is pending once more, then writes the final checkpoint (bounded by `deadlineMs`). Idempotent. */
+  async stop(deadlineMs: number): Promise<void> {
+    if (this.#stop.signal.aborted) return this.#checkpointBusy;
+    this.#stop.abort();
+    this.#wake?.();
+    await this.#loop;
+    await this.#checkpointLoop;
+    this.#offer();
+    await this.#checkpoint(Math.max(1, deadlineMs));
+    for (const f of this.#files.values()) f.tailer.close();
+    this.#files.clear();
+  }
+
+  /** Forces one checkpoint now (tests). */
+  checkpointNow(timeoutMs = MAX_CHECKPOINT_FLUSH_MS): Promise<void> {
+    return this.#checkpoint(timeoutMs);
+  }
+
+  #open(path: string, key: string, offsetOf: (t: FileTailer) => number): TailedFile | undefined {
+    let tailer: FileTailer;
+    try {
+      tailer = new FileTailer(path, key, 0, this.#maxLine);
+    } catch (e) {
+      this.#logger.warn("cannot open log file", { path, error: (e as Error).message });
+      return undefined;
+    }
+    const offset = offsetOf(tailer);
+    if (offset < 0) {
+      tailer.close();
+      return undefined;
+    }
+    if (offset > 0) {
+      tailer.close();
+      tailer = new FileTailer(path, key, offset, this.#maxLine);
+    }
+    const f: TailedFile = { tailer, resource: {}, attributes: { stdout: {}, stderr: {}, none: {} }, partials: new Map() };
+    this.#label(f);
+    this.#files.set(key, f);
+    this.stats.files = this.#files.size;
+    return f;
+  }
+
+  /** Resource attributes: what the path says, overlaid with what discovery knows of the container. */
+  #label(f: TailedFile): void {
+    const path = f.tailer.path;
+    const id = containerIdOfPath(path);
+    const known = id ? this.#workloads?.forContainer(id) : undefined;
+    const resource = { ...attributesOfPath(path), ...(known ?? {}) };
+    if (JSON.stringify(resource) !== JSON.stringify(f.resource)) f.resource = resource;
+    const base = { "log.file.path": path, "log.file.name": path.slice(path.lastIndexOf("/") + 1) };
+    f.attributes = { stdout: { ...base, "log.iostream": "stdout" }, stderr: { ...base, "log.iostream": "stderr" }, none: base };
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#stop.signal;
+    while (!signal.aborted) {
+      try {
+        const now = Date.now();
+        if (now >= this.#nextRescan) {
+          this.#rescan();
+          this.#nextRescan = now + this.#rescanMs;
+        }
+        this.#checkRotations();
+        let busy = false;
+        // Read rounds while there is data and room; yield to the event loop between rounds.
+        for (;;) {
+          this.#offer();
+          if (this.#pending.length >= MAX_PENDING_RECORDS) {
+            this.stats.backpressurePauses++;
+            break;
+          }
+          const read = this.#readRound();
+          this.#offer();
+          if (read === 0) break;
+          busy = true;
+          await new Promise((r) => setImmediate(r));
+          if (signal.aborted) return;
+        }
+        const blocked = this.#pending.length > 0;
+        await this.#sleep(blocked ? BACKPRESSURE_RETRY_MS : busy ? 0 : this.#pollMs);
+      } catch (e) {
+        this.#logger.error("log tailer round failed", { error: (e as Error).message });
+        await this.#sleep(this.#pollMs);
+      }
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    if (this.#stop.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  #rescan(): void {
+    for (const path of expandGlobs(this.#c.include, this.#c.exclude)) {
+      const key = fileKey(path);
+      if (!key) continue;
+      const known = this.#files.get(key);
+      if (known) {
+        this.#label(known);
+        continue;
+      }
+      // A file that appears while running is read from its beginning.
+      this.#open(path, key, () => 0);
+    }
+  }
+
+  /** A path whose inode changed was rotated (rename + create): drain the old file, open the new one from 0. */
+  #checkRotations(): void {
+    for (const f of [...this.#files.values()]) {
+      const t = f.tailer;
+      if (t.draining) continue;
+      const now = fileKey(t.path);
+      if (now === t.key) continue;
+      t.draining = true;
+      if (now && !this.#files.has(now)) this.#open(t.path, now, () => 0);
+    }
+  }
+
+  /** Reads one round over every file; returns the bytes read. */
+  #readRound(): number {
+    let total = 0;
+    for (const f of [...this.#files.values()]) {
+      if (this.#pending.length >= MAX_PENDING_RECORDS) break;
+      const t = f.tailer;
+      this.#nowNs = BigInt(Date.now()) * NS_PER_MS;
+      const n = t.read(this.#buf, MAX_BYTES_PER_FILE_ROUND, (text, start, end, truncated) => this.#line(f, text, start, end, truncated));
+      if (n < 0) {
+        f.partials.clear();
+        this.#logger.info("log file truncated; reading it again from the start", { path: t.path });
+        continue;
+      }
+      total += n;
+      if (t.draining) {
+        if (n > 0) t.idlePolls = 0;
+        else if (++t.idlePolls >= DRAIN_IDLE_POLLS && !this.#pending.some((p) => p.tailer === t)) {
+          t.close();
+          this.#files.delete(t.key);
+          this.stats.files = this.#files.size;
+        }
+      }
+    }
+    return total;
+  }
+
+  /** Turns one line into a record (or part of one); false once the pending limit is reached (reading pauses). */
+  #line(f: TailedFile, text: string, start: number, end: number, truncated: boolean): boolean {
+    this.stats.linesRead++;
+    const p = parseLine(text, this.#c.format);
+    const streamKey = p.stream ?? "none";
+    let message = p.message;
+    let first = p;
+    let cut = truncated;
+    const group = f.partials.get(streamKey);
+    if (p.partial) {
+      if (group) {
+        if (group.bytes < this.#maxLine) group.parts.push(message);
+        group.bytes += message.length;
+      } else f.partials.set(streamKey, { parts: [message], bytes: message.length, startOffset: start, first: p });
+      return true;
+    }
+    if (group) {
+      f.partials.delete(streamKey);
+      group.parts.push(message);
+      message = group.parts.join("");
+      first = group.first;
+      if (group.bytes + p.message.length > this.#maxLine) {
+        message = message.slice(0, this.#maxLine);
+        cut = true;
+      }
+    }
+    let commit = end;
+    for (const g of f.partials.values()) commit = Math.min(commit, g.startOffset);
+    const attributes = cut ? { ...f.attributes[streamKey], "log.truncated": true } : f.attributes[streamKey];
+    const item: LogRecordItem = {
+      scope: LOGS_SCOPE,
+      resource: f.resource,
+      observedTimeUnixNano: this.#nowNs,
+      body: message,
+      attributes,
+    };
+    if (first.timeUnixNano !== undefined) item.timeUnixNano = first.timeUnixNano;
+    this.#pending.push({ item, tailer: f.tailer, generation: f.tailer.generation, commit });
+    return this.#pending.length < MAX_PENDING_RECORDS;
+  }
+
+  /** Offers pending records: as many as the pipeline has room for; the rest wait (reading pauses meanwhile). */
+  #offer(): void {
+    if (this.#pending.length === 0) return;
+    let n = this.#pending.length;
+    const room = this.#pipeline.room?.("logs");
+    if (room !== undefined) n = Math.min(n, Math.max(0, room));
+    if (n > 0) {
+      const batch = new Array<LogRecordItem>(n);
+      for (let i = 0; i < n; i++) batch[i] = this.#pending[i]!.item;
+      const accepted = this.#pipeline.submit("logs", batch);
+      for (let i = 0; i < accepted; i++) {
+        const p = this.#pending[i]!;
+        if (p.tailer.generation === p.generation && p.commit > p.tailer.committed) p.tailer.committed = p.commit;
+      }
+      this.#pending.splice(0, accepted);
+      this.stats.recordsAccepted += accepted;
+    }
+    this.stats.pending = this.#pending.length;
+  }
+
+  async #runCheckpoints(): Promise<void> {
+    while (!this.#stop.signal.aborted) {
+      await delay(this.#checkpointMs, this.#stop.signal);
+      if (this.#stop.signal.aborted) return;
+      await this.#checkpoint(Math.min(this.#checkpointMs, MAX_CHECKPOINT_FLUSH_MS));
+    }
+  }
+
+  /** Snapshot of accepted offsets -> flush -> write when the flush finished in time. One at a time. */
+  #checkpoint(timeoutMs: number): Promise<void> {
+    const run = this.#checkpointBusy.then(async () => {
+      const snapshot: CheckpointEntry[] = [];
+      for (const f of this.#files.values()) {
+        const t = f.tailer;
+        if (t.closed) continue;
+        snapshot.push({ path: t.path, key: t.key, offset: t.committed, head: t.head() });
+      }
+      const started = performance.now();
+      await this.#pipeline.flush(timeoutMs);
+      if (performance.now() - started >= timeoutMs) {
+        this.#problem(`pipeline flush did not finish within ${timeoutMs} ms; checkpoint not advanced`);
+        return;
+      }
+      try {
+        writeCheckpoint(this.#c.checkpoint_file, snapshot);
+        this.stats.checkpointsWritten++;
+        this.#problem(undefined);
+      } catch (e) {
+        this.#problem(`cannot write checkpoint file ${this.#c.checkpoint_file}: ${(e as Error).message}`);
+      }
+    });
+    this.#checkpointBusy = run.catch(() => {});
+    return run;
+  }
+
+  #problem(p: string | undefined): void {
+    if (p === this.#lastCheckpointError) return;
+    this.#lastCheckpointError = p;
+    if (p) this.#logger.warn(p);
+    this.#onProblem(p);
+  }
+}
+
+function matchesHead(t: FileTailer, entry: CheckpointEntry): boolean {
+  const now = Buffer.from(t.head(), "base64");
+  const saved = Buffer.from(entry.head, "base64");
+  // The file may have grown since; the saved head must be a prefix of (or equal to) the current one.
+  return saved.length <= now.length && now.subarray(0, saved.length).equals(saved);
+}
+
+function findByKey(dir: string, key: string): string | undefined {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return undefined;
+  }
+  for (const n of names) if (fileKey(join(dir, n)) === key) return join(dir, n);
+  return undefined;
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts (the listener is removed either way). */
+function delay(ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(t);
+      resolve();
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}

@@ -1,0 +1,46 @@
+/** Fakes shared by the collector tests: a pipeline that records what it accepts, and bounded polling. */
+import type { Signal } from "../../../src/export/config";
+import type { TelemetryPipeline } from "../../../src/export/types";
+import type { SignalItems } from "../../../src/export/model";
+
+/** A pipeline that keeps accepted items per signal. `capacity` bounds unconsumed items (a slow backend drains them with `drain`). */
+export class RecordingPipeline implements TelemetryPipeline {
+  readonly accepted: { [S in Signal]: SignalItems[S][] } = { traces: [], metrics: [], logs: [], profiles: [] };
+  /** Items accepted and not yet drained (the queue). */
+  queued = 0;
+  submitCalls = 0;
+  flushCalls = 0;
+  /** Items offered beyond the room (a pipeline without room() would drop them). */
+  overOffered = 0;
+  constructor(public capacity = Number.POSITIVE_INFINITY, public withRoom = true) {
+    if (!withRoom) this.room = undefined;
+  }
+  room?: (signal: Signal) => number = () => Math.max(0, this.capacity - this.queued);
+  submit(signal: Signal, items: readonly unknown[]): number {
+    this.submitCalls++;
+    const n = Math.min(items.length, Math.max(0, this.capacity - this.queued));
+    this.overOffered += items.length - n;
+    for (let i = 0; i < n; i++) (this.accepted[signal] as unknown[]).push(items[i]);
+    this.queued += n;
+    if (this.capacity === Number.POSITIVE_INFINITY) this.queued = 0;
+    return n;
+  }
+  /** The slow backend takes `n` items out of the queue. */
+  drain(n: number): void {
+    this.queued = Math.max(0, this.queued - n);
+  }
+  async flush(): Promise<Record<Signal, number>> {
+    this.flushCalls++;
+    return { traces: 0, metrics: 0, logs: 0, profiles: 0 };
+  }
+  setResourceAttributes(): void {}
+}
+
+/** Polls `cond` every few ms until it holds or `timeoutMs` passes (then throws with `what`). */
+export async function waitFor(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(5);
+  }
+}
