@@ -1,0 +1,354 @@
+/**
+ * HTTP/1.x framing over the bytes the kernel captured of one direction of one TCP connection.
+ *
+ * The kernel sends, per read or write, the stream offset of its bytes, how many bytes moved and the first
+ * bytes of them (often fewer). The parser follows message framing (start line, headers, Content-Length or
+ * chunked bodies) across calls, so keep-alive connections, pipelined messages and heads split across reads
+ * do not mix. Bytes it never saw are a gap: inside a body of known length they are skipped exactly;
+ * anywhere else the parser loses sync and waits for a call whose bytes begin a new message.
+ * Pure: no I/O, no clocks.
+ */
+
+const MAX_HEAD_BYTES = 8192;
+const MAX_METHOD_CHARS = 16;
+const MAX_CHUNK_LINE_BYTES = 64;
+const CR = 13;
+const LF = 10;
+const SP = 32;
+
+/** Methods recognised at the start of a request (RFC 9110 and the WebDAV/PATCH extensions seen in practice). */
+export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "PROPFIND", "PROPPATCH", "MKCOL", "COPY", "MOVE", "LOCK", "UNLOCK"] as const;
+const METHOD_SET = new Set<string>(HTTP_METHODS);
+const STATUS_PREFIX = "HTTP/1.";
+
+export interface HttpRequestHead {
+  kind: "request";
+  method: string;
+  /** The request target as sent (may carry a query). */
+  target: string;
+  /** The path of the target, query and fragment stripped; undefined for authority-form (CONNECT) targets. */
+  path: string | undefined;
+  /** "1.0" or "1.1". */
+  version: string;
+  /** The Host header, when it was within the captured bytes. */
+  host: string | undefined;
+  /** False when the head was cut by bytes the kernel did not capture (headers may be missing). */
+  complete: boolean;
+}
+
+export interface HttpResponseHead {
+  kind: "response";
+  status: number;
+  version: string;
+  complete: boolean;
+}
+
+export type HttpHead = HttpRequestHead | HttpResponseHead;
+
+/** A message start found in a chunk, with the timestamp of the call whose bytes carried its first byte. */
+export interface ParsedMessage<T> {
+  head: HttpHead;
+  /** Opaque value of the chunk the message started in (e.g. the kernel timestamp). */
+  at: T;
+}
+
+type State =
+  | { s: "idle" }
+  | { s: "lost" }
+  | { s: "head" }
+  | { s: "body"; remaining: number }
+  | { s: "chunk-size" }
+  | { s: "chunk-data"; remaining: number }
+  | { s: "chunk-crlf"; remaining: number }
+  | { s: "trailers" }
+  | { s: "until-close" };
+
+/** Tells the response side that the next response answers a HEAD request (so it has no body). */
+export type BodylessHint = () => boolean;
+
+/** Whether `bytes[from..]` could be the start of an HTTP/1.x message (a prefix of one counts). */
+export function looksLikeMessageStart(bytes: Uint8Array, from = 0): boolean {
+  const n = bytes.length - from;
+  if (n <= 0) return false;
+  const statusLen = Math.min(n, STATUS_PREFIX.length);
+  let status = true;
+  for (let i = 0; i < statusLen; i++) if (bytes[from + i] !== STATUS_PREFIX.charCodeAt(i)) status = false;
+  if (status) return true;
+  let i = 0;
+  while (i < n && i <= MAX_METHOD_CHARS) {
+    const c = bytes[from + i]!;
+    if (c === SP) break;
+    if (c < 65 || c > 90) return false;
+    i++;
+  }
+  if (i === n) {
+    const partial = String.fromCharCode(...bytes.subarray(from, from + i));
+    return HTTP_METHODS.some((m) => m.startsWith(partial));
+  }
+  return i > 0 && METHOD_SET.has(String.fromCharCode(...bytes.subarray(from, from + i)));
+}
+
+/** Path of a request target: origin-form `/p?q`, absolute-form `http://h/p?q`, `*`; undefined for authority-form. */
+export function pathOfTarget(target: string): string | undefined {
+  let t = target;
+  if (!t.startsWith("/") && t !== "*") {
+    const scheme = t.indexOf("://");
+    if (scheme < 0) return undefined;
+    const slash = t.indexOf("/", scheme + 3);
+    t = slash < 0 ? "/" : t.slice(slash);
+  }
+  const cut = t.search(/[?#]/);
+  return cut < 0 ? t : t.slice(0, cut);
+}
+
+function decodeLatin1(bytes: Uint8Array, from: number, to: number): string {
+  let s = "";
+  for (let i = from; i < to; i++) s += String.fromCharCode(bytes[i]!);
+  return s;
+}
+
+interface HeadFields {
+  head: HttpHead;
+  contentLength: number | undefined;
+  chunked: boolean;
+  close: boolean;
+}
+
+/** Parses a head (start line and header lines, without the final empty line). Undefined when it is not HTTP/1.x. */
+export function parseHead(text: string, complete: boolean): HeadFields | undefined {
+  const lines = text.split("\n").map((l) => (l.endsWith("\r") ? l.slice(0, -1) : l));
+  const start = lines[0] ?? "";
+  let head: HttpHead;
+  if (start.startsWith(STATUS_PREFIX)) {
+    const m = /^HTTP\/(1\.[01]) (\d{3})(?: .*)?$/.exec(start);
+    if (!m) return undefined;
+    head = { kind: "response", version: m[1]!, status: Number(m[2]), complete };
+  } else {
+    const m = /^([A-Z]{1,16}) (\S+) HTTP\/(1\.[01])$/.exec(start);
+    if (!m || !METHOD_SET.has(m[1]!)) return undefined;
+    head = { kind: "request", method: m[1]!, target: m[2]!, path: pathOfTarget(m[2]!), version: m[3]!, host: undefined, complete };
+  }
+  let contentLength: number | undefined;
+  let chunked = false;
+  let close = false;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
+    const colon = line.indexOf(":");
+    if (colon <= 0) continue;
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    if (name === "content-length" && /^\d{1,15}$/.test(value)) contentLength = Number(value);
+    else if (name === "transfer-encoding") chunked = value.toLowerCase().split(",").map((v) => v.trim()).includes("chunked");
+    else if (name === "connection") close = value.toLowerCase().includes("close");
+    else if (name === "host" && head.kind === "request") head.host = value;
+  }
+  return { head, contentLength, chunked, close };
+}
+
+/**
+ * One direction of one connection. `push` is called in stream order with each captured call; it returns the
+ * messages that started in it. Not thread-safe (one owner).
+ */
+export class HttpStreamParser<T> {
+  #state: State = { s: "idle" };
+  /** Stream offset of the next byte expected. */
+  #expected: number | undefined;
+  #head: number[] = [];
+  #headAt: T | undefined;
+  #chunkLine: number[] = [];
+  #messages: Array<ParsedMessage<T>> = [];
+  /** Calls whose bytes were not HTTP or arrived while out of sync. */
+  ignoredCalls = 0;
+  /** Times the parser lost sync (a gap or malformed framing). */
+  resyncs = 0;
+
+  constructor(private readonly bodyless: BodylessHint = () => false) {}
+
+  /** The state name (for tests and debugging). */
+  get state(): State["s"] {
+    return this.#state.s;
+  }
+
+  /**
+   * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
+   * `captured` the first of them (captured.length <= length).
+   */
+  push(offset: number, length: number, captured: Uint8Array, at: T): Array<ParsedMessage<T>> {
+    this.#messages = [];
+    if (this.#expected !== undefined && offset !== this.#expected) {
+      if (offset > this.#expected) this.#gap(offset - this.#expected);
+      else this.#loseSync();
+    }
+    this.#expected = offset + length;
+    const atStart = this.#state.s === "idle" || this.#state.s === "lost";
+    if (atStart && !looksLikeMessageStart(captured)) {
+      this.ignoredCalls++;
+      this.#state = { s: "lost" };
+      return this.#messages;
+    }
+    if (this.#state.s === "lost") this.#state = { s: "idle" };
+    let i = 0;
+    while (i < captured.length) {
+      i = this.#step(captured, i, at);
+      if (this.#state.s === "lost") break;
+    }
+    const tail = length - captured.length;
+    if (tail > 0) this.#gap(tail);
+    return this.#messages;
+  }
+
+  /** `n` bytes were not seen. */
+  #gap(n: number): void {
+    const st = this.#state;
+    if (st.s === "body" || st.s === "chunk-data") {
+      if (st.remaining >= n) {
+        st.remaining -= n;
+        if (st.remaining === 0 && st.s === "body") this.#state = { s: "idle" };
+        if (st.remaining === 0 && st.s === "chunk-data") this.#state = { s: "chunk-crlf", remaining: 2 };
+        return;
+      }
+    }
+    if (st.s === "until-close") return;
+    if (st.s === "head") this.#finishHead(false);
+    this.#loseSync();
+  }
+
+  #loseSync(): void {
+    if (this.#state.s !== "lost") this.resyncs++;
+    this.#state = { s: "lost" };
+    this.#head = [];
+    this.#headAt = undefined;
+    this.#chunkLine = [];
+  }
+
+  /** Consumes bytes from `i` in the current state; returns the new position. */
+  #step(b: Uint8Array, i: number, at: T): number {
+    const st = this.#state;
+    switch (st.s) {
+      case "idle":
+        if (!looksLikeMessageStart(b, i)) {
+          this.#loseSync();
+          return b.length;
+        }
+        this.#state = { s: "head" };
+        this.#head = [];
+        this.#headAt = at;
+        return i;
+      case "head": {
+        while (i < b.length) {
+          const c = b[i++]!;
+          this.#head.push(c);
+          const h = this.#head;
+          const n = h.length;
+          if (c === LF && n >= 2 && (h[n - 2] === LF || (h[n - 2] === CR && n >= 3 && h[n - 3] === LF))) {
+            this.#finishHead(true);
+            return i;
+          }
+          if (n >= MAX_HEAD_BYTES) {
+            this.#finishHead(false);
+            this.#loseSync();
+            return b.length;
+          }
+        }
+        return i;
+      }
+      case "body": {
+        const take = Math.min(st.remaining, b.length - i);
+        st.remaining -= take;
+        if (st.remaining === 0) this.#state = { s: "idle" };
+        return i + take;
+      }
+      case "until-close":
+        return b.length;
+      case "chunk-size":
+      case "trailers": {
+        while (i < b.length) {
+          const c = b[i++]!;
+          if (c !== LF) {
+            if (c !== CR) this.#chunkLine.push(c);
+            if (this.#chunkLine.length > MAX_CHUNK_LINE_BYTES && st.s === "chunk-size") {
+              this.#loseSync();
+              return b.length;
+            }
+            continue;
+          }
+          const line = String.fromCharCode(...this.#chunkLine);
+          this.#chunkLine = [];
+          if (st.s === "trailers") {
+            if (line === "") this.#state = { s: "idle" };
+            return i;
+          }
+          const size = parseInt(line.split(";")[0]!.trim(), 16);
+          if (!Number.isFinite(size) || size < 0 || !/^[0-9a-fA-F]+/.test(line)) {
+            this.#loseSync();
+            return b.length;
+          }
+          this.#state = size === 0 ? { s: "trailers" } : { s: "chunk-data", remaining: size };
+          return i;
+        }
+        return i;
+      }
+      case "chunk-data": {
+        const take = Math.min(st.remaining, b.length - i);
+        st.remaining -= take;
+        if (st.remaining === 0) this.#state = { s: "chunk-crlf", remaining: 2 };
+        return i + take;
+      }
+      case "chunk-crlf": {
+        while (i < b.length && st.remaining > 0) {
+          const c = b[i++]!;
+          if (c === LF) st.remaining = 0;
+          else if (c === CR) st.remaining = 1;
+          else {
+            this.#loseSync();
+            return b.length;
+          }
+        }
+        if (st.remaining === 0) this.#state = { s: "chunk-size" };
+        return i;
+      }
+      case "lost":
+        return b.length;
+    }
+  }
+
+  /** Ends the head collected so far: reports the message and sets the body state. */
+  #finishHead(complete: boolean): void {
+    const at = this.#headAt as T;
+    const bytes = Uint8Array.from(this.#head);
+    this.#head = [];
+    this.#headAt = undefined;
+    const end = complete ? bytes.length : bytes.length;
+    const text = decodeLatin1(bytes, 0, end).replace(/\r?\n\r?\n$/, "");
+    if (!complete && !text.includes("\n")) {
+      /* The start line itself was cut: only report it if it still parses. */
+      const parsed = parseHead(text, false);
+      if (parsed) this.#messages.push({ head: parsed.head, at });
+      this.#state = { s: "lost" };
+      return;
+    }
+    const parsed = parseHead(text, complete);
+    if (!parsed) {
+      this.#loseSync();
+      return;
+    }
+    this.#messages.push({ head: parsed.head, at });
+    if (!complete) {
+      this.#state = { s: "lost" };
+      return;
+    }
+    this.#state = this.#bodyState(parsed);
+  }
+
+  #bodyState(p: HeadFields): State {
+    const h = p.head;
+    if (h.kind === "response") {
+      const noBody = (h.status >= 100 && h.status < 200) || h.status === 204 || h.status === 304 || this.bodyless();
+      if (noBody) return { s: "idle" };
+    }
+    if (p.chunked) return { s: "chunk-size" };
+    if (p.contentLength !== undefined) return p.contentLength === 0 ? { s: "idle" } : { s: "body", remaining: p.contentLength };
+    if (h.kind === "request") return { s: "idle" };
+    return { s: "until-close" };
+  }
+}
