@@ -6,13 +6,13 @@
 import type { Component } from "../lifecycle/component";
 import { createExport } from "../export";
 import { createDiscovery } from "../discovery";
-import { createLogsCollector } from "../collectors/logs";
+import { createEbpfComponents } from "../ebpf";
 import type { AgentContext, BaseContext } from "./context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
 /** Collectors: each factory returns its components (disabled ones report `disabled`). */
-export const COLLECTOR_FACTORIES: ComponentFactory[] = [(ctx) => [createLogsCollector(ctx)]];
+export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents];
 
 export interface Subsystems {
   ctx: AgentContext;

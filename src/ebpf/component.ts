@@ -1,0 +1,137 @@
+/**
+ * Component `ebpf/<set>`: loads one program set through the generic loader in the background after start,
+ * drains its ring buffers into the set's event handler, and reports `ok`, `disabled`, or `permanent_error`
+ * with the reason (environment, libbpf, or a required program). Readiness check `ebpf`.
+ */
+import type { Config } from "../config/schema";
+import type { Component, ComponentHost } from "../lifecycle/component";
+import type { EbpfCore } from "./core";
+import { loadProgramSet, type LoadedSet } from "./loader";
+import { RecordPump } from "./pump";
+import type { ProgramSetSpec } from "./spec";
+
+/** A program set as the agent runs it: its spec, where its events go, and whether configuration turns it on. */
+export interface ProgramSetDefinition<E> {
+  spec: ProgramSetSpec<E>;
+  /** Called for every decoded record, on the event loop. */
+  onEvent(event: E): void;
+  /** Called once the set is attached (e.g. to seed caches). */
+  onAttached?(): void;
+  /** Whether the set runs under this configuration (agent.ebpf.enabled is checked first). */
+  enabled?(config: Config): boolean;
+}
+
+export class EbpfSetComponent<E> implements Component {
+  readonly id: string;
+  readonly readiness = "ebpf" as const;
+  readonly #core: EbpfCore;
+  readonly #def: ProgramSetDefinition<E>;
+  #host: ComponentHost | undefined;
+  #loading: Promise<void> | undefined;
+  #loaded: LoadedSet<E> | undefined;
+  #pumps: Array<RecordPump<E>> = [];
+  #generation = 0;
+
+  constructor(core: EbpfCore, definition: ProgramSetDefinition<E>) {
+    this.#core = core;
+    this.#def = definition;
+    this.id = `ebpf/${definition.spec.name}`;
+  }
+
+  #enabled(config: Config): boolean {
+    return config.agent.ebpf.enabled && (this.#def.enabled?.(config) ?? true);
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    this.#begin(host);
+  }
+
+  #begin(host: ComponentHost): void {
+    const name = this.#def.spec.name;
+    if (!this.#enabled(this.#core.ctxConfig())) {
+      this.#core.record(name, { programs: [], loaded: undefined, pumps: [] });
+      host.report("disabled");
+      return;
+    }
+    host.report("starting");
+    const generation = ++this.#generation;
+    this.#loading = this.#core.track(`ebpf/${name} load`, () => this.#load(host, generation));
+  }
+
+  async #load(host: ComponentHost, generation: number): Promise<void> {
+    const spec = this.#def.spec;
+    const prepared = await this.#core.prepare();
+    if (generation !== this.#generation) return;
+    if (!prepared.ok) {
+      const programs = spec.programs.map((p) => ({ name: p.name, type: p.attach.kind, attached: false, id: 0, reason: prepared.reason }));
+      this.#core.record(spec.name, { programs, loaded: undefined, pumps: [] });
+      host.report("permanent_error", prepared.reason);
+      return;
+    }
+    const outcome = await loadProgramSet(spec, {
+      runtime: prepared.runtime,
+      probes: prepared.probes,
+      objectBytes: (n) => this.#core.objectBytes(n),
+      ringbufSizeBytes: this.#core.ringbufSizeBytes(),
+      useRingbuf: prepared.environment.ringbuf && !prepared.probes.ringbuf(),
+      onVerifierLog: (program, log) => this.#core.verifierLog(spec.name, program, log),
+    });
+    if (generation !== this.#generation) {
+      if (outcome.ok) outcome.set.close();
+      return;
+    }
+    if (!outcome.ok) {
+      this.#core.record(spec.name, { programs: outcome.programs, loaded: undefined, pumps: [] });
+      host.report("permanent_error", outcome.reason);
+      return;
+    }
+    const set = outcome.set;
+    this.#loaded = set;
+    this.#pumps = set.readers.map((b) => {
+      const pump = new RecordPump<E>(b, (e) => this.#def.onEvent(e), (err) => host.logger.warn("ring buffer read failed", { map: b.map, error: err.message }));
+      pump.onBatch = (n) => this.#core.countEvents(spec.name, b.map, b.kind, n);
+      return pump;
+    });
+    this.#core.record(spec.name, { programs: set.programs, loaded: set as LoadedSet<unknown>, pumps: this.#pumps as Array<RecordPump<unknown>> });
+    for (const p of this.#pumps) p.start();
+    this.#def.onAttached?.();
+    const notAttached = set.programs.filter((p) => !p.attached);
+    for (const p of notAttached) host.logger.warn("optional eBPF program not attached", { program: p.name, type: p.type, reason: p.reason });
+    host.logger.info("eBPF program set attached", {
+      set: spec.name,
+      attached: set.programs.filter((p) => p.attached).map((p) => p.name),
+      not_attached: notAttached.map((p) => p.name),
+      transport: set.readers.map((r) => `${r.map}:${r.kind}`),
+    });
+    host.report("ok");
+  }
+
+  async #stop(): Promise<void> {
+    this.#generation++;
+    await this.#loading;
+    this.#loading = undefined;
+    for (const p of this.#pumps) {
+      p.drain();
+      p.close();
+    }
+    this.#pumps = [];
+    this.#core.remove(this.#def.spec.name);
+    this.#loaded?.close();
+    this.#loaded = undefined;
+  }
+
+  async shutdown(_deadline: AbortSignal): Promise<void> {
+    await this.#stop();
+  }
+
+  async reload(next: Config, previous: Config): Promise<void> {
+    this.#core.applyConfig(next);
+    const a = previous.agent.ebpf;
+    const b = next.agent.ebpf;
+    const changed = this.#enabled(previous) !== this.#enabled(next) || a.ringbuf_size !== b.ringbuf_size;
+    if (!changed || !this.#host) return;
+    await this.#stop();
+    this.#begin(this.#host);
+  }
+}

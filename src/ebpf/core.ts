@@ -1,0 +1,255 @@
+/**
+ * What the eBPF components of one agent share: the libbpf runtime and environment report (prepared once, on
+ * the first set's start), the process table, the `ebpf` status view and the ebpf_* metrics. Map entry counts
+ * and lost counters are refreshed on a timer, so the view is a cheap snapshot.
+ */
+import type { BaseContext } from "../agent/context";
+import type { Config } from "../config/schema";
+import { sizeBytes } from "../config/units";
+import type { BpfRuntime } from "../../ffi/types";
+import { VIEWS, type EbpfView } from "../status/model";
+import { checkEnvironment, type EnvironmentProbe, type EnvironmentReport } from "./environment";
+import { FeatureProbes } from "./features";
+import { roundRingbufSize, type LoadedSet } from "./loader";
+import { ProcessTable } from "./process-table";
+import type { RecordPump } from "./pump";
+import type { ProgramStatus } from "./spec";
+
+export const REFRESH_INTERVAL_MS = 2000;
+/** Upper bound of keys iterated per hash map per refresh. */
+export const MAP_COUNT_LIMIT = 65_536;
+const VERIFIER_LOGS_KEPT = 16;
+
+/** The native side, injectable: tests pass fakes. */
+export interface EbpfDeps {
+  openRuntime(env: Record<string, string | undefined>): Promise<BpfRuntime>;
+  objectBytes(name: string): Promise<Uint8Array>;
+  environment(): EnvironmentProbe;
+}
+
+export type Prepared =
+  | { ok: true; runtime: BpfRuntime; probes: FeatureProbes; environment: EnvironmentReport }
+  | { ok: false; reason: string; environment: EnvironmentReport | undefined };
+
+/** What a set component records in the core for the view and the metrics. */
+export interface SetRecord {
+  programs: ProgramStatus[];
+  loaded: LoadedSet<unknown> | undefined;
+  pumps: Array<RecordPump<unknown>>;
+}
+
+interface MapView {
+  name: string;
+  type: string;
+  entries: number;
+  max_entries: number;
+}
+
+export class EbpfCore {
+  readonly processes: ProcessTable;
+  readonly #ctx: BaseContext;
+  readonly #deps: EbpfDeps;
+  readonly #sets = new Map<string, SetRecord>();
+  readonly #lostSeen = new Map<string, bigint>();
+  readonly #lostTotal = new Map<string, bigint>();
+  readonly #verifierLogs: Array<{ program: string; log: string; at: string }> = [];
+  #prepared: Promise<Prepared> | undefined;
+  #runtime: BpfRuntime | undefined;
+  #maps: MapView[] = [];
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #endTask: (() => void) | undefined;
+
+  constructor(ctx: BaseContext, deps: EbpfDeps, processes = new ProcessTable()) {
+    this.#ctx = ctx;
+    this.#deps = deps;
+    this.processes = processes;
+    ctx.status.provide(VIEWS.ebpf, () => this.view());
+  }
+
+  get config(): Config["agent"]["ebpf"] {
+    return this.#ctx.config.agent.ebpf;
+  }
+
+  /** The configuration in force now. */
+  ctxConfig(): Config {
+    return this.#ctx.config;
+  }
+
+  /** The bytes of an embedded object. */
+  objectBytes(name: string): Promise<Uint8Array> {
+    return this.#deps.objectBytes(name);
+  }
+
+  /** Runs background work as a tracked task. */
+  track(name: string, fn: () => Promise<void>): Promise<void> {
+    return this.#ctx.tasks.track(name, fn, "task");
+  }
+
+  /** agent.ebpf.ringbuf_size rounded up to a power of two. */
+  ringbufSizeBytes(): number {
+    return roundRingbufSize(sizeBytes(this.config.ringbuf_size));
+  }
+
+  /** Loads libbpf and checks the environment, once; every set awaits the same answer. */
+  prepare(): Promise<Prepared> {
+    this.#prepared ??= this.#prepare();
+    return this.#prepared;
+  }
+
+  async #prepare(): Promise<Prepared> {
+    const log = this.#ctx.logger.child({ component: "ebpf" });
+    let runtime: BpfRuntime;
+    try {
+      runtime = await this.#deps.openRuntime(this.#ctx.env);
+    } catch (e) {
+      const reason = `libbpf unavailable: ${(e as Error).message}`;
+      log.error("eBPF unavailable", { reason });
+      return { ok: false, reason, environment: undefined };
+    }
+    this.#runtime = runtime;
+    log.info("libbpf loaded", { source: runtime.info.source, path: runtime.info.path, version: runtime.info.version });
+    this.applyConfig(this.#ctx.config);
+    const environment = checkEnvironment(this.#deps.environment());
+    for (const c of environment.checks) {
+      const level = c.ok ? "info" : c.blocking ? "error" : "warn";
+      log.write(level, "eBPF environment check", { check: c.name, ok: c.ok, detail: c.detail });
+    }
+    if (environment.blocked) return { ok: false, reason: environment.blocked, environment };
+    return { ok: true, runtime, probes: new FeatureProbes(runtime), environment };
+  }
+
+  /** Applies agent.ebpf.debug: libbpf's log lines go to the logger at debug level. */
+  applyConfig(config: Config): void {
+    if (!this.#runtime) return;
+    const log = this.#ctx.logger.child({ component: "ebpf", source: "libbpf" });
+    this.#runtime.setLogSink(config.agent.ebpf.debug ? (level, line) => log.debug(line.replace(/^libbpf: /, ""), { libbpf_level: level }) : undefined);
+  }
+
+  /** Keeps (debug mode) and logs the verifier log of a program the kernel rejected. */
+  verifierLog(set: string, program: string, log: string): void {
+    if (!this.config.debug) return;
+    this.#verifierLogs.push({ program: `${set}/${program}`, log, at: new Date().toISOString() });
+    if (this.#verifierLogs.length > VERIFIER_LOGS_KEPT) this.#verifierLogs.shift();
+    this.#ctx.logger.child({ component: `ebpf/${set}` }).debug("verifier log", { program, verifier_log: log });
+  }
+
+  /** The verifier logs kept in debug mode (most recent last). */
+  verifierLogs(): ReadonlyArray<{ program: string; log: string; at: string }> {
+    return this.#verifierLogs;
+  }
+
+  /** Records (or replaces) a set's state. */
+  record(set: string, rec: SetRecord): void {
+    this.#sets.set(set, rec);
+    this.#ensureTimer();
+    this.refresh();
+  }
+
+  /** Forgets a set (it stopped); its last lost counts are read first. */
+  remove(set: string): void {
+    const rec = this.#sets.get(set);
+    if (!rec) return;
+    this.refresh();
+    this.#sets.delete(set);
+    if (![...this.#sets.values()].some((r) => r.loaded)) this.#stopTimer();
+    this.#refreshMaps();
+    this.#ctx.metrics.ebpfProgramsLoaded.set(this.#programsLoaded());
+  }
+
+  /** Counts events read by a pump (called once per batch). */
+  countEvents(set: string, map: string, kind: "ringbuf" | "perfbuf", n: number): void {
+    if (n === 0) return;
+    const label = `${set}/${map}`;
+    if (kind === "ringbuf") this.#ctx.metrics.ebpfRingbufEvents.inc({ ringbuf: label }, n);
+    else this.#ctx.metrics.ebpfPerfEvents.inc({ buffer: label }, n);
+  }
+
+  #ensureTimer(): void {
+    if (this.#timer || ![...this.#sets.values()].some((r) => r.loaded)) return;
+    this.#timer = setInterval(() => this.refresh(), REFRESH_INTERVAL_MS);
+    this.#endTask = this.#ctx.tasks.begin("ebpf map refresher");
+  }
+
+  #stopTimer(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#endTask?.();
+    this.#endTask = undefined;
+  }
+
+  #programsLoaded(): number {
+    let n = 0;
+    for (const rec of this.#sets.values()) n += rec.programs.filter((p) => p.id > 0).length;
+    return n;
+  }
+
+  /** Reads lost counters and map entry counts from the kernel and publishes them. Also run by the timer. */
+  refresh(): void {
+    const m = this.#ctx.metrics;
+    for (const [set, rec] of this.#sets) {
+      if (!rec.loaded) continue;
+      for (const b of rec.loaded.readers) {
+        const label = `${set}/${b.map}`;
+        let total: bigint;
+        try {
+          total = b.kind === "ringbuf" ? (b.lostMap?.sumPerCpuU64(0) ?? 0n) : BigInt(b.reader.lostReported);
+        } catch {
+          continue;
+        }
+        const delta = total - (this.#lostSeen.get(label) ?? 0n);
+        this.#lostSeen.set(label, total);
+        this.#lostTotal.set(label, total);
+        if (delta > 0n) {
+          if (b.kind === "ringbuf") m.ebpfRingbufLost.inc({ ringbuf: label }, Number(delta));
+          else m.ebpfPerfLost.inc({ buffer: label }, Number(delta));
+        }
+      }
+    }
+    this.#refreshMaps();
+    m.ebpfProgramsLoaded.set(this.#programsLoaded());
+  }
+
+  #refreshMaps(): void {
+    const maps: MapView[] = [];
+    const gauge = this.#ctx.metrics.ebpfMapEntries;
+    gauge.reset();
+    for (const [set, rec] of this.#sets) {
+      if (!rec.loaded) continue;
+      for (const map of rec.loaded.maps()) {
+        let entries = 0;
+        try {
+          entries = map.countEntries(Math.min(map.maxEntries, MAP_COUNT_LIMIT));
+        } catch {
+          entries = 0;
+        }
+        const name = `${set}/${map.name}`;
+        maps.push({ name, type: map.typeName, entries, max_entries: map.maxEntries });
+        gauge.set({ map: name }, entries);
+      }
+    }
+    this.#maps = maps;
+  }
+
+  /** The `ebpf` status view (EbpfViewSchema): a snapshot of cached values, no kernel calls. */
+  view(): EbpfView {
+    const programs: EbpfView["programs"] = [];
+    let received = 0;
+    let lost = 0n;
+    for (const [set, rec] of this.#sets) {
+      for (const p of rec.programs) programs.push(p.reason === undefined ? { name: p.name, type: p.type, attached: p.attached, id: p.id } : { ...p });
+      for (const pump of rec.pumps) received += pump.counters.received;
+      for (const b of rec.loaded?.readers ?? []) lost += this.#lostTotal.get(`${set}/${b.map}`) ?? 0n;
+    }
+    return {
+      enabled: this.config.enabled,
+      programs,
+      maps: this.#maps.map((m) => ({ ...m })),
+      ringbuf: { size: this.ringbufSizeBytes(), events_received: received, events_lost: Number(lost) },
+    };
+  }
+
+  /** Stops the refresher once every set is gone (the components call remove on shutdown). */
+  close(): void {
+    this.#stopTimer();
+  }
+}

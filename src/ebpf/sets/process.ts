@@ -1,0 +1,16 @@
+/**
+ * Program set `process` (loaded by default): process starts and ends from the sched tracepoints, feeding
+ * the ProcessTable that collectors use for process.pid / process.executable.name / container.id.
+ */
+import type { ProgramSetSpec } from "../spec";
+import { decodeProcessEvent, type ProcessEvent } from "./process-decoder";
+
+export const PROCESS_SET: ProgramSetSpec<ProcessEvent> = {
+  name: "process",
+  object: "process",
+  programs: [
+    { name: "handle_exec", attach: { kind: "tracepoint", category: "sched", name: "sched_process_exec" }, required: true },
+    { name: "handle_exit", attach: { kind: "tracepoint", category: "sched", name: "sched_process_exit" }, required: true },
+  ],
+  ringBuffers: [{ map: "events", lostMap: "events_lost", perfFallback: { map: "events_perf", constant: "use_perfbuf" }, decode: decodeProcessEvent }],
+};

@@ -1,0 +1,52 @@
+/**
+ * Program sets are data: a spec names the embedded object, the programs with their attach points (required
+ * or optional), the ring buffers with their pure decoders, and the constants. The generic loader
+ * (./loader.ts) reads specs; program sets never call libbpf.
+ */
+import type { AttachTarget } from "../../ffi/types";
+
+export interface ProgramSpec {
+  /** Function name in the BPF object. */
+  name: string;
+  attach: AttachTarget;
+  /** A required program that fails makes the whole set a permanent error; an optional one is reported attached:false. */
+  required: boolean;
+}
+
+/** Decodes one record; pure, over a DataView, offsets mirroring the C struct. Throws RangeError on short records. */
+export type RecordDecoder<E> = (view: DataView, offset: number, length: number) => E;
+
+export interface RingBufferSpec<E = unknown> {
+  /** The BPF_MAP_TYPE_RINGBUF map; its size is agent.ebpf.ringbuf_size. */
+  map: string;
+  /** The per-CPU array counting failed reservations (ffi/bpf/common.h SVC_LOST_MAP): `<map>_lost`. */
+  lostMap: string;
+  /**
+   * The perf event array used instead on kernels without ring buffers (< 5.8), and the `const volatile`
+   * flag that switches the BPF side to it. Without it the set needs ring buffers.
+   */
+  perfFallback?: { map: string; constant: string };
+  decode: RecordDecoder<E>;
+}
+
+export interface ProgramSetSpec<E = unknown> {
+  /** Set name: component `ebpf/<name>`. */
+  name: string;
+  /** Name of the embedded object (ffi/bpf/<object>.bpf.c). */
+  object: string;
+  programs: ProgramSpec[];
+  ringBuffers: Array<RingBufferSpec<E>>;
+  /** `const volatile` globals set before load. */
+  constants?: Record<string, number | bigint>;
+}
+
+/** Per program, after a load attempt: what the status view shows. */
+export interface ProgramStatus {
+  name: string;
+  /** Attach kind (tracepoint, raw_tp, tp_btf, kprobe, uprobe, perf_event...). */
+  type: string;
+  attached: boolean;
+  /** Kernel program id (0 when not loaded). */
+  id: number;
+  reason?: string;
+}
