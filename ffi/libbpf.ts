@@ -109,6 +109,8 @@ const LIBBPF_SYMBOLS = {
   bpf_map_get_next_key: { args: [i32, P, P], returns: i32 },
   /** int bpf_map_lookup_elem(int fd, const void *key, void *value); -ENOENT when absent. */
   bpf_map_lookup_elem: { args: [i32, P, P], returns: i32 },
+  /** int bpf_map_delete_elem(int fd, const void *key); -ENOENT when absent. */
+  bpf_map_delete_elem: { args: [i32, P], returns: i32 },
   /** int bpf_obj_get_info_by_fd(int bpf_fd, void *info, __u32 *info_len); -errno. */
   bpf_obj_get_info_by_fd: { args: [i32, P, P], returns: i32 },
 

@@ -280,6 +280,43 @@ export class BpfMap implements BpfMapApi {
     return value;
   }
 
+  lookup(key: Uint8Array): Uint8Array | undefined {
+    const n = nativeLib();
+    const value = new Uint8Array(n.bpf.bpf_map__value_size(this.#handle));
+    const r = n.bpf.bpf_map_lookup_elem(this.#fd(), ptr(key), ptr(value));
+    if (r < 0) {
+      if (-r === 2) return undefined;
+      throw new LibbpfError("bpf_map_lookup_elem", -r, { subject: this.name });
+    }
+    return value;
+  }
+
+  keys(limit: number): Uint8Array[] {
+    const n = nativeLib();
+    const fd = this.#fd();
+    const keySize = n.bpf.bpf_map__key_size(this.#handle);
+    const out: Uint8Array[] = [];
+    let next = new Uint8Array(keySize);
+    let r = n.bpf.bpf_map_get_next_key(fd, null, ptr(next));
+    while (r === 0 && out.length < limit) {
+      out.push(next);
+      const key = next;
+      next = new Uint8Array(keySize);
+      r = n.bpf.bpf_map_get_next_key(fd, ptr(key), ptr(next));
+    }
+    if (r < 0 && -r !== 2) throw new LibbpfError("bpf_map_get_next_key", -r, { subject: this.name });
+    return out;
+  }
+
+  delete(key: Uint8Array): boolean {
+    const r = nativeLib().bpf.bpf_map_delete_elem(this.#fd(), ptr(key));
+    if (r < 0) {
+      if (-r === 2) return false;
+      throw new LibbpfError("bpf_map_delete_elem", -r, { subject: this.name });
+    }
+    return true;
+  }
+
   openReader(options: { perfPageCount?: number } = {}): RecordReader {
     const type = this.typeName;
     if (type === "ringbuf") return new RingBufferReader(this.#fd(), this.maxEntries, this.name);

@@ -71,6 +71,12 @@ export interface BpfMapApi {
   lookupU32Key(key: number): Uint8Array | undefined;
   /** A reader over this map: a ring buffer (mmapped) or a perf event array (`pageCount` pages per CPU). */
   openReader(options?: { perfPageCount?: number }): RecordReader;
+  /** Value at a key given as raw bytes (key_size long), or undefined when absent. Added for the profiler (optional). */
+  lookup?(key: Uint8Array): Uint8Array | undefined;
+  /** Up to `limit` keys of a hash map, as raw bytes, in the kernel's iteration order. Added for the profiler (optional). */
+  keys?(limit: number): Uint8Array[];
+  /** Deletes a key; false when it was absent. Added for the profiler (optional). */
+  delete?(key: Uint8Array): boolean;
 }
 
 export interface BpfObjectApi extends Disposable {

@@ -4,8 +4,10 @@
  * needs a build first (`bun run build.ts` or `bash .ci/setup`).
  */
 import processObject from "../../build/process.bpf.o" with { type: "file" };
+import profileObject from "../../build/profile.bpf.o" with { type: "file" };
 
 /** Embedded objects by program set name. */
 export const EMBEDDED_OBJECTS: Record<string, string> = {
   process: processObject,
+  profile: profileObject,
 };
