@@ -123,6 +123,23 @@ export class FakeKubeApiServer {
     return this.#rv;
   }
 
+  /**
+   * The RBAC rules the recorded requests needed: core-group resources with the verbs used (`list`, `watch`,
+   * `get`), discovery paths (/api, /apis, /version) excluded. Deployment tests compare their ClusterRole to it.
+   */
+  rbacRules(): Array<{ apiGroups: string[]; resources: string[]; verbs: string[] }> {
+    const verbs = new Map<string, Set<string>>();
+    for (const r of this.requests) {
+      const m = ROUTE.exec(r.path);
+      if (!m) continue;
+      const verb = m[3] ? "get" : r.query.watch === "true" || r.query.watch === "1" ? "watch" : "list";
+      let set = verbs.get(m[2]!);
+      if (!set) verbs.set(m[2]!, (set = new Set()));
+      set.add(verb);
+    }
+    return [...verbs.entries()].sort().map(([resource, v]) => ({ apiGroups: [""], resources: [resource], verbs: [...v].sort() }));
+  }
+
   /** Open watch connections (per kind). */
   openWatches(kind?: Kind): number {
     return [...this.#watches].filter((w) => !kind || w.kind === kind).length;

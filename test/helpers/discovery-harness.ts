@@ -1,0 +1,88 @@
+/**
+ * In-process discovery for tests and benchmarks: createDiscovery() with a configuration from YAML text,
+ * a recording pipeline (resource attributes per source), a status aggregator and a supervisor, without the
+ * rest of the agent.
+ */
+import { parseConfig } from "../../src/config/load";
+import type { Config } from "../../src/config/schema";
+import { createDiscovery, type DiscoveryParts } from "../../src/discovery";
+import type { DirectoryOptions } from "../../src/discovery/directory";
+import type { Attributes, TelemetryPipeline } from "../../src/export/types";
+import { Supervisor } from "../../src/lifecycle/supervisor";
+import { Logger, type LogRecord } from "../../src/log/logger";
+import { StatusAggregator } from "../../src/status/aggregator";
+import type { DiscoveryView } from "../../src/status/model";
+import { AgentMetrics } from "../../src/telemetry/metrics";
+import { TaskRegistry } from "../../src/telemetry/tasks";
+
+export interface DiscoveryHarness {
+  parts: DiscoveryParts;
+  status: StatusAggregator;
+  supervisor: Supervisor;
+  /** Resource attributes set per source (the last call wins, as in the pipeline). */
+  resources: Map<string, Attributes>;
+  logs: LogRecord[];
+  config: Config;
+  view(): DiscoveryView;
+  start(): Promise<void>;
+  /** Re-parses YAML and applies it through the supervisor's reload (throws when a component refuses). */
+  reload(yaml: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function discoveryHarness(yaml: string, env: Record<string, string | undefined> = {}, options: DirectoryOptions = {}): DiscoveryHarness {
+  let config = parseConfig(yaml, env);
+  const logs: LogRecord[] = [];
+  const logger = new Logger({ sink: (line) => logs.push(JSON.parse(line) as LogRecord), level: "debug" });
+  const status = new StatusAggregator();
+  const tasks = new TaskRegistry();
+  const resources = new Map<string, Attributes>();
+  const pipeline: TelemetryPipeline = {
+    submit: () => 0,
+    flush: async () => ({ traces: 0, metrics: 0, logs: 0, profiles: 0 }),
+    setResourceAttributes: (source, attributes) => resources.set(source, { ...attributes }),
+  };
+  const ctx = {
+    get config() {
+      return config;
+    },
+    logger,
+    status,
+    metrics: new AgentMetrics("svc", tasks),
+    tasks,
+    env,
+    pipeline,
+  };
+  const parts = createDiscovery(ctx, options);
+  const supervisor = new Supervisor(logger, status);
+  for (const c of parts.components) supervisor.add(c);
+  return {
+    parts,
+    status,
+    supervisor,
+    resources,
+    logs,
+    get config() {
+      return config;
+    },
+    view: () => status.view<DiscoveryView>("discovery")!,
+    start: () => supervisor.startAll(),
+    reload: async (text) => {
+      const next = parseConfig(text, env);
+      await supervisor.applyReload(next, config);
+      config = next;
+    },
+    stop: () => supervisor.shutdownAll(5_000),
+  };
+}
+
+/** Polls `probe` until it returns something other than undefined/false; throws after `timeoutMs`. */
+export async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
+    await Bun.sleep(20);
+  }
+}
