@@ -71,7 +71,7 @@ export async function queryAws(base: string, timeoutMs: number, signal: AbortSig
   return { provider: "aws", region: doc.region, instanceId: doc.instanceId, attributes };
 }
 
-/** GCP: GET /computeMetadata/v1/instance/?recursive=true and /project/project-id with Metadata-Flavor: Google. */
+/** GCP: GET /computeMetadata/v1/instance/?recursive=true, /instance/id and /project/project-id with Metadata-Flavor: Google. */
 export async function queryGcp(base: string, timeoutMs: number, signal: AbortSignal): Promise<CloudIdentity> {
   const b = trimBase(base);
   const headers = { "Metadata-Flavor": "Google" };
@@ -80,13 +80,16 @@ export async function queryGcp(base: string, timeoutMs: number, signal: AbortSig
     await res.body?.cancel().catch(() => undefined);
     throw new MetadataError("gcp", "instance: answer lacks Metadata-Flavor: Google");
   }
-  const inst = await json<{ id?: number | string; zone?: string; machineType?: string; name?: string }>("gcp", "instance", res);
+  const inst = await json<{ zone?: string; machineType?: string; name?: string }>("gcp", "instance", res);
+  // The instance id is a uint64 that JSON numbers cannot hold exactly: read it as text.
+  const idRes = await request("gcp", "instance id", `${b}/computeMetadata/v1/instance/id`, { headers }, timeoutMs, signal);
+  const id = (await idRes.text()).trim();
   const projectRes = await request("gcp", "project-id", `${b}/computeMetadata/v1/project/project-id`, { headers }, timeoutMs, signal);
   const project = (await projectRes.text()).trim();
   const zone = (inst.zone ?? "").split("/").pop() ?? "";
-  if (inst.id === undefined || !zone) throw new MetadataError("gcp", "instance: no id or zone");
+  if (!/^\d+$/.test(id) || !zone) throw new MetadataError("gcp", "instance: no id or zone");
   const region = zone.replace(/-[a-z]$/, "");
-  const instanceId = String(inst.id);
+  const instanceId = id;
   const attributes: Attributes = {
     "cloud.provider": "gcp",
     "cloud.platform": "gcp_compute_engine",
