@@ -33,6 +33,7 @@ export interface ProcessInfo {
 
 /** Reads a process's facts from /proc; injectable for tests. Every function returns undefined when the process is gone. */
 export interface ProcSource {
+  /** Text of /proc/<pid>/cgroup ("hierarchy:controllers:path" lines; v2 is "0::path"). */
   cgroupPath(pid: number): string | undefined;
   exe(pid: number): string | undefined;
   /** ppid, comm and uid of a running process. */
@@ -43,9 +44,7 @@ export interface ProcSource {
 export const procfs: ProcSource = {
   cgroupPath(pid) {
     try {
-      const text = readFileSync(`/proc/${pid}/cgroup`, "utf8");
-      const v2 = text.split("\n").find((l) => l.startsWith("0::"));
-      return v2 ? v2.slice(3) : text.split("\n")[0]?.split(":").slice(2).join(":");
+      return readFileSync(`/proc/${pid}/cgroup`, "utf8");
     } catch {
       return undefined;
     }
@@ -79,9 +78,20 @@ export const procfs: ProcSource = {
   },
 };
 
-/** The container id in a cgroup path (docker, containerd, cri-o, podman layouts), or undefined. */
-export function containerIdFromCgroup(path: string): string | undefined {
-  return CONTAINER_ID_RE.exec(path)?.[1];
+/**
+ * The container id in /proc/<pid>/cgroup text or a single cgroup path (docker, containerd, cri-o, podman
+ * layouts: `/docker/<id>`, `docker-<id>.scope`, `cri-containerd-<id>.scope`, `crio-<id>.scope`), or undefined.
+ * The v2 line is tried first, then the v1 hierarchies (hybrid hosts keep container paths there).
+ */
+export function containerIdFromCgroup(text: string): string | undefined {
+  const lines = text.split("\n").filter((l) => l.length > 0);
+  const ordered = [...lines.filter((l) => l.startsWith("0::")), ...lines.filter((l) => !l.startsWith("0::"))];
+  for (const line of ordered) {
+    const path = /^\d+:[^:]*:(.*)$/.exec(line)?.[1] ?? line;
+    const id = CONTAINER_ID_RE.exec(path)?.[1];
+    if (id) return id;
+  }
+  return undefined;
 }
 
 function setBounded<K, V>(map: Map<K, V>, key: K, value: V, capacity: number): void {

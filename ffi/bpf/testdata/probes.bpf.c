@@ -115,4 +115,13 @@ int on_kprobe(void *ctx)
   return 0;
 }
 
+/* Rejected by the verifier (map value used without a NULL check): exercises load retries and verifier logs. */
+SEC("tracepoint/syscalls/sys_enter_getppid")
+int bad_verifier(void *ctx)
+{
+  __u32 k = 0;
+  __u64 *v = bpf_map_lookup_elem(&hits, &k);
+  return *v ? 1 : 0;
+}
+
 char LICENSE[] SEC("license") = "GPL";

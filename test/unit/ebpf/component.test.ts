@@ -1,0 +1,169 @@
+import { describe, expect, test } from "bun:test";
+import { Value } from "@sinclair/typebox/value";
+import { parseConfig } from "../../../src/config/load";
+import { EbpfSetComponent } from "../../../src/ebpf/component";
+import { EbpfCore } from "../../../src/ebpf/core";
+import { pollIntervalMs } from "../../../src/ebpf/pump";
+import type { ProgramSetSpec } from "../../../src/ebpf/spec";
+import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
+import { EbpfViewSchema, VIEWS, type EbpfView } from "../../../src/status/model";
+import { fakeDeps, fakeEnvironment, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "./fakes";
+
+const SPEC: ProgramSetSpec<number> = {
+  name: "probes",
+  object: "probes",
+  programs: [
+    { name: "a", attach: { kind: "tracepoint", category: "sched", name: "sched_process_exec" }, required: true },
+    { name: "kp", attach: { kind: "kprobe", func: "tcp_connect" }, required: false },
+  ],
+  ringBuffers: [{ map: "events", lostMap: "events_lost", decode: (v, o, len) => {
+    if (len < 4) throw new RangeError("short");
+    return v.getUint32(o, true);
+  } }],
+};
+
+function runtime(): FakeRuntime {
+  return new FakeRuntime([{ name: "a" }, { name: "kp" }], [
+    { name: "events", typeName: "ringbuf", maxEntries: 1 << 24 },
+    { name: "events_lost", typeName: "percpu_array", maxEntries: 1, lost: 5n },
+    { name: "conns", typeName: "hash", maxEntries: 1024, entries: 7 },
+  ]);
+}
+
+function host(ctx: TestContext, id: string): ComponentHost & { states: Array<[ComponentState, string | undefined]> } {
+  const states: Array<[ComponentState, string | undefined]> = [];
+  return {
+    states,
+    logger: ctx.logger.child({ component: id }),
+    report(state, reason) {
+      states.push([state, reason]);
+      ctx.status.report(id, "ebpf", state, reason);
+    },
+  };
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (cond()) return;
+    await Bun.sleep(2);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const u32 = (n: number) => new Uint8Array(new Uint32Array([n]).buffer);
+
+describe("ebpf/<set> component and the ebpf view", () => {
+  test("loads in the background, reports ok, feeds events, publishes the view and the metrics", async () => {
+    const ctx = testContext("agent:\n  ebpf:\n    ringbuf_size: 3MiB\n");
+    const rt = runtime();
+    const core = new EbpfCore(ctx, fakeDeps(rt, fakeEnvironment({ exists: (p) => !p.includes("kprobe") })));
+    const events: number[] = [];
+    const c = new EbpfSetComponent(core, { spec: SPEC, onEvent: (e) => events.push(e) });
+    const h = host(ctx, c.id);
+    await c.start(h);
+    await until(() => h.states.some(([s]) => s === "ok"), "ok");
+    expect(c.id).toBe("ebpf/probes");
+    expect(ctx.status.readiness().checks.ebpf).toBe("ok");
+
+    const reader = rt.last.map("events")!.reader!;
+    reader.push(u32(7));
+    reader.push(u32(8));
+    reader.push(new Uint8Array(2));
+    await until(() => events.length === 2, "events");
+    expect(events).toEqual([7, 8]);
+    core.refresh();
+
+    const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
+    expect(Value.Check(EbpfViewSchema, view)).toBe(true);
+    expect(view.enabled).toBe(true);
+    expect(view.programs).toEqual([
+      { name: "a", type: "tracepoint", attached: true, id: expect.any(Number) },
+      { name: "kp", type: "kprobe", attached: false, id: 0, reason: expect.stringContaining("ENOENT") },
+    ]);
+    expect(view.maps).toContainEqual({ name: "probes/conns", type: "hash", entries: 7, max_entries: 1024 });
+    expect(view.ringbuf).toEqual({ size: 4 * 1024 * 1024, events_received: 2, events_lost: 5 });
+    expect(rt.last.map("events")!.maxEntries).toBe(4 * 1024 * 1024);
+
+    const text = await ctx.metrics.registry.metrics();
+    expect(text).toContain('svc_ebpf_ringbuf_events_total{ringbuf="probes/events"} 2');
+    expect(text).toContain('svc_ebpf_ringbuf_lost_total{ringbuf="probes/events"} 5');
+    expect(text).toContain('svc_ebpf_map_entries{map="probes/conns"} 7');
+    expect(text).toContain("svc_ebpf_programs_loaded 1");
+
+    await c.shutdown(AbortSignal.timeout(1000));
+    await c.shutdown(AbortSignal.timeout(1000));
+    expect(rt.last.closed).toBe(true);
+    expect(reader.closed).toBe(true);
+    expect(ctx.status.view<EbpfView>(VIEWS.ebpf)!.programs).toEqual([]);
+    core.close();
+  });
+
+  test("agent.ebpf.enabled false: the component is disabled, nothing native is touched, the view says enabled:false", async () => {
+    const ctx = testContext("agent:\n  ebpf:\n    enabled: false\n");
+    let opened = 0;
+    const core = new EbpfCore(ctx, { ...fakeDeps(runtime()), openRuntime: async () => (opened++, runtime()) });
+    const c = new EbpfSetComponent(core, { spec: SPEC, onEvent: () => {} });
+    const h = host(ctx, c.id);
+    await c.start(h);
+    expect(h.states).toEqual([["disabled", undefined]]);
+    expect(opened).toBe(0);
+    expect(ctx.status.view<EbpfView>(VIEWS.ebpf)!.enabled).toBe(false);
+    expect(ctx.status.readiness().checks.ebpf).toBe("ok");
+    await c.shutdown(AbortSignal.timeout(1000));
+  });
+
+  test("without privileges: permanent_error with the reason in status and readiness, programs listed with it", async () => {
+    const ctx = testContext();
+    const core = new EbpfCore(ctx, fakeDeps(runtime(), fakeEnvironment({ procStatus: () => UNPRIVILEGED_STATUS })));
+    const c = new EbpfSetComponent(core, { spec: SPEC, onEvent: () => {} });
+    const h = host(ctx, c.id);
+    await c.start(h);
+    await until(() => h.states.some(([s]) => s === "permanent_error"), "permanent_error");
+    expect(ctx.status.readiness().checks.ebpf).toContain("failed: missing privileges");
+    const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
+    expect(view.programs.every((p) => !p.attached && p.reason?.includes("missing privileges"))).toBe(true);
+    expect(ctx.records.some((r) => r.msg === "eBPF environment check" && r.check === "privileges" && r.level === "error")).toBe(true);
+    await c.shutdown(AbortSignal.timeout(1000));
+  });
+
+  test("a required program failing is permanent_error; agent.ebpf.debug routes libbpf lines to the logger", async () => {
+    const ctx = testContext("agent:\n  ebpf:\n    debug: true\n");
+    const rt = new FakeRuntime([{ name: "a", failLoad: { errno: 13, verifierLog: "R1 invalid mem access" } }, { name: "kp" }], [{ name: "events", typeName: "ringbuf", maxEntries: 4096 }]);
+    const core = new EbpfCore(ctx, fakeDeps(rt));
+    const c = new EbpfSetComponent(core, { spec: SPEC, onEvent: () => {} });
+    const h = host(ctx, c.id);
+    await c.start(h);
+    await until(() => h.states.some(([s]) => s === "permanent_error"), "permanent_error");
+    expect(h.states.at(-1)![1]).toContain("required program a failed to load");
+    expect(core.verifierLogs().map((v) => [v.program, v.log])).toEqual([["probes/a", "R1 invalid mem access"]]);
+    rt.sink!("debug", "libbpf: loading object 'probes'");
+    expect(ctx.records.some((r) => r.level === "debug" && r.msg === "loading object 'probes'" && r.source === "libbpf")).toBe(true);
+    await c.shutdown(AbortSignal.timeout(1000));
+  });
+
+  test("reload with a new ringbuf_size reloads the set with it", async () => {
+    const ctx = testContext();
+    const rt = runtime();
+    const core = new EbpfCore(ctx, fakeDeps(rt));
+    const c = new EbpfSetComponent(core, { spec: SPEC, onEvent: () => {} });
+    const h = host(ctx, c.id);
+    await c.start(h);
+    await until(() => h.states.some(([s]) => s === "ok"), "ok");
+    const first = rt.last;
+    const prev = ctx.config;
+    const next = parseConfig("agent:\n  ebpf:\n    ringbuf_size: 1MiB\n", {});
+    ctx.setConfig(next);
+    await c.reload(next, prev);
+    await until(() => rt.last !== first && h.states.filter(([s]) => s === "ok").length === 2, "second ok");
+    expect(first.closed).toBe(true);
+    expect(rt.last.map("events")!.maxEntries).toBe(1024 * 1024);
+    await c.shutdown(AbortSignal.timeout(1000));
+    core.close();
+  });
+
+  test("poll interval follows the ring size", () => {
+    expect(pollIntervalMs(16 * 1024 * 1024)).toBe(20);
+    expect(pollIntervalMs(4096)).toBe(1);
+    expect(pollIntervalMs(2 * 1024 * 1024)).toBe(5);
+  });
+});

@@ -1,0 +1,268 @@
+/** Fakes of the ffi/types interfaces (no kernel) and a context for eBPF unit tests. */
+import { LibbpfError } from "../../../ffi/errors";
+import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, RecordHandler, RecordReader } from "../../../ffi/types";
+import type { BaseContext } from "../../../src/agent/context";
+import { parseConfig } from "../../../src/config/load";
+import type { Config } from "../../../src/config/schema";
+import type { EbpfDeps } from "../../../src/ebpf/core";
+import type { EnvironmentProbe } from "../../../src/ebpf/environment";
+import { Logger, type LogRecord } from "../../../src/log/logger";
+import { StatusAggregator } from "../../../src/status/aggregator";
+import { AgentMetrics } from "../../../src/telemetry/metrics";
+import { TaskRegistry } from "../../../src/telemetry/tasks";
+
+export interface ProgramTemplate {
+  name: string;
+  typeName?: string;
+  /** Throw from load() while this program is set to autoload. */
+  failLoad?: { errno: number; verifierLog?: string };
+  /** Throw from attach(). */
+  failAttach?: { op: string; errno: number };
+}
+
+export interface MapTemplate {
+  name: string;
+  typeName: string;
+  maxEntries: number;
+  entries?: number;
+  lost?: bigint;
+}
+
+export class FakeReader implements RecordReader {
+  readonly queue: Uint8Array[] = [];
+  closed = false;
+  lostReported = 0;
+  constructor(readonly kind: "ringbuf" | "perfbuf") {}
+  push(record: Uint8Array): void {
+    this.queue.push(record);
+  }
+  consume(onRecord: RecordHandler, maxRecords = Number.MAX_SAFE_INTEGER): number {
+    let n = 0;
+    while (!this.closed && n < maxRecords && this.queue.length > 0) {
+      const r = this.queue.shift()!;
+      onRecord(new DataView(r.buffer, r.byteOffset, r.byteLength), 0, r.byteLength);
+      n++;
+    }
+    return n;
+  }
+  close(): void {
+    this.closed = true;
+  }
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+export class FakeLink implements BpfLinkApi {
+  closed = false;
+  constructor(readonly program: string, readonly target: AttachTarget) {}
+  close(): void {
+    this.closed = true;
+  }
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+let nextProgramId = 100;
+
+export class FakeProgram implements BpfProgramApi {
+  autoload = true;
+  loadedId = 0;
+  readonly links: FakeLink[] = [];
+  readonly sectionName: string;
+  readonly typeName: string;
+  constructor(readonly object: FakeObject, readonly template: ProgramTemplate) {
+    this.sectionName = `fake/${template.name}`;
+    this.typeName = template.typeName ?? "tracepoint";
+  }
+  get name(): string {
+    return this.template.name;
+  }
+  setAutoload(on: boolean): void {
+    if (this.object.loaded) throw new LibbpfError("bpf_program__set_autoload", 16, { subject: this.name });
+    this.autoload = on;
+  }
+  id(): number {
+    return this.loadedId;
+  }
+  attach(target: AttachTarget): BpfLinkApi {
+    if (!this.loadedId) throw new LibbpfError("attach", 9, { subject: this.name, detail: "not loaded" });
+    const f = this.template.failAttach;
+    if (f) throw new LibbpfError(f.op, f.errno, { subject: this.name });
+    const link = new FakeLink(this.name, target);
+    this.links.push(link);
+    return link;
+  }
+}
+
+export class FakeMap implements BpfMapApi {
+  maxEntries: number;
+  autocreate = true;
+  reader: FakeReader | undefined;
+  perfPageCount: number | undefined;
+  constructor(readonly object: FakeObject, readonly template: MapTemplate) {
+    this.maxEntries = template.maxEntries;
+  }
+  get name(): string {
+    return this.template.name;
+  }
+  get typeName(): string {
+    return this.template.typeName;
+  }
+  setMaxEntries(n: number): void {
+    this.maxEntries = n;
+  }
+  setAutocreate(on: boolean): void {
+    this.autocreate = on;
+  }
+  countEntries(limit: number): number {
+    return Math.min(limit, this.template.entries ?? 0);
+  }
+  sumPerCpuU64(_key: number): bigint {
+    return this.template.lost ?? 0n;
+  }
+  lookupU32Key(_key: number): Uint8Array | undefined {
+    return undefined;
+  }
+  openReader(options: { perfPageCount?: number } = {}): RecordReader {
+    if (this.typeName !== "ringbuf" && this.typeName !== "perf_event_array") throw new LibbpfError("openReader", 22, { subject: this.name });
+    this.perfPageCount = options.perfPageCount;
+    this.reader = new FakeReader(this.typeName === "ringbuf" ? "ringbuf" : "perfbuf");
+    return this.reader;
+  }
+}
+
+export class FakeObject implements BpfObjectApi {
+  loaded = false;
+  closed = false;
+  constants: Record<string, number | bigint> = {};
+  readonly #programs: FakeProgram[];
+  readonly #maps: FakeMap[];
+  constructor(readonly name: string, programs: ProgramTemplate[], maps: MapTemplate[], readonly constantSlots: string[]) {
+    this.#programs = programs.map((p) => new FakeProgram(this, p));
+    this.#maps = maps.map((m) => new FakeMap(this, m));
+  }
+  programs(): FakeProgram[] {
+    return [...this.#programs];
+  }
+  maps(): FakeMap[] {
+    return [...this.#maps];
+  }
+  program(name: string): FakeProgram | undefined {
+    return this.#programs.find((p) => p.name === name);
+  }
+  map(name: string): FakeMap | undefined {
+    return this.#maps.find((m) => m.name === name);
+  }
+  constantNames(): string[] {
+    return [...this.constantSlots];
+  }
+  setConstants(values: Record<string, number | bigint>): void {
+    for (const k of Object.keys(values)) if (!this.constantSlots.includes(k)) throw new LibbpfError("setConstants", 2, { subject: k });
+    Object.assign(this.constants, values);
+  }
+  load(): void {
+    for (const p of this.#programs) {
+      if (p.autoload && p.template.failLoad) {
+        throw new LibbpfError("bpf_object__load", p.template.failLoad.errno, { subject: p.name, verifierLog: p.template.failLoad.verifierLog });
+      }
+    }
+    this.loaded = true;
+    for (const p of this.#programs) if (p.autoload) p.loadedId = nextProgramId++;
+  }
+  close(): void {
+    this.closed = true;
+  }
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** A runtime whose every open gives a fresh FakeObject from the same templates; `opened` keeps them all. */
+export class FakeRuntime implements BpfRuntime {
+  readonly info = { source: "embedded" as const, path: "/fake/libbpf.so.1", version: "1.1" };
+  readonly opened: FakeObject[] = [];
+  sink: ((level: "warn" | "info" | "debug", line: string) => void) | undefined;
+  constructor(
+    readonly programs: ProgramTemplate[],
+    readonly maps: MapTemplate[],
+    readonly constantSlots: string[] = [],
+    readonly ringbufSupported = true,
+  ) {}
+  openObject(_bytes: Uint8Array, name: string): FakeObject {
+    const o = new FakeObject(name, this.programs, this.maps, this.constantSlots);
+    this.opened.push(o);
+    return o;
+  }
+  probeMapType(typeName: string): boolean {
+    return typeName !== "ringbuf" || this.ringbufSupported;
+  }
+  setLogSink(fn: ((level: "warn" | "info" | "debug", line: string) => void) | undefined): void {
+    this.sink = fn;
+  }
+  /** The object that was loaded last. */
+  get last(): FakeObject {
+    return this.opened[this.opened.length - 1]!;
+  }
+}
+
+/** CapEff with CAP_SYS_ADMIN, CAP_BPF and CAP_PERFMON. */
+export const PRIVILEGED_STATUS = "Name:\tsvc-agent\nCapEff:\t000001ffffffffff\n";
+export const UNPRIVILEGED_STATUS = "Name:\tsvc-agent\nCapEff:\t0000000000000000\n";
+export const MOUNTS = "bpf /sys/fs/bpf bpf rw 0 0\ntracefs /sys/kernel/tracing tracefs rw 0 0\n";
+
+export function fakeEnvironment(over: Partial<EnvironmentProbe> = {}): EnvironmentProbe & { mounted: string[]; raised: number } {
+  const probe = {
+    mounted: [] as string[],
+    raised: 0,
+    kernelRelease: () => "6.18.0",
+    exists: (_p: string) => true,
+    procStatus: () => PRIVILEGED_STATUS,
+    mounts: () => MOUNTS,
+    mount(fstype: string, target: string) {
+      probe.mounted.push(`${fstype}:${target}`);
+    },
+    memlock: () => ({ soft: 8_388_608n as bigint | undefined, hard: 8_388_608n as bigint | undefined }),
+    raiseMemlock() {
+      probe.raised++;
+    },
+    ...over,
+  };
+  return probe;
+}
+
+export function fakeDeps(runtime: FakeRuntime, environment: EnvironmentProbe = fakeEnvironment()): EbpfDeps {
+  return {
+    openRuntime: async () => runtime,
+    objectBytes: async () => new Uint8Array(8),
+    environment: () => environment,
+  };
+}
+
+export interface TestContext extends BaseContext {
+  records: LogRecord[];
+  setConfig(c: Config): void;
+}
+
+/** A BaseContext over a YAML configuration (defaults for the rest), with a logger that keeps its records. */
+export function testContext(yaml = ""): TestContext {
+  let config = parseConfig(yaml, {});
+  const records: LogRecord[] = [];
+  const logger = new Logger({ level: "debug", sink: (line) => records.push(JSON.parse(line) as LogRecord) });
+  const tasks = new TaskRegistry();
+  return {
+    get config() {
+      return config;
+    },
+    setConfig(c: Config) {
+      config = c;
+    },
+    logger,
+    status: new StatusAggregator(),
+    metrics: new AgentMetrics("svc", tasks),
+    tasks,
+    env: {},
+    records,
+  };
+}

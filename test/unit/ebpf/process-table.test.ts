@@ -1,0 +1,77 @@
+import { describe, expect, test } from "bun:test";
+import { containerIdFromCgroup, ProcessTable, type ProcSource } from "../../../src/ebpf/process-table";
+import type { ProcessEvent } from "../../../src/ebpf/sets/process-decoder";
+
+const ID = "a".repeat(40) + "0123456789abcdef01234567";
+
+function proc(cgroups: Record<number, string> = {}, exes: Record<number, string> = {}): ProcSource {
+  return {
+    cgroupPath: (pid) => cgroups[pid],
+    exe: (pid) => exes[pid],
+    stat: (pid) => (cgroups[pid] !== undefined ? { ppid: 1, comm: `p${pid}`, uid: 0 } : undefined),
+    pids: () => Object.keys(cgroups).map(Number),
+  };
+}
+
+const exec = (pid: number, over: Partial<ProcessEvent> = {}): ProcessEvent => ({
+  kind: "exec", timestampNs: 1n, cgroupId: 77n, pid, tid: pid, ppid: 1, uid: 0, exitCode: 0, comm: "nginx", filename: "/usr/sbin/nginx", ...over,
+});
+
+describe("containerIdFromCgroup", () => {
+  test("docker, systemd scopes, containerd and cri-o layouts; v1 lines on hybrid hosts", () => {
+    expect(containerIdFromCgroup(`0::/docker/${ID}`)).toBe(ID);
+    expect(containerIdFromCgroup(`0::/system.slice/docker-${ID}.scope`)).toBe(ID);
+    expect(containerIdFromCgroup(`0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-${ID}.scope`)).toBe(ID);
+    expect(containerIdFromCgroup(`0::/kubepods/besteffort/pod1/crio-${ID}.scope`)).toBe(ID);
+    expect(containerIdFromCgroup(`4:memory:/docker/${ID}\n0::/\n`)).toBe(ID);
+    expect(containerIdFromCgroup("0::/user.slice/session-1.scope")).toBeUndefined();
+    expect(containerIdFromCgroup("4:memory:/process_api/8b097c472734f1da9a326c9ed9013344\n0::/")).toBeUndefined();
+  });
+});
+
+describe("ProcessTable", () => {
+  test("exec adds a process with its executable and container; exit keeps it findable as exited", () => {
+    const t = new ProcessTable(proc({ 10: `0::/docker/${ID}` }));
+    t.apply(exec(10));
+    expect(t.forPid(10)).toMatchObject({ pid: 10, ppid: 1, executable: "/usr/sbin/nginx", executableName: "nginx", containerId: ID, exitedAtNs: undefined });
+    t.apply({ ...exec(10), kind: "exit", timestampNs: 99n, filename: "" });
+    expect(t.size).toBe(0);
+    expect(t.forPid(10)?.exitedAtNs).toBe(99n);
+    expect(t.forPid(10)?.executableName).toBe("nginx");
+  });
+
+  test("a process gone before it is read inherits its parent's container; cgroup answers are cached", () => {
+    const t = new ProcessTable(proc({ 10: `0::/docker/${ID}` }));
+    t.apply(exec(10));
+    t.apply(exec(11, { ppid: 10 }));
+    expect(t.forPid(11)?.containerId).toBe(ID);
+    t.apply(exec(12, { ppid: 99 }));
+    expect(t.forPid(12)?.containerId).toBe(ID);
+  });
+
+  test("relative exec paths resolve through /proc/<pid>/exe", () => {
+    const t = new ProcessTable(proc({ 5: "0::/" }, { 5: "/opt/app/bin/server" }));
+    t.apply(exec(5, { filename: "./server", cgroupId: 0n }));
+    expect(t.forPid(5)?.executable).toBe("/opt/app/bin/server");
+    expect(t.forPid(5)?.containerId).toBeUndefined();
+  });
+
+  test("bounded: the oldest process is evicted and counted", () => {
+    const t = new ProcessTable(proc(), 3, 2);
+    for (let pid = 1; pid <= 5; pid++) t.apply(exec(pid, { cgroupId: 0n }));
+    expect(t.size).toBe(3);
+    expect(t.evicted).toBe(2);
+    expect(t.forPid(1)).toBeUndefined();
+    expect(t.forPid(5)).toBeDefined();
+    for (let pid = 3; pid <= 5; pid++) t.apply({ ...exec(pid), kind: "exit" });
+    expect(t.forPid(3)).toBeUndefined();
+    expect(t.forPid(5)?.exitedAtNs).toBe(1n);
+  });
+
+  test("seed reads running processes from /proc", () => {
+    const t = new ProcessTable(proc({ 1: "0::/", 42: `0::/docker/${ID}` }, { 42: "/usr/bin/redis-server" }));
+    expect(t.seed()).toBe(2);
+    expect(t.forPid(42)).toMatchObject({ comm: "p42", executableName: "redis-server", containerId: ID });
+    expect(t.forPid(1)?.executableName).toBe("p1");
+  });
+});
