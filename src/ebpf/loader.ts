@@ -217,10 +217,14 @@ function configure<E>(object: BpfObjectApi, spec: ProgramSetSpec<E>, options: Lo
       if (!perf) throw new LibbpfError("bpf_object__find_map_by_name", 2, { subject: rb.perfFallback.map, detail: `no map ${rb.perfFallback.map} in ${spec.object}` });
       if (options.useRingbuf) perf.setMaxEntries(1);
     }
-    // Below 5.8 the kernel cannot create the ring at all; where it can, a forced fallback keeps a minimal one.
+    // Below 5.8 the kernel cannot create the ring: it is left out (the verifier prunes the branch using it).
     if (options.useRingbuf) ring.setMaxEntries(options.ringbufSizeBytes);
-    else if (options.probes.ringbuf()) ring.setAutocreate(false);
-    else ring.setMaxEntries(PAGE_BYTES);
+    else ring.setAutocreate(false);
   }
   object.setConstants(constants);
+  for (const [name, size] of Object.entries(spec.mapSizes ?? {})) {
+    const map = object.map(name);
+    if (!map) throw new LibbpfError("bpf_object__find_map_by_name", 2, { subject: name, detail: `no map ${name} in ${spec.object}` });
+    map.setMaxEntries(size);
+  }
 }

@@ -120,7 +120,7 @@ SEC("tracepoint/syscalls/sys_enter_getppid")
 int bad_verifier(void *ctx)
 {
   __u32 k = 0;
-  __u64 *v = bpf_map_lookup_elem(&hits, &k);
+  __u64 *v = bpf_map_lookup_elem(&seen_pids, &k); /* a hash map: the result may be NULL */
   return *v ? 1 : 0;
 }
 
