@@ -15,8 +15,10 @@ export interface ProgramSetDefinition<E> {
   spec: ProgramSetSpec<E>;
   /** Called for every decoded record, on the event loop. */
   onEvent(event: E): void;
-  /** Called once the set is attached (e.g. to seed caches). */
-  onAttached?(): void;
+  /** Called once the set is attached (e.g. to seed caches), with the set (its maps are readable until onDetached). */
+  onAttached?(set: LoadedSet<E>): void;
+  /** Called before the set is closed (stop, reload, shutdown); the set's maps must not be used afterwards. */
+  onDetached?(): void;
   /** Whether the set runs under this configuration (agent.ebpf.enabled is checked first). */
   enabled?(config: Config): boolean;
 }
@@ -95,7 +97,7 @@ export class EbpfSetComponent<E> implements Component {
     });
     this.#core.record(spec.name, { programs: set.programs, loaded: set as LoadedSet<unknown>, pumps: this.#pumps as Array<RecordPump<unknown>> });
     for (const p of this.#pumps) p.start();
-    this.#def.onAttached?.();
+    this.#def.onAttached?.(set);
     const notAttached = set.programs.filter((p) => !p.attached);
     for (const p of notAttached) host.logger.warn("optional eBPF program not attached", { program: p.name, type: p.type, reason: p.reason });
     host.logger.info("eBPF program set attached", {
@@ -117,6 +119,7 @@ export class EbpfSetComponent<E> implements Component {
     }
     this.#pumps = [];
     this.#core.remove(this.#def.spec.name);
+    if (this.#loaded) this.#def.onDetached?.();
     this.#loaded?.close();
     this.#loaded = undefined;
   }

@@ -38,6 +38,8 @@ export interface ProgramSetSpec<E = unknown> {
   ringBuffers: Array<RingBufferSpec<E>>;
   /** `const volatile` globals set before load. */
   constants?: Record<string, number | bigint>;
+  /** max_entries of maps other than ring buffers, set before load (configurable map sizes). */
+  mapSizes?: Record<string, number>;
 }
 
 /** Per program, after a load attempt: what the status view shows. */
