@@ -87,7 +87,7 @@ struct conn {
   __u64 reserved2;     /* 120 */
 };
 
-/* 144 bytes. */
+/* 152 bytes. */
 struct conn_event {
   __u64 timestamp_ns; /*   0 */
   __u64 sk;           /*   8 */
@@ -117,6 +117,10 @@ struct http_event {
   char comm[COMM_LEN];/*  88 */
   __u8 data[HTTP_CAPTURE_BYTES]; /* 104 */
 };
+
+_Static_assert(sizeof(struct conn) == 128, "struct conn layout is mirrored by the decoder");
+_Static_assert(sizeof(struct conn_event) == 152, "struct conn_event layout is mirrored by the decoder");
+_Static_assert(__builtin_offsetof(struct http_event, data) == 104, "struct http_event layout is mirrored by the decoder");
 
 struct pending {
   __u64 buf;          /* user buffer, or struct iovec * when is_iov */

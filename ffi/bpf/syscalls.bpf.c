@@ -33,6 +33,8 @@ struct sc_stats {
   __u64 buckets[SC_BUCKETS]; /* 24 */
 };
 
+_Static_assert(sizeof(struct sc_stats) == 216, "struct sc_stats layout is mirrored by the decoder");
+
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 16384);

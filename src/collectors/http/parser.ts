@@ -190,7 +190,7 @@ export class HttpStreamParser<T> {
     let i = 0;
     while (i < captured.length) {
       i = this.#step(captured, i, at);
-      if (this.#state.s === "lost") break;
+      if (this.state === "lost") break;
     }
     const tail = length - captured.length;
     if (tail > 0) this.#gap(tail);

@@ -1,0 +1,154 @@
+/**
+ * Pure decoders of the `network` set's ring buffer records (ffi/bpf/network.bpf.c): `struct conn_event` on
+ * `conn_events` and `struct http_event` on `http_events`. Offsets are those of the C structs (asserted there
+ * with _Static_assert). Little-endian.
+ */
+import { formatAddress } from "./addresses";
+
+export const CONN_EVENT_BYTES = 152;
+export const HTTP_EVENT_HEADER_BYTES = 104;
+/** HTTP_CAPTURE_BYTES in the C program: the most bytes captured per call. */
+export const HTTP_CAPTURE_BYTES = 256;
+
+export const ConnKind = { OPEN: 1, FAILED: 2, CLOSED: 3 } as const;
+export type ConnKindValue = (typeof ConnKind)[keyof typeof ConnKind];
+export const Direction = { UNKNOWN: 0, OUTBOUND: 1, INBOUND: 2 } as const;
+export type DirectionValue = (typeof Direction)[keyof typeof Direction];
+export const ConnFlag = { OPEN_REPORTED: 1, IGNORED: 2, PREEXISTING: 4 } as const;
+
+/** struct conn, at `base` within the record. */
+const CONN = {
+  startNs: 0, establishedNs: 8, bytesSent: 16, bytesRecv: 24, cgroupId: 32, pid: 40, retransmits: 44,
+  sport: 48, dport: 50, family: 52, direction: 54, flags: 55, saddr: 56, daddr: 72, comm: 88,
+} as const;
+const CONN_EVENT = { timestampNs: 0, sk: 8, kind: 16, conn: 24 } as const;
+const HTTP = {
+  timestampNs: 0, sk: 8, streamOffset: 16, cgroupId: 24, pid: 32, tid: 36, len: 40, captured: 44, io: 46, direction: 47,
+  sport: 48, dport: 50, family: 52, saddr: 56, daddr: 72, comm: 88, data: 104,
+} as const;
+
+export const AF_INET = 2;
+export const AF_INET6 = 10;
+
+export interface ConnEvent {
+  type: "conn";
+  kind: ConnKindValue;
+  timestampNs: bigint;
+  /** Kernel address of the socket (identity while it lives). */
+  sk: bigint;
+  startNs: bigint;
+  /** 0n when the connection never got established. */
+  establishedNs: bigint;
+  bytesSent: number;
+  bytesRecv: number;
+  cgroupId: bigint;
+  /** 0 when the owning process was never seen. */
+  pid: number;
+  retransmits: number;
+  localAddress: string;
+  localPort: number;
+  remoteAddress: string;
+  remotePort: number;
+  family: number;
+  direction: DirectionValue;
+  flags: number;
+  comm: string;
+}
+
+export interface HttpEvent {
+  type: "http";
+  timestampNs: bigint;
+  sk: bigint;
+  streamOffset: number;
+  cgroupId: bigint;
+  pid: number;
+  tid: number;
+  /** Bytes moved by the call. */
+  length: number;
+  io: 0 | 1;
+  direction: DirectionValue;
+  localAddress: string;
+  localPort: number;
+  remoteAddress: string;
+  remotePort: number;
+  family: number;
+  comm: string;
+  /** The captured first bytes (a copy). */
+  data: Uint8Array;
+}
+
+export type NetworkEvent = ConnEvent | HttpEvent;
+
+function cString(view: DataView, at: number, max: number): string {
+  let s = "";
+  for (let i = 0; i < max; i++) {
+    const c = view.getUint8(at + i);
+    if (c === 0) break;
+    s += String.fromCharCode(c);
+  }
+  return s;
+}
+
+function addr(view: DataView, at: number, family: number): string {
+  const n = family === AF_INET ? 4 : 16;
+  return formatAddress(new Uint8Array(view.buffer, view.byteOffset + at, n), family);
+}
+
+export function decodeConnEvent(view: DataView, offset: number, length: number): ConnEvent {
+  if (length < CONN_EVENT_BYTES) throw new RangeError(`conn_event: ${length} bytes, need ${CONN_EVENT_BYTES}`);
+  const b = offset + CONN_EVENT.conn;
+  const family = view.getUint16(b + CONN.family, true);
+  return {
+    type: "conn",
+    kind: view.getUint32(offset + CONN_EVENT.kind, true) as ConnKindValue,
+    timestampNs: view.getBigUint64(offset + CONN_EVENT.timestampNs, true),
+    sk: view.getBigUint64(offset + CONN_EVENT.sk, true),
+    startNs: view.getBigUint64(b + CONN.startNs, true),
+    establishedNs: view.getBigUint64(b + CONN.establishedNs, true),
+    bytesSent: Number(view.getBigUint64(b + CONN.bytesSent, true)),
+    bytesRecv: Number(view.getBigUint64(b + CONN.bytesRecv, true)),
+    cgroupId: view.getBigUint64(b + CONN.cgroupId, true),
+    pid: view.getUint32(b + CONN.pid, true),
+    retransmits: view.getUint32(b + CONN.retransmits, true),
+    localPort: view.getUint16(b + CONN.sport, true),
+    remotePort: view.getUint16(b + CONN.dport, true),
+    family,
+    direction: view.getUint8(b + CONN.direction) as DirectionValue,
+    flags: view.getUint8(b + CONN.flags),
+    localAddress: addr(view, b + CONN.saddr, family),
+    remoteAddress: addr(view, b + CONN.daddr, family),
+    comm: cString(view, b + CONN.comm, 16),
+  };
+}
+
+export function decodeHttpEvent(view: DataView, offset: number, length: number): HttpEvent {
+  if (length < HTTP_EVENT_HEADER_BYTES) throw new RangeError(`http_event: ${length} bytes, need ${HTTP_EVENT_HEADER_BYTES}`);
+  const captured = view.getUint16(offset + HTTP.captured, true);
+  if (captured > HTTP_CAPTURE_BYTES || HTTP_EVENT_HEADER_BYTES + captured > length) {
+    throw new RangeError(`http_event: ${captured} captured bytes do not fit a ${length}-byte record`);
+  }
+  const family = view.getUint16(offset + HTTP.family, true);
+  const start = view.byteOffset + offset + HTTP.data;
+  return {
+    type: "http",
+    timestampNs: view.getBigUint64(offset + HTTP.timestampNs, true),
+    sk: view.getBigUint64(offset + HTTP.sk, true),
+    streamOffset: Number(view.getBigUint64(offset + HTTP.streamOffset, true)),
+    cgroupId: view.getBigUint64(offset + HTTP.cgroupId, true),
+    pid: view.getUint32(offset + HTTP.pid, true),
+    tid: view.getUint32(offset + HTTP.tid, true),
+    length: view.getUint32(offset + HTTP.len, true),
+    io: (view.getUint8(offset + HTTP.io) & 1) as 0 | 1,
+    direction: view.getUint8(offset + HTTP.direction) as DirectionValue,
+    localPort: view.getUint16(offset + HTTP.sport, true),
+    remotePort: view.getUint16(offset + HTTP.dport, true),
+    family,
+    localAddress: addr(view, offset + HTTP.saddr, family),
+    remoteAddress: addr(view, offset + HTTP.daddr, family),
+    comm: cString(view, offset + HTTP.comm, 16),
+    data: new Uint8Array(view.buffer.slice(start, start + captured)),
+  };
+}
+
+/** Size of the records each ring buffer carries, by map name, for the spec. */
+export const NETWORK_DECODERS = { conn_events: decodeConnEvent, http_events: decodeHttpEvent } as const;

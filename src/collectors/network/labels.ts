@@ -1,0 +1,50 @@
+/**
+ * Process and workload attributes for what the network and syscall collectors emit, from the eBPF core's
+ * process table (process.executable.name, container.id) and discovery (container.*, k8s.*, as the item's
+ * resource). Bounded by those caches; synchronous.
+ */
+import type { Attributes } from "../../export/types";
+
+/** What the collectors need of the eBPF process table (ProcessTable satisfies it). */
+export interface ProcessLookup {
+  forPid(pid: number): { executableName: string; containerId: string | undefined } | undefined;
+}
+
+/** What the collectors need of discovery (WorkloadDirectory satisfies it). */
+export interface WorkloadLookup {
+  forPid(pid: number): Attributes | undefined;
+}
+
+export interface ProcessLabels {
+  /** Bounded label for metrics: the executable name (or the kernel task name). */
+  name: string;
+  /** process.pid, process.executable.name, container.id when known. */
+  attributes: Attributes;
+  /** Workload attributes from discovery (same object for the same workload), for the item's resource. */
+  resource: Attributes | undefined;
+}
+
+const UNKNOWN_PROCESS = "unknown";
+
+export class ProcessLabeler {
+  constructor(
+    private readonly processes: ProcessLookup | undefined,
+    private readonly workloads: WorkloadLookup | undefined,
+  ) {}
+
+  /** Labels of process `pid` whose kernel task name is `comm` (pid 0: the process was never seen). */
+  describe(pid: number, comm: string): ProcessLabels {
+    if (pid === 0) return { name: UNKNOWN_PROCESS, attributes: { "process.executable.name": UNKNOWN_PROCESS }, resource: undefined };
+    const info = this.processes?.forPid(pid);
+    const name = info?.executableName || comm || UNKNOWN_PROCESS;
+    const attributes: Attributes = { "process.pid": pid, "process.executable.name": name };
+    if (info?.containerId) attributes["container.id"] = info.containerId;
+    let resource: Attributes | undefined;
+    try {
+      resource = this.workloads?.forPid(pid);
+    } catch {
+      resource = undefined;
+    }
+    return { name, attributes, resource };
+  }
+}

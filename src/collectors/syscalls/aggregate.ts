@@ -1,0 +1,117 @@
+/**
+ * Turns snapshots of the kernel's cumulative per-(process, syscall) statistics into delta metric points:
+ * the `topProcesses` processes with the most calls in the interval get their own series, every other process
+ * is summed into one `other` group. Pure: the caller reads the map, names processes and stamps times.
+ */
+import type { Attributes } from "../../export/types";
+import { Temporality, type MetricPointItem, type Scope } from "../../export/model";
+import { SC_BOUNDS_SECONDS, SC_BUCKETS, type SyscallKey, type SyscallStats } from "./decoders";
+
+export const METRIC_COUNT = "process.syscall.count";
+export const METRIC_ERRORS = "process.syscall.errors";
+export const METRIC_DURATION = "process.syscall.duration";
+/** Value of `process.executable.name` for the group of processes outside the top N. */
+export const OTHER_GROUP = "other";
+
+export interface SyscallEntry {
+  key: SyscallKey;
+  stats: SyscallStats;
+}
+
+export interface AggregateOptions {
+  topProcesses: number;
+  /** The name of syscall `nr`. */
+  syscallName(nr: number): string;
+  /** Attributes of process `pid` (at least process.executable.name). */
+  processAttributes(pid: number): Attributes;
+  startTimeUnixNano: bigint;
+  timeUnixNano: bigint;
+  scope?: Scope;
+}
+
+interface Delta {
+  count: number;
+  errors: number;
+  totalNs: number;
+  buckets: number[];
+}
+
+const keyOf = (k: SyscallKey) => `${k.tgid}:${k.nr}`;
+
+function sub(a: SyscallStats, b: SyscallStats | undefined): Delta {
+  if (!b || a.count < b.count) return { count: a.count, errors: a.errors, totalNs: a.totalNs, buckets: [...a.buckets] };
+  return { count: a.count - b.count, errors: a.errors - b.errors, totalNs: a.totalNs - b.totalNs, buckets: a.buckets.map((v, i) => v - (b.buckets[i] ?? 0)) };
+}
+
+function add(into: Delta, d: Delta): void {
+  into.count += d.count;
+  into.errors += d.errors;
+  into.totalNs += d.totalNs;
+  for (let i = 0; i < SC_BUCKETS; i++) into.buckets[i]! += d.buckets[i] ?? 0;
+}
+
+/** Remembers the previous snapshot so that each call exports what happened since. Not thread-safe. */
+export class SyscallAggregator {
+  #previous = new Map<string, SyscallStats>();
+
+  /**
+   * Points for the interval ending with `entries` (the whole map now). Entries absent from `entries` are
+   * forgotten (the caller deleted them after a final read).
+   */
+  collect(entries: readonly SyscallEntry[], o: AggregateOptions): MetricPointItem[] {
+    const perPid = new Map<number, Map<number, Delta>>();
+    const next = new Map<string, SyscallStats>();
+    for (const e of entries) {
+      const k = keyOf(e.key);
+      next.set(k, e.stats);
+      const d = sub(e.stats, this.#previous.get(k));
+      if (d.count <= 0) continue;
+      let m = perPid.get(e.key.tgid);
+      if (!m) perPid.set(e.key.tgid, (m = new Map()));
+      m.set(e.key.nr, d);
+    }
+    this.#previous = next;
+
+    const totals = [...perPid.entries()].map(([pid, m]) => ({ pid, total: [...m.values()].reduce((s, d) => s + d.count, 0) }));
+    totals.sort((a, b) => b.total - a.total || a.pid - b.pid);
+    const top = new Set(totals.slice(0, o.topProcesses).map((t) => t.pid));
+    const groups: Array<{ attrs: Attributes; perNr: Map<number, Delta> }> = [];
+    const other = new Map<number, Delta>();
+    for (const [pid, m] of perPid) {
+      if (top.has(pid)) {
+        groups.push({ attrs: { ...o.processAttributes(pid), "process.pid": pid }, perNr: m });
+        continue;
+      }
+      for (const [nr, d] of m) {
+        const acc = other.get(nr) ?? { count: 0, errors: 0, totalNs: 0, buckets: new Array<number>(SC_BUCKETS).fill(0) };
+        add(acc, d);
+        other.set(nr, acc);
+      }
+    }
+    if (other.size > 0) groups.push({ attrs: { "process.executable.name": OTHER_GROUP }, perNr: other });
+
+    const out: MetricPointItem[] = [];
+    const common = { startTimeUnixNano: o.startTimeUnixNano, timeUnixNano: o.timeUnixNano, ...(o.scope ? { scope: o.scope } : {}) };
+    for (const g of groups) {
+      for (const [nr, d] of g.perNr) {
+        const attributes: Attributes = { ...g.attrs, "syscall.name": o.syscallName(nr) };
+        out.push({ type: "sum", name: METRIC_COUNT, unit: "{call}", description: "System calls made.", value: d.count, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...common });
+        out.push({ type: "sum", name: METRIC_ERRORS, unit: "{call}", description: "System calls that returned an error.", value: d.errors, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...common });
+        out.push({
+          type: "histogram",
+          name: METRIC_DURATION,
+          unit: "s",
+          description: "Time from syscall entry to exit.",
+          temporality: Temporality.DELTA,
+          count: d.count,
+          sum: d.totalNs / 1e9,
+          bucketCounts: d.buckets,
+          explicitBounds: [...SC_BOUNDS_SECONDS],
+          attributes,
+          ...common,
+        });
+      }
+    }
+    return out;
+  }
+}
