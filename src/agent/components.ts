@@ -7,12 +7,14 @@ import type { Component } from "../lifecycle/component";
 import { createExport } from "../export";
 import { createDiscovery } from "../discovery";
 import { createEbpfComponents } from "../ebpf";
+import { createLogsCollector } from "../collectors/logs";
+import { createGpuCollector } from "../collectors/gpu";
 import type { AgentContext, BaseContext } from "./context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
 /** Collectors: each factory returns its components (disabled ones report `disabled`). */
-export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents];
+export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)]];
 
 export interface Subsystems {
   ctx: AgentContext;

@@ -44,3 +44,38 @@ export async function waitFor(what: string, cond: () => boolean, timeoutMs = 10_
     await Bun.sleep(5);
   }
 }
+
+import type { AgentContext } from "../../../src/agent/context";
+import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
+import { parseConfig } from "../../../src/config/load";
+import { Logger } from "../../../src/log/logger";
+import { StatusAggregator } from "../../../src/status/aggregator";
+import { AgentMetrics } from "../../../src/telemetry/metrics";
+import { TaskRegistry } from "../../../src/telemetry/tasks";
+import type { Attributes } from "../../../src/export/types";
+
+/** An AgentContext over a YAML configuration, a recording pipeline and a fixed workload directory. */
+export function fakeContext(yaml: string, pipeline = new RecordingPipeline(), byPid: Record<number, Attributes> = {}): AgentContext & { pipeline: RecordingPipeline } {
+  const tasks = new TaskRegistry();
+  return {
+    config: parseConfig(yaml, {}),
+    logger: new Logger({ sink: () => {} }),
+    status: new StatusAggregator(),
+    metrics: new AgentMetrics("svc", tasks),
+    tasks,
+    env: {},
+    pipeline,
+    workloads: { forContainer: () => undefined, forPid: (pid) => byPid[pid] },
+  };
+}
+
+/** A component host that records every reported state. */
+export function recordingHost(): ComponentHost & { states: Array<{ state: ComponentState; reason?: string }>; last(): { state: ComponentState; reason?: string } } {
+  const states: Array<{ state: ComponentState; reason?: string }> = [];
+  return {
+    logger: new Logger({ sink: () => {} }),
+    report: (state, reason) => void states.push({ state, reason }),
+    states,
+    last: () => states.at(-1)!,
+  };
+}
