@@ -200,5 +200,6 @@ agent:
       expect({ program: p.name, bpftool: r.exitCode }).toEqual({ program: p.name, bpftool: 0 });
     }
     console.log(`container image: ${attached.length}/${view.programs.length} eBPF programs attached (run with ${mode})`);
+    expect(dockerd.docker("inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", CONTAINER)).toBe("true 0");
   }, TEST_TIMEOUT_MS);
 });

@@ -1,0 +1,441 @@
+/**
+ * The deployment files agree with the binary and with each other:
+ * - deploy/kubernetes/svc-agent.yaml is exactly the Helm chart rendered with its defaults, and every
+ *   object has only fields the Kubernetes API knows (round trip through @kubernetes/client-node's models);
+ * - the ConfigMap's configuration passes `svc-agent --validate-config`; every ${VAR} it names is set in
+ *   the container's environment; every value under the chart's `config` is a key of the configuration
+ *   schema, and every other value is used by a template;
+ * - ports, probe paths and the metrics path come from the schema's defaults and the ConfigMap, and the
+ *   binary run with the ConfigMap's configuration really answers on them (probes and scrape without a
+ *   token, /status only with it);
+ * - resource requests cover the idle RSS measured here with the eBPF program sets loaded, and the memory
+ *   limit covers the request plus the ring buffer and the export queues' byte bounds;
+ * - the systemd unit passes `systemd-analyze verify`, its capability set is enough to attach the eBPF
+ *   programs (run under setpriv with exactly that bounding set) and a smaller one is not; the sample
+ *   /etc/svc-agent/config.yaml validates; the Dockerfile exposes the default port.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { Value } from "@sinclair/typebox/value";
+import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/ObjectSerializer.js";
+import { ConfigSchema, type Config } from "../../src/config/schema";
+import { parseConfig, SYSTEM_CONFIG_PATH } from "../../src/config/load";
+import { durationMs, sizeBytes } from "../../src/config/units";
+import { SIGNALS } from "../../src/export/config";
+import type { EbpfView } from "../../src/status/model";
+import { renderChart, setValue } from "../../deploy/helm/render";
+import { CHART_DIR, MANIFEST_RENDER, MANIFESTS_PATH, manifestsText } from "../../deploy/kubernetes/generate";
+import { IMAGE_BINARY_PATH, NONROOT_UID } from "../../deploy/container/stage-rootfs";
+import { BINARY, spawnAgent } from "../helpers/agent-process";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const CHART = CHART_DIR;
+const MANIFESTS = MANIFESTS_PATH;
+const UNIT = join(ROOT, "deploy/systemd/svc-agent.service");
+const SAMPLE_CONFIG = join(ROOT, "deploy/systemd/config.yaml");
+const DOCKERFILE = join(ROOT, "deploy/container/Dockerfile");
+const TEST_TOKEN = "deploy-test-token";
+const IDLE_SAMPLE_MS = 3000;
+const SAMPLE_EVERY_MS = 100;
+const ATTACH_TIMEOUT_MS = 30_000;
+const LIVE_TIMEOUT_MS = 60_000;
+
+type Obj = Record<string, any>;
+
+const manifests = (): Obj[] =>
+  parseAllDocuments(readFileSync(MANIFESTS, "utf8"))
+    .map((d) => d.toJS() as Obj | null)
+    .filter((o): o is Obj => o !== null);
+const find = (objs: Obj[], kind: string): Obj => {
+  const o = objs.find((x) => x.kind === kind);
+  if (!o) throw new Error(`no ${kind} among ${objs.map((x) => x.kind).join(", ")}`);
+  return o;
+};
+const container = (objs: Obj[]): Obj => find(objs, "DaemonSet").spec.template.spec.containers[0];
+const configMapText = (objs: Obj[]): string => find(objs, "ConfigMap").data["config.yaml"] as string;
+const defaults = (): Config => Value.Default(ConfigSchema, {}) as Config;
+const portOf = (listen: string): number => Number(listen.slice(listen.lastIndexOf(":") + 1));
+const hasBpfPrivileges = () => process.getuid?.() === 0 && existsSync("/sys/kernel/btf/vmlinux");
+
+/** Leaf key paths of a values tree (arrays and empty maps are leaves). */
+function leaves(v: unknown, prefix = ""): string[] {
+  if (v === null || typeof v !== "object" || Array.isArray(v) || Object.keys(v).length === 0) return [prefix];
+  return Object.entries(v).flatMap(([k, x]) => leaves(x, prefix ? `${prefix}.${k}` : k));
+}
+
+/** Whether `path` (dotted) names a key of the TypeBox/JSON schema `schema`. */
+function schemaHasPath(schema: Obj, path: string[]): boolean {
+  let node: Obj | undefined = schema;
+  for (const key of path) {
+    if (!node) return false;
+    if (node.properties) node = node.properties[key];
+    else if (node.patternProperties) node = Object.values(node.patternProperties)[0] as Obj;
+    else return false;
+  }
+  return node !== undefined;
+}
+
+describe("Kubernetes manifests and the Helm chart", () => {
+  test("deploy/kubernetes/svc-agent.yaml is the chart rendered with its default values", () => {
+    const rendered = renderChart(CHART, MANIFEST_RENDER).objects;
+    // On a difference, regenerate with `bun deploy/kubernetes/generate.ts`.
+    expect(readFileSync(MANIFESTS, "utf8")).toBe(manifestsText());
+    expect(manifests()).toEqual(rendered);
+    expect(rendered.map((o) => o.kind).sort()).toEqual(["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service", "ServiceAccount"]);
+  });
+
+  test("every object has only fields the Kubernetes API knows", () => {
+    const variants = [
+      ...manifests(),
+      ...renderChart(CHART, { values: { apiToken: { value: "x" }, config: { agent: { discovery: { docker: { enabled: true } } } } } }).objects,
+    ];
+    for (const o of variants.filter((x) => x.kind !== "ServiceMonitor")) {
+      const type = `V1${o.kind}`;
+      const roundTrip = JSON.parse(JSON.stringify(ObjectSerializer.serialize(ObjectSerializer.deserialize(o, type), type)));
+      expect({ kind: o.kind, object: roundTrip }).toEqual({ kind: o.kind, object: o });
+    }
+  });
+
+  test("the ConfigMap's configuration passes svc-agent --validate-config (and a broken one does not)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-deploy-cm-"));
+    try {
+      const good = join(dir, "config.yaml");
+      writeFileSync(good, configMapText(manifests()));
+      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", API_TOKEN: TEST_TOKEN, NODE_NAME: "node-1" };
+      const ok = Bun.spawnSync([BINARY, "--validate-config", good], { env, stdout: "pipe", stderr: "pipe" });
+      expect({ code: ok.exitCode, out: ok.stderr.toString() }).toEqual({ code: 0, out: expect.any(String) });
+      const noToken = Bun.spawnSync([BINARY, "--validate-config", good], { env: { PATH: env.PATH }, stdout: "pipe", stderr: "pipe" });
+      expect(noToken.exitCode).toBe(2);
+      const bad = join(dir, "bad.yaml");
+      writeFileSync(bad, configMapText(manifests()).replace("ringbuf_size: 16MiB", "ringbuf_size: 16 parsecs"));
+      expect(Bun.spawnSync([BINARY, "--validate-config", bad], { env, stdout: "pipe", stderr: "pipe" }).exitCode).toBe(2);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("every ${VAR} of the configuration is set in the container; NODE_NAME comes from the downward API, API_TOKEN from the Secret", () => {
+    const objs = manifests();
+    const env = container(objs).env as Obj[];
+    const vars = [...configMapText(objs).matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]);
+    expect(vars).toContain("API_TOKEN");
+    for (const v of vars) expect(env.map((e) => e.name)).toContain(v);
+    expect(env.find((e) => e.name === "NODE_NAME")).toEqual({ name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } });
+    expect(env.find((e) => e.name === "API_TOKEN")).toEqual({
+      name: "API_TOKEN",
+      valueFrom: { secretKeyRef: { name: "svc-agent-api-token", key: "api-token" } },
+    });
+    const cm = parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN });
+    expect(cm.self_telemetry.auth.bearer_token).toBe(TEST_TOKEN);
+    // Kubernetes discovery takes the node from NODE_NAME when the key is empty.
+    expect(cm.agent.discovery.kubernetes.node_name).toBe("");
+  });
+
+  test("ports, probe paths and the metrics path match the binary's defaults and the ConfigMap", () => {
+    const objs = manifests();
+    const d = defaults();
+    const cm = parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN });
+    const port = portOf(d.self_telemetry.listen);
+    expect(port).toBe(19090);
+    expect(portOf(cm.self_telemetry.listen)).toBe(port);
+    const c = container(objs);
+    expect(c.ports).toEqual([{ name: "http", containerPort: port, protocol: "TCP" }]);
+    // Probes are the paths the schema's defaults exempt from authentication and rate limiting ("probes").
+    const probePaths = [c.livenessProbe.httpGet.path, c.readinessProbe.httpGet.path];
+    expect(probePaths).toEqual(["/healthz", "/ready"]);
+    expect(d.self_telemetry.auth.exempt_paths).toEqual(probePaths);
+    expect(d.self_telemetry.rate_limit.exempt_paths).toEqual(probePaths);
+    expect(c.livenessProbe.httpGet.port).toBe("http");
+    expect(c.readinessProbe.httpGet.port).toBe("http");
+    for (const p of probePaths) expect(cm.self_telemetry.auth.exempt_paths).toContain(p);
+    // Prometheus scrapes without a token: the metrics path is exempt too.
+    expect(cm.self_telemetry.auth.exempt_paths).toContain(cm.self_telemetry.path);
+    const svc = find(objs, "Service");
+    expect(svc.spec.clusterIP).toBe("None");
+    expect(svc.spec.ports).toEqual([{ name: "http", port, targetPort: "http", protocol: "TCP" }]);
+    const scrape = { "prometheus.io/scrape": "true", "prometheus.io/port": String(port), "prometheus.io/path": cm.self_telemetry.path };
+    expect(svc.metadata.annotations).toEqual(scrape);
+    expect(find(objs, "DaemonSet").spec.template.metadata.annotations).toMatchObject(scrape);
+    expect(svc.spec.selector).toEqual(find(objs, "DaemonSet").spec.selector.matchLabels);
+    // Kubernetes gives the agent terminationGracePeriodSeconds after SIGTERM: more than shutdown_timeout.
+    expect(find(objs, "DaemonSet").spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(durationMs(cm.shutdown_timeout));
+  });
+
+  test("the binary run with the ConfigMap's configuration answers on those paths (probes and scrape without a token, /status with it)", async () => {
+    const objs = manifests();
+    const c = container(objs);
+    const text = configMapText(objs);
+    const tree = parseYaml(text) as Obj;
+    tree.self_telemetry.listen = "127.0.0.1:0";
+    tree.otlp.endpoint = "127.0.0.1:9";
+    tree.agent.ebpf.enabled = false;
+    tree.agent.logs.enabled = false;
+    tree.agent.discovery = { detect_kubernetes: false, docker: { enabled: false }, cloud: { enabled: false } };
+    const agent = await spawnAgent({ config: JSON.stringify(tree), env: { API_TOKEN: TEST_TOKEN, NODE_NAME: "node-1" } });
+    try {
+      const live = await fetch(agent.url + c.livenessProbe.httpGet.path);
+      expect(live.status).toBe(200);
+      const ready = await fetch(agent.url + c.readinessProbe.httpGet.path);
+      expect([200, 503]).toContain(ready.status);
+      expect(((await ready.json()) as { status: string }).status).toMatch(/^(ready|not_ready)$/);
+      const annotations = find(objs, "Service").metadata.annotations;
+      const metrics = await fetch(agent.url + annotations["prometheus.io/path"]);
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toContain(`${tree.self_telemetry.prometheus_namespace}_`);
+      expect((await fetch(`${agent.url}/status`)).status).toBe(401);
+      expect((await fetch(`${agent.url}/status`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } })).status).toBe(200);
+    } finally {
+      await agent.stop();
+    }
+  }, LIVE_TIMEOUT_MS);
+
+  test.skipIf(!hasBpfPrivileges())(
+    "memory request covers the idle RSS measured with the ConfigMap's configuration and eBPF loaded; the limit adds ring buffer and queue bounds",
+    async () => {
+      const objs = manifests();
+      const res = container(objs).resources;
+      const tree = parseYaml(configMapText(objs)) as Obj;
+      tree.self_telemetry.listen = "127.0.0.1:0";
+      tree.otlp.endpoint = "127.0.0.1:9";
+      tree.agent.logs.enabled = false;
+      tree.agent.discovery = { detect_kubernetes: false, docker: { enabled: false }, cloud: { enabled: false } };
+      const agent = await spawnAgent({ config: JSON.stringify(tree), env: { API_TOKEN: TEST_TOKEN } });
+      let rssBytes = 0;
+      try {
+        await waitAttached(agent.url, { authorization: `Bearer ${TEST_TOKEN}` });
+        const until = Date.now() + IDLE_SAMPLE_MS;
+        while (Date.now() < until) {
+          rssBytes = Math.max(rssBytes, vmRssBytes(agent.proc.pid));
+          await Bun.sleep(SAMPLE_EVERY_MS);
+        }
+      } finally {
+        await agent.stop();
+      }
+      const cm = parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN });
+      const request = sizeBytes(res.requests.memory);
+      const limit = sizeBytes(res.limits.memory);
+      const queues = SIGNALS.reduce((sum, s) => sum + sizeBytes(cm.queues[s].mem_limit), 0);
+      console.log(
+        `deploy footprint: idle RSS ${(rssBytes / 2 ** 20).toFixed(1)} MiB (eBPF loaded); request ${res.requests.memory}, limit ${res.limits.memory} >= request + ring buffer ${cm.agent.ebpf.ringbuf_size} + queues ${queues / 2 ** 20} MiB`,
+      );
+      expect(rssBytes).toBeGreaterThan(0);
+      expect(request).toBeGreaterThanOrEqual(rssBytes);
+      expect(limit).toBeGreaterThanOrEqual(request + sizeBytes(cm.agent.ebpf.ringbuf_size) + queues);
+    },
+    LIVE_TIMEOUT_MS,
+  );
+
+  test("the DaemonSet runs on every node with host PID and the host paths eBPF, logs and state need", () => {
+    const objs = manifests();
+    const spec = find(objs, "DaemonSet").spec.template.spec;
+    const c = container(objs);
+    const cm = parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN });
+    expect(spec.hostPID).toBe(true);
+    expect(spec.tolerations).toEqual([{ operator: "Exists" }]);
+    expect(c.securityContext).toMatchObject({ privileged: true, runAsUser: 0, readOnlyRootFilesystem: true });
+    const mounts = new Map<string, Obj>((c.volumeMounts as Obj[]).map((m) => [m.mountPath, m]));
+    const volumes = new Map<string, Obj>((spec.volumes as Obj[]).map((v) => [v.name, v]));
+    const hostPathOf = (mountPath: string) => volumes.get(mounts.get(mountPath)?.name)?.hostPath?.path;
+    expect(hostPathOf("/sys/fs/bpf")).toBe("/sys/fs/bpf");
+    for (const p of ["/sys/kernel/btf", "/sys/kernel/tracing", "/sys/kernel/debug", "/var/log/pods", "/var/log/containers"]) {
+      expect({ p, host: hostPathOf(p), readOnly: mounts.get(p)?.readOnly }).toEqual({ p, host: p, readOnly: true });
+    }
+    expect(volumes.get(mounts.get("/tmp")!.name)!.emptyDir).toBeDefined();
+    // The configuration file the container reads is the ConfigMap's key.
+    const args = c.args as string[];
+    const configPath = args[args.indexOf("--config") + 1]!;
+    expect(configPath).toBe(SYSTEM_CONFIG_PATH);
+    expect(volumes.get(mounts.get("/etc/svc-agent")!.name)!.configMap.name).toBe(find(objs, "ConfigMap").metadata.name);
+    expect(configPath).toBe(`/etc/svc-agent/${Object.keys(find(objs, "ConfigMap").data)[0]}`);
+    // Files the agent reads or writes are under mounts: log globs (read-only), the checkpoint (writable state).
+    for (const glob of cm.agent.logs.include) expect([...mounts.keys()].some((m) => glob.startsWith(`${m}/`))).toBe(true);
+    const state = [...mounts.values()].find((m) => cm.agent.logs.checkpoint_file.startsWith(`${m.mountPath}/`));
+    expect(state?.readOnly).toBeUndefined();
+  });
+});
+
+describe("Helm chart values", () => {
+  const values = () => renderChart(CHART, MANIFEST_RENDER).values;
+
+  test("every value under `config` is a key of the configuration schema, and every section of the schema is there", () => {
+    const config = values().config as Obj;
+    const unknown = leaves(config).filter((p) => !schemaHasPath(ConfigSchema as unknown as Obj, p.split(".")));
+    expect(unknown).toEqual([]);
+    const sections = Object.keys((ConfigSchema as unknown as Obj).properties).filter((k) => k !== "mode");
+    expect(sections.filter((s) => !(s in config))).toEqual([]);
+    const agentSections = Object.keys((ConfigSchema as unknown as Obj).properties.agent.properties);
+    expect(agentSections.filter((s) => !(s in config.agent))).toEqual([]);
+  });
+
+  test("every other value is read by a template", () => {
+    const templates = ["_helpers.tpl", "clusterrole.yaml", "configmap.yaml", "daemonset.yaml", "secret.yaml", "service.yaml", "serviceaccount.yaml", "servicemonitor.yaml"]
+      .map((f) => readFileSync(join(CHART, "templates", f), "utf8"))
+      .join("\n");
+    const refs = new Set([...templates.matchAll(/\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)/g)].map((m) => m[1]!.slice(1)));
+    const unused = leaves(values())
+      .filter((p) => !p.startsWith("config."))
+      .filter((p) => ![...refs].some((r) => p === r || p.startsWith(`${r}.`)));
+    expect(unused).toEqual([]);
+  });
+
+  test("the port follows config.self_telemetry.listen everywhere", () => {
+    const objs = renderChart(CHART, { values: setValue(MANIFEST_RENDER.values!, "config.self_telemetry.listen=:9464") }).objects;
+    expect(container(objs).ports[0].containerPort).toBe(9464);
+    expect(find(objs, "Service").spec.ports[0].port).toBe(9464);
+    expect(find(objs, "Service").metadata.annotations["prometheus.io/port"]).toBe("9464");
+  });
+
+  test("the token: a value creates the Secret, an existing Secret is referenced, neither is an error", () => {
+    const withValue = renderChart(CHART, { name: "a", values: { apiToken: { value: "s3cret" } } }).objects;
+    const secret = find(withValue, "Secret");
+    expect(Buffer.from(secret.data["api-token"], "base64").toString()).toBe("s3cret");
+    expect(container(withValue).env[1].valueFrom.secretKeyRef).toEqual({ name: secret.metadata.name, key: "api-token" });
+    expect(manifests().some((o) => o.kind === "Secret")).toBe(false);
+    expect(() => renderChart(CHART, {})).toThrow("set apiToken.value");
+  });
+
+  test("Docker discovery mounts the configured socket read-only; logs off removes the log mounts", () => {
+    const objs = renderChart(CHART, {
+      values: mergeAll(MANIFEST_RENDER.values!, "config.agent.discovery.docker.enabled=true", "config.agent.discovery.docker.socket=/run/docker.sock", "config.agent.logs.enabled=false"),
+    }).objects;
+    const c = container(objs);
+    const spec = find(objs, "DaemonSet").spec.template.spec;
+    const sock = (c.volumeMounts as Obj[]).find((m) => m.mountPath === "/run/docker.sock");
+    expect(sock?.readOnly).toBe(true);
+    expect((spec.volumes as Obj[]).find((v) => v.name === sock!.name)!.hostPath).toEqual({ path: "/run/docker.sock", type: "Socket" });
+    expect((c.volumeMounts as Obj[]).some((m) => String(m.mountPath).startsWith("/var/log"))).toBe(false);
+  });
+
+  test("the ServiceMonitor scrapes the metrics path on the named port, with the token when auth is on", () => {
+    const objs = renderChart(CHART, { namespace: "obs", values: mergeAll(MANIFEST_RENDER.values!, "serviceMonitor.enabled=true", "config.self_telemetry.path=/m") }).objects;
+    const sm = find(objs, "ServiceMonitor");
+    expect(sm.spec.endpoints).toEqual([{ port: "http", path: "/m", interval: "30s", bearerTokenSecret: { name: "svc-agent-api-token", key: "api-token" } }]);
+    expect(sm.spec.selector.matchLabels).toEqual(find(objs, "Service").spec.selector);
+    expect(sm.spec.namespaceSelector.matchNames).toEqual(["obs"]);
+  });
+
+  test("a changed configuration changes the Pods' config checksum (rolling restart)", () => {
+    const a = find(renderChart(CHART, MANIFEST_RENDER).objects, "DaemonSet");
+    const b = find(renderChart(CHART, { ...MANIFEST_RENDER, values: setValue(MANIFEST_RENDER.values!, "config.svc.log_level=debug") }).objects, "DaemonSet");
+    expect(a.spec.template.metadata.annotations["checksum/config"]).toMatch(/^[0-9a-f]{64}$/);
+    expect(a.spec.template.metadata.annotations["checksum/config"]).not.toBe(b.spec.template.metadata.annotations["checksum/config"]);
+  });
+});
+
+function mergeAll(base: Record<string, unknown>, ...sets: string[]): Record<string, unknown> {
+  return sets.reduce((v, s) => setValue(v, s), base);
+}
+
+function vmRssBytes(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+async function waitAttached(url: string, headers: Record<string, string> = {}): Promise<EbpfView> {
+  const deadline = Date.now() + ATTACH_TIMEOUT_MS;
+  let last = "";
+  for (;;) {
+    const r = await fetch(`${url}/status/ebpf`, { headers }).catch(() => undefined);
+    if (r?.ok) {
+      const v = (await r.json()) as EbpfView;
+      if (v.programs.some((p) => p.attached)) return v;
+      last = JSON.stringify(v.programs);
+    }
+    if (Date.now() > deadline) throw new Error(`no eBPF program attached within ${ATTACH_TIMEOUT_MS} ms: ${last}`);
+    await Bun.sleep(SAMPLE_EVERY_MS);
+  }
+}
+
+describe("systemd unit and sample configuration", () => {
+  const unit = () => readFileSync(UNIT, "utf8");
+  const directive = (name: string): string[] => [...unit().matchAll(new RegExp(`^${name}=(.*)$`, "gm"))].map((m) => m[1]!.trim());
+  let dir = "";
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "svc-deploy-unit-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  test.skipIf(Bun.which("systemd-analyze") === null)("systemd-analyze verify finds nothing to say (binary path pointed at dist/svc-agent)", () => {
+    const copy = join(dir, "svc-agent.service");
+    writeFileSync(copy, unit().replaceAll("/usr/local/bin/svc-agent", BINARY));
+    const r = Bun.spawnSync(["systemd-analyze", "verify", copy], { stdout: "pipe", stderr: "pipe" });
+    expect({ code: r.exitCode, output: (r.stdout.toString() + r.stderr.toString()).trim() }).toEqual({ code: 0, output: "" });
+  });
+
+  test("restart policy, reload by SIGHUP, stop timeout above shutdown_timeout, configuration path", () => {
+    expect(directive("Restart")).toEqual(["on-failure"]);
+    expect(directive("RestartPreventExitStatus")).toEqual(["2"]);
+    expect(directive("ExecReload")).toEqual(["/bin/kill -HUP $MAINPID"]);
+    expect(directive("ExecStart")).toEqual([`/usr/local/bin/svc-agent run --config ${SYSTEM_CONFIG_PATH}`]);
+    expect(directive("ExecStartPre")).toEqual([`/usr/local/bin/svc-agent --validate-config ${SYSTEM_CONFIG_PATH}`]);
+    const sample = parseConfig(readFileSync(SAMPLE_CONFIG, "utf8"), { API_TOKEN: TEST_TOKEN });
+    expect(durationMs(directive("TimeoutStopSec")[0]!)).toBeGreaterThan(durationMs(sample.shutdown_timeout));
+    expect(portOf(sample.self_telemetry.listen)).toBe(portOf(defaults().self_telemetry.listen));
+    expect(sample.agent.logs.checkpoint_file.startsWith(`/var/lib/${directive("StateDirectory")[0]}/`)).toBe(true);
+  });
+
+  test("the sample /etc/svc-agent/config.yaml passes svc-agent --validate-config", () => {
+    const r = Bun.spawnSync([BINARY, "--validate-config", SAMPLE_CONFIG], { env: { PATH: "/usr/bin:/bin", API_TOKEN: TEST_TOKEN }, stdout: "pipe", stderr: "pipe" });
+    expect({ code: r.exitCode, err: r.stderr.toString() }).toEqual({ code: 0, err: expect.any(String) });
+  });
+
+  test.skipIf(!hasBpfPrivileges() || Bun.which("setpriv") === null)(
+    "the unit's capability set is enough to attach the eBPF programs, and a set without CAP_BPF/CAP_SYS_ADMIN is not",
+    async () => {
+      const caps = directive("CapabilityBoundingSet")[0]!.split(/\s+/);
+      expect(directive("AmbientCapabilities")[0]!.split(/\s+/)).toEqual(caps);
+      expect(caps).toEqual(["CAP_BPF", "CAP_PERFMON", "CAP_SYS_ADMIN", "CAP_SYS_RESOURCE", "CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH"]);
+      const run = async (set: string[]) => {
+        const bounding = ["-all", ...set.map((c) => `+${c.replace(/^CAP_/, "").toLowerCase()}`)].join(",");
+        const config = join(dir, `config-${set.length}.yaml`);
+        const listenPort = await freePort();
+        writeFileSync(
+          config,
+          `self_telemetry:\n  listen: 127.0.0.1:${listenPort}\notlp:\n  endpoint: 127.0.0.1:9\nagent:\n  ebpf:\n    enabled: true\n  discovery:\n    detect_kubernetes: false\n    docker:\n      enabled: false\n    cloud:\n      enabled: false\n`,
+        );
+        const proc = Bun.spawn(["setpriv", `--bounding-set=${bounding}`, "--", BINARY, "run", "--config", config], { stdout: "ignore", stderr: "pipe" });
+        try {
+          const url = `http://127.0.0.1:${listenPort}`;
+          const deadline = Date.now() + ATTACH_TIMEOUT_MS;
+          for (;;) {
+            const v = await fetch(`${url}/status/ebpf`).then((r) => (r.ok ? (r.json() as Promise<EbpfView>) : undefined), () => undefined);
+            // Settled: some program attached, or every program reported with its reason, or eBPF reported not loadable.
+            if (v && (v.programs.some((p) => p.attached) || (v.programs.length > 0 && v.programs.every((p) => p.reason)))) return v;
+            const ready = await fetch(`${url}/ready`).then((r) => r.json() as Promise<{ checks: Record<string, string> }>, () => undefined);
+            if (ready?.checks.ebpf.startsWith("failed")) return { programs: [], reason: ready.checks.ebpf } as unknown as EbpfView;
+            if (Date.now() > deadline) throw new Error(`eBPF did not settle under ${bounding}`);
+            await Bun.sleep(SAMPLE_EVERY_MS);
+          }
+        } finally {
+          proc.kill("SIGTERM");
+          await proc.exited;
+        }
+      };
+      const full = await run(caps);
+      expect(full.programs.some((p) => p.attached)).toBe(true);
+      const reduced = await run(["CAP_DAC_READ_SEARCH"]);
+      expect(reduced.programs.some((p) => p.attached)).toBe(false);
+    },
+    LIVE_TIMEOUT_MS,
+  );
+});
+
+async function freePort(): Promise<number> {
+  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = s.port;
+  s.stop(true);
+  return port;
+}
+
+describe("container image build file", () => {
+  test("the Dockerfile runs the staged binary as non-root by default and exposes the default port", () => {
+    const text = readFileSync(DOCKERFILE, "utf8");
+    expect(text).toMatch(/^FROM scratch$/m);
+    expect(text).toContain(`ENTRYPOINT ["${IMAGE_BINARY_PATH}"]`);
+    expect(text).toMatch(new RegExp(`^USER ${NONROOT_UID}:${NONROOT_UID}$`, "m"));
+    expect(text).toMatch(new RegExp(`^EXPOSE ${portOf(defaults().self_telemetry.listen)}$`, "m"));
+  });
+});
