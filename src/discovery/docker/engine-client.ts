@@ -76,7 +76,10 @@ export class EngineClient {
     try {
       res = await fetch(`http://docker/${ENGINE_API_VERSION}${path}`, { unix: this.socket, signal } as RequestInit);
     } catch (e) {
-      if (signal.aborted) throw e;
+      if (signal.aborted) {
+        if ((signal.reason as Error | undefined)?.name === "TimeoutError") throw new EngineConnectError("ETIMEDOUT", this.socket);
+        throw e;
+      }
       const code = (e as { code?: string }).code ?? (e as Error).message;
       throw new EngineConnectError(code, this.socket);
     }
@@ -116,7 +119,17 @@ export class EngineClient {
    */
   async events(signal: AbortSignal): Promise<AsyncIterable<EngineEvent>> {
     const filters = JSON.stringify({ type: ["container"], event: ["start", "die", "destroy", "rename"] });
-    const res = await this.#get(`/events?filters=${encodeURIComponent(filters)}`, signal);
+    const headers = new AbortController();
+    const timer = setTimeout(() => headers.abort(new DOMException(`no answer to /events within ${REQUEST_TIMEOUT_MS}ms`, "TimeoutError")), REQUEST_TIMEOUT_MS);
+    let res: Response;
+    try {
+      res = await this.#get(`/events?filters=${encodeURIComponent(filters)}`, AbortSignal.any([signal, headers.signal]));
+    } catch (e) {
+      if (headers.signal.aborted && !signal.aborted) throw new EngineConnectError("ETIMEDOUT", this.socket);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
     const body = res.body;
     if (!body) throw new EngineApiError(res.status, "/events", "no body");
     return parseJsonLines<EngineEvent>(body);
