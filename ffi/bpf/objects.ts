@@ -5,9 +5,13 @@
  */
 import processObject from "../../build/process.bpf.o" with { type: "file" };
 import profileObject from "../../build/profile.bpf.o" with { type: "file" };
+import networkObject from "../../build/network.bpf.o" with { type: "file" };
+import syscallsObject from "../../build/syscalls.bpf.o" with { type: "file" };
 
 /** Embedded objects by program set name. */
 export const EMBEDDED_OBJECTS: Record<string, string> = {
   process: processObject,
   profile: profileObject,
+  network: networkObject,
+  syscalls: syscallsObject,
 };

@@ -9,12 +9,14 @@ import { createDiscovery } from "../discovery";
 import { createEbpfComponents } from "../ebpf";
 import { createLogsCollector } from "../collectors/logs";
 import { createGpuCollector } from "../collectors/gpu";
+import { createNetworkCollectors } from "../collectors/network";
+import { createSyscallCollectors } from "../collectors/syscalls";
 import type { AgentContext, BaseContext } from "./context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
 /** Collectors: each factory returns its components (disabled ones report `disabled`). */
-export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)]];
+export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)], createNetworkCollectors, createSyscallCollectors];
 
 export interface Subsystems {
   ctx: AgentContext;

@@ -1,7 +1,7 @@
 /** Schema of `agent.ebpf`: the eBPF loader and its program sets. Owned by the eBPF core. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
-import { Size, sizeBytes } from "../config/units";
+import { Duration, durationMs, Size, sizeBytes } from "../config/units";
 
 export const EbpfSchema = Type.Object(
   {
@@ -9,11 +9,23 @@ export const EbpfSchema = Type.Object(
     debug: Type.Boolean({ default: false, description: "libbpf log lines at debug level, verifier logs kept. Env: SVC_AGENT_EBPF_DEBUG." }),
     ringbuf_size: Size("16MiB", "Ring buffer size in bytes, rounded up to a power of two."),
     network: Type.Object(
-      { enabled: Type.Boolean({ default: true, description: "TCP connection and HTTP tracing." }) },
+      {
+        enabled: Type.Boolean({ default: true, description: "TCP connection and HTTP tracing." }),
+        http: Type.Boolean({ default: true, description: "HTTP/1.x spans from the first bytes of socket reads and writes (needs network.enabled)." }),
+        max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1000, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it are not captured in the kernel. Drops are counted." }),
+        max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "Entries of the kernel connection map (conns); connections beyond it are counted and not traced." }),
+        max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
+        metrics_interval: Duration("15s", "How often connection metrics are exported."),
+      },
       { additionalProperties: false, default: {} },
     ),
     syscalls: Type.Object(
-      { enabled: Type.Boolean({ default: false, description: "Per-process syscall counts, errors and latency." }) },
+      {
+        enabled: Type.Boolean({ default: false, description: "Per-process syscall counts, errors and latency." }),
+        interval: Duration("15s", "How often the kernel's syscall statistics are read and exported."),
+        top_processes: Type.Integer({ minimum: 1, maximum: 1000, default: 20, description: "Processes exported with their own series per interval; the rest are summed as process.executable.name=other." }),
+        max_entries: Type.Integer({ minimum: 1024, maximum: 1_048_576, default: 10_240, description: "Entries (process, syscall) of the kernel statistics map; calls beyond it are counted as dropped." }),
+      },
       { additionalProperties: false, default: {} },
     ),
   },
@@ -24,9 +36,15 @@ export type EbpfConfig = Static<typeof EbpfSchema>;
 const MIN_RINGBUF_BYTES = 4096;
 const MAX_RINGBUF_BYTES = 1024 ** 3;
 
+const MIN_INTERVAL_MS = 1000;
+
 export function validateEbpf(c: EbpfConfig): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const [path, d] of [["agent.ebpf.network.metrics_interval", c.network.metrics_interval], ["agent.ebpf.syscalls.interval", c.syscalls.interval]] as const) {
+    if (durationMs(d) < MIN_INTERVAL_MS) problems.push({ path, message: `must be at least 1s, got ${d}` });
+  }
   const b = sizeBytes(c.ringbuf_size);
   if (b < MIN_RINGBUF_BYTES || b > MAX_RINGBUF_BYTES)
-    return [{ path: "agent.ebpf.ringbuf_size", message: `must be between 4KiB and 1GiB, got ${b} bytes` }];
-  return [];
+    problems.push({ path: "agent.ebpf.ringbuf_size", message: `must be between 4KiB and 1GiB, got ${b} bytes` });
+  return problems;
 }

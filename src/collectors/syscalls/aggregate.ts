@@ -54,6 +54,11 @@ function add(into: Delta, d: Delta): void {
 export class SyscallAggregator {
   #previous = new Map<string, SyscallStats>();
 
+  /** Forgets an entry the caller deleted from the map, so that a reused pid starts from zero. */
+  forget(key: SyscallKey): void {
+    this.#previous.delete(keyOf(key));
+  }
+
   /**
    * Points for the interval ending with `entries` (the whole map now). Entries absent from `entries` are
    * forgotten (the caller deleted them after a final read).

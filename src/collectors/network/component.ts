@@ -1,0 +1,217 @@
+/**
+ * Component `ebpf/network` (readiness `ebpf`): runs the `network` program set through the eBPF core and
+ * turns its records into telemetry: connection metrics every `metrics_interval`, CONNECT spans, and HTTP
+ * spans (when `agent.ebpf.network.http`). Spans beyond `max_spans_per_second` are dropped and counted in
+ * `<ns>_spans_dropped_total{reason="rate_limit"}`, whether the kernel skipped the exchange or user space did.
+ * A reload that changes what the kernel side was built with reloads the set.
+ */
+import type { AgentContext } from "../../agent/context";
+import type { Config } from "../../config/schema";
+import { durationMs } from "../../config/units";
+import type { EbpfCore } from "../../ebpf/core";
+import { EbpfSetComponent } from "../../ebpf/component";
+import type { LoadedSet } from "../../ebpf/loader";
+import type { SpanItem } from "../../export/model";
+import type { Component, ComponentHost } from "../../lifecycle/component";
+import { ExchangeTracker, type CapturedCall } from "../http/exchanges";
+import { exchangeToSpan, type EndpointMeta } from "../http/spans";
+import { PerSecondBudget } from "./budget";
+import { KernelClock } from "./clock";
+import { ConnectionTelemetry } from "./connections";
+import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
+import { ProcessLabeler } from "./labels";
+import { NetworkStat, networkSetSpec } from "./spec";
+
+const STATS_POLL_MS = 1000;
+const SCOPE = { name: "svc-agent/ebpf/network" };
+const MAX_HTTP_CONNECTIONS = 16_384;
+
+type NetworkConfig = Config["agent"]["ebpf"]["network"];
+
+/** What the kernel side is built with: a change needs the set reloaded. */
+function kernelKey(c: NetworkConfig): string {
+  return JSON.stringify([c.http, c.max_spans_per_second, c.max_connections]);
+}
+
+export class NetworkCollector implements Component {
+  readonly id = "ebpf/network";
+  readonly readiness = "ebpf" as const;
+  readonly #ctx: AgentContext;
+  readonly #core: EbpfCore;
+  readonly #selfPid: number;
+  #inner: EbpfSetComponent<NetworkEvent>;
+  #set: LoadedSet<NetworkEvent> | undefined;
+  #cfg: NetworkConfig;
+  #host: ComponentHost | undefined;
+  readonly #clock = new KernelClock();
+  readonly #labeler: ProcessLabeler;
+  #connections: ConnectionTelemetry;
+  readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  readonly #budget: PerSecondBudget;
+  #pendingSpans: SpanItem[] = [];
+  #flushScheduled = false;
+  #metricsTimer: ReturnType<typeof setInterval> | undefined;
+  #statsTimer: ReturnType<typeof setInterval> | undefined;
+  #sampledOutSeen = 0n;
+  /** Spans produced, for tests and the log line at shutdown. */
+  readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
+
+  constructor(ctx: AgentContext, core: EbpfCore, selfPid = process.pid) {
+    this.#ctx = ctx;
+    this.#core = core;
+    this.#selfPid = selfPid;
+    this.#cfg = ctx.config.agent.ebpf.network;
+    this.#labeler = new ProcessLabeler(core.processes, ctx.workloads);
+    this.#budget = new PerSecondBudget(this.#cfg.max_spans_per_second);
+    this.#connections = this.#newConnections(this.#cfg);
+    this.#inner = this.#newInner(this.#cfg);
+  }
+
+  #newConnections(c: NetworkConfig): ConnectionTelemetry {
+    return new ConnectionTelemetry({ maxSeries: c.max_series, labeler: this.#labeler, toEpochNs: (ns) => this.#clock.toEpochNs(ns), scope: SCOPE });
+  }
+
+  #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
+    return new EbpfSetComponent<NetworkEvent>(this.#core, {
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpExchangesPerSecond: c.max_spans_per_second, maxConnections: c.max_connections }),
+      onEvent: (e) => this.handle(e),
+      onAttached: (set) => {
+        this.#set = set;
+        this.#sampledOutSeen = 0n;
+      },
+      onDetached: () => {
+        this.#pollStats();
+        this.#set = undefined;
+      },
+      enabled: (config) => config.agent.ebpf.network.enabled,
+    });
+  }
+
+  /** Handles one decoded record (called by the set's pumps; public for tests with fake records). */
+  handle(e: NetworkEvent): void {
+    if (e.type === "conn") this.#onConn(e);
+    else this.#onHttp(e);
+  }
+
+  #onConn(e: ConnEvent): void {
+    const span = this.#connections.apply(e);
+    if (span) {
+      this.counters.connectSpans++;
+      this.#offer(span);
+    }
+    if (e.kind === ConnKind.CLOSED || e.kind === ConnKind.FAILED) this.#http.close(`${e.pid}:${e.sk}`);
+  }
+
+  #onHttp(e: HttpEvent): void {
+    if (e.pid === this.#selfPid) return;
+    const call: CapturedCall<EndpointMeta> = {
+      connection: `${e.pid}:${e.sk}`,
+      io: e.io,
+      timestampNs: e.timestampNs,
+      streamOffset: e.streamOffset,
+      length: e.length,
+      data: e.data,
+      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort },
+    };
+    for (const x of this.#http.push(call)) {
+      this.counters.httpSpans++;
+      this.#offer(exchangeToSpan(x, { toEpochNs: (ns) => this.#clock.toEpochNs(ns), describe: (pid, comm) => this.#labeler.describe(pid, comm), scope: SCOPE }));
+    }
+  }
+
+  #offer(span: SpanItem): void {
+    if (!this.#budget.take()) {
+      this.counters.dropped++;
+      this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" });
+      return;
+    }
+    this.#pendingSpans.push(span);
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      queueMicrotask(() => this.#flushSpans());
+    }
+  }
+
+  #flushSpans(): void {
+    this.#flushScheduled = false;
+    if (this.#pendingSpans.length === 0) return;
+    const spans = this.#pendingSpans;
+    this.#pendingSpans = [];
+    this.#ctx.pipeline.submit("traces", spans);
+  }
+
+  /** Exports the connection metrics of the interval now (also called by the timer). */
+  exportMetrics(): number {
+    const points = this.#connections.collect(this.#clock.nowEpochNs());
+    if (points.length > 0) this.#ctx.pipeline.submit("metrics", points);
+    return points.length;
+  }
+
+  /** Reads the kernel's counters: exchanges the kernel did not capture (over the per-second budget) are span drops. */
+  #pollStats(): void {
+    const stats = this.#set?.object.map("stats");
+    if (!stats) return;
+    try {
+      const sampledOut = stats.sumPerCpuU64(NetworkStat.HTTP_SAMPLED_OUT);
+      const delta = sampledOut - this.#sampledOutSeen;
+      this.#sampledOutSeen = sampledOut;
+      if (delta > 0n) {
+        this.counters.kernelSampledOut += Number(delta);
+        this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" }, Number(delta));
+      }
+    } catch (e) {
+      this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
+    }
+  }
+
+  #startTimers(): void {
+    this.#stopTimers();
+    this.#metricsTimer = setInterval(() => this.exportMetrics(), durationMs(this.#cfg.metrics_interval));
+    this.#statsTimer = setInterval(() => this.#pollStats(), STATS_POLL_MS);
+    this.#metricsTimer.unref?.();
+    this.#statsTimer.unref?.();
+  }
+
+  #stopTimers(): void {
+    if (this.#metricsTimer) clearInterval(this.#metricsTimer);
+    if (this.#statsTimer) clearInterval(this.#statsTimer);
+    this.#metricsTimer = undefined;
+    this.#statsTimer = undefined;
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    await this.#inner.start(host);
+    if (this.#cfg.enabled && this.#ctx.config.agent.ebpf.enabled) this.#startTimers();
+  }
+
+  async shutdown(deadline: AbortSignal): Promise<void> {
+    this.#stopTimers();
+    await this.#inner.shutdown(deadline);
+    this.#flushSpans();
+    this.exportMetrics();
+  }
+
+  async reload(next: Config, previous: Config): Promise<void> {
+    const a = previous.agent.ebpf.network;
+    const b = next.agent.ebpf.network;
+    this.#cfg = b;
+    this.#budget.perSecond = b.max_spans_per_second;
+    if (a.max_series !== b.max_series) {
+      this.exportMetrics();
+      this.#connections = this.#newConnections(b);
+    }
+    if (kernelKey(a) !== kernelKey(b) && this.#host) {
+      await this.#inner.shutdown(AbortSignal.timeout(5000));
+      this.#inner = this.#newInner(b);
+      await this.#inner.start(this.#host);
+    } else {
+      await this.#inner.reload(next, previous);
+    }
+    if (b.enabled && next.agent.ebpf.enabled) this.#startTimers();
+    else {
+      this.#stopTimers();
+      this.exportMetrics();
+    }
+  }
+}

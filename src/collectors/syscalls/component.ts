@@ -1,0 +1,174 @@
+/**
+ * Component `ebpf/syscalls` (readiness `ebpf`): runs the `syscalls` program set and every `interval` reads
+ * the kernel's per-(process, syscall) statistics, exports the interval's deltas for the top processes plus
+ * `other`, then deletes the entries of processes that have ended (after their last values were exported).
+ */
+import { existsSync } from "node:fs";
+import type { AgentContext } from "../../agent/context";
+import type { Config } from "../../config/schema";
+import { durationMs } from "../../config/units";
+import type { EbpfCore } from "../../ebpf/core";
+import { EbpfSetComponent } from "../../ebpf/component";
+import type { LoadedSet } from "../../ebpf/loader";
+import type { Component, ComponentHost } from "../../lifecycle/component";
+import { KernelClock } from "../network/clock";
+import { ProcessLabeler } from "../network/labels";
+import { SyscallAggregator, type SyscallEntry } from "./aggregate";
+import { decodeSyscallKey, decodeSyscallStats, encodeSyscallKey, SC_KEY_BYTES, SC_STATS_BYTES } from "./decoders";
+import { hasSyscallTable, syscallName } from "./names";
+import { syscallSetSpec } from "./spec";
+
+const SCOPE = { name: "svc-agent/ebpf/syscalls" };
+
+type SyscallsConfig = Config["agent"]["ebpf"]["syscalls"];
+
+export interface SyscallCollectorOptions {
+  selfPid?: number;
+  arch?: string;
+  /** Whether a process still runs (default: /proc/<pid> exists). */
+  alive?(pid: number): boolean;
+}
+
+export class SyscallCollector implements Component {
+  readonly id = "ebpf/syscalls";
+  readonly readiness = "ebpf" as const;
+  readonly #ctx: AgentContext;
+  readonly #core: EbpfCore;
+  readonly #selfPid: number;
+  readonly #arch: string;
+  readonly #alive: (pid: number) => boolean;
+  #inner: EbpfSetComponent<never>;
+  #set: LoadedSet<never> | undefined;
+  #cfg: SyscallsConfig;
+  #host: ComponentHost | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  readonly #clock = new KernelClock();
+  readonly #labeler: ProcessLabeler;
+  #aggregator = new SyscallAggregator();
+  #lastExportNs: bigint | undefined;
+  #droppedSeen = 0n;
+  readonly counters = { exports: 0, points: 0, deletedEntries: 0, droppedCalls: 0 };
+
+  constructor(ctx: AgentContext, core: EbpfCore, o: SyscallCollectorOptions = {}) {
+    this.#ctx = ctx;
+    this.#core = core;
+    this.#selfPid = o.selfPid ?? process.pid;
+    this.#arch = o.arch ?? process.arch;
+    this.#alive = o.alive ?? ((pid) => existsSync(`/proc/${pid}`));
+    this.#cfg = ctx.config.agent.ebpf.syscalls;
+    this.#labeler = new ProcessLabeler(core.processes, ctx.workloads);
+    this.#inner = this.#newInner(this.#cfg);
+  }
+
+  #newInner(c: SyscallsConfig): EbpfSetComponent<never> {
+    return new EbpfSetComponent<never>(this.#core, {
+      spec: syscallSetSpec({ selfPid: this.#selfPid, maxEntries: c.max_entries }),
+      onEvent: () => undefined,
+      onAttached: (set) => {
+        this.#set = set;
+        this.#aggregator = new SyscallAggregator();
+        this.#lastExportNs = this.#clock.nowEpochNs();
+        this.#droppedSeen = 0n;
+      },
+      onDetached: () => {
+        this.collect();
+        this.#set = undefined;
+      },
+      enabled: (config) => config.agent.ebpf.syscalls.enabled,
+    });
+  }
+
+  #name(nr: number): string {
+    return hasSyscallTable(this.#arch) ? syscallName(this.#arch, nr) : `syscall_${nr}`;
+  }
+
+  /** Reads the map, exports the interval's points, forgets ended processes; returns the points exported. */
+  collect(): number {
+    const map = this.#set?.object.map("syscall_stats");
+    if (!map?.keys || !map.lookup || !map.delete) return 0;
+    const entries: SyscallEntry[] = [];
+    for (const key of map.keys(map.maxEntries)) {
+      const value = map.lookup(key);
+      if (!value || key.length < SC_KEY_BYTES || value.length < SC_STATS_BYTES) continue;
+      entries.push({
+        key: decodeSyscallKey(new DataView(key.buffer, key.byteOffset, key.byteLength)),
+        stats: decodeSyscallStats(new DataView(value.buffer, value.byteOffset, value.byteLength)),
+      });
+    }
+    const now = this.#clock.nowEpochNs();
+    const points = this.#aggregator.collect(entries, {
+      topProcesses: this.#cfg.top_processes,
+      syscallName: (nr) => this.#name(nr),
+      processAttributes: (pid) => this.#labeler.describe(pid, "").attributes,
+      startTimeUnixNano: this.#lastExportNs ?? now,
+      timeUnixNano: now,
+      scope: SCOPE,
+    });
+    this.#lastExportNs = now;
+    if (points.length > 0) this.#ctx.pipeline.submit("metrics", points);
+    this.counters.exports++;
+    this.counters.points += points.length;
+    const gone = new Map<number, boolean>();
+    for (const e of entries) {
+      let dead = gone.get(e.key.tgid);
+      if (dead === undefined) gone.set(e.key.tgid, (dead = !this.#alive(e.key.tgid)));
+      if (!dead) continue;
+      if (map.delete(encodeSyscallKey(e.key))) this.counters.deletedEntries++;
+      this.#aggregator.forget(e.key);
+    }
+    this.#pollDropped();
+    return points.length;
+  }
+
+  #pollDropped(): void {
+    const d = this.#set?.object.map("dropped")?.sumPerCpuU64(0) ?? this.#droppedSeen;
+    if (d > this.#droppedSeen) {
+      this.counters.droppedCalls += Number(d - this.#droppedSeen);
+      this.#host?.logger.warn("syscall statistics map full: calls not counted", { dropped: Number(d - this.#droppedSeen), max_entries: this.#cfg.max_entries });
+    }
+    this.#droppedSeen = d;
+  }
+
+  #startTimer(): void {
+    this.#stopTimer();
+    this.#timer = setInterval(() => {
+      try {
+        this.collect();
+      } catch (e) {
+        this.#host?.logger.warn("reading syscall statistics failed", { error: (e as Error).message });
+      }
+    }, durationMs(this.#cfg.interval));
+    this.#timer.unref?.();
+  }
+
+  #stopTimer(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    await this.#inner.start(host);
+    if (this.#cfg.enabled && this.#ctx.config.agent.ebpf.enabled) this.#startTimer();
+  }
+
+  async shutdown(deadline: AbortSignal): Promise<void> {
+    this.#stopTimer();
+    await this.#inner.shutdown(deadline);
+  }
+
+  async reload(next: Config, previous: Config): Promise<void> {
+    const a = previous.agent.ebpf.syscalls;
+    const b = next.agent.ebpf.syscalls;
+    this.#cfg = b;
+    if (a.max_entries !== b.max_entries && this.#host) {
+      await this.#inner.shutdown(AbortSignal.timeout(5000));
+      this.#inner = this.#newInner(b);
+      await this.#inner.start(this.#host);
+    } else {
+      await this.#inner.reload(next, previous);
+    }
+    if (b.enabled && next.agent.ebpf.enabled) this.#startTimer();
+    else this.#stopTimer();
+  }
+}

@@ -1,0 +1,17 @@
+/**
+ * Syscall tracing: per-process syscall counts, errors and latency histograms aggregated in kernel maps by the
+ * `syscalls` eBPF program set (ffi/bpf/syscalls.bpf.c) and exported periodically as bounded metrics (top N
+ * processes plus `other`), with syscall names for x86_64 and arm64. Component `ebpf/syscalls`.
+ */
+import type { AgentContext } from "../../agent/context";
+import { ebpfCore } from "../../ebpf";
+import type { Component } from "../../lifecycle/component";
+import { SyscallCollector } from "./component";
+
+export { SyscallCollector } from "./component";
+export { syscallSetSpec } from "./spec";
+
+/** COLLECTOR_FACTORIES entry: the `ebpf/syscalls` component (it reports `disabled` when turned off, the default). */
+export function createSyscallCollectors(ctx: AgentContext): Component[] {
+  return [new SyscallCollector(ctx, ebpfCore(ctx))];
+}
