@@ -2,13 +2,19 @@
  * Docker discovery against a REAL dockerd started by this test: the initial list, then start, rename and
  * remove followed through /status/discovery; container and process attributes from the directory
  * (main pid from inspect, an exec'd process through /proc/<pid>/cgroup); dockerd killed -> connected
- * false and /ready not ready; dockerd restarted -> recovered and following again.
+ * false and /ready not ready; dockerd restarted -> recovered and following again. Then a real container
+ * that our Kubernetes API server lists as a pod's container: its processes carry the pod attributes.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inProcessAgent, type InProcessAgent } from "../../helpers/in-process";
 import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
 import type { DiscoveryView } from "../../../src/status/model";
 import type { ContainerDirectory } from "../../../src/discovery/directory";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { discoveryHarness, until as poll, type DiscoveryHarness } from "../../helpers/discovery-harness";
+import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
+import { makeSelfSignedCert } from "../../helpers/self-signed-cert";
 
 const FOLLOW_TIMEOUT_MS = 10_000;
 const TEST_TIMEOUT_MS = 60_000;
@@ -124,4 +130,60 @@ agent:
     await until("third listed", () => (directory().forContainer(third)?.["container.name"] === "third" ? true : undefined));
     expect(dockerd.docker("images", "-q", TEST_IMAGE)).not.toBe("");
   }, TEST_TIMEOUT_MS);
+});
+
+describe.skipIf(unavailable !== undefined)("a real container known to the Kubernetes API: its processes carry the pod attributes", () => {
+  const dockerd = new TestDockerd();
+  let api: FakeKubeApiServer;
+  let h: DiscoveryHarness;
+
+  beforeAll(async () => {
+    await dockerd.start();
+    dockerd.importImage();
+  }, 60_000);
+  afterAll(async () => {
+    await h?.stop();
+    api?.stop();
+    await dockerd.stop();
+  }, 60_000);
+
+  test("docker + kubernetes merged for the container's main and exec'd processes", async () => {
+    const id = dockerd.run("k8s_app_web-5d8f7c9b7-x2x9z_default");
+    const cert = makeSelfSignedCert();
+    api = new FakeKubeApiServer({ tokens: ["t"], tls: cert });
+    api.put("pods", FakeKubeApiServer.pod({ name: "web-5d8f7c9b7-x2x9z", node: "node-p", labels: { "pod-template-hash": "5d8f7c9b7" }, owner: { kind: "ReplicaSet", name: "web-5d8f7c9b7" }, containers: [{ name: "app", id: `docker://${id}` }] }));
+    const kc = join(cert.dir, "kubeconfig");
+    writeFileSync(kc, `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "${api.url}", certificate-authority: "${cert.certPath}"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n`);
+    h = discoveryHarness(`
+agent:
+  discovery:
+    detect_kubernetes: true
+    kubernetes:
+      kubeconfig: ${kc}
+      node_name: node-p
+    docker:
+      socket: ${dockerd.socket}
+    cloud:
+      enabled: false
+`);
+    await h.start();
+    await poll("both connected", () => h.view().docker.connected && h.view().kubernetes.connected);
+    expect(h.status.readiness().checks.discovery).toBe("ok");
+    const mainPid = Number(dockerd.docker("inspect", "-f", "{{.State.Pid}}", id));
+    dockerd.docker("exec", "-d", id, "/bin/sleep", "500");
+    const child = await poll("exec'd process", () => dockerd.docker("top", id, "-o", "pid").split("\n").slice(1).map(Number).find((p) => p !== mainPid));
+    for (const pid of [mainPid, child]) {
+      expect(h.parts.workloads.forPid(pid)).toMatchObject({
+        "container.id": id,
+        "container.runtime": "docker",
+        "k8s.pod.name": "web-5d8f7c9b7-x2x9z",
+        "k8s.namespace.name": "default",
+        "k8s.container.name": "app",
+        "k8s.deployment.name": "web",
+        "k8s.node.name": "node-p",
+      });
+    }
+    // With Kubernetes on, discovered_services come from the API (no services there), not from containers.
+    expect(h.view().discovered_services).toEqual([]);
+  }, 60_000);
 });
