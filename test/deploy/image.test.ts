@@ -5,7 +5,8 @@
  * privileged, host PID and network, read-only root filesystem with a /tmp tmpfs, /sys/fs/bpf,
  * /sys/kernel/btf, /sys/kernel/tracing and the Docker socket (read-only) mounted, configuration mounted
  * at /etc/svc-agent/config.yaml. Checked: /healthz, /ready (with a live OTLP receiver: `svc-agent receive`
- * on loopback), eBPF programs attached (each id known to the kernel, per bpftool), Docker discovery
+ * on loopback), eBPF programs attached (each id known to the kernel, per bpftool) and their ring buffer
+ * receiving events from host processes, the container still running after that, Docker discovery
  * through the read-only socket, and the image itself: exactly the staged files, no shell, non-root default.
  *
  * Where the machine's own capability bounding set lacks a capability Docker's --privileged grants (this
@@ -199,7 +200,18 @@ agent:
       const r = Bun.spawnSync(["bpftool", "prog", "show", "id", String(p.id)], { stdout: "pipe", stderr: "pipe" });
       expect({ program: p.name, bpftool: r.exitCode }).toEqual({ program: p.name, bpftool: 0 });
     }
-    console.log(`container image: ${attached.length}/${view.programs.length} eBPF programs attached (run with ${mode})`);
+    // Events flow from the kernel into the containerised agent: host processes started now are seen (host PID namespace).
+    const received = await until(
+      "ring buffer events from host processes",
+      async () => {
+        Bun.spawnSync(["true"]);
+        const v = (await (await fetch(`${base}/status/ebpf`)).json()) as EbpfView;
+        return v.ringbuf.events_received > 0 ? v.ringbuf.events_received : undefined;
+      },
+      ATTACH_TIMEOUT_MS,
+      () => logs(),
+    );
+    console.log(`container image: ${attached.length}/${view.programs.length} eBPF programs attached, ${received} ring buffer events received (run with ${mode})`);
     expect(dockerd.docker("inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", CONTAINER)).toBe("true 0");
   }, TEST_TIMEOUT_MS);
 });
