@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { LibbpfError } from "./errors";
 import { lastErrno, nativeLib, type Native } from "./libbpf";
 import { PerfBufferReader } from "./perf-buffer";
-import { RingBufferReader } from "./ring-buffer";
+import { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
 import { openCpuClockEvent, closeFd } from "./system";
 import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, LibbpfInfo, RecordReader } from "./types";
 
@@ -317,8 +317,9 @@ export class BpfMap implements BpfMapApi {
     return true;
   }
 
-  openReader(options: { perfPageCount?: number } = {}): RecordReader {
+  openReader(options: { perfPageCount?: number; mechanism?: "mmap" | "libbpf-callback" } = {}): RecordReader {
     const type = this.typeName;
+    if (type === "ringbuf" && options.mechanism === "libbpf-callback") return new LibbpfRingBufferReader(this.#fd(), this.name);
     if (type === "ringbuf") return new RingBufferReader(this.#fd(), this.maxEntries, this.name);
     if (type === "perf_event_array") return new PerfBufferReader(this.#fd(), options.perfPageCount ?? DEFAULT_PERF_PAGES, this.name);
     throw new LibbpfError("openReader", 22, { subject: this.name, detail: `map type ${type} is neither ringbuf nor perf_event_array` });

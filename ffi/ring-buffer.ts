@@ -3,8 +3,12 @@
  * the consumer page (read-write, holds consumer_pos), and the producer page (producer_pos) followed by the
  * data area mapped twice, so a record never wraps. Each record has an 8-byte header {u32 len, u32 pg_off};
  * `len` carries the BUSY bit (being written: stop here) and the DISCARD bit (skip); records are 8-byte aligned.
- * Positions are read with Atomics.load and consumer_pos published with Atomics.store, after the records.
- * Chosen over libbpf's ring_buffer__consume with a JSCallback by measurement (bench/ringbuf.ts).
+ * The read-only pages are read with plain loads: JSC's optimising tiers compile Atomics.load to a locked
+ * read-modify-write, which faults on a read-only mapping (measured: SIGSEGV once the reader got hot). On
+ * x86-64 plain loads have acquire order; producer_pos is read once per consume() call (no loop-invariant
+ * re-reads to be hoisted), and consumer_pos is published with Atomics.store (a full fence) after the
+ * records were read. Chosen over libbpf's ring_buffer__consume with a JSCallback by measurement
+ * (bench/ringbuf.ts).
  */
 import { JSCallback, toArrayBuffer, type Pointer } from "bun:ffi";
 import { LibbpfError } from "./errors";
@@ -64,7 +68,7 @@ export class RingBufferReader implements RecordReader {
   /** Bytes written by producers and not consumed yet. */
   pendingBytes(): number {
     if (!this.#producerPos || !this.#consumerPos) return 0;
-    return Number(Atomics.load(this.#producerPos, 0) - Atomics.load(this.#consumerPos, 0));
+    return Number(this.#producerPos[0]! - this.#consumerPos[0]!);
   }
 
   consume(onRecord: RecordHandler, maxRecords = DEFAULT_MAX_RECORDS): number {
@@ -74,17 +78,13 @@ export class RingBufferReader implements RecordReader {
     const data = this.#data;
     if (!consumerPos || !producerPos || !headers || !data) return 0;
     const mask = this.#mask;
-    let cons = Number(Atomics.load(consumerPos, 0));
-    let prod = Number(Atomics.load(producerPos, 0));
+    let cons = Number(consumerPos[0]);
+    const prod = Number(producerPos[0]);
     let published = cons;
     let count = 0;
-    while (count < maxRecords) {
-      if (cons >= prod) {
-        prod = Number(Atomics.load(producerPos, 0));
-        if (cons >= prod) break;
-      }
+    while (count < maxRecords && cons < prod) {
       const off = cons & mask;
-      const hdr = Atomics.load(headers, off >>> 2) >>> 0;
+      const hdr = headers[off >>> 2]!;
       if (hdr & BUSY_BIT) break;
       const len = hdr & LEN_MASK;
       if (!(hdr & DISCARD_BIT)) {
@@ -130,8 +130,9 @@ export class LibbpfRingBufferReader implements RecordReader {
 
   constructor(mapFd: number, name: string) {
     this.#callback = new JSCallback(
-      (_ctx: Pointer, data: Pointer, size: number) => {
-        this.#handler?.(new DataView(toArrayBuffer(data, 0, size)), 0, size);
+      (_ctx: Pointer, data: Pointer, size: number | bigint) => {
+        const length = Number(size);
+        this.#handler?.(new DataView(toArrayBuffer(data, 0, length)), 0, length);
         return 0;
       },
       { args: ["ptr", "ptr", "usize"], returns: "i32" },

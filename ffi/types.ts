@@ -69,8 +69,12 @@ export interface BpfMapApi {
   sumPerCpuU64(key: number): bigint;
   /** Value at a u32 key of an array or hash map, or undefined. */
   lookupU32Key(key: number): Uint8Array | undefined;
-  /** A reader over this map: a ring buffer (mmapped) or a perf event array (`pageCount` pages per CPU). */
-  openReader(options?: { perfPageCount?: number }): RecordReader;
+  /**
+   * A reader over this map: a ring buffer (read from the mmapped ring, or with `mechanism: "libbpf-callback"`
+   * through ring_buffer__consume and a JSCallback, kept for comparison) or a perf event array
+   * (`perfPageCount` pages per CPU).
+   */
+  openReader(options?: { perfPageCount?: number; mechanism?: "mmap" | "libbpf-callback" }): RecordReader;
   /** Value at a key given as raw bytes (key_size long), or undefined when absent. Added for the profiler (optional). */
   lookup?(key: Uint8Array): Uint8Array | undefined;
   /** Up to `limit` keys of a hash map, as raw bytes, in the kernel's iteration order. Added for the profiler (optional). */

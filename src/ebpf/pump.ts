@@ -7,10 +7,13 @@
 import type { ReaderBinding } from "./loader";
 
 export const MAX_RECORDS_PER_BATCH = 16_384;
-/** Producer rate the poll interval is sized for: ~680k records/s of 72 bytes (ENVIRONMENT.md), with headroom. */
-const PEAK_PRODUCER_BYTES_PER_MS = 100_000;
+/**
+ * Producer rate the poll interval is sized for: a getppid storm into a ring nobody waits on reaches ~3.3M
+ * records/s of 72 bytes here (bench/ringbuf.ts), ~240 MB/s.
+ */
+const PEAK_PRODUCER_BYTES_PER_MS = 250_000;
 const MIN_POLL_INTERVAL_MS = 1;
-const MAX_POLL_INTERVAL_MS = 20;
+const MAX_POLL_INTERVAL_MS = 10;
 
 export function pollIntervalMs(sizeBytes: number): number {
   const quarterFillMs = sizeBytes / 4 / PEAK_PRODUCER_BYTES_PER_MS;

@@ -125,7 +125,7 @@ export class FakeMap implements BpfMapApi {
   lookupU32Key(_key: number): Uint8Array | undefined {
     return undefined;
   }
-  openReader(options: { perfPageCount?: number } = {}): RecordReader {
+  openReader(options: { perfPageCount?: number; mechanism?: "mmap" | "libbpf-callback" } = {}): RecordReader {
     if (this.typeName !== "ringbuf" && this.typeName !== "perf_event_array") throw new LibbpfError("openReader", 22, { subject: this.name });
     this.perfPageCount = options.perfPageCount;
     this.reader = new FakeReader(this.typeName === "ringbuf" ? "ringbuf" : "perfbuf");

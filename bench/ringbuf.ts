@@ -1,0 +1,248 @@
+/**
+ * Ring buffer benchmark: a syscall storm (bench/ringbuf-storm.c: getppid in a tight loop) traced by
+ * build/storm.bpf.o (raw_syscalls/sys_enter, one 64-byte record per call) into a 16 MiB ring buffer, consumed
+ * in the same run by:
+ *   1. the agent's reader: RingBufferReader (mmapped ring read from JS) driven by RecordPump, decoding each
+ *      record to an object, as the agent runs it;
+ *   2. libbpf's ring_buffer__consume calling a JSCallback per record (the alternative mechanism);
+ *   3. a C libbpf consumer (bench/ringbuf-consumer.c), the reference: ring_buffer__consume every 20 ms (the
+ *      agent's schedule, so the producer pays no wakeups in either), and ring_buffer__poll (epoll wakeups).
+ * Prints producer rate, events consumed, lost (failed reservations counted by the BPF side), events/s and
+ * consumer CPU ns per event, and for the JS readers the event loop delay while consuming.
+ * Needs root and a build (build/storm.bpf.o). Usage: bun bench/ringbuf.ts [--ms 3000] [--runs 1]
+ */
+import { $ } from "bun";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { mountFs, memlockLimit, openBpfRuntime, raiseMemlock, type BpfRuntime } from "../ffi";
+import { checkEnvironment, systemProbe } from "../src/ebpf/environment";
+import { FeatureProbes } from "../src/ebpf/features";
+import { loadProgramSet, type LoadedSet } from "../src/ebpf/loader";
+import { RecordPump } from "../src/ebpf/pump";
+import type { ProgramSetSpec } from "../src/ebpf/spec";
+
+const ROOT = resolve(import.meta.dir, "..");
+const STORM_OBJECT = join(ROOT, "build/storm.bpf.o");
+const RINGBUF_BYTES = 16 * 1024 * 1024;
+const DRAIN_QUIET_MS = 200;
+const POLL_MS = 5;
+
+const args = process.argv.slice(2);
+const opt = (name: string, dflt: number) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 ? Number(args[i + 1]) : dflt;
+};
+const STORM_MS = opt("ms", 3000);
+const RUNS = opt("runs", 1);
+
+interface StormEvent {
+  seq: number;
+  pid: number;
+  nr: number;
+}
+
+/** struct storm_event of ffi/bpf/storm.bpf.c: seq at 8, pid at 16, syscall_nr at 24. */
+const decodeStorm = (v: DataView, o: number, len: number): StormEvent => {
+  if (len < 64) throw new RangeError("short storm event");
+  return { seq: v.getUint32(o + 8, true) + v.getUint32(o + 12, true) * 2 ** 32, pid: v.getUint32(o + 16, true), nr: v.getInt32(o + 24, true) };
+};
+
+interface Result {
+  consumer: string;
+  produced: number;
+  events: number;
+  lost: number;
+  seconds: number;
+  cpuNsPerEvent: number;
+  loopDelayP99Ms?: number;
+  loopDelayMaxMs?: number;
+}
+
+const dir = mkdtempSync(join(tmpdir(), "svc-ringbuf-bench-"));
+const STORM_BIN = join(dir, "storm");
+const CONSUMER_BIN = join(dir, "consumer");
+
+async function build(): Promise<void> {
+  await $`gcc -O2 -Wall -o ${STORM_BIN} ${join(import.meta.dir, "ringbuf-storm.c")}`.quiet();
+  await $`gcc -O2 -Wall -o ${CONSUMER_BIN} ${join(import.meta.dir, "ringbuf-consumer.c")} -lbpf`.quiet();
+}
+
+function startStorm() {
+  return Bun.spawn([STORM_BIN, String(STORM_MS)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+}
+
+async function stormCalls(storm: ReturnType<typeof startStorm>): Promise<number> {
+  const out = await new Response(storm.stdout).text();
+  await storm.exited;
+  return Number(out.trim());
+}
+
+function spec(pid: number): ProgramSetSpec<StormEvent> {
+  return {
+    name: "storm",
+    object: "storm",
+    programs: [{ name: "on_sys_enter", attach: { kind: "tracepoint", category: "raw_syscalls", name: "sys_enter" }, required: true }],
+    ringBuffers: [{ map: "events", lostMap: "events_lost", decode: decodeStorm }],
+    constants: { target_tgid: pid },
+  };
+}
+
+async function load(runtime: BpfRuntime, pid: number): Promise<LoadedSet<StormEvent>> {
+  const out = await loadProgramSet(spec(pid), {
+    runtime,
+    probes: new FeatureProbes(runtime),
+    objectBytes: async () => new Uint8Array(readFileSync(STORM_OBJECT)),
+    ringbufSizeBytes: RINGBUF_BYTES,
+    useRingbuf: true,
+  });
+  if (!out.ok) throw out.error;
+  return out.set;
+}
+
+function cpuNs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) * 1000;
+}
+
+/** Waits until `count()` stops growing for DRAIN_QUIET_MS after the producer ended. */
+async function drained(count: () => number): Promise<void> {
+  let last = -1;
+  let since = performance.now();
+  while (performance.now() - since < DRAIN_QUIET_MS) {
+    const n = count();
+    if (n !== last) {
+      last = n;
+      since = performance.now();
+    }
+    await Bun.sleep(POLL_MS);
+  }
+}
+
+async function agentReader(runtime: BpfRuntime): Promise<Result> {
+  const storm = startStorm();
+  const set = await load(runtime, storm.pid);
+  let checksum = 0;
+  const pump = new RecordPump(set.readers[0]!, (e) => {
+    checksum += e.seq;
+  }, (e) => console.error(e));
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
+  const cpu0 = cpuNs();
+  const t0 = performance.now();
+  pump.start();
+  storm.stdin.write("g");
+  await storm.stdin.flush();
+  const produced = await stormCalls(storm);
+  await drained(() => pump.counters.received);
+  const cpu = cpuNs() - cpu0;
+  const seconds = (performance.now() - t0) / 1000;
+  loop.disable();
+  pump.close();
+  const lost = Number(set.readers[0]!.lostMap!.sumPerCpuU64(0));
+  set.close();
+  const events = pump.counters.received;
+  void checksum;
+  return { consumer: "agent: mmapped ring read from JS (RecordPump + decode)", produced, events, lost, seconds, cpuNsPerEvent: cpu / Math.max(1, events), loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6 };
+}
+
+async function libbpfCallback(runtime: BpfRuntime): Promise<Result> {
+  const storm = startStorm();
+  const set = await load(runtime, storm.pid);
+  // The set opened the mmapped reader; this one replaces it as the consumer of the same ring.
+  set.readers[0]!.reader.close();
+  const reader = set.object.map("events")!.openReader({ mechanism: "libbpf-callback" });
+  let events = 0;
+  let checksum = 0;
+  const onRecord = (v: DataView, o: number, len: number) => {
+    const e = decodeStorm(v, o, len);
+    checksum += e.seq;
+    events++;
+  };
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  loop.enable();
+  const cpu0 = cpuNs();
+  const t0 = performance.now();
+  const timer = setInterval(() => reader.consume(onRecord), 20);
+  storm.stdin.write("g");
+  await storm.stdin.flush();
+  const produced = await stormCalls(storm);
+  await drained(() => events);
+  clearInterval(timer);
+  const cpu = cpuNs() - cpu0;
+  const seconds = (performance.now() - t0) / 1000;
+  loop.disable();
+  const lost = Number(set.readers[0]!.lostMap!.sumPerCpuU64(0));
+  reader.close();
+  set.close();
+  void checksum;
+  return { consumer: "libbpf ring_buffer__consume + JSCallback per record", produced, events, lost, seconds, cpuNsPerEvent: cpu / Math.max(1, events), loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6 };
+}
+
+async function cConsumer(mode: "epoll" | "timer"): Promise<Result> {
+  const storm = startStorm();
+  const consumer = Bun.spawn([CONSUMER_BIN, STORM_OBJECT, String(storm.pid), String(RINGBUF_BYTES), mode], { stdout: "pipe", stderr: "inherit" });
+  const reader = consumer.stdout.getReader();
+  const decoder = new TextDecoder();
+  let out = "";
+  while (!out.includes("ready\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`C consumer ended: ${out}`);
+    out += decoder.decode(value);
+  }
+  const t0 = performance.now();
+  storm.stdin.write("g");
+  await storm.stdin.flush();
+  const produced = await stormCalls(storm);
+  await Bun.sleep(DRAIN_QUIET_MS);
+  consumer.kill("SIGINT");
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    out += decoder.decode(value);
+  }
+  await consumer.exited;
+  const seconds = (performance.now() - t0) / 1000;
+  const m = /events=(\d+) lost=(\d+) cpu_ns=(\d+)/.exec(out);
+  if (!m) throw new Error(`C consumer output: ${out}`);
+  const events = Number(m[1]);
+  const name = mode === "epoll" ? "C: libbpf ring_buffer__poll, epoll wakeups" : "C: libbpf ring_buffer__consume every 20 ms";
+  return { consumer: name, produced, events, lost: Number(m[2]), seconds, cpuNsPerEvent: Number(m[3]) / Math.max(1, events) };
+}
+
+function print(results: Result[]): void {
+  const ref = results.find((r) => r.consumer.startsWith("C:") && r.consumer.includes("every"))!;
+  console.log(`\nstorm ${STORM_MS} ms per consumer, ring buffer ${RINGBUF_BYTES} bytes, 64-byte records\n`);
+  console.log(["consumer".padEnd(56), "produced/s".padStart(11), "events".padStart(10), "lost".padStart(6), "ns CPU/event".padStart(13), "x C(timer)".padStart(11), "loop p99/max ms".padStart(16)].join(" "));
+  for (const r of results) {
+    const rate = r.produced / (STORM_MS / 1000);
+    console.log([
+      r.consumer.padEnd(56),
+      Math.round(rate).toLocaleString("en").padStart(11),
+      r.events.toLocaleString("en").padStart(10),
+      String(r.lost).padStart(6),
+      r.cpuNsPerEvent.toFixed(0).padStart(13),
+      (r.cpuNsPerEvent / ref.cpuNsPerEvent).toFixed(2).padStart(11),
+      (r.loopDelayP99Ms === undefined ? "-" : `${r.loopDelayP99Ms.toFixed(1)}/${r.loopDelayMaxMs!.toFixed(1)}`).padStart(16),
+    ].join(" "));
+  }
+  for (const r of results) if (r.events + r.lost < r.produced) console.log(`note: ${r.consumer}: ${r.produced - r.events - r.lost} produced calls not seen (syscalls before attach or filtered)`);
+}
+
+try {
+  await build();
+  const runtime = await openBpfRuntime(process.env);
+  const env = checkEnvironment(systemProbe({ mountFs, memlockLimit, raiseMemlock }));
+  if (env.blocked) throw new Error(`eBPF unavailable: ${env.blocked}`);
+  for (let run = 0; run < RUNS; run++) {
+    const results: Result[] = [];
+    results.push(await agentReader(runtime));
+    results.push(await libbpfCallback(runtime));
+    results.push(await cConsumer("timer"));
+    results.push(await cConsumer("epoll"));
+    print(results);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
