@@ -132,6 +132,16 @@ describe("loadProgramSet", () => {
     if (!out.ok) expect(out.reason).toContain("no program missing in probes");
   });
 
+  test("mapSizes set max_entries before load; an unknown map is an error", async () => {
+    const { runtime, options } = setup([{ name: "a" }]);
+    const out = await loadProgramSet({ ...spec([{ name: "a", attach: tp, required: true }]), mapSizes: { conns: 4096 } }, options);
+    if (!out.ok) throw out.error;
+    expect(runtime.last.map("conns")!.maxEntries).toBe(4096);
+    const bad = await loadProgramSet({ ...spec([{ name: "a", attach: tp, required: true }]), mapSizes: { nope: 1 } }, options);
+    expect(bad.ok).toBe(false);
+    if (!bad.ok) expect(bad.reason).toContain("no map nope");
+  });
+
   test("roundRingbufSize rounds up to a power of two of at least a page", () => {
     expect(roundRingbufSize(1)).toBe(4096);
     expect(roundRingbufSize(16 * 1024 * 1024)).toBe(16 * 1024 * 1024);
