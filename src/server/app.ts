@@ -6,6 +6,7 @@
 import { cors } from "@elysiajs/cors";
 import { Elysia, type AnyElysia } from "elysia";
 import type { Config } from "../config/schema";
+import type { TaskOutcome } from "../telemetry/tasks";
 import type { ServerDeps } from "./deps";
 import { ApiError, errorResponse, methodNotAllowed, notFound } from "./errors";
 import { API_V1_PREFIX, canonicalPath, RequestGuard } from "./guard";
@@ -35,7 +36,7 @@ export interface ServerOptions {
 export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
   const c = (options.settings ?? deps.config()).self_telemetry;
   const guard = options.guard ?? new RequestGuard(deps.config);
-  const inFlight = new WeakMap<Request, () => void>();
+  const inFlight = new WeakMap<Request, (outcome?: TaskOutcome) => void>();
 
   const routes = (prefix: string) =>
     new Elysia({ name: "routes", seed: prefix })
@@ -58,8 +59,8 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
       }
       inFlight.set(request, deps.tasks.begin(`http ${request.method} ${path}`, "operation"));
     })
-    .onAfterResponse(({ request }) => {
-      inFlight.get(request)?.();
+    .onAfterResponse(({ request, set }) => {
+      inFlight.get(request)?.({ attributes: { "http.response.status_code": typeof set.status === "number" ? set.status : 200 } });
     })
     .use(
       c.cors.enabled
@@ -76,8 +77,9 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
       Object.assign(set.headers, SECURITY_HEADERS);
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
-      inFlight.get(request)?.();
-      return renderError(code, error, request, app, deps);
+      const response = renderError(code, error, request, app, deps);
+      inFlight.get(request)?.({ attributes: { "http.response.status_code": response.status } });
+      return response;
     })
     .use(routes(""))
     .use(routes(API_V1_PREFIX))

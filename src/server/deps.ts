@@ -2,6 +2,7 @@
 import type { ReloadOutcome } from "../agent/agent";
 import type { Config } from "../config/schema";
 import type { TelemetryPipeline } from "../export/types";
+import type { Mutex } from "../lifecycle/mutex";
 import type { Logger } from "../log/logger";
 import type { StatusAggregator } from "../status/aggregator";
 import type { AgentMetrics } from "../telemetry/metrics";
@@ -20,4 +21,6 @@ export interface ServerDeps {
   reload(trigger: string): Promise<ReloadOutcome>;
   build: BuildInfo;
   startedAt: Date;
+  /** The agent's locks whose waits the mutex profile reports (the Supervisor's reload lock). */
+  locks?: readonly Mutex[];
 }

@@ -2,6 +2,7 @@
  * Schemas of the interface's answers. They validate the handlers' results, type them
  * (`typeof X.static`), and generate /openapi.json. The per-subsystem views come from src/status/model.ts.
  */
+import { Type } from "@sinclair/typebox";
 import { t } from "elysia";
 export { EbpfViewSchema, ExportViewSchema, DiscoveryViewSchema } from "../status/model";
 
@@ -21,7 +22,7 @@ export const ErrorSchema = t.Object(
     message: t.String({ description: "Human-readable text." }),
     details: t.Record(t.String(), t.Unknown(), { description: "Additional context." }),
   },
-  { $id: "#/components/schemas/Error", title: "Error" },
+  { title: "Error" },
 );
 
 export const HealthSchema = t.Object({
@@ -47,27 +48,27 @@ export const StatusSchema = t.Object({
   host: t.Object({ name: t.String(), os: t.String(), arch: t.String(), kernel: t.String() }),
   ebpf: t.Object({
     enabled: t.Boolean(),
-    programs_loaded: t.Integer({ minimum: 0 }),
-    maps_created: t.Integer({ minimum: 0 }),
-    ringbuf_size: t.Integer({ minimum: 0, description: "Bytes." }),
+    programs_loaded: Type.Integer({ minimum: 0 }),
+    maps_created: Type.Integer({ minimum: 0 }),
+    ringbuf_size: Type.Integer({ minimum: 0, description: "Bytes." }),
   }),
   profiling: t.Object({
     enabled: t.Boolean(),
-    sample_rate: t.Integer({ minimum: 0, description: "Samples per second." }),
-    profiles_collected: t.Integer({ minimum: 0 }),
+    sample_rate: Type.Integer({ minimum: 0, description: "Samples per second." }),
+    profiles_collected: Type.Integer({ minimum: 0 }),
   }),
   export: t.Object({
     endpoint: t.String(),
     connected: t.Boolean(),
     last_export: t.Union([t.String({ format: "date-time" }), t.Null()], { description: "null before the first successful export." }),
-    spans_exported: t.Integer({ minimum: 0 }),
-    metrics_exported: t.Integer({ minimum: 0 }),
+    spans_exported: Type.Integer({ minimum: 0 }),
+    metrics_exported: Type.Integer({ minimum: 0 }),
   }),
   discovery: t.Object({
     kubernetes: t.Boolean(),
     docker: t.Boolean(),
-    pods_discovered: t.Integer({ minimum: 0 }),
-    containers_discovered: t.Integer({ minimum: 0 }),
+    pods_discovered: Type.Integer({ minimum: 0 }),
+    containers_discovered: Type.Integer({ minimum: 0 }),
   }),
 });
 export type StatusBody = typeof StatusSchema.static;
@@ -80,9 +81,9 @@ export const ReloadSchema = t.Object({
 export const FlushSchema = t.Object({
   status: t.Literal("ok"),
   flushed: t.Object({
-    traces: t.Integer({ minimum: 0 }),
-    metrics: t.Integer({ minimum: 0 }),
-    logs: t.Integer({ minimum: 0 }),
+    traces: Type.Integer({ minimum: 0 }),
+    metrics: Type.Integer({ minimum: 0 }),
+    logs: Type.Integer({ minimum: 0 }),
   }),
 });
 
@@ -91,13 +92,18 @@ export const DebugVarsSchema = t.Object(
     cmdline: t.Array(t.String()),
     memstats: t.Object(
       {
-        Alloc: t.Integer(),
-        TotalAlloc: t.Integer(),
-        Sys: t.Integer(),
-        NumGC: t.Integer(),
+        Alloc: Type.Integer(),
+        TotalAlloc: Type.Integer(),
+        Sys: Type.Integer(),
+        NumGC: Type.Integer(),
       },
-      { additionalProperties: t.Integer() },
+      { additionalProperties: Type.Integer() },
     ),
   },
   { additionalProperties: true },
 );
+
+/** Error answers any route can give: 401 (auth on), 429 (rate limit on), 500 (a failure inside the agent). */
+export const COMMON_ERRORS = { 401: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema } as const;
+/** Plus 403 for routes that read-only tokens may not use. */
+export const PRIVILEGED_ERRORS = { ...COMMON_ERRORS, 403: ErrorSchema } as const;

@@ -39,6 +39,8 @@ export interface SpawnOptions {
 export const QUIET_CONFIG = `
 self_telemetry:
   listen: 127.0.0.1:0
+otlp:
+  endpoint: \${OTLP_ENDPOINT:-127.0.0.1:4317}
 agent:
   ebpf:
     enabled: false

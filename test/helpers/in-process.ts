@@ -11,7 +11,9 @@ import { Logger, type LogRecord } from "../../src/log/logger";
 import { createServer } from "../../src/server/app";
 import type { ServerDeps } from "../../src/server/deps";
 import { BUILD_INFO } from "../../src/version";
+import { OtlpReceiver, type ReceivedRequest } from "../../src/export/receiver";
 import { QUIET_CONFIG } from "./agent-process";
+import { waitUntil } from "./wait";
 
 export interface InProcessAgent {
   agent: Agent;
@@ -24,16 +26,35 @@ export interface InProcessAgent {
   logs: LogRecord[];
   /** GET/POST helper: path relative to the app, returns the Response. */
   request(path: string, init?: RequestInit): Promise<Response>;
+  /** The OTLP receiver the agent exports to (when `backend` was not false). */
+  backend: OtlpReceiver | undefined;
+  /** Every request the backend received. */
+  received: ReceivedRequest[];
+  /** Shuts the agent and its backend down. */
+  stop(): Promise<void>;
 }
 
 export async function inProcessAgent(
   yaml = QUIET_CONFIG,
-  options: Partial<AgentOptions> & { start?: boolean; env?: Record<string, string | undefined> } = {},
+  options: Partial<AgentOptions> & {
+    start?: boolean;
+    env?: Record<string, string | undefined>;
+    /** Start an in-process OTLP receiver and export to it through ${OTLP_ENDPOINT} (default true). */
+    backend?: boolean;
+    /** Wait until /ready says ready (default: when a backend is started). */
+    waitReady?: boolean;
+  } = {},
 ): Promise<InProcessAgent> {
   const dir = mkdtempSync(join(tmpdir(), "svc-agent-int-"));
   const configPath = join(dir, "config.yaml");
   writeFileSync(configPath, yaml);
-  const env = options.env ?? {};
+  const received: ReceivedRequest[] = [];
+  let backend: OtlpReceiver | undefined;
+  const env: Record<string, string | undefined> = { ...options.env };
+  if (options.backend ?? true) {
+    backend = new OtlpReceiver({ listen: "127.0.0.1:0", onRequest: (r) => received.push(r) });
+    env.OTLP_ENDPOINT = `127.0.0.1:${await backend.start()}`;
+  }
   const logs: LogRecord[] = [];
   const logger = new Logger({ sink: (line) => logs.push(JSON.parse(line) as LogRecord) });
   const agent = new Agent(loadConfig(configPath, env), { logger, env, ...options });
@@ -47,16 +68,36 @@ export async function inProcessAgent(
     reload: (trigger) => agent.reload(trigger),
     build: BUILD_INFO,
     startedAt: agent.status.startedAt,
+    locks: [agent.supervisor.reloadLock],
   };
   if (options.start ?? true) await agent.start();
   const app = createServer(deps);
-  return {
+  const request = (path: string, init?: RequestInit) => app.handle(new Request(`http://localhost${path}`, init));
+  if ((options.start ?? true) && (options.waitReady ?? backend !== undefined)) {
+    await waitUntil(async () => (await request("/ready")).status === 200, { what: "the agent to be ready" });
+  }
+  const handle: InProcessAgent = {
     agent,
     deps,
     app,
     configPath,
     logs,
+    backend,
+    received,
     writeConfig: (text) => writeFileSync(configPath, text),
-    request: (path, init) => app.handle(new Request(`http://localhost${path}`, init)),
+    request,
+    async stop() {
+      live.delete(handle);
+      await agent.shutdown();
+      await backend?.stop();
+    },
   };
+  live.add(handle);
+  return handle;
+}
+
+const live = new Set<InProcessAgent>();
+/** Stops every in-process agent still running (call from afterAll). */
+export async function stopAllAgents(): Promise<void> {
+  await Promise.all([...live].map((a) => a.stop()));
 }

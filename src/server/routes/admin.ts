@@ -4,9 +4,9 @@ import { durationMs } from "../../config/units";
 import { ConfigError } from "../../config/problems";
 import type { ServerDeps } from "../deps";
 import { ApiError } from "../errors";
-import { ErrorSchema, FlushSchema, ReloadSchema } from "../model";
+import { ErrorSchema, FlushSchema, PRIVILEGED_ERRORS, ReloadSchema } from "../model";
 
-const errors = { 401: ErrorSchema, 403: ErrorSchema, 429: ErrorSchema };
+const errors = PRIVILEGED_ERRORS;
 
 export function adminRoutes(deps: ServerDeps, prefix = "") {
   return new Elysia({ name: "routes/admin", seed: prefix, prefix })
@@ -22,7 +22,7 @@ export function adminRoutes(deps: ServerDeps, prefix = "") {
         throw new ApiError(500, "internal_error", `reload failed; the previous configuration was restored: ${r.error.message}`, {});
       },
       {
-        response: { 200: ReloadSchema, 400: ErrorSchema, 500: ErrorSchema, ...errors },
+        response: { 200: ReloadSchema, 400: ErrorSchema, ...errors },
         detail: {
           summary: "Reload the configuration file",
           description: "Re-reads the file the agent started with, validates it and applies it atomically. 400 lists every problem in `details.problems` (key paths); 500 means applying failed and the previous configuration was restored.",

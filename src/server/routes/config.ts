@@ -3,11 +3,11 @@ import { Elysia } from "elysia";
 import { redactConfig } from "../../agent/secrets";
 import { ConfigSchema } from "../../config/schema";
 import type { ServerDeps } from "../deps";
-import { ErrorSchema } from "../model";
+import { COMMON_ERRORS } from "../model";
 
 export function configRoutes(deps: ServerDeps, prefix = "") {
   return new Elysia({ name: "routes/config", seed: prefix, prefix }).get("/config", () => redactConfig(deps.config()), {
-    response: { 200: ConfigSchema, 401: ErrorSchema, 429: ErrorSchema },
+    response: { 200: ConfigSchema, ...COMMON_ERRORS },
     detail: {
       summary: "Sanitized configuration",
       description: "The running configuration (defaults filled in). Tokens, passwords, keys and exporter header values read `[REDACTED]`.",

@@ -7,9 +7,9 @@ import { debugVars } from "../../debug/vars";
 import { PROFILES, profileResponse } from "../../debug/profiles";
 import type { ServerDeps } from "../deps";
 import { notFound } from "../errors";
-import { DebugVarsSchema, ErrorSchema } from "../model";
+import { DebugVarsSchema, ErrorSchema, PRIVILEGED_ERRORS } from "../model";
 
-const errors = { 401: ErrorSchema, 403: ErrorSchema, 404: ErrorSchema, 429: ErrorSchema, 503: ErrorSchema };
+const errors = { ...PRIVILEGED_ERRORS, 404: ErrorSchema, 503: ErrorSchema };
 
 export function debugRoutes(deps: ServerDeps, prefix = "") {
   const gate = ({ request }: { request: Request }) => {
@@ -26,7 +26,7 @@ export function debugRoutes(deps: ServerDeps, prefix = "") {
       response: { 200: t.String({ description: "HTML index of the profiles." }), ...errors },
       detail: { summary: "Index of profiles", tags: ["debug"] },
     })
-    .get("/debug/pprof/:profile", ({ params, request }) => profileResponse(deps, params.profile, new URL(request.url)), {
+    .get("/debug/pprof/:profile", ({ params, request }) => profileResponse(deps, params.profile, new URL(request.url), request.signal), {
       beforeHandle: gate,
       params: t.Object({ profile: t.Union(PROFILES.map((p) => t.Literal(p))) }),
       query: t.Object({

@@ -4,7 +4,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { ServerDeps } from "../deps";
-import { ErrorSchema } from "../model";
+import { COMMON_ERRORS } from "../model";
 
 const OPENMETRICS = "application/openmetrics-text";
 const GZIP_MIN_BYTES = 1024;
@@ -27,8 +27,7 @@ export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
     {
       response: {
         200: t.String({ description: "Text exposition format 0.0.4 (or OpenMetrics 1.0.0 on request)." }),
-        401: ErrorSchema,
-        429: ErrorSchema,
+        ...COMMON_ERRORS,
       },
       detail: {
         summary: "Prometheus metrics",

@@ -11,7 +11,14 @@ const OPENAPI_VERSION = "3.1.0";
 
 export function buildOpenApiDocument(app: AnyElysia, deps: ServerDeps): Record<string, unknown> {
   const { paths, components } = toOpenAPISchema(app, { paths: [/^\/openapi\.json$/, /^\/api\/v1\/openapi\.json$/] }, undefined, undefined, "3.1.0");
-  const { $id: _id, ...errorSchema } = ErrorSchema as unknown as Record<string, unknown>;
+  const errorSchema = JSON.parse(JSON.stringify(ErrorSchema)) as Record<string, unknown>;
+  const errorJson = JSON.stringify(errorSchema);
+  // Every answer that is the standard error object refers to one shared schema.
+  for (const item of Object.values(paths as Record<string, Record<string, { responses?: Record<string, { content?: Record<string, { schema?: unknown }> }> }>>))
+    for (const op of Object.values(item))
+      for (const r of Object.values(op.responses ?? {}))
+        for (const media of Object.values(r.content ?? {}))
+          if (JSON.stringify(media.schema) === errorJson) media.schema = { $ref: "#/components/schemas/Error" };
   const self = {
     get: {
       summary: "This description",
@@ -21,6 +28,7 @@ export function buildOpenApiDocument(app: AnyElysia, deps: ServerDeps): Record<s
         200: { description: "OpenAPI 3.1 document", content: { "application/json": { schema: { type: "object" } } } },
         401: { description: "Unauthorized", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } },
         429: { description: "Too many requests", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } },
+        500: { description: "Internal error", content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } },
       },
     },
   };

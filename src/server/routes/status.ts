@@ -5,7 +5,7 @@ import { sizeBytes } from "../../config/units";
 import type { Config } from "../../config/schema";
 import { VIEWS, type DiscoveryView, type EbpfView, type ExportView, type ProfilingView } from "../../status/model";
 import type { ServerDeps } from "../deps";
-import { DiscoveryViewSchema, EbpfViewSchema, ErrorSchema, ExportViewSchema, StatusSchema, type StatusBody } from "../model";
+import { COMMON_ERRORS, DiscoveryViewSchema, EbpfViewSchema, ExportViewSchema, StatusSchema, type StatusBody } from "../model";
 
 const HOST = { name: hostname(), os: process.platform, arch: machine(), kernel: release() };
 
@@ -94,7 +94,7 @@ export function statusBody(deps: ServerDeps): StatusBody {
   };
 }
 
-const errors = { 401: ErrorSchema, 429: ErrorSchema };
+const errors = COMMON_ERRORS;
 
 export function statusRoutes(deps: ServerDeps, prefix = "") {
   return new Elysia({ name: "routes/status", seed: prefix, prefix })

@@ -1,0 +1,14 @@
+/** Polls a condition until it holds or a bound passes (never a bare sleep as synchronisation). */
+export async function waitUntil<T>(
+  probe: () => T | Promise<T>,
+  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + (options.timeoutMs ?? 10_000);
+  let last: T | undefined;
+  for (;;) {
+    last = await probe();
+    if (last) return last as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${options.what ?? "condition"}`);
+    await Bun.sleep(options.intervalMs ?? 20);
+  }
+}
