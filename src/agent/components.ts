@@ -11,12 +11,13 @@ import { createLogsCollector } from "../collectors/logs";
 import { createGpuCollector } from "../collectors/gpu";
 import { createNetworkCollectors } from "../collectors/network";
 import { createSyscallCollectors } from "../collectors/syscalls";
+import { createProfilingCollector } from "../collectors/profiling";
 import type { AgentContext, BaseContext } from "./context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
 /** Collectors: each factory returns its components (disabled ones report `disabled`). */
-export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)], createNetworkCollectors, createSyscallCollectors];
+export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)], createNetworkCollectors, createSyscallCollectors, (ctx) => [createProfilingCollector(ctx)]];
 
 export interface Subsystems {
   ctx: AgentContext;

@@ -1,0 +1,46 @@
+/** Decoders of the profile program's maps (ffi/bpf/profile.bpf.c), pure functions over bytes. */
+
+/** struct profile_key, 32 bytes. */
+export const PROFILE_KEY_BYTES = 32;
+export const PROFILE_STACK_DEPTH = 127;
+/** -EFAULT in a stack id: no stack of that kind (user stack of a kernel thread, kernel stack of a user-mode sample). */
+export const NO_STACK = -14;
+/** Indices of the profile_errors per-CPU array. */
+export const PROFILE_ERRORS = { countsFull: 0, userStack: 1, kernelStack: 2 } as const;
+
+export interface ProfileKey {
+  pid: number;
+  userStackId: number;
+  kernelStackId: number;
+  comm: string;
+}
+
+export function decodeProfileKey(bytes: Uint8Array): ProfileKey {
+  if (bytes.length < PROFILE_KEY_BYTES) throw new RangeError(`profile key of ${bytes.length} bytes, expected ${PROFILE_KEY_BYTES}`);
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const commBytes = bytes.subarray(16, 32);
+  const nul = commBytes.indexOf(0);
+  return {
+    pid: dv.getUint32(0, true),
+    userStackId: dv.getInt32(4, true),
+    kernelStackId: dv.getInt32(8, true),
+    comm: new TextDecoder().decode(nul < 0 ? commBytes : commBytes.subarray(0, nul)),
+  };
+}
+
+/** A u64 count value. */
+export function decodeCount(bytes: Uint8Array): number {
+  return Number(new DataView(bytes.buffer, bytes.byteOffset, bytes.length).getBigUint64(0, true));
+}
+
+/** The addresses of a stack map value, leaf first, up to the first zero. */
+export function decodeStack(bytes: Uint8Array): bigint[] {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const out: bigint[] = [];
+  for (let o = 0; o + 8 <= bytes.length; o += 8) {
+    const a = dv.getBigUint64(o, true);
+    if (a === 0n) break;
+    out.push(a);
+  }
+  return out;
+}

@@ -1,0 +1,172 @@
+/**
+ * A small reader of ELF64 little-endian files (x86_64 binaries and shared libraries): the GNU build id, the
+ * PT_LOAD segments (to turn a file offset into a virtual address) and the function symbols of .symtab and
+ * .dynsym. Reads only the parts it needs, with positioned reads.
+ */
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { SymbolTable, type SymbolEntry } from "./symbol-table";
+
+const ELF_MAGIC = 0x464c457f;
+const ELFCLASS64 = 2;
+const ELFDATA2LSB = 1;
+const PT_LOAD = 1;
+const SHT_SYMTAB = 2;
+const SHT_NOTE = 7;
+const SHT_DYNSYM = 11;
+const STT_FUNC = 2;
+const STT_GNU_IFUNC = 10;
+const NT_GNU_BUILD_ID = 3;
+const PHDR_BYTES = 56;
+const SHDR_BYTES = 64;
+const SYM_BYTES = 24;
+/** Symbol sections larger than this are not read (a safety bound). */
+const MAX_SECTION_BYTES = 512 * 1024 * 1024;
+
+export class ElfError extends Error {
+  override readonly name = "ElfError";
+  constructor(readonly path: string, detail: string) {
+    super(`${path}: ${detail}`);
+  }
+}
+
+export interface LoadSegment {
+  fileOffset: number;
+  vaddr: number;
+  fileSize: number;
+}
+
+export interface ElfInfo {
+  /** Hex of the GNU build id note, "" when the file has none. */
+  buildId: string;
+  segments: LoadSegment[];
+  /** Whether the file is position-independent (ET_DYN). */
+  shared: boolean;
+}
+
+function pread(fd: number, offset: number, length: number, path: string): DataView {
+  const buf = new Uint8Array(length);
+  const n = readSync(fd, buf, 0, length, offset);
+  if (n < length) throw new ElfError(path, `short read at ${offset} (${n} of ${length} bytes)`);
+  return new DataView(buf.buffer);
+}
+
+interface Section {
+  type: number;
+  offset: number;
+  size: number;
+  link: number;
+}
+
+/** An open ELF file. close() when done. */
+export class ElfFile implements Disposable {
+  readonly path: string;
+  readonly #fd: number;
+  readonly #sections: Section[];
+  readonly info: ElfInfo;
+
+  /** Opens and checks the header; throws ElfError when it is not an ELF64 little-endian file. */
+  constructor(path: string) {
+    this.path = path;
+    this.#fd = openSync(path, "r");
+    try {
+      const size = fstatSync(this.#fd).size;
+      if (size < 64) throw new ElfError(path, "too small for an ELF header");
+      const h = pread(this.#fd, 0, 64, path);
+      if (h.getUint32(0, true) !== ELF_MAGIC) throw new ElfError(path, "not an ELF file");
+      if (h.getUint8(4) !== ELFCLASS64 || h.getUint8(5) !== ELFDATA2LSB) throw new ElfError(path, "not ELF64 little-endian");
+      const type = h.getUint16(16, true);
+      const phoff = Number(h.getBigUint64(32, true));
+      const shoff = Number(h.getBigUint64(40, true));
+      const phnum = h.getUint16(56, true);
+      const shnum = h.getUint16(60, true);
+      const segments: LoadSegment[] = [];
+      if (phnum > 0) {
+        const ph = pread(this.#fd, phoff, phnum * PHDR_BYTES, path);
+        for (let i = 0; i < phnum; i++) {
+          const o = i * PHDR_BYTES;
+          if (ph.getUint32(o, true) !== PT_LOAD) continue;
+          segments.push({ fileOffset: Number(ph.getBigUint64(o + 8, true)), vaddr: Number(ph.getBigUint64(o + 16, true)), fileSize: Number(ph.getBigUint64(o + 32, true)) });
+        }
+      }
+      this.#sections = [];
+      if (shnum > 0 && shoff > 0 && shoff + shnum * SHDR_BYTES <= size) {
+        const sh = pread(this.#fd, shoff, shnum * SHDR_BYTES, path);
+        for (let i = 0; i < shnum; i++) {
+          const o = i * SHDR_BYTES;
+          this.#sections.push({
+            type: sh.getUint32(o + 4, true),
+            offset: Number(sh.getBigUint64(o + 24, true)),
+            size: Number(sh.getBigUint64(o + 32, true)),
+            link: sh.getUint32(o + 40, true),
+          });
+        }
+      }
+      this.info = { buildId: this.#buildId(), segments, shared: type === 3 };
+    } catch (e) {
+      closeSync(this.#fd);
+      throw e;
+    }
+  }
+
+  #buildId(): string {
+    for (const s of this.#sections) {
+      if (s.type !== SHT_NOTE || s.size > 65536) continue;
+      const d = pread(this.#fd, s.offset, s.size, this.path);
+      let o = 0;
+      while (o + 12 <= s.size) {
+        const namesz = d.getUint32(o, true);
+        const descsz = d.getUint32(o + 4, true);
+        const type = d.getUint32(o + 8, true);
+        const nameStart = o + 12;
+        const descStart = nameStart + align4(namesz);
+        if (descStart + descsz > s.size) break;
+        const name = new TextDecoder().decode(new Uint8Array(d.buffer, nameStart, Math.max(0, namesz - 1)));
+        if (type === NT_GNU_BUILD_ID && name === "GNU") return Buffer.from(new Uint8Array(d.buffer, descStart, descsz)).toString("hex");
+        o = descStart + align4(descsz);
+      }
+    }
+    return "";
+  }
+
+  /** Function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of .symtab and .dynsym, by virtual address. */
+  symbols(): SymbolTable {
+    const entries: SymbolEntry[] = [];
+    for (const s of this.#sections) {
+      if (s.type !== SHT_SYMTAB && s.type !== SHT_DYNSYM) continue;
+      const strtab = this.#sections[s.link];
+      if (!strtab || s.size > MAX_SECTION_BYTES || strtab.size > MAX_SECTION_BYTES) continue;
+      const syms = pread(this.#fd, s.offset, s.size, this.path);
+      const strs = new Uint8Array(pread(this.#fd, strtab.offset, strtab.size, this.path).buffer);
+      for (let o = 0; o + SYM_BYTES <= s.size; o += SYM_BYTES) {
+        const kind = syms.getUint8(o + 4) & 0xf;
+        if (kind !== STT_FUNC && kind !== STT_GNU_IFUNC) continue;
+        if (syms.getUint16(o + 6, true) === 0) continue;
+        const address = Number(syms.getBigUint64(o + 8, true));
+        if (address === 0) continue;
+        const nameOff = syms.getUint32(o, true);
+        let end = strs.indexOf(0, nameOff);
+        if (end < 0) end = strs.length;
+        entries.push({ address, size: Number(syms.getBigUint64(o + 16, true)), name: Buffer.from(strs.buffer, nameOff, end - nameOff).toString("utf8") });
+      }
+    }
+    return new SymbolTable(entries);
+  }
+
+  close(): void {
+    closeSync(this.#fd);
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+function align4(n: number): number {
+  return (n + 3) & ~3;
+}
+
+/** The virtual address of a file offset, through the PT_LOAD segment that holds it (undefined when none does). */
+export function fileOffsetToVaddr(segments: readonly LoadSegment[], fileOffset: number): number | undefined {
+  for (const s of segments) if (fileOffset >= s.fileOffset && fileOffset < s.fileOffset + s.fileSize) return fileOffset - s.fileOffset + s.vaddr;
+  return undefined;
+}

@@ -1,0 +1,346 @@
+/**
+ * Component `collector/profiling`: loads the `profile` program set through the eBPF core's generic loader,
+ * and every `agent.profiling.interval` reads and clears the in-kernel counts, symbolizes the stacks, and
+ * submits one OTLP profile per process (also written as pprof when `pprof_dir` is set). Publishes the
+ * `profiling` status view. No readiness check: profiling trouble never makes the agent unready.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { AgentContext } from "../../agent/context";
+import type { Config } from "../../config/schema";
+import { durationMs } from "../../config/units";
+import { loadProgramSet, type EbpfCore, type LoadedSet, type ProgramSetSpec } from "../../ebpf";
+import type { ProfileFrame, ProfileItem, ProfileSample, Scope } from "../../export/model";
+import type { Attributes } from "../../export/types";
+import type { Component, ComponentHost } from "../../lifecycle/component";
+import { VIEWS, type ProfilingView } from "../../status/model";
+import type { BpfMapApi } from "../../../ffi/types";
+import { decodeCount, decodeProfileKey, decodeStack, NO_STACK, PROFILE_ERRORS, type ProfileKey } from "./decode";
+import { encodePprof } from "./pprof";
+import { Symbolizer } from "./symbolizer";
+
+export const PROFILE_SET_NAME = "profile";
+export const PROFILING_SCOPE: Scope = { name: "svc-agent/profiling" };
+const COUNTS_MAP = "profile_counts";
+const STACKS_MAP = "profile_stacks";
+const ERRORS_MAP = "profile_errors";
+/** Upper bound of keys read per period (the maps' max_entries). */
+const MAX_KEYS = 16_384;
+const NS_PER_MS = 1_000_000n;
+const NS_PER_S = 1_000_000_000;
+
+/** The profile program set at a sample rate (samples per second per CPU); `targetPid` 0 profiles every process. */
+export function profileSetSpec(sampleRateHz: number, targetPid = 0): ProgramSetSpec {
+  return {
+    name: PROFILE_SET_NAME,
+    object: "profile",
+    programs: [{ name: "profile_cpu", attach: { kind: "perf_event", event: "cpu-clock", frequencyHz: sampleRateHz }, required: true }],
+    ringBuffers: [],
+    constants: { target_pid: targetPid },
+  };
+}
+
+export interface ProfilerOptions {
+  /** The eBPF core (prepare, embedded objects, the ebpf status view). */
+  core: EbpfCore;
+  symbolizer?: Symbolizer;
+  /** Profile only this process (tests and benchmarks); 0 or absent: every process. */
+  targetPid?: number;
+  /** Called after each period with the items built (tests, benchmarks). */
+  onPeriod?: (items: ProfileItem[]) => void;
+}
+
+/** What one period read from the kernel. */
+interface PeriodCounts {
+  byPid: Map<number, Array<{ key: ProfileKey; count: number }>>;
+  stackIds: Set<number>;
+}
+
+export class ProfilingCollector implements Component {
+  readonly id = "collector/profiling";
+  readonly #ctx: AgentContext;
+  readonly #opts: ProfilerOptions;
+  readonly #symbolizer: Symbolizer;
+  #host: ComponentHost | undefined;
+  #set: LoadedSet | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #endTask: (() => void) | undefined;
+  #loading: Promise<void> | undefined;
+  #generation = 0;
+  #periodStartNs = 0n;
+  #config: Config;
+  #profilesCollected = 0;
+  #errorsSeen = [0n, 0n, 0n];
+  #latestPprof: Uint8Array | undefined;
+  readonly #resources = new Map<number, { comm: string; attributes: Attributes }>();
+  readonly #view = (): ProfilingView => ({
+    enabled: this.#config.agent.profiling.enabled,
+    sample_rate: this.#config.agent.profiling.sample_rate,
+    profiles_collected: this.#profilesCollected,
+  });
+
+  constructor(ctx: AgentContext, options: ProfilerOptions) {
+    this.#ctx = ctx;
+    this.#opts = options;
+    this.#symbolizer = options.symbolizer ?? new Symbolizer();
+    this.#config = ctx.config;
+  }
+
+  /** Profiles built since start. */
+  get profilesCollected(): number {
+    return this.#profilesCollected;
+  }
+
+  /** The last period's profile in pprof format (gzipped profile.proto), for operators. */
+  latestPprof(): Uint8Array | undefined {
+    return this.#latestPprof;
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    this.#ctx.status.provide(VIEWS.profiling, this.#view);
+    this.#begin(this.#ctx.config);
+  }
+
+  #begin(config: Config): void {
+    const host = this.#host!;
+    this.#config = config;
+    if (!config.agent.profiling.enabled) {
+      host.report("disabled");
+      return;
+    }
+    if (!config.agent.ebpf.enabled) {
+      host.report("permanent_error", "agent.profiling.enabled needs agent.ebpf.enabled");
+      return;
+    }
+    host.report("starting");
+    const generation = ++this.#generation;
+    this.#loading = this.#ctx.tasks.track("collector/profiling load", () => this.#load(host, config, generation));
+  }
+
+  async #load(host: ComponentHost, config: Config, generation: number): Promise<void> {
+    const core = this.#opts.core;
+    const prepared = await core.prepare();
+    if (generation !== this.#generation) return;
+    if (!prepared.ok) {
+      host.report("permanent_error", prepared.reason);
+      return;
+    }
+    const spec = profileSetSpec(config.agent.profiling.sample_rate, this.#opts.targetPid ?? 0);
+    const outcome = await loadProgramSet(spec, {
+      runtime: prepared.runtime,
+      probes: prepared.probes,
+      objectBytes: (n) => core.objectBytes(n),
+      ringbufSizeBytes: core.ringbufSizeBytes(),
+      useRingbuf: true,
+      onVerifierLog: (program, log) => core.verifierLog(PROFILE_SET_NAME, program, log),
+    });
+    if (generation !== this.#generation) {
+      if (outcome.ok) outcome.set.close();
+      return;
+    }
+    if (!outcome.ok) {
+      core.record(PROFILE_SET_NAME, { programs: outcome.programs, loaded: undefined, pumps: [] });
+      host.report("permanent_error", outcome.reason);
+      return;
+    }
+    this.#set = outcome.set;
+    core.record(PROFILE_SET_NAME, { programs: outcome.set.programs, loaded: outcome.set as LoadedSet<unknown>, pumps: [] });
+    this.#periodStartNs = nowNs();
+    this.#endTask = this.#ctx.tasks.begin("collector/profiling reader");
+    this.#timer = setInterval(() => this.collect(), durationMs(config.agent.profiling.interval));
+    host.logger.info("CPU profiling attached", { sample_rate: config.agent.profiling.sample_rate, interval: config.agent.profiling.interval });
+    host.report("ok");
+  }
+
+  /** Reads and clears the counts of the period that ends now and submits its profiles. Returns them. Exposed for tests. */
+  collect(): ProfileItem[] {
+    const set = this.#set;
+    if (!set) return [];
+    const end = nowNs();
+    const start = this.#periodStartNs;
+    this.#periodStartNs = end;
+    let items: ProfileItem[];
+    try {
+      const counts = set.object.map(COUNTS_MAP)!;
+      const stacks = set.object.map(STACKS_MAP)!;
+      const period = readCounts(counts);
+      const stackCache = readStacks(stacks, period.stackIds);
+      clearUnreferencedStacks(counts, stacks);
+      items = this.#build(period, stackCache, start, end);
+      this.#checkErrors(set.object.map(ERRORS_MAP));
+    } catch (e) {
+      this.#host?.report("recoverable_error", `reading profile maps failed: ${(e as Error).message}`);
+      return [];
+    }
+    if (items.length > 0) {
+      this.#ctx.pipeline.submit("profiles", items);
+      this.#profilesCollected += items.length;
+      this.#pprof(items);
+    }
+    this.#host?.report("ok");
+    this.#opts.onPeriod?.(items);
+    return items;
+  }
+
+  #build(period: PeriodCounts, stacks: Map<number, bigint[]>, start: bigint, end: bigint): ProfileItem[] {
+    const sym = this.#symbolizer;
+    sym.beginPeriod();
+    const rate = this.#config.agent.profiling.sample_rate;
+    const items: ProfileItem[] = [];
+    for (const [pid, rows] of period.byPid) {
+      const samples: ProfileSample[] = [];
+      for (const { key, count } of rows) {
+        const stack: ProfileFrame[] = [];
+        if (key.kernelStackId >= 0) for (const a of stacks.get(key.kernelStackId) ?? []) stack.push(sym.kernelFrame(a));
+        if (key.userStackId >= 0) stack.push(...sym.userFrames(pid, stacks.get(key.userStackId) ?? []));
+        if (stack.length === 0) stack.push({ function: key.userStackId === NO_STACK && key.kernelStackId === NO_STACK ? "[no stack]" : "[stack lost]" });
+        samples.push({ stack, value: count, attributes: { "thread.name": key.comm } });
+      }
+      items.push({
+        scope: PROFILING_SCOPE,
+        resource: this.#resource(pid, rows[0]!.key.comm),
+        sampleType: { type: "samples", unit: "count" },
+        periodType: { type: "cpu", unit: "nanoseconds" },
+        period: Math.round(NS_PER_S / rate),
+        timeUnixNano: start,
+        durationNanos: end - start,
+        samples,
+      });
+    }
+    for (const pid of this.#resources.keys()) {
+      if (period.byPid.has(pid) || existsSync(`/proc/${pid}`)) continue;
+      this.#resources.delete(pid);
+      sym.forgetPid(pid);
+    }
+    return items;
+  }
+
+  /** Resource attributes of a process (one object per process, reused: the pipeline caches by identity). */
+  #resource(pid: number, threadComm: string): Attributes {
+    let comm = threadComm;
+    try {
+      comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim() || threadComm;
+    } catch {
+      // The process ended: keep the thread's name.
+    }
+    const known = this.#resources.get(pid);
+    if (known && known.comm === comm) return known.attributes;
+    const attributes: Attributes = { ...(this.#ctx.workloads.forPid(pid) ?? {}), "process.pid": pid, "process.executable.name": comm };
+    this.#resources.set(pid, { comm, attributes });
+    return attributes;
+  }
+
+  #checkErrors(map: BpfMapApi | undefined): void {
+    if (!map) return;
+    const names = ["count map full", "user stack", "kernel stack"];
+    for (const i of [PROFILE_ERRORS.countsFull, PROFILE_ERRORS.userStack, PROFILE_ERRORS.kernelStack]) {
+      const total = map.sumPerCpuU64(i);
+      if (total > this.#errorsSeen[i]!) this.#host?.logger.warn("profile samples lost in the kernel", { reason: names[i], count: Number(total - this.#errorsSeen[i]!) });
+      this.#errorsSeen[i] = total;
+    }
+  }
+
+  #pprof(items: ProfileItem[]): void {
+    const c = this.#config.agent.profiling;
+    try {
+      this.#latestPprof = encodePprof(items);
+      if (!c.pprof_dir) return;
+      mkdirSync(c.pprof_dir, { recursive: true });
+      const name = `cpu-${new Date().toISOString().replace(/[:.]/g, "-")}.pb.gz`;
+      const tmp = join(c.pprof_dir, `.${name}.tmp`);
+      writeFileSync(tmp, this.#latestPprof);
+      renameSync(tmp, join(c.pprof_dir, name));
+      const files = readdirSync(c.pprof_dir).filter((f) => /^cpu-.*\.pb\.gz$/.test(f)).sort();
+      for (const old of files.slice(0, Math.max(0, files.length - c.pprof_keep))) rmSync(join(c.pprof_dir, old), { force: true });
+    } catch (e) {
+      this.#host?.logger.warn("writing pprof profile failed", { dir: c.pprof_dir, error: (e as Error).message });
+    }
+  }
+
+  async #stop(final: boolean): Promise<void> {
+    this.#generation++;
+    await this.#loading;
+    this.#loading = undefined;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    if (final && this.#set) this.collect();
+    this.#endTask?.();
+    this.#endTask = undefined;
+    if (this.#set) {
+      this.#opts.core.remove(PROFILE_SET_NAME);
+      this.#set.close();
+      this.#set = undefined;
+    }
+  }
+
+  async shutdown(): Promise<void> {
+    await this.#stop(true);
+    this.#ctx.status.withdraw(VIEWS.profiling, this.#view);
+  }
+
+  async reload(next: Config, previous: Config): Promise<void> {
+    const changed = JSON.stringify(next.agent.profiling) !== JSON.stringify(previous.agent.profiling) || next.agent.ebpf.enabled !== previous.agent.ebpf.enabled;
+    this.#config = next;
+    if (!changed || !this.#host) return;
+    await this.#stop(true);
+    this.#begin(next);
+  }
+}
+
+function nowNs(): bigint {
+  return BigInt(Date.now()) * NS_PER_MS;
+}
+
+function needs<K extends "keys" | "lookup" | "delete">(map: BpfMapApi, method: K): NonNullable<BpfMapApi[K]> {
+  const fn = map[method];
+  if (!fn) throw new Error(`map ${map.name}: the native layer lacks ${method}()`);
+  return fn.bind(map) as NonNullable<BpfMapApi[K]>;
+}
+
+/** Takes every count (lookup, then delete: a sample landing between the two is lost, a window of microseconds). */
+function readCounts(counts: BpfMapApi): PeriodCounts {
+  const keys = needs(counts, "keys");
+  const lookup = needs(counts, "lookup");
+  const del = needs(counts, "delete");
+  const byPid = new Map<number, Array<{ key: ProfileKey; count: number }>>();
+  const stackIds = new Set<number>();
+  for (const raw of keys(MAX_KEYS)) {
+    const value = lookup(raw);
+    del(raw);
+    if (!value) continue;
+    const key = decodeProfileKey(raw);
+    const count = decodeCount(value);
+    if (count === 0) continue;
+    let rows = byPid.get(key.pid);
+    if (!rows) byPid.set(key.pid, (rows = []));
+    rows.push({ key, count });
+    if (key.userStackId >= 0) stackIds.add(key.userStackId);
+    if (key.kernelStackId >= 0) stackIds.add(key.kernelStackId);
+  }
+  return { byPid, stackIds };
+}
+
+function readStacks(stacks: BpfMapApi, ids: Set<number>): Map<number, bigint[]> {
+  const out = new Map<number, bigint[]>();
+  for (const id of ids) {
+    const v = stacks.lookupU32Key(id);
+    if (v) out.set(id, decodeStack(v));
+  }
+  return out;
+}
+
+/** Frees stack ids no count refers to any more (counts created since the read keep theirs). */
+function clearUnreferencedStacks(counts: BpfMapApi, stacks: BpfMapApi): void {
+  const keep = new Set<number>();
+  for (const raw of needs(counts, "keys")(MAX_KEYS)) {
+    const k = decodeProfileKey(raw);
+    keep.add(k.userStackId);
+    keep.add(k.kernelStackId);
+  }
+  const del = needs(stacks, "delete");
+  for (const raw of needs(stacks, "keys")(MAX_KEYS)) {
+    const id = new DataView(raw.buffer, raw.byteOffset, 4).getUint32(0, true);
+    if (!keep.has(id)) del(raw);
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * Turns stack addresses into frames. Kernel addresses through /proc/kallsyms; user addresses through the
+ * process's executable mappings (/proc/<pid>/maps): file-backed ones through the ELF symbols of the mapped
+ * binary or library (read through /proc/<pid>/map_files or the process's root, so containers work, and
+ * cached by GNU build id), anonymous ones through the runtime's perf map or jitdump.
+ */
+import { readFileSync, statSync } from "node:fs";
+import type { ProfileFrame } from "../../export/model";
+import { ElfFile, fileOffsetToVaddr, type LoadSegment } from "./elf";
+import { JitDumpFile, PerfMapFile } from "./jit-maps";
+import { KernelSymbols } from "./kallsyms";
+import type { SymbolTable } from "./symbol-table";
+
+/** Binary name of kernel frames (as perf and pprof tools name it). */
+export const KERNEL_BINARY = "[kernel.kallsyms]";
+const JITDUMP_PATH = /\/jit-\d+(?:-\d+)?\.dump$/;
+/** Symbol tables kept by build id (or file identity when there is none). */
+const MAX_CACHED_BINARIES = 512;
+
+interface Mapping {
+  start: number;
+  end: number;
+  offset: number;
+  path: string;
+}
+
+interface ProcessMaps {
+  exec: Mapping[];
+  jitdumps: string[];
+}
+
+interface BinarySymbols {
+  segments: LoadSegment[];
+  table: SymbolTable;
+  buildId: string;
+}
+
+/** Counters of what symbolization found (tests and logs). */
+export interface SymbolizerStats {
+  framesResolved: number;
+  framesUnresolved: number;
+  binariesLoaded: number;
+  binaryErrors: number;
+}
+
+export class Symbolizer {
+  readonly #proc: string;
+  readonly #kallsymsPath: string;
+  #kernel: KernelSymbols | undefined;
+  /** file identity (dev:ino:size:mtime) -> symbols; and build id -> the same symbols. */
+  readonly #byIdentity = new Map<string, BinarySymbols | null>();
+  readonly #byBuildId = new Map<string, BinarySymbols>();
+  /** Per period: maps of each pid. */
+  #maps = new Map<number, ProcessMaps | null>();
+  readonly #perfMaps = new Map<number, PerfMapFile>();
+  readonly #jitdumps = new Map<string, JitDumpFile>();
+  readonly stats: SymbolizerStats = { framesResolved: 0, framesUnresolved: 0, binariesLoaded: 0, binaryErrors: 0 };
+
+  constructor(options: { procRoot?: string; kallsyms?: string } = {}) {
+    this.#proc = options.procRoot ?? "/proc";
+    this.#kallsymsPath = options.kallsyms ?? `${this.#proc}/kallsyms`;
+  }
+
+  /** Starts a period: process maps are read again (a process may have loaded libraries since). */
+  beginPeriod(): void {
+    this.#maps = new Map();
+  }
+
+  /** Forgets a process that ended (its JIT maps). */
+  forgetPid(pid: number): void {
+    this.#perfMaps.delete(pid);
+    this.#maps.delete(pid);
+    for (const path of this.#jitdumps.keys()) if (path.startsWith(`${this.#proc}/${pid}/`)) this.#jitdumps.delete(path);
+  }
+
+  /** A kernel frame. */
+  kernelFrame(address: bigint): ProfileFrame {
+    this.#kernel ??= KernelSymbols.read(this.#kallsymsPath);
+    const s = this.#kernel.lookup(address);
+    if (!s) {
+      this.stats.framesUnresolved++;
+      return { function: `[unknown] 0x${address.toString(16)}`, address, binary: KERNEL_BINARY };
+    }
+    this.stats.framesResolved++;
+    return { function: s.name, address, binary: s.module ? `[${s.module}]` : KERNEL_BINARY };
+  }
+
+  /**
+   * User frames of process `pid`, leaf first. Non-leaf addresses are return addresses: they are looked up
+   * one byte earlier so that a call at the very end of a function is attributed to that function.
+   */
+  userFrames(pid: number, addresses: readonly bigint[]): ProfileFrame[] {
+    const maps = this.#mapsOf(pid);
+    return addresses.map((a, i) => this.#userFrame(pid, maps, a, i === 0 ? 0 : 1));
+  }
+
+  #userFrame(pid: number, maps: ProcessMaps | null, address: bigint, back: number): ProfileFrame {
+    const addr = Number(address);
+    const m = maps ? findMapping(maps.exec, addr) : undefined;
+    if (m && m.path.startsWith("/") && !JITDUMP_PATH.test(m.path)) {
+      const bin = this.#binary(pid, m);
+      const fileOffset = addr - m.start + m.offset;
+      if (bin) {
+        const vaddr = fileOffsetToVaddr(bin.segments, fileOffset);
+        const name = vaddr === undefined ? undefined : bin.table.lookup(vaddr - back);
+        if (name !== undefined) {
+          this.stats.framesResolved++;
+          return { function: name, address: BigInt(vaddr!), binary: m.path };
+        }
+      }
+      this.stats.framesUnresolved++;
+      return { function: `${basename(m.path)}+0x${fileOffset.toString(16)}`, address, binary: m.path };
+    }
+    const jit = this.#jitLookup(pid, maps, addr - back);
+    if (jit !== undefined) {
+      this.stats.framesResolved++;
+      return { function: jit, address, binary: "[jit]" };
+    }
+    this.stats.framesUnresolved++;
+    return { function: `[unknown] 0x${address.toString(16)}`, address, binary: m?.path || "[anon]" };
+  }
+
+  #mapsOf(pid: number): ProcessMaps | null {
+    let maps = this.#maps.get(pid);
+    if (maps !== undefined) return maps;
+    try {
+      maps = parseMaps(readFileSync(`${this.#proc}/${pid}/maps`, "utf8"));
+    } catch {
+      maps = null;
+    }
+    this.#maps.set(pid, maps);
+    return maps;
+  }
+
+  #binary(pid: number, m: Mapping): BinarySymbols | undefined {
+    const candidates = [`${this.#proc}/${pid}/map_files/${m.start.toString(16)}-${m.end.toString(16)}`, `${this.#proc}/${pid}/root${m.path}`];
+    for (const path of candidates) {
+      let identity: string;
+      try {
+        const s = statSync(path);
+        identity = `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}`;
+      } catch {
+        continue;
+      }
+      const known = this.#byIdentity.get(identity);
+      if (known !== undefined) return known ?? undefined;
+      let loaded: BinarySymbols | null = null;
+      try {
+        using elf = new ElfFile(path);
+        const cached = elf.info.buildId ? this.#byBuildId.get(elf.info.buildId) : undefined;
+        loaded = cached ?? { segments: elf.info.segments, table: elf.symbols(), buildId: elf.info.buildId };
+        if (!cached) {
+          this.stats.binariesLoaded++;
+          if (loaded.buildId) this.#byBuildId.set(loaded.buildId, loaded);
+        }
+      } catch {
+        this.stats.binaryErrors++;
+      }
+      if (this.#byIdentity.size >= MAX_CACHED_BINARIES) this.#byIdentity.clear();
+      if (this.#byBuildId.size >= MAX_CACHED_BINARIES) this.#byBuildId.clear();
+      this.#byIdentity.set(identity, loaded);
+      return loaded ?? undefined;
+    }
+    return undefined;
+  }
+
+  #jitLookup(pid: number, maps: ProcessMaps | null, addr: number): string | undefined {
+    let perf = this.#perfMaps.get(pid);
+    if (!perf) {
+      perf = new PerfMapFile(`${this.#proc}/${pid}/root/tmp/perf-${namespacePid(this.#proc, pid)}.map`);
+      this.#perfMaps.set(pid, perf);
+    }
+    const fromPerfMap = perf.table()?.lookup(addr);
+    if (fromPerfMap !== undefined) return fromPerfMap;
+    for (const dump of maps?.jitdumps ?? []) {
+      const path = `${this.#proc}/${pid}/root${dump}`;
+      let file = this.#jitdumps.get(path);
+      if (!file) {
+        file = new JitDumpFile(path);
+        this.#jitdumps.set(path, file);
+      }
+      const name = file.table()?.lookup(addr);
+      if (name !== undefined) return name;
+    }
+    return undefined;
+  }
+}
+
+/** Executable mappings and jitdump files of a /proc/<pid>/maps text. */
+export function parseMaps(text: string): ProcessMaps {
+  const exec: Mapping[] = [];
+  const jitdumps = new Set<string>();
+  for (const line of text.split("\n")) {
+    // start-end perms offset dev inode path
+    const m = /^([0-9a-f]+)-([0-9a-f]+) (\S{4}) ([0-9a-f]+) \S+ \d+\s*(.*)$/.exec(line);
+    if (!m) continue;
+    const path = m[5]!.replace(/ \(deleted\)$/, "");
+    if (JITDUMP_PATH.test(path)) jitdumps.add(path);
+    if (m[3]![2] !== "x") continue;
+    exec.push({ start: parseInt(m[1]!, 16), end: parseInt(m[2]!, 16), offset: parseInt(m[4]!, 16), path });
+  }
+  exec.sort((a, b) => a.start - b.start);
+  return { exec, jitdumps: [...jitdumps] };
+}
+
+function findMapping(maps: Mapping[], addr: number): Mapping | undefined {
+  let lo = 0;
+  let hi = maps.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const m = maps[mid]!;
+    if (addr < m.start) hi = mid - 1;
+    else if (addr >= m.end) lo = mid + 1;
+    else return m;
+  }
+  return undefined;
+}
+
+/** The pid of a process inside its own pid namespace (the number in its perf map's name). */
+function namespacePid(proc: string, pid: number): number {
+  try {
+    const m = /^NSpid:\s+(.*)$/m.exec(readFileSync(`${proc}/${pid}/status`, "utf8"));
+    const last = m?.[1]?.trim().split(/\s+/).at(-1);
+    return last ? Number(last) : pid;
+  } catch {
+    return pid;
+  }
+}
+
+function basename(path: string): string {
+  return path.slice(path.lastIndexOf("/") + 1);
+}

@@ -1,0 +1,165 @@
+/**
+ * CPU profiling against the real kernel: the profile program set attached on the cpu-clock of every CPU,
+ * in-kernel counts read by the collector, stacks symbolized. Profiles are read from the collector's
+ * submissions to a recording pipeline (the OTLP encoding of profile items is the exporter's, tested there),
+ * and the pprof output is read back by pprof-format and, when installed, by `go tool pprof`.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { gunzipSync } from "node:zlib";
+import { Profile } from "pprof-format";
+import { ProfilingCollector } from "../../../src/collectors/profiling";
+import { ebpfCore } from "../../../src/ebpf";
+import type { ProfileItem } from "../../../src/export/model";
+import { fakeContext, recordingHost, waitFor } from "../../integration/collectors/fakes";
+
+const FIXTURE = join(import.meta.dir, "../../fixtures/cpu-burner.c");
+const dir = mkdtempSync(join(tmpdir(), "svc-profiling-"));
+const burner = join(dir, "cpu-burner");
+const children: Array<ReturnType<typeof Bun.spawn>> = [];
+const isRoot = process.getuid?.() === 0;
+
+beforeAll(() => {
+  const r = Bun.spawnSync(["gcc", "-O0", "-g", "-fno-omit-frame-pointer", "-o", burner, FIXTURE]);
+  if (r.exitCode !== 0) throw new Error(`gcc failed: ${r.stderr.toString()}`);
+});
+
+afterAll(() => {
+  for (const c of children) c.kill(9);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Spawns a process and resolves once it printed "ready", with the lines before it. */
+async function spawnReady(cmd: string[], env: Record<string, string> = {}): Promise<{ pid: number; lines: string[] }> {
+  const child = Bun.spawn(cmd, { stdout: "pipe", stderr: "inherit", env: { ...process.env, ...env } });
+  children.push(child);
+  const reader = child.stdout.getReader();
+  let text = "";
+  const deadline = performance.now() + 10_000;
+  while (!text.split("\n").includes("ready")) {
+    if (performance.now() > deadline) throw new Error(`${cmd.join(" ")} did not print ready`);
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${cmd.join(" ")} exited before ready`);
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { pid: child.pid, lines: text.split("\n") };
+}
+
+/** Starts a collector on `pid` and collects until `enough` holds for that process's profile (bounded). */
+async function profile(pid: number, enough: (samples: ProfileItem["samples"]) => boolean): Promise<{ items: ProfileItem[]; collector: ProfilingCollector }> {
+  const ctx = fakeContext("agent:\n  profiling:\n    enabled: true\n    sample_rate: 99\n    interval: 1h\n  ebpf:\n    network:\n      enabled: false\n");
+  const collector = new ProfilingCollector(ctx, { core: ebpfCore(ctx), targetPid: pid });
+  const host = recordingHost();
+  await collector.start(host);
+  try {
+    await waitFor("the profile program to attach", () => host.states.some((s) => s.state === "ok" || s.state === "permanent_error"));
+    expect(host.last()).toEqual({ state: "ok", reason: undefined });
+    const samples: ProfileItem["samples"] = [];
+    const items: ProfileItem[] = [];
+    const deadline = performance.now() + 15_000;
+    while (!enough(samples)) {
+      if (performance.now() > deadline) throw new Error(`not enough samples for pid ${pid}: ${samples.length} stacks`);
+      await Bun.sleep(200);
+      for (const item of collector.collect()) {
+        expect(item.resource?.["process.pid"]).toBe(pid);
+        items.push(item);
+        samples.push(...item.samples);
+      }
+    }
+    expect(ctx.pipeline.accepted.profiles.length).toBe(items.length);
+    return { items, collector };
+  } finally {
+    await collector.shutdown();
+  }
+}
+
+const total = (samples: ProfileItem["samples"]) => samples.reduce((n, s) => n + s.value, 0);
+
+/** Sample weight by leaf function. */
+function leaves(items: ProfileItem[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const i of items) for (const s of i.samples) out.set(s.stack[0]!.function, (out.get(s.stack[0]!.function) ?? 0) + s.value);
+  return out;
+}
+
+function top(m: Map<string, number>): string {
+  return [...m.entries()].sort((a, b) => b[1] - a[1])[0]![0];
+}
+
+describe.skipIf(!isRoot)("CPU profiling (real kernel)", () => {
+  test("a C program burning CPU in a known function has that function at the top, with its callers and binary", async () => {
+    const { pid } = await spawnReady([burner]);
+    const { items, collector } = await profile(pid, (s) => total(s) >= 100);
+    const byLeaf = leaves(items);
+    expect(top(byLeaf)).toBe("burn_cpu_in_known_function");
+    expect(byLeaf.get("burn_cpu_in_known_function")! / total(items.flatMap((i) => i.samples))).toBeGreaterThan(0.9);
+    const hot = items.flatMap((i) => i.samples).find((s) => s.stack[0]!.function === "burn_cpu_in_known_function")!;
+    expect(hot.stack.slice(0, 3).map((f) => f.function)).toEqual(["burn_cpu_in_known_function", "caller_of_burn", "main"]);
+    expect(hot.stack[0]!.binary).toBe(burner);
+    expect(items[0]!.resource).toMatchObject({ "process.pid": pid, "process.executable.name": "cpu-burner" });
+    expect(items[0]!.period).toBe(Math.round(1e9 / 99));
+    expect(collector.profilesCollected).toBe(items.length);
+
+    // The same period as pprof, read back by an independent decoder and (when installed) by go tool pprof.
+    const pprof = collector.latestPprof()!;
+    const decoded = Profile.decode(gunzipSync(pprof));
+    const names = decoded.function.map((f) => decoded.stringTable.strings[Number(f.name)]);
+    expect(names).toContain("burn_cpu_in_known_function");
+    const file = join(dir, "cpu.pb.gz");
+    writeFileSync(file, pprof);
+    const go = Bun.spawnSync(["go", "tool", "pprof", "-top", file], { env: { ...process.env, HOME: dir } });
+    if (go.exitCode === 0) expect(go.stdout.toString()).toContain("burn_cpu_in_known_function");
+  }, 30_000);
+
+  test("time spent in the kernel shows kernel frames from kallsyms above the user frames", async () => {
+    const { pid } = await spawnReady([burner, "syscall"]);
+    const { items } = await profile(pid, (s) => total(s) >= 60);
+    const samples = items.flatMap((i) => i.samples);
+    const withKernel = samples.filter((s) => s.stack[0]!.binary === "[kernel.kallsyms]");
+    expect(total(withKernel)).toBeGreaterThan(0);
+    const kernelNames = new Set(withKernel.flatMap((s) => s.stack.filter((f) => f.binary === "[kernel.kallsyms]").map((f) => f.function)));
+    expect([...kernelNames].some((n) => /^(entry_SYSCALL_64|do_syscall_64|x64_sys_call|__x64_sys_getppid)/.test(n))).toBe(true);
+    // Below the kernel frames: the user stack of the same sample, libc's syscall() named from libc's .dynsym.
+    // (libc's syscall() keeps no frame pointer, so the frame-pointer walk skips its caller spin_in_syscalls.)
+    const s = withKernel.find((x) => x.stack.some((f) => f.function === "syscall"))!;
+    const firstUser = s.stack.findIndex((f) => f.binary !== "[kernel.kallsyms]");
+    expect(firstUser).toBeGreaterThan(0);
+    const user = s.stack.slice(firstUser);
+    expect(user[0]).toMatchObject({ function: "syscall" });
+    expect(user[0]!.binary).toMatch(/libc\.so\.6$/);
+    expect(user.map((f) => f.function)).toContain("main");
+  }, 30_000);
+
+  test("code in anonymous executable memory is named through the process's /tmp/perf-<pid>.map", async () => {
+    const { pid, lines } = await spawnReady([burner, "jit"]);
+    const address = lines[0]!;
+    writeFileSync(`/tmp/perf-${pid}.map`, `${address} 2 jit_spin_loop\n`);
+    try {
+      const { items } = await profile(pid, (s) => total(s) >= 50);
+      const leaf = items.flatMap((i) => i.samples).map((s) => s.stack[0]!);
+      expect(top(leaves(items))).toBe("jit_spin_loop");
+      expect(leaf.find((f) => f.function === "jit_spin_loop")!.binary).toBe("[jit]");
+    } finally {
+      rmSync(`/tmp/perf-${pid}.map`, { force: true });
+    }
+  }, 30_000);
+
+  test("a Bun process' JavaScript frames resolve through the jitdump Bun writes (BUN_JSC_useJITDump=1)", async () => {
+    const script = join(dir, "hot.js");
+    writeFileSync(
+      script,
+      `function svcHotLoop(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i) * i % 7; return s; }\n` +
+        `console.log("ready");\nfor (;;) svcHotLoop(1e6);\n`,
+    );
+    const { pid } = await spawnReady([process.execPath, script], { BUN_JSC_useJITDump: "1", BUN_JSC_jitDumpDirectory: dir });
+    const named = (s: ProfileItem["samples"]) => total(s.filter((x) => x.stack.some((f) => f.function.includes("svcHotLoop"))));
+    const { items } = await profile(pid, (s) => named(s) >= 30);
+    const hot = items.flatMap((i) => i.samples).filter((s) => s.stack.some((f) => f.function.includes("svcHotLoop")));
+    const frame = hot[0]!.stack.find((f) => f.function.includes("svcHotLoop"))!;
+    expect(frame.binary).toBe("[jit]");
+    expect(frame.function).toMatch(/^JSC-(Baseline|DFG|FTL|LLInt)[^:]*: svcHotLoop/);
+  }, 30_000);
+});
