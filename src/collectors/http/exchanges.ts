@@ -85,6 +85,12 @@ export class ExchangeTracker<M = unknown> {
   /** Feeds one captured call; returns the exchanges it completed. */
   push(call: CapturedCall<M>): Array<HttpExchange<M>> {
     let conn = this.#connections.get(call.connection);
+    const expected = conn?.parsers[call.io].expectedOffset;
+    if (conn && expected !== undefined && call.streamOffset < expected) {
+      /* Offsets never go back on one connection: the socket address was reused by a new one. */
+      this.close(call.connection);
+      conn = undefined;
+    }
     if (conn) {
       this.#connections.delete(call.connection);
     } else {

@@ -164,6 +164,11 @@ export class HttpStreamParser<T> {
 
   constructor(private readonly bodyless: BodylessHint = () => false) {}
 
+  /** Stream offset of the next byte expected (undefined before the first call). */
+  get expectedOffset(): number | undefined {
+    return this.#expected;
+  }
+
   /** The state name (for tests and debugging). */
   get state(): State["s"] {
     return this.#state.s;

@@ -25,6 +25,7 @@ import { NetworkStat, networkSetSpec } from "./spec";
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
 const MAX_HTTP_CONNECTIONS = 16_384;
+const CLOSE_GRACE_MS = 2000;
 
 type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
@@ -53,6 +54,8 @@ export class NetworkCollector implements Component {
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
+  #closing: Array<{ key: string; atMs: number }> = [];
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
 
@@ -99,7 +102,11 @@ export class NetworkCollector implements Component {
       this.counters.connectSpans++;
       this.#offer(span);
     }
-    if (e.kind === ConnKind.CLOSED || e.kind === ConnKind.FAILED) this.#http.close(`${e.pid}:${e.sk}`);
+    /* The HTTP records of a connection come through another ring buffer and may be read after its CLOSED record: forget it later. */
+    if (e.kind === ConnKind.CLOSED || e.kind === ConnKind.FAILED) {
+      this.#closing.push({ key: `${e.pid}:${e.sk}`, atMs: performance.now() });
+      if (this.#closing.length > MAX_HTTP_CONNECTIONS) this.#http.close(this.#closing.shift()!.key);
+    }
   }
 
   #onHttp(e: HttpEvent): void {
@@ -149,6 +156,10 @@ export class NetworkCollector implements Component {
 
   /** Reads the kernel's counters: exchanges the kernel did not capture (over the per-second budget) are span drops. */
   #pollStats(): void {
+    const cutoff = performance.now() - CLOSE_GRACE_MS;
+    let n = 0;
+    while (n < this.#closing.length && this.#closing[n]!.atMs <= cutoff) this.#http.close(this.#closing[n++]!.key);
+    if (n > 0) this.#closing = this.#closing.slice(n);
     const stats = this.#set?.object.map("stats");
     if (!stats) return;
     try {

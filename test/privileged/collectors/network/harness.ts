@@ -1,0 +1,145 @@
+/**
+ * Shared by the privileged network/syscall tests: an in-process agent with real eBPF exporting to an
+ * in-process OTLP receiver (src/export/receiver), and helpers to find decoded spans and metric points.
+ */
+import { OtlpReceiver, decodeRequest } from "../../../../src/export/receiver";
+import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process";
+
+type Json = Record<string, unknown>;
+
+export interface DecodedSpan {
+  name: string;
+  kind: string;
+  startNs: bigint;
+  endNs: bigint;
+  attributes: Record<string, string | number | boolean>;
+  status: Json | undefined;
+  resource: Record<string, string | number | boolean>;
+}
+
+export interface DecodedPoint {
+  metric: string;
+  kind: "sum" | "histogram" | "gauge";
+  value: number;
+  count: number;
+  attributes: Record<string, string | number | boolean>;
+}
+
+function attrs(list: unknown): Record<string, string | number | boolean> {
+  const out: Record<string, string | number | boolean> = {};
+  for (const a of (list as Array<{ key: string; value: Json }>) ?? []) {
+    const v = a.value;
+    if ("stringValue" in v) out[a.key] = v.stringValue as string;
+    else if ("intValue" in v) out[a.key] = Number(v.intValue);
+    else if ("doubleValue" in v) out[a.key] = Number(v.doubleValue);
+    else if ("boolValue" in v) out[a.key] = Boolean(v.boolValue);
+  }
+  return out;
+}
+
+export class Collected {
+  readonly spans: DecodedSpan[] = [];
+  readonly points: DecodedPoint[] = [];
+
+  add(signal: string, body: Uint8Array): void {
+    if (signal === "traces") {
+      const req = decodeRequest("traces", body) as { resourceSpans?: Json[] };
+      for (const rs of req.resourceSpans ?? []) {
+        const resource = attrs((rs.resource as Json | undefined)?.attributes);
+        for (const ss of (rs.scopeSpans as Json[]) ?? []) {
+          for (const s of (ss.spans as Json[]) ?? []) {
+            this.spans.push({
+              name: s.name as string,
+              kind: String(s.kind),
+              startNs: BigInt(s.startTimeUnixNano as string),
+              endNs: BigInt(s.endTimeUnixNano as string),
+              attributes: attrs(s.attributes),
+              status: s.status as Json | undefined,
+              resource,
+            });
+          }
+        }
+      }
+    } else if (signal === "metrics") {
+      const req = decodeRequest("metrics", body) as { resourceMetrics?: Json[] };
+      for (const rm of req.resourceMetrics ?? []) {
+        for (const sm of (rm.scopeMetrics as Json[]) ?? []) {
+          for (const m of (sm.metrics as Json[]) ?? []) {
+            const name = m.name as string;
+            const sum = m.sum as Json | undefined;
+            const hist = m.histogram as Json | undefined;
+            for (const p of ((sum ?? hist)?.dataPoints as Json[]) ?? []) {
+              this.points.push({
+                metric: name,
+                kind: sum ? "sum" : "histogram",
+                value: Number(p.asInt ?? p.asDouble ?? 0),
+                count: Number(p.count ?? 0),
+                attributes: attrs(p.attributes),
+              });
+            }
+          }
+        }
+      }
+    }
+  }
+
+  /** Sum of the values (sums) or counts (histograms) of `metric` over points matching `where`. */
+  total(metric: string, where: (a: Record<string, string | number | boolean>) => boolean): number {
+    return this.points.filter((p) => p.metric === metric && where(p.attributes)).reduce((s, p) => s + (p.kind === "histogram" ? p.count : p.value), 0);
+  }
+}
+
+export interface TracingAgent {
+  agent: InProcessAgent;
+  receiver: OtlpReceiver;
+  collected: Collected;
+  stop(): Promise<void>;
+}
+
+/** Starts a receiver and an agent with eBPF on, exporting to it; `extra` is YAML under agent.ebpf. */
+export async function startTracingAgent(ebpfYaml: string): Promise<TracingAgent> {
+  const collected = new Collected();
+  const receiver = new OtlpReceiver({ listen: "127.0.0.1:0", onRequest: (r) => collected.add(r.signal, r.body) });
+  const port = await receiver.start();
+  const yaml = `
+self_telemetry:
+  listen: 127.0.0.1:0
+otlp:
+  endpoint: 127.0.0.1:${port}
+queues:
+  traces:
+    batch_timeout: 50ms
+  metrics:
+    batch_timeout: 50ms
+agent:
+  ebpf:
+    enabled: true
+${ebpfYaml}
+  discovery:
+    detect_kubernetes: false
+    docker:
+      enabled: false
+    cloud:
+      enabled: false
+`;
+  const agent = await inProcessAgent(yaml);
+  return {
+    agent,
+    receiver,
+    collected,
+    async stop() {
+      await agent.agent.shutdown();
+      await receiver.stop();
+    },
+  };
+}
+
+/** Polls `cond` every 20 ms for at most `ms`; throws naming `what`. */
+export async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (cond()) return;
+    await Bun.sleep(20);
+  }
+  throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+}
