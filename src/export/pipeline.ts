@@ -190,6 +190,13 @@ export class OtlpPipeline implements TelemetryPipeline {
     return accepted;
   }
 
+  /** Queue capacity left for `signal` (0 after shutdown); mem_limit may still refuse some of it. */
+  room(signal: Signal): number {
+    const lane = this.#lanes[signal];
+    if (!lane || this.#closed) return 0;
+    return Math.max(0, lane.queue.capacity - lane.queue.size);
+  }
+
   setResourceAttributes(source: string, attributes: Attributes): void {
     this.resource.set(source, attributes);
   }
