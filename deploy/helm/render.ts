@@ -344,7 +344,7 @@ export class Renderer {
         if (Number.isNaN(n)) throw new TemplateError(`int: ${JSON.stringify(v)} is not a number`);
         return n;
       },
-      toString: (_c, [v]) => str(v),
+      toString: (_c: Ctx, [v]: Value[]) => str(v),
       eq: (_c, [a, ...bs]) => bs.some((b) => a === b),
       ne: (_c, [a, b]) => a !== b,
       not: (_c, [v]) => !truthy(v),
@@ -437,7 +437,7 @@ export class Renderer {
   #command(ctx: Ctx, cmd: Command, dot: Value, vars: Scope, where: string, piped: Value[]): Value {
     const [head, ...rest] = cmd.operands;
     if (head!.kind === "ident") {
-      const fn = this.#funcs[head!.name];
+      const fn = Object.hasOwn(this.#funcs, head!.name) ? this.#funcs[head!.name] : undefined;
       if (!fn) throw new TemplateError(`${where}: unknown function ${head!.name}`);
       const args = rest.map((o) => this.#operand(ctx, o, dot, vars, where));
       return fn(ctx, [...args, ...piped]);
@@ -450,7 +450,7 @@ export class Renderer {
     if (o.kind === "literal") return o.value;
     if (o.kind === "sub") return this.#pipe(ctx, o.pipe, dot, vars, where);
     if (o.kind === "ident") {
-      const fn = this.#funcs[o.name];
+      const fn = Object.hasOwn(this.#funcs, o.name) ? this.#funcs[o.name] : undefined;
       if (!fn) throw new TemplateError(`${where}: unknown function ${o.name}`);
       return fn(ctx, []);
     }

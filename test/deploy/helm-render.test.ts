@@ -67,6 +67,7 @@ describe("Go template subset", () => {
     expect(() => render("{{ .Values.nope }}", { Values: {} })).toThrow(TemplateError);
     expect(render("[{{ .Values.nope }}]", { Values: {} }, false)).toBe("[]");
     expect(() => render("{{ frobnicate 1 }}")).toThrow("unknown function frobnicate");
+    expect(() => render("{{ constructor }}")).toThrow("unknown function constructor");
     expect(() => render("{{ if true }}x")).toThrow("missing {{ end }}");
   });
 

@@ -14,7 +14,7 @@
  * with the explicit set instead (--cap-add SYS_ADMIN SYS_PTRACE, seccomp and AppArmor unconfined) and says so.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { dockerdUnavailable, TestDockerd } from "../helpers/dockerd";
@@ -159,6 +159,30 @@ agent:
     expect(() => dockerd.docker("run", "--rm", "--network=none", "--entrypoint", "/bin/sh", IMAGE, "-c", "true")).toThrow();
     expect(statSync(join(dir, "context/rootfs/tmp")).mode & 0o7777).toBe(0o1777);
   });
+
+  test("as the default non-root user without privileges, the image serves the HTTP interface (eBPF off)", async () => {
+    const port = await freePort();
+    const config = join(dir, "nonroot.yaml");
+    writeFileSync(
+      config,
+      `self_telemetry:\n  listen: 127.0.0.1:${port}\nagent:\n  ebpf:\n    enabled: false\n  discovery:\n    detect_kubernetes: false\n    docker:\n      enabled: false\n    cloud:\n      enabled: false\n`,
+    );
+    const name = `${CONTAINER}-nonroot`;
+    dockerd.docker("run", "-d", "--name", name, "--network=host", "--read-only", "-v", `${config}:/etc/svc-agent/config.yaml:ro`, IMAGE);
+    try {
+      await until("/healthz of the non-root container", () => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => (r.ok ? true : undefined), () => undefined), START_TIMEOUT_MS, () => {
+        try {
+          return dockerd.docker("logs", name);
+        } catch (e) {
+          return String(e);
+        }
+      });
+      const pid = dockerd.docker("inspect", "-f", "{{.State.Pid}}", name);
+      expect(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]).toBe(String(NONROOT_UID));
+    } finally {
+      dockerd.docker("rm", "-f", name);
+    }
+  }, TEST_TIMEOUT_MS);
 
   test("/healthz and /ready answer from the container (OTLP receiver live, Docker socket read-only)", async () => {
     const health = await fetch(`${base}/healthz`);
