@@ -312,6 +312,16 @@ describe("Helm chart values", () => {
     expect((c.volumeMounts as Obj[]).some((m) => String(m.mountPath).startsWith("/var/log"))).toBe(false);
   });
 
+  test("extra volumes and mounts reach the DaemonSet (e.g. the OTLP backend's CA for otlp.tls.ca_file)", () => {
+    const values = mergeAll(MANIFEST_RENDER.values!, "config.otlp.insecure=false", "config.otlp.tls.ca_file=/etc/svc-agent-tls/ca.crt");
+    values.extraVolumes = [{ name: "otlp-ca", secret: { secretName: "otlp-ca" } }];
+    values.extraVolumeMounts = [{ name: "otlp-ca", mountPath: "/etc/svc-agent-tls", readOnly: true }];
+    const objs = renderChart(CHART, { values }).objects;
+    expect(container(objs).volumeMounts.at(-1)).toEqual({ name: "otlp-ca", mountPath: "/etc/svc-agent-tls", readOnly: true });
+    expect(find(objs, "DaemonSet").spec.template.spec.volumes.at(-1)).toEqual({ name: "otlp-ca", secret: { secretName: "otlp-ca" } });
+    expect(parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN }).otlp.tls.ca_file).toBe("/etc/svc-agent-tls/ca.crt");
+  });
+
   test("the ServiceMonitor scrapes the metrics path on the named port, with the token when auth is on", () => {
     const objs = renderChart(CHART, { namespace: "obs", values: mergeAll(MANIFEST_RENDER.values!, "serviceMonitor.enabled=true", "config.self_telemetry.path=/m") }).objects;
     const sm = find(objs, "ServiceMonitor");
