@@ -22,6 +22,8 @@ export interface DecodedPoint {
   kind: "sum" | "histogram" | "gauge";
   value: number;
   count: number;
+  /** timeUnixNano of the point (one export interval). */
+  time: string;
   attributes: Record<string, string | number | boolean>;
 }
 
@@ -74,6 +76,7 @@ export class Collected {
                 kind: sum ? "sum" : "histogram",
                 value: Number(p.asInt ?? p.asDouble ?? 0),
                 count: Number(p.count ?? 0),
+                time: String(p.timeUnixNano),
                 attributes: attrs(p.attributes),
               });
             }

@@ -1,0 +1,55 @@
+import { describe, expect, test } from "bun:test";
+import { NetworkCollector } from "../../../../src/collectors/network/component";
+import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction } from "../../../../src/collectors/network/decoders";
+import { ebpfCore } from "../../../../src/ebpf";
+import { fakeContext } from "../../../integration/collectors/fakes";
+import { connRecord, httpRecord } from "./records";
+
+const YAML = (spans: number) => `
+agent:
+  ebpf:
+    enabled: false
+    network:
+      max_spans_per_second: ${spans}
+`;
+
+const lo = [127, 0, 0, 1];
+const http = (pid: number, io: number, off: number, data: string, ts: bigint) => {
+  const v = httpRecord({ ts, sk: 5n, off, pid, len: data.length, io, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
+  return decodeHttpEvent(v, 0, v.byteLength);
+};
+
+describe("ebpf/network component over decoded records", () => {
+  test("a request read and its response written become one SERVER span; the agent's own pid is ignored", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ebpfCore(ctx), 999);
+    const req = "GET /x?y=1 HTTP/1.1\r\nHost: svc.local:8080\r\n\r\n";
+    const res = "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n";
+    c.handle(http(42, 0, 0, req, 1_000n));
+    c.handle(http(42, 1, 0, res, 9_000n));
+    c.handle(http(999, 0, 0, req, 1_000n));
+    c.handle(http(999, 1, 0, res, 9_000n));
+    await Promise.resolve();
+    const spans = ctx.pipeline.accepted.traces;
+    expect(spans).toHaveLength(1);
+    expect(spans[0]!.kind).toBe(2);
+    expect(spans[0]!.endTimeUnixNano - spans[0]!.startTimeUnixNano).toBe(8_000n);
+    expect(spans[0]!.attributes).toMatchObject({ "http.request.method": "GET", "url.path": "/x", "http.response.status_code": 503, "server.address": "svc.local", "server.port": 8080, "client.port": 50000, "error.type": "503" });
+  });
+
+  test("spans over max_spans_per_second are dropped and counted as rate_limit", async () => {
+    const ctx = fakeContext(YAML(2));
+    const c = new NetworkCollector(ctx, ebpfCore(ctx), 999);
+    for (let i = 0; i < 5; i++) {
+      const v = connRecord({ kind: ConnKind.FAILED, ts: 10n, sk: BigInt(i + 1), start: 1n, est: 0n, sent: 0, recv: 0, pid: 7, retrans: 0, sport: 40000 + i, dport: 9, family: 2, dir: Direction.OUTBOUND, flags: 0, saddr: lo, daddr: lo, comm: "c" });
+      c.handle(decodeConnEvent(v, 0, v.byteLength));
+    }
+    await Promise.resolve();
+    expect(ctx.pipeline.accepted.traces).toHaveLength(2);
+    expect(c.counters.dropped).toBe(3);
+    const text = await ctx.metrics.registry.metrics();
+    expect(text).toMatch(/svc_spans_dropped_total\{reason="rate_limit"\} 3/);
+    expect(c.exportMetrics()).toBeGreaterThan(0);
+    expect(ctx.pipeline.accepted.metrics.filter((p) => p.name === "network.tcp.connections.failed").reduce((s, p) => s + (p.type === "sum" ? p.value : 0), 0)).toBe(5);
+  });
+});

@@ -1,0 +1,72 @@
+import { describe, expect, test } from "bun:test";
+import { PerSecondBudget } from "../../../../src/collectors/network/budget";
+import { ConnectionTelemetry, METRIC_BYTES, METRIC_CLOSED, METRIC_CONNECT_DURATION, METRIC_FAILED, METRIC_OPENED } from "../../../../src/collectors/network/connections";
+import { ConnFlag, ConnKind, Direction, type ConnEvent } from "../../../../src/collectors/network/decoders";
+import { ProcessLabeler } from "../../../../src/collectors/network/labels";
+import type { MetricPointItem } from "../../../../src/export/model";
+
+const labeler = new ProcessLabeler({ forPid: (pid) => (pid === 10 ? { executableName: "api", containerId: "c".repeat(64) } : undefined) }, { forPid: (pid) => (pid === 10 ? { "k8s.pod.name": "api-0" } : undefined) });
+
+function ev(p: Partial<ConnEvent>): ConnEvent {
+  return {
+    type: "conn", kind: ConnKind.OPEN, timestampNs: 2_000_000n, sk: 1n, startNs: 1_000_000n, establishedNs: 1_500_000n, bytesSent: 0, bytesRecv: 0, cgroupId: 0n,
+    pid: 10, retransmits: 0, localAddress: "10.0.0.1", localPort: 45678, remoteAddress: "10.0.0.2", remotePort: 5432, family: 2,
+    direction: Direction.OUTBOUND, flags: ConnFlag.OPEN_REPORTED, comm: "api-worker", ...p,
+  };
+}
+
+const sumOf = (pts: MetricPointItem[], name: string) => pts.filter((p) => p.name === name).reduce((s, p) => s + (p.type === "histogram" ? p.count : p.value), 0);
+
+describe("connection telemetry", () => {
+  test("outbound open gives a CONNECT span with process, container and workload attributes", () => {
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns + 1_000_000_000n });
+    const span = t.apply(ev({}))!;
+    expect(span.name).toBe("CONNECT 10.0.0.2:5432");
+    expect(span.kind).toBe(3);
+    expect(span.endTimeUnixNano - span.startTimeUnixNano).toBe(500_000n);
+    expect(span.attributes).toMatchObject({ "process.pid": 10, "process.executable.name": "api", "container.id": "c".repeat(64), "server.port": 5432, "network.local.port": 45678 });
+    expect(span.resource).toEqual({ "k8s.pod.name": "api-0" });
+    const failed = t.apply(ev({ kind: ConnKind.FAILED, establishedNs: 0n, flags: 0, remoteAddress: "::1", family: 10 }))!;
+    expect(failed.name).toBe("CONNECT [::1]:5432");
+    expect(failed.status?.code).toBe(2);
+  });
+
+  test("metrics: opened, closed, failed, bytes, connect latency; labels never carry the ephemeral port", () => {
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns });
+    t.apply(ev({}));
+    t.apply(ev({ kind: ConnKind.CLOSED, bytesSent: 100, bytesRecv: 2000, timestampNs: 9_000_000n }));
+    t.apply(ev({ kind: ConnKind.FAILED, establishedNs: 0n, flags: 0, localPort: 45999 }));
+    t.apply(ev({ kind: ConnKind.CLOSED, direction: Direction.INBOUND, flags: 0, localPort: 8080, remotePort: 61000 }));
+    const pts = t.collect(5n);
+    expect(sumOf(pts, METRIC_OPENED)).toBe(2); // the outbound one, and the inbound one whose open was never reported
+    expect(sumOf(pts, METRIC_CLOSED)).toBe(2);
+    expect(sumOf(pts, METRIC_FAILED)).toBe(1);
+    expect(sumOf(pts, METRIC_CONNECT_DURATION)).toBe(1);
+    expect(pts.filter((p) => p.name === METRIC_BYTES).map((p) => [p.attributes!["network.io.direction"], (p as { value: number }).value]).sort()).toEqual([["receive", 2000], ["transmit", 100]]);
+    const ports = new Set(pts.map((p) => p.attributes!["server.port"]));
+    expect(ports).toEqual(new Set([5432, 8080]));
+    for (const p of pts) expect(Object.keys(p.attributes!)).not.toContain("client.port");
+    expect(t.collect(6n)).toEqual([]);
+  });
+
+  test("label sets beyond maxSeries fold into one overflow series; ignored connections are skipped", () => {
+    const t = new ConnectionTelemetry({ maxSeries: 2, labeler, toEpochNs: (ns) => ns });
+    for (let port = 1; port <= 5; port++) t.apply(ev({ remotePort: port, kind: ConnKind.FAILED, establishedNs: 0n }));
+    expect(t.apply(ev({ flags: ConnFlag.IGNORED }))).toBeUndefined();
+    const pts = t.collect(1n).filter((p) => p.name === METRIC_FAILED);
+    expect(pts).toHaveLength(3);
+    expect(pts.find((p) => p.attributes!["otel.metric.overflow"] === true)).toMatchObject({ value: 3 });
+    expect(t.overflowed).toBe(3);
+  });
+
+  test("per-second budget refuses beyond the cap and counts refusals", () => {
+    let now = 0;
+    const b = new PerSecondBudget(3, () => now);
+    expect([b.take(), b.take(), b.take(), b.take()]).toEqual([true, true, true, false]);
+    now = 999;
+    expect(b.take()).toBe(false);
+    now = 1000;
+    expect(b.take()).toBe(true);
+    expect(b.refused).toBe(2);
+  });
+});

@@ -1,0 +1,43 @@
+import { describe, expect, test } from "bun:test";
+import { formatAddress } from "../../../../src/collectors/network/addresses";
+import { CONN_EVENT_BYTES, ConnKind, decodeConnEvent, decodeHttpEvent, Direction, HTTP_EVENT_HEADER_BYTES } from "../../../../src/collectors/network/decoders";
+import { connRecord, httpRecord } from "./records";
+
+const mapped = (a: number[]) => [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...a];
+
+describe("network record decoders", () => {
+  test("conn_event: every field at its offset, IPv4", () => {
+    const v = connRecord({ kind: ConnKind.CLOSED, ts: 900n, sk: 0xffff888812345678n, start: 100n, est: 150n, sent: 1234, recv: 5678, pid: 4242, retrans: 3, sport: 40000, dport: 8080, family: 2, dir: Direction.OUTBOUND, flags: 1, saddr: [127, 0, 0, 1], daddr: [10, 1, 2, 3], comm: "curl" });
+    expect(decodeConnEvent(v, 0, v.byteLength)).toEqual({
+      type: "conn", kind: ConnKind.CLOSED, timestampNs: 900n, sk: 0xffff888812345678n, startNs: 100n, establishedNs: 150n, bytesSent: 1234, bytesRecv: 5678,
+      cgroupId: 77n, pid: 4242, retransmits: 3, localAddress: "127.0.0.1", localPort: 40000, remoteAddress: "10.1.2.3", remotePort: 8080, family: 2,
+      direction: Direction.OUTBOUND, flags: 1, comm: "curl",
+    });
+  });
+
+  test("conn_event: IPv6 and v4-mapped addresses; short records throw", () => {
+    const v = connRecord({ kind: ConnKind.OPEN, ts: 1n, sk: 1n, start: 1n, est: 1n, sent: 0, recv: 0, pid: 1, retrans: 0, sport: 1, dport: 2, family: 10, dir: Direction.INBOUND, flags: 0, saddr: mapped([127, 0, 0, 1]), daddr: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], comm: "x" });
+    const e = decodeConnEvent(v, 0, v.byteLength);
+    expect(e.localAddress).toBe("127.0.0.1");
+    expect(e.remoteAddress).toBe("fd00::2");
+    expect(() => decodeConnEvent(v, 0, CONN_EVENT_BYTES - 1)).toThrow(RangeError);
+  });
+
+  test("http_event: header fields and the captured bytes (copied)", () => {
+    const v = httpRecord({ ts: 5n, sk: 9n, off: 160, pid: 31, len: 4096, io: 1, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "HTTP/1.1 200 OK\r\n" });
+    const e = decodeHttpEvent(v, 0, v.byteLength);
+    expect(e).toMatchObject({ type: "http", timestampNs: 5n, sk: 9n, streamOffset: 160, pid: 31, tid: 31, length: 4096, io: 1, localPort: 8080, remotePort: 51000, localAddress: "127.0.0.1", remoteAddress: "127.0.0.2", comm: "server" });
+    expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
+    expect(() => decodeHttpEvent(v, 0, HTTP_EVENT_HEADER_BYTES + 3)).toThrow(RangeError);
+    new Uint8Array(v.buffer).fill(0);
+    expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
+  });
+
+  test("IPv6 text form follows RFC 5952", () => {
+    const six = (...g: number[]) => Uint8Array.from(g.flatMap((x) => [x >> 8, x & 0xff]));
+    expect(formatAddress(six(0, 0, 0, 0, 0, 0, 0, 1), 10)).toBe("::1");
+    expect(formatAddress(six(0x2001, 0xdb8, 0, 0, 1, 0, 0, 1), 10)).toBe("2001:db8::1:0:0:1");
+    expect(formatAddress(six(0x2001, 0xdb8, 1, 2, 3, 4, 5, 6), 10)).toBe("2001:db8:1:2:3:4:5:6");
+    expect(formatAddress(six(0, 0, 0, 0, 0, 0, 0, 0), 10)).toBe("::");
+  });
+});
