@@ -2,10 +2,11 @@
  * Privileged e2e: dist/svc-agent as shipped. With the system libbpf and libelf hidden (a private mount
  * namespace binds an empty file over them), the binary loads its embedded copies and attaches the
  * `process` set, served by GET /status/ebpf; SIGTERM releases every program. Without capabilities the
- * agent stays up and healthy, with eBPF reported failed and why.
+ * agent stays up and healthy, with eBPF reported failed and why. SVC_LIBBPF_PATH and SVC_AGENT_EBPF_DEBUG
+ * are honoured.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BINARY, QUIET_CONFIG } from "../../helpers";
@@ -23,8 +24,8 @@ interface Running {
 }
 
 /** Runs `argv` (ending in the agent binary and its args) and waits for the agent's "listening" record. */
-async function run(argv: string[], dir: string): Promise<Running> {
-  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TMPDIR: dir } });
+async function run(argv: string[], dir: string, env: Record<string, string> = {}): Promise<Running> {
+  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TMPDIR: dir, ...env } });
   const records: Array<Record<string, unknown>> = [];
   let text = "";
   void (async () => {
@@ -105,6 +106,39 @@ describe("dist/svc-agent", () => {
     } finally {
       if (agent.proc.exitCode === null) agent.proc.kill("SIGKILL");
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("SVC_LIBBPF_PATH picks the library; SVC_AGENT_EBPF_DEBUG sends libbpf's lines to the debug log", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-ebpf-bin-"));
+    const config = join(dir, "config.yaml");
+    writeFileSync(config, EBPF_CONFIG);
+    const system = realpathSync("/usr/lib/x86_64-linux-gnu/libbpf.so.1");
+    const agent = await run([BINARY, "--config", config], dir, { SVC_LIBBPF_PATH: system, SVC_AGENT_EBPF_DEBUG: "true", SVC_LOG_LEVEL: "debug" });
+    try {
+      await until(() => agent.records.some((r) => r.component === "ebpf/process" && r.msg === "eBPF program set attached"), "the process set", 15_000);
+      expect(agent.records.find((r) => r.msg === "libbpf loaded")).toMatchObject({ source: "override", path: system });
+      expect(agent.records.some((r) => r.source === "libbpf" && r.level === "debug" && String(r.msg).includes("handle_exec"))).toBe(true);
+      agent.proc.kill("SIGTERM");
+      expect(await agent.proc.exited).toBe(0);
+    } finally {
+      if (agent.proc.exitCode === null) agent.proc.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    const dir2 = mkdtempSync(join(tmpdir(), "svc-ebpf-bin-"));
+    writeFileSync(join(dir2, "config.yaml"), EBPF_CONFIG);
+    const broken = await run([BINARY, "--config", join(dir2, "config.yaml")], dir2, { SVC_LIBBPF_PATH: "/nonexistent/libbpf.so.1" });
+    try {
+      await until(() => broken.records.some((r) => r.component === "ebpf/process" && r.state === "permanent_error"), "ebpf/process to fail", 15_000);
+      const failed = broken.records.find((r) => r.component === "ebpf/process" && r.state === "permanent_error")!;
+      expect(String(failed.reason)).toStartWith("libbpf unavailable: SVC_LIBBPF_PATH could not be loaded");
+      expect((await fetch(`${broken.url}/healthz`)).status).toBe(200);
+      broken.proc.kill("SIGTERM");
+      expect(await broken.proc.exited).toBe(0);
+    } finally {
+      if (broken.proc.exitCode === null) broken.proc.kill("SIGKILL");
+      rmSync(dir2, { recursive: true, force: true });
     }
   });
 });
