@@ -87,6 +87,10 @@ export class Agent {
    * Serialised by the reload lock: a reload that arrives while another runs waits for it.
    */
   reload(trigger: string): Promise<ReloadOutcome> {
+    return this.tasks.track(`reload (${trigger})`, () => this.#reloadLocked(trigger));
+  }
+
+  #reloadLocked(trigger: string): Promise<ReloadOutcome> {
     return this.supervisor.reloadLock.run(async () => {
       let next: Config;
       try {

@@ -7,6 +7,8 @@ import type { Component } from "../lifecycle/component";
 import { createExport } from "../export";
 import { createDiscovery } from "../discovery";
 import { createEbpfComponents } from "../ebpf";
+import { createDebugComponent } from "../debug/component";
+import { createTracing } from "../tracing";
 import { createLogsCollector } from "../collectors/logs";
 import { createGpuCollector } from "../collectors/gpu";
 import { createNetworkCollectors } from "../collectors/network";
@@ -17,7 +19,7 @@ import type { AgentContext, BaseContext } from "./context";
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
 /** Collectors: each factory returns its components (disabled ones report `disabled`). */
-export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)], createNetworkCollectors, createSyscallCollectors, (ctx) => [createProfilingCollector(ctx)]];
+export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createDebugComponent(ctx)], createTracing, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)], createNetworkCollectors, createSyscallCollectors, (ctx) => [createProfilingCollector(ctx)]];
 
 export interface Subsystems {
   ctx: AgentContext;

@@ -41,6 +41,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
         reload: (trigger) => a.reload(trigger),
         build: BUILD_INFO,
         startedAt: a.status.startedAt,
+        locks: [a.supervisor.reloadLock],
       }),
   });
 

@@ -13,30 +13,68 @@ export interface TaskInfo {
   stack: string | undefined;
 }
 
+/** How a unit ended: the error when it failed, and facts about it (e.g. an HTTP status). */
+export interface TaskOutcome {
+  error?: unknown;
+  attributes?: Record<string, string | number | boolean>;
+}
+
+/** What an observer keeps for one unit: called once when it ends; `run` scopes the unit's own work (async context). */
+export interface TaskWatch {
+  end(outcome: TaskOutcome): void;
+  run?<T>(fn: () => T): T;
+}
+
+/** Watches units begin and end (debug profiles, the execution trace, self-tracing). Must not throw. */
+export interface TaskObserver {
+  began(info: TaskInfo): TaskWatch | undefined;
+}
+
 export class TaskRegistry {
   readonly #live = new Map<number, TaskInfo>();
   #nextId = 1;
   /** Capture creation stacks (costly; on in debug mode only). */
   captureStacks = false;
+  /** Observers told of every unit's begin and end (added by src/debug and src/tracing). */
+  readonly observers = new Set<TaskObserver>();
 
   /** Registers a unit of work; call the returned function exactly once when it ends (later calls are no-ops). */
-  begin(name: string, kind: TaskInfo["kind"] = "task"): () => void {
-    const id = this.#nextId++;
-    const stack = this.captureStacks ? new Error().stack?.split("\n").slice(2).join("\n") : undefined;
-    this.#live.set(id, { id, name, kind, startedAt: Date.now(), stack });
-    return () => {
-      this.#live.delete(id);
-    };
+  begin(name: string, kind: TaskInfo["kind"] = "task"): (outcome?: TaskOutcome) => void {
+    return this.#start(name, kind).end;
   }
 
-  /** Runs `fn` as a tracked operation. */
+  /** Runs `fn` as a tracked operation (inside the observers' scope, so operations it starts are its children). */
   async track<T>(name: string, fn: () => Promise<T>, kind: TaskInfo["kind"] = "operation"): Promise<T> {
-    const end = this.begin(name, kind);
+    const { end, run } = this.#start(name, kind);
     try {
-      return await fn();
-    } finally {
+      const result = await run(fn);
       end();
+      return result;
+    } catch (error) {
+      end({ error });
+      throw error;
     }
+  }
+
+  #start(name: string, kind: TaskInfo["kind"]) {
+    const id = this.#nextId++;
+    const stack = this.captureStacks ? new Error().stack?.split("\n").slice(3).join("\n") : undefined;
+    const info: TaskInfo = { id, name, kind, startedAt: Date.now(), stack };
+    this.#live.set(id, info);
+    const watches: TaskWatch[] = [];
+    for (const o of this.observers) {
+      const w = o.began(info);
+      if (w) watches.push(w);
+    }
+    let ended = false;
+    const end = (outcome: TaskOutcome = {}) => {
+      if (ended) return;
+      ended = true;
+      this.#live.delete(id);
+      for (const w of watches) w.end(outcome);
+    };
+    const run = <T>(fn: () => T): T => watches.reduce<() => T>((inner, w) => (w.run ? () => w.run!(inner) : inner), fn)();
+    return { end, run };
   }
 
   /** Number of live units (the main event loop counts as one). */

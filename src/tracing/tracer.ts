@@ -1,0 +1,143 @@
+/**
+ * Self-tracing: the agent's operations (every TaskRegistry operation: HTTP requests, reloads, flushes, export
+ * batches, discovery refreshes, eBPF loads...) become spans of service `svc-agent`, submitted to the agent's own
+ * pipeline as `traces`. Parent-child structure follows the async context (AsyncLocalStorage): an operation run
+ * with `tasks.track` or `startActive` is the parent of the operations started inside it. Sampling is
+ * deterministic by trace id (like OpenTelemetry's TraceIdRatioBased) and decided at the root; children follow.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { randomFillSync } from "node:crypto";
+import type { Config } from "../config/schema";
+import type { SpanItem } from "../export/model";
+import type { TelemetryPipeline } from "../export/types";
+import type { TaskInfo, TaskObserver, TaskOutcome, TaskRegistry, TaskWatch } from "../telemetry/tasks";
+
+export const TRACER_SCOPE = { name: "svc-agent/self-tracing" } as const;
+export const SELF_RESOURCE = { "service.name": "svc-agent" } as const;
+/** SpanKind values (OTLP). */
+const KIND_INTERNAL = 1;
+const KIND_SERVER = 2;
+const STATUS_ERROR = 2;
+/** W3C trace flag "sampled". */
+const FLAG_SAMPLED = 1;
+/** Bits of the trace id compared against the sample rate. */
+const RATIO_BITS = 56;
+
+/** The span that is current in an async context. */
+export interface ActiveSpan {
+  readonly traceId: Uint8Array;
+  readonly spanId: Uint8Array;
+  readonly sampled: boolean;
+  /** Attributes set while the span runs (added to the exported span). */
+  readonly attributes: Record<string, string | number | boolean>;
+}
+
+const SUPPRESSED = Symbol("tracing suppressed");
+const context = new AsyncLocalStorage<ActiveSpan | typeof SUPPRESSED>();
+
+/** The span current in this async context, if any. */
+export function activeSpan(): ActiveSpan | undefined {
+  const s = context.getStore();
+  return s === SUPPRESSED ? undefined : s;
+}
+
+/** Adds attributes to the current span (no-op without one). */
+export function setSpanAttributes(attributes: Record<string, string | number | boolean>): void {
+  const s = activeSpan();
+  if (s) Object.assign(s.attributes, attributes);
+}
+
+/**
+ * Runs `fn` with no spans produced inside it. The exporter of the `traces` signal wraps its sends in this, so
+ * exporting self-spans does not itself produce spans forever.
+ */
+export function suppressTracing<T>(fn: () => T): T {
+  return context.run(SUPPRESSED, fn);
+}
+
+/** Runs `fn` as a traced operation named `name` (a tracked operation of `tasks`). */
+export function startActive<T>(tasks: TaskRegistry, name: string, fn: () => Promise<T>): Promise<T> {
+  return tasks.track(name, fn, "operation");
+}
+
+/** Whether a trace id falls in the sampled fraction: its low 56 bits, as a fraction of 2^56, below `rate`. */
+export function sampledByTraceId(traceId: Uint8Array, rate: number): boolean {
+  if (rate >= 1) return true;
+  if (rate <= 0) return false;
+  let x = 0n;
+  for (let i = traceId.length - RATIO_BITS / 8; i < traceId.length; i++) x = (x << 8n) | BigInt(traceId[i]!);
+  return Number(x) / 2 ** RATIO_BITS < rate;
+}
+
+function randomId(bytes: number): Uint8Array {
+  const b = new Uint8Array(bytes);
+  do randomFillSync(b);
+  while (b.every((v) => v === 0));
+  return b;
+}
+
+export interface TracerDeps {
+  config(): Config;
+  pipeline: Pick<TelemetryPipeline, "submit">;
+}
+
+export class Tracer implements TaskObserver {
+  /** Spans started and submitted since start (for tests and /debug/vars). */
+  started = 0;
+  submitted = 0;
+
+  constructor(readonly deps: TracerDeps) {}
+
+  began(info: TaskInfo): TaskWatch | undefined {
+    if (info.kind !== "operation") return undefined;
+    const store = context.getStore();
+    if (store === SUPPRESSED) return undefined;
+    const c = this.deps.config().self_telemetry.tracing;
+    if (!c.enabled) return undefined;
+    const parent = store;
+    const traceId = parent?.traceId ?? randomId(16);
+    const sampled = parent ? parent.sampled : sampledByTraceId(traceId, c.sample_rate);
+    const span: ActiveSpan = { traceId, spanId: randomId(8), sampled, attributes: {} };
+    this.started++;
+    const startNs = nowNs();
+    return {
+      end: (outcome: TaskOutcome) => {
+        if (!span.sampled) return;
+        const item = this.#item(info, span, parent, startNs, nowNs(), outcome);
+        this.submitted++;
+        this.deps.pipeline.submit("traces", [item]);
+      },
+      run: (fn) => context.run(span, fn),
+    };
+  }
+
+  #item(info: TaskInfo, span: ActiveSpan, parent: ActiveSpan | undefined, start: bigint, end: bigint, outcome: TaskOutcome): SpanItem {
+    const http = /^http (\S+) (\S+)$/.exec(info.name);
+    const attributes: Record<string, string | number | boolean> = { "svc.operation": info.name };
+    if (http) {
+      attributes["http.request.method"] = http[1]!;
+      attributes["url.path"] = http[2]!;
+    }
+    Object.assign(attributes, span.attributes, outcome.attributes ?? {});
+    const failed = outcome.error !== undefined || (typeof attributes["http.response.status_code"] === "number" && attributes["http.response.status_code"] >= 500);
+    const item: SpanItem = {
+      traceId: span.traceId,
+      spanId: span.spanId,
+      flags: FLAG_SAMPLED,
+      name: info.name,
+      kind: http ? KIND_SERVER : KIND_INTERNAL,
+      startTimeUnixNano: start,
+      endTimeUnixNano: end < start ? start : end,
+      attributes,
+      scope: TRACER_SCOPE,
+      resource: SELF_RESOURCE,
+    };
+    if (parent) item.parentSpanId = parent.spanId;
+    if (failed) item.status = { code: STATUS_ERROR, message: outcome.error !== undefined ? String((outcome.error as Error)?.message ?? outcome.error) : "server error" };
+    return item;
+  }
+}
+
+function nowNs(): bigint {
+  return BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)) * 1000n;
+}
