@@ -4,7 +4,7 @@
  * positions. One instance per configuration; a reload replaces it.
  *
  * Checkpoint rule: an offset is written only after the records up to it were accepted by the pipeline and a
- * pipeline flush that started after that completed within its deadline. A graceful stop (SIGTERM) therefore
+ * pipeline flush that started after that completed within its deadline (no records are offered meanwhile). A graceful stop (SIGTERM) therefore
  * resumes exactly where it left off; after a crash (SIGKILL) the lines accepted since the last checkpoint are
  * read again (at-least-once: duplicates are possible, loss is not).
  */
@@ -30,8 +30,8 @@ const MAX_PENDING_RECORDS = 8192;
 const BACKPRESSURE_RETRY_MS = 20;
 /** Polls with nothing new before a drained (rotated or deleted) file is closed. */
 const DRAIN_IDLE_POLLS = 2;
-/** Longest flush the checkpoint waits for. */
-const MAX_CHECKPOINT_FLUSH_MS = 5000;
+/** Longest flush a checkpoint waits for (the queue may hold a full capacity of records to export first). */
+const CHECKPOINT_FLUSH_TIMEOUT_MS = 5000;
 const NS_PER_MS = 1_000_000n;
 
 export const LOGS_SCOPE: Scope = { name: "svc-agent/logs" };
@@ -98,6 +98,7 @@ export class TailEngine {
   #nowNs = 0n;
   #wake: (() => void) | undefined;
   #checkpointBusy: Promise<void> = Promise.resolve();
+  #flushing = false;
   #lastCheckpointError: string | undefined;
   readonly stats: TailEngineStats = { files: 0, linesRead: 0, recordsAccepted: 0, pending: 0, checkpointsWritten: 0, backpressurePauses: 0 };
 
@@ -155,7 +156,7 @@ export class TailEngine {
   }
 
   /** Forces one checkpoint now (tests). */
-  checkpointNow(timeoutMs = MAX_CHECKPOINT_FLUSH_MS): Promise<void> {
+  checkpointNow(timeoutMs = CHECKPOINT_FLUSH_TIMEOUT_MS): Promise<void> {
     return this.#checkpoint(timeoutMs);
   }
 
@@ -335,7 +336,7 @@ export class TailEngine {
 
   /** Offers pending records: as many as the pipeline has room for; the rest wait (reading pauses meanwhile). */
   #offer(): void {
-    if (this.#pending.length === 0) return;
+    if (this.#pending.length === 0 || this.#flushing) return;
     let n = this.#pending.length;
     const room = this.#pipeline.room?.("logs");
     if (room !== undefined) n = Math.min(n, Math.max(0, room));
@@ -357,7 +358,7 @@ export class TailEngine {
     while (!this.#stop.signal.aborted) {
       await delay(this.#checkpointMs, this.#stop.signal);
       if (this.#stop.signal.aborted) return;
-      await this.#checkpoint(Math.min(this.#checkpointMs, MAX_CHECKPOINT_FLUSH_MS));
+      await this.#checkpoint(CHECKPOINT_FLUSH_TIMEOUT_MS);
     }
   }
 
@@ -370,8 +371,14 @@ export class TailEngine {
         if (t.closed) continue;
         snapshot.push({ path: t.path, key: t.key, offset: t.committed, head: t.head() });
       }
+      // Offers pause during the flush, so that a steady stream of lines cannot keep the queues from draining.
       const started = performance.now();
-      await this.#pipeline.flush(timeoutMs);
+      this.#flushing = true;
+      try {
+        await this.#pipeline.flush(timeoutMs);
+      } finally {
+        this.#flushing = false;
+      }
       if (performance.now() - started >= timeoutMs) {
         this.#problem(`pipeline flush did not finish within ${timeoutMs} ms; checkpoint not advanced`);
         return;
