@@ -60,6 +60,9 @@ export const F = {
   Function: { name_strindex: 1, system_name_strindex: 2, filename_strindex: 3 },
 } as const;
 
+/** Size of the arenas encoded items are kept in. */
+const ARENA_BYTES = 256 * 1024;
+
 /** The scope of items that name none. */
 export const DEFAULT_SCOPE: Scope = { name: "svc-agent" };
 
@@ -285,9 +288,29 @@ export type ResourceEncoder = (extra: Attributes | undefined) => Uint8Array;
 export class ItemEncoder {
   readonly #w = new ProtoWriter();
   readonly #resource: ResourceEncoder;
+  #arena = new Uint8Array(ARENA_BYTES);
+  #arenaUsed = 0;
 
   constructor(resource: ResourceEncoder) {
     this.#resource = resource;
+  }
+
+  /**
+   * The bytes just written, as a view into a shared arena (one allocation per ARENA_BYTES instead of one per item).
+   * An arena is freed when no queued item refers to it any more.
+   */
+  #take(): Uint8Array {
+    const w = this.#w;
+    const n = w.pos;
+    if (n > ARENA_BYTES / 8) return w.copy();
+    if (this.#arenaUsed + n > this.#arena.length) {
+      this.#arena = new Uint8Array(ARENA_BYTES);
+      this.#arenaUsed = 0;
+    }
+    const at = this.#arenaUsed;
+    this.#arena.set(w.buf.subarray(0, n), at);
+    this.#arenaUsed = at + n;
+    return this.#arena.subarray(at, at + n);
   }
 
   encode(signal: Signal, item: unknown): EncodedItem {
@@ -297,17 +320,17 @@ export class ItemEncoder {
       case "traces": {
         const s = item as SpanItem;
         writeSpan(w, s);
-        return { bytes: w.copy(), scope: s.scope, resource: s.resource };
+        return { bytes: this.#take(), scope: s.scope, resource: s.resource };
       }
       case "metrics": {
         const p = item as MetricPointItem;
         writeDataPoint(w, p);
-        return { bytes: w.copy(), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
+        return { bytes: this.#take(), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
       }
       case "logs": {
         const r = item as LogRecordItem;
         writeLogRecord(w, r);
-        return { bytes: w.copy(), scope: r.scope, resource: r.resource };
+        return { bytes: this.#take(), scope: r.scope, resource: r.resource };
       }
       case "profiles": {
         const p = item as ProfileItem;
