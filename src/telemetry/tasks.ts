@@ -25,9 +25,13 @@ export interface TaskWatch {
   run?<T>(fn: () => T): T;
 }
 
-/** Watches units begin and end (debug profiles, the execution trace, self-tracing). Must not throw. */
+/**
+ * Watches units begin and end (debug profiles, the execution trace, self-tracing). Must not throw.
+ * `scoped` is true for `track` (the unit's work runs inside `run`), false for `begin` (the rest of the caller's
+ * async flow is the unit's work).
+ */
 export interface TaskObserver {
-  began(info: TaskInfo): TaskWatch | undefined;
+  began(info: TaskInfo, scoped: boolean): TaskWatch | undefined;
 }
 
 export class TaskRegistry {
@@ -40,12 +44,12 @@ export class TaskRegistry {
 
   /** Registers a unit of work; call the returned function exactly once when it ends (later calls are no-ops). */
   begin(name: string, kind: TaskInfo["kind"] = "task"): (outcome?: TaskOutcome) => void {
-    return this.#start(name, kind).end;
+    return this.#start(name, kind, false).end;
   }
 
   /** Runs `fn` as a tracked operation (inside the observers' scope, so operations it starts are its children). */
   async track<T>(name: string, fn: () => Promise<T>, kind: TaskInfo["kind"] = "operation"): Promise<T> {
-    const { end, run } = this.#start(name, kind);
+    const { end, run } = this.#start(name, kind, true);
     try {
       const result = await run(fn);
       end();
@@ -56,14 +60,14 @@ export class TaskRegistry {
     }
   }
 
-  #start(name: string, kind: TaskInfo["kind"]) {
+  #start(name: string, kind: TaskInfo["kind"], scoped: boolean) {
     const id = this.#nextId++;
     const stack = this.captureStacks ? new Error().stack?.split("\n").slice(3).join("\n") : undefined;
     const info: TaskInfo = { id, name, kind, startedAt: Date.now(), stack };
     this.#live.set(id, info);
     const watches: TaskWatch[] = [];
     for (const o of this.observers) {
-      const w = o.began(info);
+      const w = o.began(info, scoped);
       if (w) watches.push(w);
     }
     let ended = false;

@@ -88,18 +88,22 @@ export class Tracer implements TaskObserver {
 
   constructor(readonly deps: TracerDeps) {}
 
-  began(info: TaskInfo): TaskWatch | undefined {
+  began(info: TaskInfo, scoped: boolean): TaskWatch | undefined {
     if (info.kind !== "operation") return undefined;
     const store = context.getStore();
     if (store === SUPPRESSED) return undefined;
     const c = this.deps.config().self_telemetry.tracing;
     if (!c.enabled) return undefined;
-    const parent = store;
+    // An unscoped unit (begin/end, e.g. an HTTP request) is a root: the context it was called from may be one
+    // captured long ago (a listener created during a reload), not its cause.
+    const parent = scoped ? store : undefined;
     const traceId = parent?.traceId ?? randomId(16);
     const sampled = parent ? parent.sampled : sampledByTraceId(traceId, c.sample_rate);
     const span: ActiveSpan = { traceId, spanId: randomId(8), sampled, attributes: {} };
     this.started++;
     const startNs = nowNs();
+    // Unscoped: the rest of the caller's async flow (e.g. the request's handler) runs under this span.
+    if (!scoped) context.enterWith(span);
     return {
       end: (outcome: TaskOutcome) => {
         if (!span.sampled) return;

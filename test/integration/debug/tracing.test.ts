@@ -1,0 +1,114 @@
+/**
+ * Self-tracing through the agent's own pipeline to an in-process OTLP receiver: with sample_rate 1.0 every admin
+ * action produces spans of service svc-agent (the reload nested under its HTTP request); with 0.01 about 1% of
+ * operations are traced; with tracing off none.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { decodeRequest } from "../../../src/export/receiver";
+import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../../helpers/in-process";
+import { waitUntil } from "../../helpers/wait";
+
+afterAll(stopAllAgents);
+
+const config = (enabled: boolean, rate: number) => `
+self_telemetry:
+  listen: 127.0.0.1:0
+  tracing:
+    enabled: ${enabled}
+    sample_rate: ${rate}
+otlp:
+  endpoint: \${OTLP_ENDPOINT}
+  insecure: true
+agent:
+  ebpf:
+    enabled: false
+  discovery:
+    detect_kubernetes: false
+    docker:
+      enabled: false
+    cloud:
+      enabled: false
+`;
+
+interface Span {
+  name: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  kind?: string;
+  attributes?: Array<{ key: string; value: Record<string, unknown> }>;
+}
+
+/** Every span the receiver got, with its resource's service.name. */
+function spansOf(a: InProcessAgent): Array<Span & { service: string }> {
+  const out: Array<Span & { service: string }> = [];
+  for (const r of a.received) {
+    if (r.signal !== "traces") continue;
+    const body = decodeRequest("traces", r.body) as {
+      resourceSpans?: Array<{ resource?: { attributes?: Array<{ key: string; value: { stringValue?: string } }> }; scopeSpans?: Array<{ spans?: Span[] }> }>;
+    };
+    for (const rs of body.resourceSpans ?? []) {
+      const service = rs.resource?.attributes?.find((x) => x.key === "service.name")?.value.stringValue ?? "";
+      for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) out.push({ ...s, service });
+    }
+  }
+  return out;
+}
+
+describe("self-tracing", () => {
+  test("sample_rate 1.0: every admin action produces a span at the receiver, reload nested under its request", async () => {
+    const a = await inProcessAgent(config(true, 1.0), { forceDebug: true });
+    const ACTIONS = 4;
+    for (let i = 0; i < ACTIONS; i++) {
+      expect((await a.request("/admin/reload", { method: "POST" })).status).toBe(200);
+      expect((await a.request("/admin/flush", { method: "POST" })).status).toBe(200);
+    }
+    await waitUntil(
+      async () => {
+        await a.deps.pipeline.flush(2000);
+        const s = spansOf(a);
+        return s.filter((x) => x.name === "http POST /admin/flush").length >= ACTIONS && s.filter((x) => x.name === "reload (admin)").length >= ACTIONS;
+      },
+      { what: "spans of every admin action at the receiver", timeoutMs: 20_000 },
+    );
+    const spans = spansOf(a);
+    const reloadRequests = spans.filter((s) => s.name === "http POST /admin/reload");
+    const reloads = spans.filter((s) => s.name === "reload (admin)");
+    expect(reloadRequests.length).toBe(ACTIONS);
+    expect(reloads.length).toBe(ACTIONS);
+    for (const s of spans) expect(s.service).toBe("svc-agent");
+    for (const r of reloads) {
+      const parent = reloadRequests.find((q) => q.spanId === r.parentSpanId);
+      expect(parent).toBeDefined();
+      expect(parent!.traceId).toBe(r.traceId);
+    }
+    const status = reloadRequests[0]!.attributes?.find((x) => x.key === "http.response.status_code")?.value;
+    expect(Number(status?.intValue)).toBe(200);
+    expect(reloadRequests[0]!.kind).toBe("SPAN_KIND_SERVER");
+    await a.stop();
+  }, 30_000);
+
+  test("sample_rate 0.01: about 1% of operations are traced (statistical, wide bound)", async () => {
+    const a = await inProcessAgent(config(true, 0.01));
+    const N = 3000;
+    for (let i = 0; i < N; i++) await a.request("/admin/flush", { method: "POST" });
+    // Request spans end after the response (onAfterResponse): wait for every request to have ended.
+    await waitUntil(() => !a.agent.tasks.list().some((t) => t.name.startsWith("http ")), { what: "requests to end" });
+    await a.deps.pipeline.flush(5000);
+    console.log(`sample_rate 0.01: traced ${spansOf(a).filter((s) => s.name === "http POST /admin/flush").length} of ${N} requests`);
+    const traced = spansOf(a).filter((s) => s.name === "http POST /admin/flush").length;
+    // Binomial(3000, 0.01): mean 30, sd ~5.4; [8, 60] is beyond 4 sd on both sides.
+    expect(traced).toBeGreaterThanOrEqual(8);
+    expect(traced).toBeLessThanOrEqual(60);
+    await a.stop();
+  }, 60_000);
+
+  test("tracing disabled: no spans", async () => {
+    const a = await inProcessAgent(config(false, 1.0));
+    for (let i = 0; i < 5; i++) await a.request("/admin/flush", { method: "POST" });
+    await waitUntil(() => !a.agent.tasks.list().some((t) => t.name.startsWith("http ")), { what: "requests to end" });
+    await a.deps.pipeline.flush(2000);
+    expect(spansOf(a).length).toBe(0);
+    await a.stop();
+  }, 30_000);
+});
