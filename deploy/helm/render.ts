@@ -14,6 +14,7 @@
  *               .Template.{Name,BasePath}; every file under templates/ is also a named template
  *               (as in Helm, for `include (print $.Template.BasePath "/x.yaml") .`).
  *
+ * As Helm does, the values are checked against the chart's values.schema.json first (draft-07, with ajv).
  * A reference to a value that does not exist is an error (like `helm template --strict` plus
  * `missingkey=error`), so a template cannot silently read a misspelled key.
  *
@@ -22,6 +23,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
+import Ajv, { type ValidateFunction } from "ajv";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 
 /** Thrown for template syntax errors, unknown functions, missing values and failed `required`. */
@@ -515,11 +517,28 @@ export function setValue(values: Record<string, unknown>, assignment: string): R
   return mergeValues(values, leaf as Record<string, unknown>);
 }
 
+const schemaValidators = new Map<string, ValidateFunction | null>();
+
+/** Checks `values` against the chart's values.schema.json, when it has one; throws TemplateError listing the problems. */
+function checkValuesSchema(chartDir: string, values: Record<string, unknown>): void {
+  let validate = schemaValidators.get(chartDir);
+  if (validate === undefined) {
+    const path = join(chartDir, "values.schema.json");
+    validate = existsSync(path) ? new Ajv({ strict: false, allErrors: true }).compile(JSON.parse(readFileSync(path, "utf8"))) : null;
+    schemaValidators.set(chartDir, validate);
+  }
+  if (validate && !validate(values)) {
+    const problems = (validate.errors ?? []).map((e) => `${e.instancePath || "/"} ${e.message ?? "invalid"}${e.params && "additionalProperty" in e.params ? ` (${String(e.params.additionalProperty)})` : ""}`);
+    throw new TemplateError(`values don't meet the chart's values.schema.json:\n  ${[...new Set(problems)].join("\n  ")}`);
+  }
+}
+
 /** Renders every template of the chart at `chartDir` as `helm template` would (documents split on ---). */
 export function renderChart(chartDir: string, options: RenderOptions = {}): RenderedChart {
   const chart = parseYaml(readFileSync(join(chartDir, "Chart.yaml"), "utf8")) as Record<string, unknown>;
   const defaults = (parseYaml(readFileSync(join(chartDir, "values.yaml"), "utf8")) ?? {}) as Record<string, unknown>;
   const values = mergeValues(defaults, options.values ?? {});
+  checkValuesSchema(chartDir, values);
   const renderer = new Renderer();
   const dir = join(chartDir, "templates");
   const names = readdirSync(dir).sort();
@@ -569,6 +588,12 @@ if (import.meta.main) {
       else if (flag === "-f" || flag === "--values") opts.values = mergeValues(opts.values!, parseYaml(readFileSync(arg, "utf8")) as Record<string, unknown>);
       else throw new TemplateError(`unknown flag ${flag}`);
     }
-    process.stdout.write(renderChartText(chartDir, opts));
+    try {
+      process.stdout.write(renderChartText(chartDir, opts));
+    } catch (e) {
+      if (!(e instanceof TemplateError)) throw e;
+      console.error(`Error: ${e.message}`);
+      process.exitCode = 1;
+    }
   }
 }

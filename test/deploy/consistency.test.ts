@@ -23,10 +23,12 @@ import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/ObjectSerializer.js";
 import { ConfigSchema, type Config } from "../../src/config/schema";
 import { parseConfig, SYSTEM_CONFIG_PATH } from "../../src/config/load";
-import { durationMs, sizeBytes } from "../../src/config/units";
+import { durationMs, parseDuration, parseSize, sizeBytes } from "../../src/config/units";
 import { SIGNALS } from "../../src/export/config";
 import type { EbpfView } from "../../src/status/model";
 import { renderChart, setValue } from "../../deploy/helm/render";
+import { DURATION_PATTERN, SIZE_PATTERN, VALUES_SCHEMA_PATH, valuesSchemaText } from "../../deploy/helm/values-schema";
+import Ajv from "ajv";
 import { CHART_DIR, MANIFEST_RENDER, MANIFESTS_PATH, manifestsText } from "../../deploy/kubernetes/generate";
 import { IMAGE_BINARY_PATH, NONROOT_UID } from "../../deploy/container/stage-rootfs";
 import { BINARY, spawnAgent } from "../helpers/agent-process";
@@ -282,6 +284,30 @@ describe("Helm chart values", () => {
       .filter((p) => !p.startsWith("config."))
       .filter((p) => ![...refs].some((r) => p === r || p.startsWith(`${r}.`)));
     expect(unused).toEqual([]);
+  });
+
+  test("values.schema.json (checked by Helm on install) is current, accepts the chart's values and refuses unknown keys", () => {
+    // On a difference, regenerate with `bun deploy/helm/values-schema.ts`.
+    expect(readFileSync(VALUES_SCHEMA_PATH, "utf8")).toBe(valuesSchemaText());
+    // Helm validates with a draft-07 validator; ajv is an independent one.
+    const validate = new Ajv({ strict: false, allErrors: true }).compile(JSON.parse(readFileSync(VALUES_SCHEMA_PATH, "utf8")));
+    const ok = (v: Record<string, unknown>) => (validate(v) ? "valid" : JSON.stringify(validate.errors));
+    expect(ok(values())).toBe("valid");
+    expect(ok(mergeAll(values(), "config.agent.ebpf.ringbuf_size=4096", "config.shutdown_timeout=1h30m", "config.otlp.insecure=${OTLP_INSECURE}"))).toBe("valid");
+    expect(ok(setValue(values(), "config.telegen.log_level=debug"))).toBe("valid");
+    for (const bad of ["config.agent.ebpf.ringbuf_sise=16MiB", "config.agent.ebpf.ringbuf_size=16 parsecs", "config.shutdown_timeout=soon", "config.svc.log_level=loud", "tolerationz=[]"])
+      expect({ bad, result: ok(setValue(values(), bad)) }).not.toEqual({ bad, result: "valid" });
+    // The renderer checks the schema first, as helm does.
+    expect(() => renderChart(CHART, { values: setValue(MANIFEST_RENDER.values!, "config.agent.ebpf.ringbuf_sise=1") })).toThrow("ringbuf_sise");
+  });
+
+  test("the schema's duration and size patterns accept exactly what the agent's parsers accept", () => {
+    const duration = new RegExp(DURATION_PATTERN, "u");
+    const size = new RegExp(SIZE_PATTERN, "u");
+    for (const s of ["0", "1s", " 250ms ", "1h30m", "1.5s", "10µs", "5us", "3ns", "2m", "", "1", "s", "1 s", "1d", "-1s", "1.s", "0s", "1h 30m"])
+      expect({ s, pattern: duration.test(s) }).toEqual({ s, pattern: parseDuration(s) !== undefined });
+    for (const s of ["16MiB", "16777216", "1.5GB", "64mib", "4 KiB", " 1k ", "1Kb", "1B", "", "MiB", "16 parsecs", "1TiB", "1.MiB", "-1", "1ib"])
+      expect({ s, pattern: size.test(s) }).toEqual({ s, pattern: parseSize(s) !== undefined });
   });
 
   test("the port follows config.self_telemetry.listen everywhere", () => {
