@@ -1,8 +1,9 @@
 /**
  * CPU profiling against the real kernel: the profile program set attached on the cpu-clock of every CPU,
- * in-kernel counts read by the collector, stacks symbolized. Profiles are read from the collector's
- * submissions to a recording pipeline (the OTLP encoding of profile items is the exporter's, tested there),
- * and the pprof output is read back by pprof-format and, when installed, by `go tool pprof`.
+ * in-kernel counts read by the collector, stacks symbolized. The first test exports through the real OTLP
+ * pipeline to an in-process OTLP/gRPC receiver and reads the exported profiles back from the wire; the others
+ * read the collector's submissions to a recording pipeline. The pprof output is read back by pprof-format and,
+ * when installed, by `go tool pprof`.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -13,7 +14,10 @@ import { Profile } from "pprof-format";
 import { ProfilingCollector } from "../../../src/collectors/profiling";
 import { ebpfCore } from "../../../src/ebpf";
 import type { ProfileItem } from "../../../src/export/model";
-import { fakeContext, recordingHost, waitFor } from "../../integration/collectors/fakes";
+import { RecordingPipeline, fakeContext, recordingHost, waitFor } from "../../integration/collectors/fakes";
+import type { AgentContext } from "../../../src/agent/context";
+import { createExport } from "../../../src/export";
+import { OtlpReceiver, decodeRequest, type ReceivedRequest } from "../../../src/export/receiver";
 
 const FIXTURE = join(import.meta.dir, "../../fixtures/cpu-burner.c");
 const dir = mkdtempSync(join(tmpdir(), "svc-profiling-"));
@@ -49,8 +53,13 @@ async function spawnReady(cmd: string[], env: Record<string, string> = {}): Prom
 }
 
 /** Starts a collector on `pid` and collects until `enough` holds for that process's profile (bounded). */
-async function profile(pid: number, enough: (samples: ProfileItem["samples"]) => boolean): Promise<{ items: ProfileItem[]; collector: ProfilingCollector }> {
-  const ctx = fakeContext("agent:\n  profiling:\n    enabled: true\n    sample_rate: 99\n    interval: 1h\n  ebpf:\n    network:\n      enabled: false\n");
+const PROFILING_YAML = "agent:\n  profiling:\n    enabled: true\n    sample_rate: 99\n    interval: 1h\n";
+
+async function profile(
+  pid: number,
+  enough: (samples: ProfileItem["samples"]) => boolean,
+  ctx: AgentContext = fakeContext(PROFILING_YAML),
+): Promise<{ items: ProfileItem[]; collector: ProfilingCollector }> {
   const collector = new ProfilingCollector(ctx, { core: ebpfCore(ctx), targetPid: pid });
   const host = recordingHost();
   await collector.start(host);
@@ -69,7 +78,7 @@ async function profile(pid: number, enough: (samples: ProfileItem["samples"]) =>
         samples.push(...item.samples);
       }
     }
-    expect(ctx.pipeline.accepted.profiles.length).toBe(items.length);
+    if (ctx.pipeline instanceof RecordingPipeline) expect(ctx.pipeline.accepted.profiles.length).toBe(items.length);
     return { items, collector };
   } finally {
     await collector.shutdown();
@@ -85,14 +94,54 @@ function leaves(items: ProfileItem[]): Map<string, number> {
   return out;
 }
 
+/** Sample weight by leaf function name, decoded from OTLP profiles requests as received. */
+function exportedLeaves(requests: ReceivedRequest[]): Map<string, number> {
+  const out = new Map<string, number>();
+  type Doc = {
+    resourceProfiles?: Array<{ scopeProfiles?: Array<{ profiles?: Array<{ sample?: Array<{ locationsStartIndex?: number; values?: string[] }>; locationIndices?: number[] }> }> }>;
+    dictionary?: { locationTable?: Array<{ line?: Array<{ functionIndex?: number }> }>; functionTable?: Array<{ nameStrindex?: number }>; stringTable?: string[] };
+  };
+  for (const r of requests) {
+    const doc = decodeRequest("profiles", r.body) as Doc;
+    const d = doc.dictionary!;
+    for (const rp of doc.resourceProfiles ?? [])
+      for (const sp of rp.scopeProfiles ?? [])
+        for (const p of sp.profiles ?? [])
+          for (const s of p.sample ?? []) {
+            const loc = d.locationTable![p.locationIndices![s.locationsStartIndex ?? 0]!]!;
+            const fn = d.functionTable![loc.line![0]!.functionIndex ?? 0]!;
+            const name = d.stringTable![fn.nameStrindex ?? 0]!;
+            out.set(name, (out.get(name) ?? 0) + Number(s.values![0]));
+          }
+  }
+  return out;
+}
+
 function top(m: Map<string, number>): string {
   return [...m.entries()].sort((a, b) => b[1] - a[1])[0]![0];
 }
 
 describe.skipIf(!isRoot)("CPU profiling (real kernel)", () => {
-  test("a C program burning CPU in a known function has that function at the top, with its callers and binary", async () => {
+  test("a C program burning CPU in a known function has that function at the top of the exported profile, with its callers and binary", async () => {
     const { pid } = await spawnReady([burner]);
-    const { items, collector } = await profile(pid, (s) => total(s) >= 100);
+    const requests: ReceivedRequest[] = [];
+    const rx = new OtlpReceiver({ listen: "127.0.0.1:0", onRequest: (r) => void requests.push(r) });
+    const port = await rx.start();
+    const base = fakeContext(PROFILING_YAML + `otlp:\n  endpoint: 127.0.0.1:${port}\n  compression: gzip\n`);
+    const exporter = createExport(base);
+    for (const c of exporter.components) await c.start(recordingHost());
+    let items: ProfileItem[];
+    let collector: ProfilingCollector;
+    try {
+      ({ items, collector } = await profile(pid, (s) => total(s) >= 100, { ...base, pipeline: exporter.pipeline }));
+      await exporter.pipeline.flush(10_000);
+    } finally {
+      for (const c of exporter.components) await c.shutdown(AbortSignal.timeout(5000));
+      await rx.stop();
+    }
+    const exported = exportedLeaves(requests.filter((r) => r.signal === "profiles"));
+    expect(top(exported)).toBe("burn_cpu_in_known_function");
+    expect([...exported.values()].reduce((a, b) => a + b, 0)).toBe(total(items.flatMap((i) => i.samples)));
     const byLeaf = leaves(items);
     expect(top(byLeaf)).toBe("burn_cpu_in_known_function");
     expect(byLeaf.get("burn_cpu_in_known_function")! / total(items.flatMap((i) => i.samples))).toBeGreaterThan(0.9);
@@ -110,8 +159,12 @@ describe.skipIf(!isRoot)("CPU profiling (real kernel)", () => {
     expect(names).toContain("burn_cpu_in_known_function");
     const file = join(dir, "cpu.pb.gz");
     writeFileSync(file, pprof);
-    const go = Bun.spawnSync(["go", "tool", "pprof", "-top", file], { env: { ...process.env, HOME: dir } });
-    if (go.exitCode === 0) expect(go.stdout.toString()).toContain("burn_cpu_in_known_function");
+    if (Bun.which("go")) {
+      const go = Bun.spawnSync(["go", "tool", "pprof", "-top", file], { env: { ...process.env, HOME: dir } });
+      expect(go.stderr.toString()).not.toContain("parsing profile");
+      expect(go.exitCode).toBe(0);
+      expect(go.stdout.toString()).toMatch(/\d+(\.\d+)?%\s+burn_cpu_in_known_function/);
+    }
   }, 30_000);
 
   test("time spent in the kernel shows kernel frames from kallsyms above the user frames", async () => {
