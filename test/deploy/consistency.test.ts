@@ -83,8 +83,8 @@ function schemaHasPath(schema: Obj, path: string[]): boolean {
 describe("Kubernetes manifests and the Helm chart", () => {
   test("deploy/kubernetes/svc-agent.yaml is the chart rendered with its default values", () => {
     const rendered = renderChart(CHART, MANIFEST_RENDER).objects;
-    // On a difference, regenerate with `bun deploy/kubernetes/generate.ts`.
-    expect(readFileSync(MANIFESTS, "utf8")).toBe(manifestsText());
+    if (readFileSync(MANIFESTS, "utf8") !== manifestsText())
+      throw new Error("deploy/kubernetes/svc-agent.yaml is stale (the chart changed): run `bun deploy/kubernetes/generate.ts`");
     expect(manifests()).toEqual(rendered);
     expect(rendered.map((o) => o.kind).sort()).toEqual(["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service", "ServiceAccount"]);
   });
@@ -287,8 +287,8 @@ describe("Helm chart values", () => {
   });
 
   test("values.schema.json (checked by Helm on install) is current, accepts the chart's values and refuses unknown keys", () => {
-    // On a difference, regenerate with `bun deploy/helm/values-schema.ts`.
-    expect(readFileSync(VALUES_SCHEMA_PATH, "utf8")).toBe(valuesSchemaText());
+    if (readFileSync(VALUES_SCHEMA_PATH, "utf8") !== valuesSchemaText())
+      throw new Error("deploy/helm/svc-agent/values.schema.json is stale (the configuration schema or values.yaml changed): run `bun deploy/helm/values-schema.ts`");
     // Helm validates with a draft-07 validator; ajv is an independent one.
     const validate = new Ajv({ strict: false, allErrors: true }).compile(JSON.parse(readFileSync(VALUES_SCHEMA_PATH, "utf8")));
     const ok = (v: Record<string, unknown>) => (validate(v) ? "valid" : JSON.stringify(validate.errors));
