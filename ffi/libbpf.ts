@@ -3,20 +3,22 @@
  * (libbpf, its dependencies, libc), each symbol with its C signature and error convention.
  *
  * Which libbpf: `SVC_LIBBPF_PATH` when set; else the system's libbpf.so.1 when present and >= 1.1;
- * else the copy embedded in the binary (with libelf and libz), extracted to a private directory that is
- * removed again once the libraries are mapped. Dependencies are loaded first by absolute path, so the
+ * else the copy embedded in the binary (with libelf and libz), loaded from memory (memfd_create, opened as
+ * /proc/self/fd/N: works where /tmp is noexec or read-only), or, when that fails, extracted to a private
+ * directory that is removed again once the libraries are mapped. Dependencies are loaded first, so the
  * dynamic linker satisfies libbpf's DT_NEEDED entries by soname with them.
  *
  * Error conventions (libbpf 1.x): int functions return a negative errno; pointer functions return NULL
  * and set errno, which `lastErrno()` reads; call it in the same synchronous turn as the failing call.
  */
-import { dlopen, FFIType, read, type Pointer } from "bun:ffi";
-import { existsSync, mkdtempSync, realpathSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { dlopen, FFIType, ptr, read, type Pointer } from "bun:ffi";
+import { closeSync, existsSync, mkdtempSync, realpathSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LibbpfUnavailableError } from "./errors";
 import type { LibbpfInfo } from "./types";
 
+const MFD_CLOEXEC = 1;
 const MIN_SYSTEM_MAJOR = 1;
 const MIN_SYSTEM_MINOR = 1;
 const SYSTEM_LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/local/lib", "/usr/lib", "/lib"];
@@ -147,6 +149,8 @@ const LIBC_SYMBOLS = {
   syscall: { args: [i64, P, i32, i32, i32, u64], returns: i64_fast },
   /** int close(int fd); -1+errno. */
   close: { args: [i32], returns: i32 },
+  /** int memfd_create(const char *name, unsigned int flags); -1+errno. */
+  memfd_create: { args: [P, u32], returns: i32 },
 } as const;
 
 /** Dependencies of libbpf, loaded first when the embedded copy is used. */
@@ -165,12 +169,12 @@ export interface Native {
 }
 
 let native: Native | undefined;
+let libcSymbols: LibcSymbols | undefined;
 
 /** The errno of the calling thread; read it right after the call that failed. */
 export function lastErrno(): number {
-  const libc = native?.libc;
-  if (!libc) return 0;
-  return read.i32(libc.__errno_location() as Pointer, 0);
+  if (!libcSymbols) return 0;
+  return read.i32(libcSymbols.__errno_location() as Pointer, 0);
 }
 
 export interface LoadOptions {
@@ -193,7 +197,30 @@ function versionOf(bpf: LibbpfSymbols): string {
   return `${bpf.libbpf_major_version()}.${bpf.libbpf_minor_version()}`;
 }
 
-async function loadEmbedded(embedded: LoadOptions["embedded"]): Promise<{ bpf: LibbpfSymbols; path: string }> {
+/** Loads the embedded copies from anonymous memory files; the descriptors are closed once mapped. */
+export async function loadEmbeddedFromMemory(libc: LibcSymbols, embedded: LoadOptions["embedded"]): Promise<{ bpf: LibbpfSymbols; path: string }> {
+  const fds: number[] = [];
+  try {
+    let bpfPath = "";
+    for (const lib of await embedded()) {
+      const name = Buffer.from(`svc-agent-${lib.soname}\0`);
+      const fd = libc.memfd_create(ptr(name), MFD_CLOEXEC);
+      if (fd < 0) throw new Error(`memfd_create failed: errno ${lastErrno()}`);
+      fds.push(fd);
+      const bytes = await Bun.file(lib.path).bytes();
+      for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+      const path = `/proc/self/fd/${fd}`;
+      if (lib.soname === "libbpf.so.1") bpfPath = path;
+      else dlopen(path, DEP_SYMBOLS[lib.soname as keyof typeof DEP_SYMBOLS]);
+    }
+    return { bpf: openLibbpf(bpfPath), path: `memfd:svc-agent-libbpf.so.1` };
+  } finally {
+    for (const fd of fds) closeSync(fd);
+  }
+}
+
+/** Loads the embedded copies from a private directory under TMPDIR, removed once they are mapped (the fallback). */
+export async function loadEmbeddedFromDirectory(embedded: LoadOptions["embedded"]): Promise<{ bpf: LibbpfSymbols; path: string }> {
   const dir = mkdtempSync(join(tmpdir(), "svc-agent-libbpf-"));
   try {
     let bpfPath = "";
@@ -218,6 +245,7 @@ export async function loadNative(options: LoadOptions): Promise<Native> {
   if (native) return native;
   const attempts: string[] = [];
   const libc = dlopen("libc.so.6", LIBC_SYMBOLS).symbols;
+  libcSymbols = libc;
   let bpf: LibbpfSymbols | undefined;
   let info: LibbpfInfo | undefined;
 
@@ -255,16 +283,17 @@ export async function loadNative(options: LoadOptions): Promise<Native> {
       attempts.push(`${real}: ${(e as Error).message}`);
     }
   }
-  if (!bpf) {
+  for (const [how, load] of bpf ? [] : ([["from memory", () => loadEmbeddedFromMemory(libc, options.embedded)], ["extracted", () => loadEmbeddedFromDirectory(options.embedded)]] as const)) {
     try {
-      const loaded = await loadEmbedded(options.embedded);
+      const loaded = await load();
       bpf = loaded.bpf;
       info = { source: "embedded", path: loaded.path, version: versionOf(bpf) };
+      break;
     } catch (e) {
-      attempts.push(`embedded copy: ${(e as Error).message}`);
-      throw new LibbpfUnavailableError("no usable libbpf", attempts);
+      attempts.push(`embedded copy ${how}: ${(e as Error).message}`);
     }
   }
+  if (!bpf) throw new LibbpfUnavailableError("no usable libbpf", attempts);
   native = { bpf, libc, info: info! };
   return native;
 }

@@ -69,7 +69,7 @@ describe("dist/svc-agent", () => {
     try {
       await until(() => agent.records.some((r) => r.component === "ebpf/process" && (r.msg === "eBPF program set attached" || r.state === "permanent_error")), "the process set", 15_000);
       const loaded = agent.records.find((r) => r.msg === "libbpf loaded");
-      expect(loaded).toMatchObject({ source: "embedded", version: "1.1" });
+      expect(loaded).toMatchObject({ source: "embedded", path: "memfd:svc-agent-libbpf.so.1", version: "1.1" });
       const view = await ebpfView(agent.url);
       expect(view.enabled).toBe(true);
       const processPrograms = view.programs.filter((p) => p.name === "handle_exec" || p.name === "handle_exit");
@@ -139,6 +139,25 @@ describe("dist/svc-agent", () => {
     } finally {
       if (broken.proc.exitCode === null) broken.proc.kill("SIGKILL");
       rmSync(dir2, { recursive: true, force: true });
+    }
+  });
+
+  test("the extraction fallback (when memory files fail) loads the embedded copies and leaves nothing on disk", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-ebpf-bin-"));
+    const empty = join(dir, "empty");
+    writeFileSync(empty, "");
+    const mounts = HIDDEN.map((p) => `mount --bind ${empty} ${p}`).join(" && ");
+    const script = join(import.meta.dir, "fixtures/load-extracted.ts");
+    try {
+      const r = Bun.spawnSync(["unshare", "-m", "--propagation", "private", "bash", "-c", `${mounts} && exec ${process.execPath} ${script}`], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", TMPDIR: dir } });
+      expect(r.exitCode).toBe(0);
+      const out = JSON.parse(r.stdout.toString()) as { version: string; path: string; left: string[]; mappedFrom: string[] };
+      expect(out.version).toBe("1.1");
+      expect(out.path.startsWith(join(dir, "svc-agent-libbpf-"))).toBe(true);
+      expect(out.left).toEqual(["empty"]);
+      expect(out.mappedFrom).toEqual([`${out.path} (deleted)`]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
