@@ -9,7 +9,7 @@ import type { Config } from "../config/schema";
 import type { TaskOutcome } from "../telemetry/tasks";
 import type { ServerDeps } from "./deps";
 import { ApiError, errorResponse, methodNotAllowed, notFound } from "./errors";
-import { API_V1_PREFIX, canonicalPath, RequestGuard } from "./guard";
+import { API_V1_PREFIX, canonicalPath, pathOf, RequestGuard } from "./guard";
 import { adminRoutes } from "./routes/admin";
 import { configRoutes } from "./routes/config";
 import { debugRoutes } from "./routes/debug";
@@ -50,7 +50,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
   let document: Record<string, unknown> | undefined;
   const app: AnyElysia = new Elysia({ name: "svc-agent" })
     .onRequest(({ request }) => {
-      const path = canonicalPath(new URL(request.url).pathname);
+      const path = canonicalPath(pathOf(request.url));
       try {
         guard.check(request, path, clientAddresses.get(request) ?? "unknown");
       } catch (e) {

@@ -11,6 +11,18 @@ import { RateLimiter } from "./rate-limit";
 export const API_V1_PREFIX = "/api/v1";
 const PRIVILEGED_PREFIXES = ["/admin/", "/debug/"];
 
+/** The path of a request URL without parsing a URL object (hot path): from the first "/" after the authority up to "?" or "#". */
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start === -1) return "/";
+  let end = url.length;
+  const q = url.indexOf("?", start);
+  if (q !== -1) end = q;
+  const h = url.indexOf("#", start);
+  if (h !== -1 && h < end) end = h;
+  return url.slice(start, end);
+}
+
 /** The path a request is about, without the version prefix. */
 export function canonicalPath(pathname: string): string {
   if (pathname === API_V1_PREFIX) return "/";

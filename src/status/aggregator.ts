@@ -35,6 +35,9 @@ export class StatusAggregator {
   readonly #views = new Map<string, ViewProvider>();
   readonly #listeners = new Set<Listener>();
   readonly startedAt = new Date();
+  /** Health and readiness, recomputed on the first question after a change (probes are hot paths). */
+  #health: Health | undefined;
+  #readiness: Readiness | undefined;
 
   /** Records a state change of component `id`. Repeating the same state and reason is a no-op. */
   report(id: string, readiness: ReadinessCheck | undefined, state: ComponentState, reason?: string): void {
@@ -42,12 +45,14 @@ export class StatusAggregator {
     if (prev && prev.state === state && prev.reason === reason) return;
     const status: ComponentStatus = { id, readiness, state, reason, since: new Date().toISOString() };
     this.#components.set(id, status);
+    this.#health = this.#readiness = undefined;
     for (const l of this.#listeners) l(status);
   }
 
   /** Forgets a component (after it was removed by a reload). */
   remove(id: string): void {
     this.#components.delete(id);
+    this.#health = this.#readiness = undefined;
   }
 
   /** Calls `fn` on every status change; returns a function that stops it. */
@@ -66,6 +71,10 @@ export class StatusAggregator {
 
   /** Unhealthy only when some component is in a fatal state. */
   health(): Health {
+    return (this.#health ??= this.#computeHealth());
+  }
+
+  #computeHealth(): Health {
     const reasons = this.components()
       .filter((c) => c.state === "fatal_error")
       .map((c) => `${c.id}: ${c.reason ?? "fatal error"}`);
@@ -74,6 +83,10 @@ export class StatusAggregator {
 
   /** Each check is `ok` when every component feeding it is ok or disabled, else `failed: <reason>` of the first that is not. */
   readiness(): Readiness {
+    return (this.#readiness ??= this.#computeReadiness());
+  }
+
+  #computeReadiness(): Readiness {
     const checks = {} as Record<ReadinessCheck, string>;
     for (const check of READINESS_CHECKS) {
       const failing = this.components().find((c) => c.readiness === check && c.state !== "ok" && c.state !== "disabled");

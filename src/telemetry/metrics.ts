@@ -4,6 +4,7 @@
  * the event happens; nothing here is a constant or a once-per-interval guess.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { exposition } from "./exposition";
 import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
 
@@ -20,10 +21,8 @@ export interface SignalCounters {
 }
 
 export class AgentMetrics {
-  /** Text exposition format 0.0.4. */
+  /** The metric store; render it with `exposition()` (src/telemetry/exposition.ts). */
   readonly registry: Registry;
-  /** The same metrics in OpenMetrics format (for scrapers that ask for it). */
-  readonly openMetricsRegistry: Registry<"application/openmetrics-text; version=1.0.0; charset=utf-8">;
   #namespace: string;
   readonly spans: SignalCounters;
   readonly metrics: SignalCounters;
@@ -43,11 +42,9 @@ export class AgentMetrics {
 
   constructor(namespace: string, tasks: TaskRegistry) {
     this.registry = new Registry();
-    this.openMetricsRegistry = new Registry();
-    this.openMetricsRegistry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
     this.#namespace = namespace;
     const n = (suffix: string) => `${namespace}_${suffix}`;
-    const registers = [this.registry, this.openMetricsRegistry];
+    const registers = [this.registry];
     const signal = (plural: string, noun: string): SignalCounters => ({
       collected: new Counter({ name: n(`${plural}_collected_total`), help: `Total ${noun} collected.`, registers }),
       exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),
@@ -102,7 +99,7 @@ export class AgentMetrics {
     });
     new Gauge({
       name: n("process_open_fds"),
-      help: "Open file descriptors of the agent.",
+      help: "Open file descriptors of the agent (re-counted at most once per second).",
       registers,
       collect() {
         this.set(sample.openFds);
@@ -132,13 +129,16 @@ export class AgentMetrics {
     const old = this.#namespace;
     const metrics = this.registry.getMetricsAsArray() as unknown as Array<{ name: string }>;
     this.registry.clear();
-    this.openMetricsRegistry.clear();
     for (const m of metrics) {
       m.name = namespace + m.name.slice(old.length);
       this.registry.registerMetric(m as never);
-      this.openMetricsRegistry.registerMetric(m as never);
     }
     this.#namespace = namespace;
+  }
+
+  /** The text exposition: Prometheus 0.0.4, or OpenMetrics 1.0.0 when `openMetrics`. */
+  render(openMetrics = false): Promise<string> {
+    return exposition(this.registry, openMetrics);
   }
 
   /** The counters of one export signal. */

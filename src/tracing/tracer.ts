@@ -90,10 +90,10 @@ export class Tracer implements TaskObserver {
 
   began(info: TaskInfo, scoped: boolean): TaskWatch | undefined {
     if (info.kind !== "operation") return undefined;
-    const store = context.getStore();
-    if (store === SUPPRESSED) return undefined;
     const c = this.deps.config().self_telemetry.tracing;
     if (!c.enabled) return undefined;
+    const store = context.getStore();
+    if (store === SUPPRESSED) return undefined;
     // An unscoped unit (begin/end, e.g. an HTTP request) is a root: the context it was called from may be one
     // captured long ago (a listener created during a reload), not its cause.
     const parent = scoped ? store : undefined;

@@ -5,6 +5,7 @@
 import { Elysia, t } from "elysia";
 import type { ServerDeps } from "../deps";
 import { COMMON_ERRORS } from "../model";
+import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from "../../telemetry/exposition";
 
 const OPENMETRICS = "application/openmetrics-text";
 const GZIP_MIN_BYTES = 1024;
@@ -14,9 +15,11 @@ export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
     path,
     async ({ request }) => {
       const openMetrics = (request.headers.get("accept") ?? "").includes(OPENMETRICS);
-      const registry = openMetrics ? deps.metrics.openMetricsRegistry : deps.metrics.registry;
-      const text = await registry.metrics();
-      const headers: Record<string, string> = { "content-type": registry.contentType, "cache-control": "no-store" };
+      const text = await deps.metrics.render(openMetrics);
+      const headers: Record<string, string> = {
+        "content-type": openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE,
+        "cache-control": "no-store",
+      };
       if (text.length >= GZIP_MIN_BYTES && /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) {
         headers["content-encoding"] = "gzip";
         headers.vary = "Accept-Encoding";

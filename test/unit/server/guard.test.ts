@@ -61,3 +61,9 @@ test("canonical paths strip the /api/v1 prefix", () => {
   expect(canonicalPath("/api/v10/status")).toBe("/api/v10/status");
   expect(canonicalPath("/healthz")).toBe("/healthz");
 });
+
+test("pathOf extracts the path of a request URL like URL.pathname does", async () => {
+  const { pathOf } = await import("../../../src/server/guard");
+  for (const u of ["http://h/healthz", "http://h:19090/status/ebpf?x=1", "http://h", "http://h/a#b", "http://h/a?b#c", "http://[::1]:80/x/y?z"])
+    expect(pathOf(u)).toBe(new URL(u).pathname);
+});

@@ -15,7 +15,7 @@ const CATALOGUE = [
 describe("metric catalogue", () => {
   test("every metric of the spec is exposed with HELP and TYPE under the namespace", async () => {
     const m = new AgentMetrics("svc", new TaskRegistry());
-    const text = await m.registry.metrics();
+    const text = await m.render();
     for (const suffix of CATALOGUE) {
       const base = suffix.replace(/_total$/, "");
       expect(text).toContain(`# HELP svc_${suffix.endsWith("_total") && !text.includes(`# HELP svc_${suffix} `) ? base : suffix} `);
@@ -25,7 +25,7 @@ describe("metric catalogue", () => {
 
   test("process figures are measured from /proc", async () => {
     const m = new AgentMetrics("svc", new TaskRegistry());
-    const text = await m.registry.metrics();
+    const text = await m.render();
     const rss = Number(/svc_process_resident_memory_bytes (\d+)/.exec(text)![1]);
     const fds = Number(/svc_process_open_fds (\d+)/.exec(text)![1]);
     expect(rss).toBeGreaterThan(10 * 1024 * 1024);
@@ -36,10 +36,25 @@ describe("metric catalogue", () => {
     const tasks = new TaskRegistry();
     const m = new AgentMetrics("svc", tasks);
     const end = tasks.begin("reader");
-    expect(await m.registry.metrics()).toContain("svc_go_goroutines 2");
+    expect(await m.render()).toContain("svc_go_goroutines 2");
     end();
     end();
-    expect(await m.registry.metrics()).toContain("svc_go_goroutines 1");
+    expect(await m.render()).toContain("svc_go_goroutines 1");
+  });
+
+  test("the exposition is the one prom-client would write, and OpenMetrics names counter families without _total", async () => {
+    const m = new AgentMetrics("svc", new TaskRegistry());
+    m.spans.dropped.inc({ reason: "queue_full" }, 2);
+    m.exportErrors.inc({ signal: "traces", code: 'we"ird\\' }, 1);
+    m.exportLatency.observe({ signal: "logs" }, 0.3);
+    const stable = (t: string) => t.split("\n").filter((l) => !/process_|go_goroutines/.test(l));
+    expect(stable(await m.render())).toEqual(stable(await m.registry.metrics()));
+    const om = await m.render(true);
+    expect(om).toContain("# TYPE svc_spans_dropped counter\n");
+    expect(om).toContain('svc_spans_dropped_total{reason="queue_full"} 2\n');
+    expect(om).toEndWith("# EOF\n");
+    // Rendering OpenMetrics leaves the Prometheus text unchanged (prom-client's own OpenMetrics mode renames counters in place).
+    expect(await m.render()).toContain("svc_spans_dropped_total{reason=\"queue_full\"} 2");
   });
 
   test("renaming the namespace keeps the values", async () => {
@@ -47,11 +62,11 @@ describe("metric catalogue", () => {
     m.spans.collected.inc(7);
     m.exportLatency.observe({ signal: "traces" }, 0.02);
     m.setNamespace("agent");
-    const text = await m.registry.metrics();
+    const text = await m.render();
     expect(text).toContain("agent_spans_collected_total 7");
     expect(text).toContain('agent_export_latency_seconds_bucket{le="0.025",signal="traces"} 1');
     expect(text).not.toContain("svc_");
-    expect(await m.openMetricsRegistry.metrics()).toContain("agent_spans_collected_total 7");
+    expect(await m.render(true)).toContain("agent_spans_collected_total 7");
   });
 });
 
