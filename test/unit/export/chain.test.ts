@@ -1,0 +1,118 @@
+/** The small links of the chain with fakes: queue limits, batcher triggers, backoff and retry decisions. */
+import { describe, expect, test } from "bun:test";
+import { Batcher } from "../../../src/export/batcher";
+import type { EncodedItem } from "../../../src/export/encode";
+import type { ExportOutcome } from "../../../src/export/outcome";
+import { SignalQueue } from "../../../src/export/queue";
+import { BACKOFF_JITTER, backoffDelayMs, sendWithRetry } from "../../../src/export/retry";
+import { readinessReason } from "../../../src/export/outcome";
+
+const item = (bytes: number): EncodedItem => ({ bytes: new Uint8Array(bytes), scope: undefined, resource: undefined });
+
+describe("SignalQueue", () => {
+  test("refuses by capacity first, then by bytes, and frees bytes on take", () => {
+    const q = new SignalQueue(3, 100);
+    expect(q.offer(item(40))).toBe("ok");
+    expect(q.offer(item(40))).toBe("ok");
+    expect(q.offer(item(40))).toBe("mem_limit");
+    expect(q.offer(item(20))).toBe("ok");
+    expect(q.offer(item(1))).toBe("queue_full");
+    expect(q.take(2).map((e) => e.bytes.length)).toEqual([40, 40]);
+    expect(q.bytes).toBe(20);
+    expect(q.size).toBe(1);
+    q.capacity = 10;
+    expect(q.offer(item(80))).toBe("ok");
+    expect(q.take(10)).toHaveLength(2);
+    expect(q.size).toBe(0);
+  });
+});
+
+describe("Batcher", () => {
+  test("cuts full batches at once, partial ones after the timeout, and respects maxInFlight", async () => {
+    const q = new SignalQueue(100, 1 << 20);
+    const batches: number[] = [];
+    const pending: Array<() => void> = [];
+    const b = new Batcher(q, () => ({ batchSize: 4, batchTimeoutMs: 30, maxInFlight: 1 }), (items) => {
+      batches.push(items.length);
+      return new Promise<void>((r) => pending.push(r));
+    });
+    for (let i = 0; i < 9; i++) q.offer(item(1));
+    b.kick();
+    expect(batches).toEqual([4]);
+    pending.shift()!();
+    await Bun.sleep(0);
+    expect(batches).toEqual([4, 4]);
+    pending.shift()!();
+    await Bun.sleep(0);
+    expect(batches).toEqual([4, 4]);
+    const started = performance.now();
+    while (batches.length < 3 && performance.now() - started < 2000) await Bun.sleep(5);
+    expect(batches).toEqual([4, 4, 1]);
+    b.stop();
+  });
+
+  test("urgent sends partial batches without waiting", () => {
+    const q = new SignalQueue(100, 1 << 20);
+    const batches: number[] = [];
+    const b = new Batcher(q, () => ({ batchSize: 10, batchTimeoutMs: 60_000, maxInFlight: 4 }), async (items) => void batches.push(items.length));
+    q.offer(item(1));
+    q.offer(item(1));
+    b.kick();
+    expect(batches).toEqual([]);
+    b.urgent(true);
+    expect(batches).toEqual([2]);
+    b.stop();
+  });
+
+  test("maxInFlight 0 (no transport yet) holds everything", () => {
+    const q = new SignalQueue(100, 1 << 20);
+    let called = false;
+    const b = new Batcher(q, () => ({ batchSize: 1, batchTimeoutMs: 1, maxInFlight: 0 }), async () => void (called = true));
+    q.offer(item(1));
+    b.urgent(true);
+    expect(called).toBe(false);
+    b.stop();
+  });
+});
+
+describe("retry", () => {
+  test("backoff doubles from initial, is capped at max, and jitters by ±50%", () => {
+    expect(BACKOFF_JITTER).toBe(0.5);
+    expect(backoffDelayMs(0, 100, 1000, () => 0.5)).toBe(100);
+    expect(backoffDelayMs(1, 100, 1000, () => 0.5)).toBe(200);
+    expect(backoffDelayMs(3, 100, 1000, () => 0.5)).toBe(800);
+    expect(backoffDelayMs(10, 100, 1000, () => 0.5)).toBe(1000);
+    expect(backoffDelayMs(0, 100, 1000, () => 0)).toBe(50);
+    expect(backoffDelayMs(0, 100, 1000, () => 1)).toBe(150);
+    expect(backoffDelayMs(10, 100, 1000, () => 1)).toBe(1000);
+  });
+
+  const retryable = (delayMs?: number): ExportOutcome => ({ kind: "retryable", code: 14, message: "down", delayMs });
+
+  test("retries retryable outcomes until success; stops at once on failure", async () => {
+    const outcomes: ExportOutcome[] = [retryable(), retryable(1), { kind: "success", rejected: 0, message: "" }];
+    let calls = 0;
+    const r = await sendWithRetry(async () => (calls++, outcomes.shift()!), { backoff: () => ({ initialMs: 1, maxMs: 2 }), stop: new AbortController().signal });
+    expect(r.kind).toBe("success");
+    expect(calls).toBe(3);
+    calls = 0;
+    const f = await sendWithRetry(async () => (calls++, { kind: "failure", code: 3, message: "bad" }), { backoff: () => ({ initialMs: 1, maxMs: 2 }), stop: new AbortController().signal });
+    expect(f.kind).toBe("failure");
+    expect(calls).toBe(1);
+  });
+
+  test("gives up when stopped, during the wait", async () => {
+    const stop = new AbortController();
+    const p = sendWithRetry(async () => retryable(), { backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }), stop: stop.signal });
+    await Bun.sleep(5);
+    stop.abort();
+    const r = await p;
+    expect(r.kind).toBe("abandoned");
+  });
+});
+
+test("readiness reasons", () => {
+  expect(readinessReason({ kind: "retryable", code: 14, message: "No connection established. Last error: connect ECONNREFUSED 127.0.0.1:1", delayMs: undefined })).toBe("connection refused");
+  expect(readinessReason({ kind: "retryable", code: 4, message: "Deadline exceeded after 1.0s", delayMs: undefined })).toBe("deadline exceeded");
+  expect(readinessReason({ kind: "failure", code: 16, message: "bad key" })).toBe("unauthenticated");
+});

@@ -1,0 +1,177 @@
+/** The encoder: field numbers against the embedded schema, and round trips through protobufjs decoding. */
+import { describe, expect, test } from "bun:test";
+import { F, ItemEncoder, buildRequest } from "../../../src/export/encode";
+import type { LogRecordItem, MetricPointItem, ProfileItem, SpanItem } from "../../../src/export/model";
+import { countItems } from "../../../src/export/receiver/count";
+import { decodeRequest } from "../../../src/export/receiver";
+import { ResourceBuilder } from "../../../src/export/resource";
+import { otlpRoot } from "../../../src/export/schema";
+import { ProtoWriter } from "../../../src/export/wire";
+
+/** Which schema message each group of F describes. */
+const MESSAGES: Record<keyof typeof F, string> = {
+  AnyValue: "opentelemetry.proto.common.v1.AnyValue",
+  ArrayValue: "opentelemetry.proto.common.v1.ArrayValue",
+  KeyValue: "opentelemetry.proto.common.v1.KeyValue",
+  InstrumentationScope: "opentelemetry.proto.common.v1.InstrumentationScope",
+  Resource: "opentelemetry.proto.resource.v1.Resource",
+  ExportTraceServiceRequest: "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest",
+  ResourceSpans: "opentelemetry.proto.trace.v1.ResourceSpans",
+  ScopeSpans: "opentelemetry.proto.trace.v1.ScopeSpans",
+  Span: "opentelemetry.proto.trace.v1.Span",
+  Event: "opentelemetry.proto.trace.v1.Span.Event",
+  Link: "opentelemetry.proto.trace.v1.Span.Link",
+  Status: "opentelemetry.proto.trace.v1.Status",
+  ExportMetricsServiceRequest: "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest",
+  ResourceMetrics: "opentelemetry.proto.metrics.v1.ResourceMetrics",
+  ScopeMetrics: "opentelemetry.proto.metrics.v1.ScopeMetrics",
+  Metric: "opentelemetry.proto.metrics.v1.Metric",
+  Gauge: "opentelemetry.proto.metrics.v1.Gauge",
+  Sum: "opentelemetry.proto.metrics.v1.Sum",
+  Histogram: "opentelemetry.proto.metrics.v1.Histogram",
+  NumberDataPoint: "opentelemetry.proto.metrics.v1.NumberDataPoint",
+  HistogramDataPoint: "opentelemetry.proto.metrics.v1.HistogramDataPoint",
+  ExportLogsServiceRequest: "opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest",
+  ResourceLogs: "opentelemetry.proto.logs.v1.ResourceLogs",
+  ScopeLogs: "opentelemetry.proto.logs.v1.ScopeLogs",
+  LogRecord: "opentelemetry.proto.logs.v1.LogRecord",
+  ExportProfilesServiceRequest: "opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceRequest",
+  ResourceProfiles: "opentelemetry.proto.profiles.v1development.ResourceProfiles",
+  ScopeProfiles: "opentelemetry.proto.profiles.v1development.ScopeProfiles",
+  ProfilesDictionary: "opentelemetry.proto.profiles.v1development.ProfilesDictionary",
+  Profile: "opentelemetry.proto.profiles.v1development.Profile",
+  ValueType: "opentelemetry.proto.profiles.v1development.ValueType",
+  Sample: "opentelemetry.proto.profiles.v1development.Sample",
+  Mapping: "opentelemetry.proto.profiles.v1development.Mapping",
+  Location: "opentelemetry.proto.profiles.v1development.Location",
+  Line: "opentelemetry.proto.profiles.v1development.Line",
+  Function: "opentelemetry.proto.profiles.v1development.Function",
+};
+
+test("every field number the encoder uses is the schema's (proto/)", () => {
+  const root = otlpRoot();
+  for (const [group, fields] of Object.entries(F)) {
+    const type = root.lookupType(MESSAGES[group as keyof typeof F]);
+    for (const [name, id] of Object.entries(fields)) {
+      const field = type.fields[name.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())];
+      expect(field, `${group}.${name}`).toBeDefined();
+      expect(field!.id, `${group}.${name}`).toBe(id);
+    }
+  }
+});
+
+const resource = new ResourceBuilder("unit");
+const encoder = new ItemEncoder(resource.encoder);
+const long = "x".repeat(300) + "é漢字";
+
+describe("round trips through protobufjs", () => {
+  test("spans: long and non-ASCII strings, negative and large integers, arrays, events, links, status", () => {
+    const span: SpanItem = {
+      traceId: new Uint8Array(16).fill(7),
+      spanId: new Uint8Array(8).fill(9),
+      name: long,
+      kind: 2,
+      startTimeUnixNano: 18_446_744_073_709_551_615n,
+      endTimeUnixNano: 1n,
+      attributes: { s: long, neg: -42, big: 2 ** 40, pi: 3.14, yes: false, list: [1, 2, 3], "ключ": "значение" },
+      events: [{ timeUnixNano: 5n, name: "e" }],
+      links: [{ traceId: new Uint8Array(16).fill(1), spanId: new Uint8Array(8).fill(2), traceState: "a=b" }],
+      status: { code: 2, message: "bad" },
+      flags: 0x301,
+    };
+    const body = buildRequest("traces", [encoder.encode("traces", span)], resource.encoder);
+    const req = decodeRequest("traces", body) as any;
+    const s = req.resourceSpans[0].scopeSpans[0].spans[0];
+    expect(s.name).toBe(long);
+    expect(s.traceId).toBe("07".repeat(16));
+    expect(s.startTimeUnixNano).toBe("18446744073709551615");
+    expect(s.kind).toBe("SPAN_KIND_SERVER");
+    const attrs = Object.fromEntries(s.attributes.map((a: any) => [a.key, a.value]));
+    expect(attrs.s.stringValue).toBe(long);
+    expect(attrs.neg.intValue).toBe("-42");
+    expect(attrs.big.intValue).toBe(String(2 ** 40));
+    expect(attrs.pi.doubleValue).toBe(3.14);
+    expect(attrs.yes.boolValue).toBe(false);
+    expect(attrs.list.arrayValue.values.map((v: any) => v.intValue)).toEqual(["1", "2", "3"]);
+    expect(attrs["ключ"].stringValue).toBe("значение");
+    expect(s.events[0]).toMatchObject({ timeUnixNano: "5", name: "e" });
+    expect(s.links[0]).toMatchObject({ traceState: "a=b", spanId: "02".repeat(8) });
+    expect(s.status).toEqual({ message: "bad", code: "STATUS_CODE_ERROR" });
+    expect(s.flags).toBe(0x301);
+    expect(countItems("traces", body)).toEqual({ resources: 1, scopes: 1, items: 1 });
+  });
+
+  test("items are grouped by resource and scope objects, and metrics by metric", () => {
+    const scopeA = { name: "a" };
+    const workload = { "k8s.pod.name": "web-1" };
+    const points: MetricPointItem[] = [
+      { type: "gauge", name: "g", value: 1, timeUnixNano: 1n, scope: scopeA },
+      { type: "gauge", name: "g", value: 2, timeUnixNano: 2n, scope: scopeA },
+      { type: "sum", name: "c", value: 3, temporality: 1, monotonic: false, timeUnixNano: 3n, scope: scopeA },
+      { type: "gauge", name: "g", value: 4, timeUnixNano: 4n, resource: workload },
+    ];
+    const body = buildRequest("metrics", points.map((p) => encoder.encode("metrics", p)), resource.encoder);
+    const req = decodeRequest("metrics", body) as any;
+    expect(req.resourceMetrics).toHaveLength(2);
+    const [agentRes, podRes] = req.resourceMetrics;
+    expect(agentRes.scopeMetrics[0].scope.name).toBe("a");
+    expect(agentRes.scopeMetrics[0].metrics.map((m: any) => m.name)).toEqual(["g", "c"]);
+    expect(agentRes.scopeMetrics[0].metrics[0].gauge.dataPoints.map((p: any) => p.asDouble)).toEqual([1, 2]);
+    expect(agentRes.scopeMetrics[0].metrics[1].sum.aggregationTemporality).toBe("AGGREGATION_TEMPORALITY_DELTA");
+    const podAttrs = Object.fromEntries(podRes.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
+    expect(podAttrs["k8s.pod.name"]).toBe("web-1");
+    expect(podAttrs["service.name"]).toBe("unit");
+    expect(podRes.scopeMetrics[0].scope.name).toBe("svc-agent");
+    expect(countItems("metrics", body)).toEqual({ resources: 2, scopes: 2, items: 4 });
+  });
+
+  test("log records", () => {
+    const r: LogRecordItem = { observedTimeUnixNano: 9n, severityNumber: 13, severityText: "WARN", body: long, attributes: { n: 1 } };
+    const req = decodeRequest("logs", buildRequest("logs", [encoder.encode("logs", r)], resource.encoder)) as any;
+    expect(req.resourceLogs[0].scopeLogs[0].logRecords[0]).toMatchObject({
+      observedTimeUnixNano: "9",
+      severityNumber: "SEVERITY_NUMBER_WARN",
+      severityText: "WARN",
+      body: { stringValue: long },
+    });
+  });
+
+  test("profiles: a shared dictionary with null entries first, samples pointing at location slices", () => {
+    const p: ProfileItem = {
+      sampleType: { type: "samples", unit: "count" },
+      periodType: { type: "cpu", unit: "nanoseconds" },
+      period: 10_000_000,
+      timeUnixNano: 100n,
+      durationNanos: 1_000_000_000n,
+      samples: [
+        { stack: [{ function: "leaf", file: "a.c", line: 10 }, { function: "main", file: "a.c", binary: "/bin/app" }], value: 3, attributes: { "thread.name": "w1" } },
+        { stack: [{ function: "main", file: "a.c", binary: "/bin/app" }], value: 1 },
+      ],
+    };
+    const req = decodeRequest("profiles", buildRequest("profiles", [encoder.encode("profiles", p)], resource.encoder)) as any;
+    const d = req.dictionary;
+    expect(d.stringTable[0]).toBe("");
+    expect(d.mappingTable).toHaveLength(2);
+    const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
+    const fnName = (loc: number) => d.stringTable[d.functionTable[d.locationTable[loc].line[0].functionIndex].nameStrindex];
+    const stack = (s: any) => prof.locationIndices.slice(s.locationsStartIndex ?? 0, (s.locationsStartIndex ?? 0) + s.locationsLength).map(fnName);
+    expect(stack(prof.sample[0])).toEqual(["leaf", "main"]);
+    expect(stack(prof.sample[1])).toEqual(["main"]);
+    expect(prof.sample.map((s: any) => s.values)).toEqual([["3"], ["1"]]);
+    expect(d.stringTable[prof.sampleType.typeStrindex]).toBe("samples");
+    const attr = d.attributeTable[prof.sample[0].attributeIndices[0]];
+    expect(attr).toEqual({ key: "thread.name", value: { stringValue: "w1" } });
+  });
+});
+
+test("ProtoWriter: nested lengths of 127, 128 and 20000 bytes", () => {
+  for (const n of [127, 128, 16383, 16384, 20000]) {
+    const w = new ProtoWriter(16);
+    const m = w.open(1);
+    w.raw(new Uint8Array(n).fill(0x61));
+    w.end(m);
+    const out = w.copy();
+    const type = otlpRoot().lookupType("opentelemetry.proto.common.v1.KeyValue");
+    expect((type.decode(out) as any).key).toBe("a".repeat(n));
+  }
+});
