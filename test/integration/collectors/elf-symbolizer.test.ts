@@ -1,0 +1,79 @@
+/** ELF reading and user-frame symbolization against binaries gcc builds here, through a fake /proc tree. */
+import { beforeAll, describe, expect, test } from "bun:test";
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ElfError, ElfFile } from "../../../src/collectors/profiling/elf";
+import { Symbolizer } from "../../../src/collectors/profiling/symbolizer";
+
+const FIXTURE = join(import.meta.dir, "../../fixtures/cpu-burner.c");
+const dir = mkdtempSync(join(tmpdir(), "svc-elf-"));
+const bin = join(dir, "cpu-burner");
+const stripped = join(dir, "cpu-burner-stripped");
+
+beforeAll(() => {
+  for (const args of [["gcc", "-O0", "-g", "-fno-omit-frame-pointer", "-o", bin, FIXTURE], ["strip", "--strip-all", "-o", stripped, bin]]) {
+    const r = Bun.spawnSync(args);
+    if (r.exitCode !== 0) throw new Error(`${args[0]} failed: ${r.stderr.toString()}`);
+  }
+});
+
+function nm(path: string, symbol: string): number {
+  const out = Bun.spawnSync(["nm", path]).stdout.toString();
+  const line = out.split("\n").find((l) => l.endsWith(` ${symbol}`));
+  if (!line) throw new Error(`nm: no ${symbol}`);
+  return parseInt(line.split(" ")[0]!, 16);
+}
+
+describe("ELF reader", () => {
+  test("build id, PT_LOAD segments and .symtab functions of a PIE built by gcc (checked against readelf and nm)", () => {
+    using elf = new ElfFile(bin);
+    const readelf = Bun.spawnSync(["readelf", "-n", bin]).stdout.toString();
+    expect(readelf).toContain(`Build ID: ${elf.info.buildId}`);
+    expect(elf.info.buildId).toMatch(/^[0-9a-f]{40}$/);
+    expect(elf.info.shared).toBe(true);
+    expect(elf.info.segments.length).toBeGreaterThanOrEqual(2);
+    const table = elf.symbols();
+    const addr = nm(bin, "burn_cpu_in_known_function");
+    expect(table.lookup(addr)).toBe("burn_cpu_in_known_function");
+    expect(table.lookup(addr + 5)).toBe("burn_cpu_in_known_function");
+    expect(table.lookup(nm(bin, "main"))).toBe("main");
+  });
+
+  test("a stripped binary keeps only .dynsym (no local functions); non-ELF input is a typed error", () => {
+    using elf = new ElfFile(stripped);
+    expect(elf.symbols().lookup(nm(bin, "burn_cpu_in_known_function"))).toBeUndefined();
+    const txt = join(dir, "not-elf");
+    writeFileSync(txt, "x".repeat(100));
+    expect(() => new ElfFile(txt)).toThrow(ElfError);
+  });
+});
+
+describe("Symbolizer over a fake /proc", () => {
+  test("user addresses resolve through the mapped file (process root), symbols are shared by build id", () => {
+    const proc = join(dir, "proc");
+    const textOffset = (() => {
+      using elf = new ElfFile(bin);
+      return elf.info.segments.find((s) => s.fileOffset > 0 && s.vaddr === s.fileOffset)?.fileOffset ?? 0x1000;
+    })();
+    const base = 0x555555554000;
+    for (const pid of [101, 102]) {
+      mkdirSync(join(proc, `${pid}/root/opt/app`), { recursive: true });
+      copyFileSync(bin, join(proc, `${pid}/root/opt/app/prog`));
+      writeFileSync(
+        join(proc, `${pid}/maps`),
+        `${(base + textOffset).toString(16)}-${(base + textOffset + 0x1000).toString(16)} r-xp ${textOffset.toString(16).padStart(8, "0")} fe:00 1 /opt/app/prog\n`,
+      );
+    }
+    const s = new Symbolizer({ procRoot: proc, kallsyms: join(dir, "none") });
+    const burn = BigInt(base + nm(bin, "burn_cpu_in_known_function") + 4);
+    const ret = BigInt(base + nm(bin, "main") + 1);
+    const frames = s.userFrames(101, [burn, ret]);
+    expect(frames.map((f) => f.function)).toEqual(["burn_cpu_in_known_function", "main"]);
+    expect(frames[0]!.binary).toBe("/opt/app/prog");
+    expect(s.userFrames(102, [burn])[0]!.function).toBe("burn_cpu_in_known_function");
+    expect(s.stats.binariesLoaded).toBe(1);
+    const unknown = s.userFrames(101, [0x1234n]);
+    expect(unknown[0]!.function).toBe("[unknown] 0x1234");
+  });
+});

@@ -1,0 +1,152 @@
+/** collector/profiling over fakes of the native layer (ffi/types) and of symbolization: no kernel. */
+import { describe, expect, test } from "bun:test";
+import { ProfilingCollector, Symbolizer } from "../../../src/collectors/profiling";
+import { PROFILE_KEY_BYTES } from "../../../src/collectors/profiling/decode";
+import { EbpfCore } from "../../../src/ebpf/core";
+import type { ProfileFrame } from "../../../src/export/model";
+import { VIEWS, type ProfilingView } from "../../../src/status/model";
+import { parseConfig } from "../../../src/config/load";
+import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../ebpf/fakes";
+import { RecordingPipeline, recordingHost, waitFor } from "../../integration/collectors/fakes";
+
+const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
+
+/** A hash/stack map held in a JS Map, keyed by the raw key bytes. */
+class HashFakeMap extends FakeMap {
+  readonly data = new Map<string, Uint8Array>();
+  readonly deleted: string[] = [];
+  errors = [0n, 0n, 0n];
+  put(key: Uint8Array, value: Uint8Array): void {
+    this.data.set(hex(key), value);
+  }
+  override lookupU32Key(key: number): Uint8Array | undefined {
+    return this.data.get(hex(new Uint8Array(new Uint32Array([key]).buffer)));
+  }
+  override sumPerCpuU64(key: number): bigint {
+    return this.errors[key] ?? 0n;
+  }
+  lookup(key: Uint8Array): Uint8Array | undefined {
+    return this.data.get(hex(key));
+  }
+  keys(limit: number): Uint8Array[] {
+    return [...this.data.keys()].slice(0, limit).map((k) => new Uint8Array(Buffer.from(k, "hex")));
+  }
+  delete(key: Uint8Array): boolean {
+    this.deleted.push(hex(key));
+    return this.data.delete(hex(key));
+  }
+}
+
+function countKey(pid: number, user: number, kernel: number, comm: string): Uint8Array {
+  const b = new Uint8Array(PROFILE_KEY_BYTES);
+  const dv = new DataView(b.buffer);
+  dv.setUint32(0, pid, true);
+  dv.setInt32(4, user, true);
+  dv.setInt32(8, kernel, true);
+  b.set(new TextEncoder().encode(comm), 16);
+  return b;
+}
+
+const u64 = (n: number) => new Uint8Array(new BigUint64Array([BigInt(n)]).buffer);
+const u32 = (n: number) => new Uint8Array(new Uint32Array([n]).buffer);
+const stack = (...addrs: bigint[]) => {
+  const v = new BigUint64Array(127);
+  v.set(addrs);
+  return new Uint8Array(v.buffer);
+};
+
+class FakeSymbolizer extends Symbolizer {
+  override kernelFrame(address: bigint): ProfileFrame {
+    return { function: `k_${address.toString(16)}`, binary: "[kernel.kallsyms]", address };
+  }
+  override userFrames(pid: number, addresses: readonly bigint[]): ProfileFrame[] {
+    return addresses.map((a) => ({ function: `u${pid}_${a.toString(16)}`, binary: "/bin/x", address: a }));
+  }
+}
+
+function setup(yaml = "agent:\n  profiling:\n    enabled: true\n    sample_rate: 49\n    interval: 1h\n") {
+  const ctx = testContext(yaml);
+  const pipeline = new RecordingPipeline();
+  const runtime = new FakeRuntime([{ name: "profile_cpu", typeName: "perf_event" }], [], ["target_pid"]);
+  let counts!: HashFakeMap;
+  let stacks!: HashFakeMap;
+  let errors!: HashFakeMap;
+  const open = runtime.openObject.bind(runtime);
+  runtime.openObject = (bytes, name) => {
+    const o: FakeObject = open(bytes, name);
+    counts = new HashFakeMap(o, { name: "profile_counts", typeName: "hash", maxEntries: 16384 });
+    stacks = new HashFakeMap(o, { name: "profile_stacks", typeName: "stack_trace", maxEntries: 16384 });
+    errors = new HashFakeMap(o, { name: "profile_errors", typeName: "percpu_array", maxEntries: 3 });
+    const maps: Record<string, FakeMap> = { profile_counts: counts, profile_stacks: stacks, profile_errors: errors };
+    o.map = (n: string) => maps[n];
+    return o;
+  };
+  const core = new EbpfCore(ctx, fakeDeps(runtime));
+  const agentCtx = Object.assign(Object.create(ctx), { pipeline, workloads: { forContainer: () => undefined, forPid: (pid: number) => (pid === 10 ? { "k8s.pod.name": "web" } : undefined) } });
+  const collector = new ProfilingCollector(agentCtx, { core, symbolizer: new FakeSymbolizer() });
+  return { ctx, pipeline, runtime, collector, maps: () => ({ counts, stacks, errors }) };
+}
+
+describe("collector/profiling", () => {
+  test("reads and clears the counts, builds one profile per process (kernel frames above user frames), frees unreferenced stacks", async () => {
+    const { ctx, pipeline, runtime, collector, maps } = setup();
+    const host = recordingHost();
+    await collector.start(host);
+    await waitFor("attached", () => host.last().state === "ok");
+    expect(runtime.opened[0]!.program("profile_cpu")!).toBeDefined();
+    const { counts, stacks } = maps();
+    stacks.put(u32(1), stack(0x1000n, 0x2000n));
+    stacks.put(u32(2), stack(0xffffffff81000000n));
+    stacks.put(u32(3), stack(0x3000n));
+    stacks.put(u32(9), stack(0x9000n)); // referenced by nothing: freed
+    counts.put(countKey(10, 1, 2, "worker"), u64(5));
+    counts.put(countKey(10, 1, -14, "main"), u64(7));
+    counts.put(countKey(20, 3, -14, "other"), u64(2));
+    const items = collector.collect();
+    expect(items).toHaveLength(2);
+    const p10 = items.find((i) => i.resource?.["process.pid"] === 10)!;
+    expect(p10.resource).toMatchObject({ "k8s.pod.name": "web", "process.pid": 10 });
+    expect(p10.period).toBe(Math.round(1e9 / 49));
+    expect(p10.samples.map((s) => [s.value, s.attributes?.["thread.name"], s.stack.map((f) => f.function)])).toEqual([
+      [5, "worker", ["k_ffffffff81000000", "u10_1000", "u10_2000"]],
+      [7, "main", ["u10_1000", "u10_2000"]],
+    ]);
+    expect(counts.data.size).toBe(0);
+    expect(stacks.data.size).toBe(0);
+    expect(pipeline.accepted.profiles).toHaveLength(2);
+    expect(ctx.status.view<ProfilingView>(VIEWS.profiling)).toEqual({ enabled: true, sample_rate: 49, profiles_collected: 2 });
+    expect(collector.latestPprof()!.length).toBeGreaterThan(20);
+    // Nothing new: no profile.
+    expect(collector.collect()).toHaveLength(0);
+    await collector.shutdown();
+    expect(runtime.opened[0]!.closed).toBe(true);
+  });
+
+  test("disabled reports disabled; profiling without eBPF is a permanent error; a reload applies the new sample rate", async () => {
+    const off = setup("");
+    const h1 = recordingHost();
+    await off.collector.start(h1);
+    expect(h1.last().state).toBe("disabled");
+    expect(off.ctx.status.view<ProfilingView>(VIEWS.profiling)).toEqual({ enabled: false, sample_rate: 99, profiles_collected: 0 });
+
+    const noEbpf = setup("agent:\n  ebpf:\n    enabled: false\n  profiling:\n    enabled: true\n");
+    const h2 = recordingHost();
+    await noEbpf.collector.start(h2);
+    expect(h2.last()).toEqual({ state: "permanent_error", reason: "agent.profiling.enabled needs agent.ebpf.enabled" });
+
+    const on = setup();
+    const h3 = recordingHost();
+    await on.collector.start(h3);
+    await waitFor("attached", () => h3.last().state === "ok");
+    const next = parseConfig("agent:\n  profiling:\n    enabled: true\n    sample_rate: 199\n    interval: 1h\n", {});
+    await on.collector.reload!(next, on.ctx.config);
+    await waitFor("re-attached", () => on.runtime.opened.length === 2 && h3.last().state === "ok");
+    expect(on.runtime.opened[0]!.closed).toBe(true);
+    expect(on.runtime.opened[0]!.program("profile_cpu")!.links[0]!.target).toEqual({ kind: "perf_event", event: "cpu-clock", frequencyHz: 49 });
+    expect(on.runtime.opened[1]!.program("profile_cpu")!.links[0]!.target).toEqual({ kind: "perf_event", event: "cpu-clock", frequencyHz: 199 });
+    expect(on.runtime.opened[1]!.program("profile_cpu")!.links[0]!.closed).toBe(false);
+    expect(on.runtime.opened[0]!.program("profile_cpu")!.links[0]!.closed).toBe(true);
+    expect(on.ctx.status.view<ProfilingView>(VIEWS.profiling)).toMatchObject({ sample_rate: 199 });
+    await on.collector.shutdown();
+  });
+});
