@@ -71,10 +71,11 @@ export class EngineConnectError extends Error {
 export class EngineClient {
   constructor(readonly socket: string) {}
 
-  async #get(path: string, signal: AbortSignal): Promise<Response> {
+  /** `idle`: Bun's socket idle timer (default 5 minutes); false for the event stream, which may stay quiet for hours. */
+  async #get(path: string, signal: AbortSignal, idle = true): Promise<Response> {
     let res: Response;
     try {
-      res = await fetch(`http://docker/${ENGINE_API_VERSION}${path}`, { unix: this.socket, signal } as RequestInit);
+      res = await fetch(`http://docker/${ENGINE_API_VERSION}${path}`, { unix: this.socket, signal, timeout: idle } as RequestInit);
     } catch (e) {
       if (signal.aborted) {
         if ((signal.reason as Error | undefined)?.name === "TimeoutError") throw new EngineConnectError("ETIMEDOUT", this.socket);
@@ -123,7 +124,7 @@ export class EngineClient {
     const timer = setTimeout(() => headers.abort(new DOMException(`no answer to /events within ${REQUEST_TIMEOUT_MS}ms`, "TimeoutError")), REQUEST_TIMEOUT_MS);
     let res: Response;
     try {
-      res = await this.#get(`/events?filters=${encodeURIComponent(filters)}`, AbortSignal.any([signal, headers.signal]));
+      res = await this.#get(`/events?filters=${encodeURIComponent(filters)}`, AbortSignal.any([signal, headers.signal]), false);
     } catch (e) {
       if (headers.signal.aborted && !signal.aborted) throw new EngineConnectError("ETIMEDOUT", this.socket);
       throw e;

@@ -47,7 +47,8 @@ export class KubeApiError extends Error {
 export class KubeApiClient {
   constructor(readonly connection: KubeConnection) {}
 
-  async #get(path: string, query: Record<string, string>, signal: AbortSignal): Promise<Response> {
+  /** `idleMs`: Bun's socket idle timer for this request (undefined: Bun's default of 5 minutes). */
+  async #get(path: string, query: Record<string, string>, signal: AbortSignal, idleMs?: number): Promise<Response> {
     const url = new URL(this.connection.server + path);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const creds = this.connection.credentials();
@@ -55,7 +56,7 @@ export class KubeApiClient {
     if (creds.token) headers.authorization = `Bearer ${creds.token}`;
     let res: Response;
     try {
-      res = await fetch(url, { headers, signal, ...(creds.tls ? { tls: creds.tls } : {}) } as RequestInit);
+      res = await fetch(url, { headers, signal, ...(idleMs ? { timeout: idleMs } : {}), ...(creds.tls ? { tls: creds.tls } : {}) } as RequestInit);
     } catch (e) {
       if (signal.aborted) throw e;
       const err = e as { code?: string; message?: string; name?: string };
@@ -91,9 +92,12 @@ export class KubeApiClient {
     return { items, resourceVersion };
   }
 
-  /** Opens a watch; resolves once the server accepted it, with its events (ends when the server closes it). */
-  async watch<T>(path: string, query: Record<string, string>, signal: AbortSignal): Promise<AsyncIterable<WatchEvent<T>>> {
-    const res = await this.#get(path, { ...query, watch: "true" }, signal);
+  /**
+   * Opens a watch; resolves once the server accepted it, with its events (ends when the server closes it).
+   * `idleMs` bounds silence on the connection (a half-open connection is noticed after it).
+   */
+  async watch<T>(path: string, query: Record<string, string>, signal: AbortSignal, idleMs?: number): Promise<AsyncIterable<WatchEvent<T>>> {
+    const res = await this.#get(path, { ...query, watch: "true" }, signal, idleMs);
     if (!res.body) throw new KubeApiError(res.status, path, "watch answer without body");
     return parseJsonLines<WatchEvent<T>>(res.body);
   }

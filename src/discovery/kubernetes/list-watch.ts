@@ -9,6 +9,8 @@ import { KubeApiError, type KubeApiClient, type KubeObjectMeta } from "./api-cli
 /** Server-side watch timeout asked for (the server ends the watch; the loop reconnects from the last version). */
 export const WATCH_TIMEOUT_S = 300;
 export const INITIAL_BACKOFF_MS = 500;
+/** Silence after which a watch connection is given up as dead (the server should have ended it at WATCH_TIMEOUT_S). */
+export const WATCH_IDLE_LIMIT_MS = (WATCH_TIMEOUT_S + 60) * 1000;
 /** A watch the server ends this soon without any event is treated as a failure to back off from (no tight loop). */
 export const QUICK_END_MS = 1_000;
 
@@ -79,6 +81,7 @@ export class ListWatcher<T extends { metadata?: KubeObjectMeta }> {
       this.path,
       { ...this.query, resourceVersion: this.resourceVersion, allowWatchBookmarks: "true", timeoutSeconds: String(WATCH_TIMEOUT_S) },
       signal,
+      WATCH_IDLE_LIMIT_MS,
     );
     this.stats.watches++;
     this.backoff.reset();
