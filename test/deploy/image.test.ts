@@ -8,22 +8,30 @@
  * on loopback), eBPF programs attached (each id known to the kernel, per bpftool) and their ring buffer
  * receiving events from host processes, the container still running after that, Docker discovery
  * through the read-only socket, and the image itself: exactly the staged files, no shell, non-root default.
+ * Then the DaemonSet's Pod as a kubelet would run it (test/deploy/kubelet-sim.ts): its volumes, env, args
+ * and security context taken from deploy/kubernetes/svc-agent.yaml, in a Pod sandbox network namespace
+ * (loopback only: no Pod network without a cluster) holding the OTLP receiver; probes run inside that
+ * namespace on the named container port; a line written to a pod log file must reach the receiver.
  *
  * Where the machine's own capability bounding set lacks a capability Docker's --privileged grants (this
  * sandbox lacks CAP_SYS_RESOURCE: runc fails with "unable to apply caps"), the test runs the container
  * with the explicit set instead (--cap-add SYS_ADMIN SYS_PTRACE, seccomp and AppArmor unconfined) and says so.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
-import { dockerdUnavailable, TestDockerd } from "../helpers/dockerd";
+import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from "yaml";
+import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../helpers/dockerd";
+import { dockerRunArgs, probePort } from "./kubelet-sim";
+import { MANIFESTS_PATH } from "../../deploy/kubernetes/generate";
 import { BINARY } from "../helpers/agent-process";
 import { IMAGE_BINARY_PATH, NONROOT_UID, stageRootfs } from "../../deploy/container/stage-rootfs";
 import type { EbpfView, DiscoveryView } from "../../src/status/model";
 
 const DOCKERFILE = resolve(import.meta.dir, "../../deploy/container/Dockerfile");
 const IMAGE = "svc-agent:deploy-test";
+type Obj = Record<string, any>;
 const CONTAINER = "svc-agent-deploy-test";
 const START_TIMEOUT_MS = 30_000;
 const ATTACH_TIMEOUT_MS = 30_000;
@@ -72,6 +80,8 @@ describe.skipIf(unavailable !== undefined)("container image (real dockerd)", () 
   let base = "";
   let stagedFiles: string[] = [];
   let mode = "";
+  /** What stands for `--privileged` on this machine (set by the first run). */
+  let privilegedFlags: string[] = ["--privileged"];
   const logs = () => {
     try {
       return dockerd.docker("logs", CONTAINER);
@@ -129,6 +139,7 @@ agent:
       dockerd.docker("rm", "-f", CONTAINER);
       dockerd.docker(...common.slice(0, 1), ...EXPLICIT_PRIVILEGES, ...common.slice(1), IMAGE);
       mode = EXPLICIT_PRIVILEGES.join(" ");
+      privilegedFlags = EXPLICIT_PRIVILEGES;
       console.warn(`container image test: --privileged cannot be granted on this machine (its bounding set lacks a capability); ran with ${mode}`);
     }
     await until("/healthz of the container", () => fetch(`${base}/healthz`).then((r) => (r.ok ? true : undefined), () => undefined), START_TIMEOUT_MS, logs);
@@ -238,4 +249,110 @@ agent:
     console.log(`container image: ${attached.length}/${view.programs.length} eBPF programs attached, ${received} ring buffer events received (run with ${mode})`);
     expect(dockerd.docker("inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", CONTAINER)).toBe("true 0");
   }, TEST_TIMEOUT_MS);
+
+  describe("as a kubelet runs the DaemonSet's Pod (deploy/kubernetes/svc-agent.yaml)", () => {
+    const POD = "svc-agent-x7k2p";
+    const NODE = "node-1";
+    const TOKEN = "daemonset-sim-token";
+    const LOG_LINE = `hello from a pod ${Date.now()}`;
+    const sandbox = `${CONTAINER}-pod-sandbox`;
+    const agentName = `${CONTAINER}-pod-agent`;
+    const objs = parseAllDocuments(readFileSync(MANIFESTS_PATH, "utf8")).map((d) => d.toJS() as Obj).filter(Boolean);
+    const ds = objs.find((o) => o.kind === "DaemonSet")!;
+    const podSpec = ds.spec.template.spec as Obj;
+    const c = podSpec.containers[0] as Obj;
+    const simDir = join(dir, "pod");
+    const logsDir = join(simDir, "node-var-log");
+    const stateDir = join(simDir, "node-var-lib-svc-agent");
+    const podLogDir = join(logsDir, "pods", `svc-shop_web-1_1234`, "app");
+    const otlpOut = join(simDir, "otlp.jsonl");
+    let podReceiver: ReturnType<typeof Bun.spawn> | undefined;
+    let netns = "";
+
+    /** Runs an HTTP GET from inside the Pod's network namespace (where the kubelet's probes land); returns status and body. */
+    const inPod = (path: string, port = probePort(c, "http"), headers: string[] = []) => {
+      const r = Bun.spawnSync(["nsenter", `--net=${netns}`, "curl", "-s", "-m", "5", ...headers.flatMap((h) => ["-H", h]), "-w", "\\n%{http_code}", `http://127.0.0.1:${port}${path}`], { stdout: "pipe", stderr: "pipe" });
+      const out = r.stdout.toString();
+      const nl = out.lastIndexOf("\n");
+      return { status: Number(out.slice(nl + 1)), body: out.slice(0, nl) };
+    };
+    const podLogs = () => {
+      try {
+        return dockerd.docker("logs", agentName);
+      } catch (e) {
+        return String(e);
+      }
+    };
+
+    beforeAll(async () => {
+      mkdirSync(podLogDir, { recursive: true });
+      mkdirSync(join(logsDir, "containers"), { recursive: true });
+      writeFileSync(join(podLogDir, "0.log"), "");
+      symlinkSync("/var/log/pods/svc-shop_web-1_1234/app/0.log", join(logsDir, "containers", `web-1_svc-shop_app-${"a".repeat(64)}.log`));
+      // The ConfigMap as shipped, except what needs a cluster: the OTLP backend is a receiver in the Pod's own
+      // network namespace, and no API server or cloud metadata is reachable from it (rbac.test.ts covers discovery).
+      const cm = objs.find((o) => o.kind === "ConfigMap")!;
+      const config = parseYaml(cm.data["config.yaml"]) as Obj;
+      config.otlp.endpoint = "127.0.0.1:4317";
+      config.agent.discovery.detect_kubernetes = false;
+      config.agent.discovery.cloud.enabled = false;
+
+      // The Pod sandbox ("pause" container): a network namespace with only loopback, which the agent joins.
+      dockerd.importImage();
+      dockerd.docker("run", "-d", "--name", sandbox, "--network", "none", "--stop-signal", "KILL", TEST_IMAGE, "/bin/sleep", "600");
+      netns = `/proc/${dockerd.docker("inspect", "-f", "{{.State.Pid}}", sandbox)}/ns/net`;
+      podReceiver = Bun.spawn(["nsenter", `--net=${netns}`, BINARY, "receive", "--listen", "127.0.0.1:4317", "--output", otlpOut], { stdout: "pipe", stderr: "pipe" });
+
+      const args = dockerRunArgs(podSpec, {
+        workDir: simDir,
+        nodeName: NODE,
+        secrets: { [c.env.find((e: Obj) => e.name === "API_TOKEN").valueFrom.secretKeyRef.name]: { "api-token": TOKEN } },
+        configMaps: { [cm.metadata.name]: { "config.yaml": stringifyYaml(config) } },
+        hostPathRedirects: { "/var/log/pods": join(logsDir, "pods"), "/var/log/containers": join(logsDir, "containers"), "/var/lib/svc-agent": stateDir },
+        privilegedFlags,
+      }).map((a) => (a === "--network=none" ? `--network=container:${sandbox}` : a));
+      const image = dockerd.docker("image", "inspect", "-f", "{{.Id}}", IMAGE);
+      expect(c.image).toMatch(/^"?svc-agent:/);
+      dockerd.docker("run", "-d", "--name", agentName, ...args, image, ...(c.args as string[]));
+    }, TEST_TIMEOUT_MS);
+
+    afterAll(() => {
+      podReceiver?.kill();
+    });
+
+    test("liveness and readiness probes pass on the container port, the scrape needs no token, /status needs the Secret's", async () => {
+      const live = await until("the liveness probe", async () => (inPod(c.livenessProbe.httpGet.path).status === 200 ? true : undefined), START_TIMEOUT_MS, podLogs);
+      expect(live).toBe(true);
+      const ready = await until(
+        "the readiness probe",
+        async () => {
+          const r = inPod(c.readinessProbe.httpGet.path);
+          return r.status === 200 ? r.body : undefined;
+        },
+        START_TIMEOUT_MS,
+        () => `${inPod(c.readinessProbe.httpGet.path).body}\n${podLogs()}`,
+      );
+      expect(JSON.parse(ready)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } });
+      const annotations = ds.spec.template.metadata.annotations as Record<string, string>;
+      const metrics = inPod(annotations["prometheus.io/path"], Number(annotations["prometheus.io/port"]));
+      expect(metrics.status).toBe(200);
+      expect(metrics.body).toContain("svc_");
+      expect(inPod("/status").status).toBe(401);
+      expect(inPod("/status", undefined, [`Authorization: Bearer ${TOKEN}`]).status).toBe(200);
+    }, TEST_TIMEOUT_MS);
+
+    test("with the read-only root filesystem: eBPF attached (libbpf through the /tmp emptyDir), pod logs tailed and exported, read positions kept in the state hostPath", async () => {
+      const ebpf = JSON.parse(inPod("/status/ebpf", undefined, [`Authorization: Bearer ${TOKEN}`]).body) as EbpfView;
+      expect(ebpf.programs.some((p) => p.attached)).toBe(true);
+      appendFileSync(join(podLogDir, "0.log"), `${new Date().toISOString()} stdout F ${LOG_LINE}\n`);
+      await until(
+        "the pod's log line at the OTLP receiver",
+        async () => (existsSync(otlpOut) && readFileSync(otlpOut, "utf8").split("\n").some((l) => l.includes('"signal":"logs"') && l.includes(LOG_LINE)) ? true : undefined),
+        START_TIMEOUT_MS,
+        podLogs,
+      );
+      await until("the log checkpoint in the state hostPath", async () => (existsSync(join(stateDir, "logs-checkpoint.json")) ? true : undefined), START_TIMEOUT_MS, podLogs);
+      expect(dockerd.docker("inspect", "-f", "{{.State.Running}} {{.RestartCount}}", agentName)).toBe("true 0");
+    }, TEST_TIMEOUT_MS);
+  });
 });
