@@ -9,7 +9,7 @@ import { lastErrno, nativeLib, type Native } from "./libbpf";
 import { PerfBufferReader } from "./perf-buffer";
 import { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
 import { openCpuClockEvent, closeFd } from "./system";
-import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, LibbpfInfo, RecordReader } from "./types";
+import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, LibbpfInfo, RecordReader } from "./types";
 
 const OPEN_OPTS_SIZE_BYTES = 80;
 const UPROBE_OPTS_SIZE_BYTES = 40;
@@ -231,23 +231,54 @@ export class BpfMap implements BpfMapApi {
   }
 
   countEntries(limit: number): number {
+    const counter = this.entryCounter(limit);
+    while (!counter.step(Number.MAX_SAFE_INTEGER));
+    return counter.count;
+  }
+
+  entryCounter(limit: number): EntryCounter {
     const type = this.typeName;
-    if (type === "array" || type === "percpu_array") return this.maxEntries;
-    if (type === "ringbuf" || type === "perf_event_array" || type === "user_ringbuf") return 0;
+    if (type === "array" || type === "percpu_array") return { step: () => true, count: Math.min(limit, this.maxEntries) };
+    if (type === "ringbuf" || type === "perf_event_array" || type === "user_ringbuf") return { step: () => true, count: 0 };
     const n = nativeLib();
     const fd = this.#fd();
     const keySize = n.bpf.bpf_map__key_size(this.#handle);
+    const percpu = type.startsWith("percpu") || type.startsWith("lru_percpu");
+    const valueBytes = Math.ceil(n.bpf.bpf_map__value_size(this.#handle) / 8) * 8 * (percpu ? Math.max(1, n.bpf.libbpf_num_possible_cpus()) : 1);
+    const name = this.name;
     let key = new Uint8Array(keySize);
     let next = new Uint8Array(keySize);
+    const value = new Uint8Array(valueBytes);
+    let started = false;
+    let done = false;
     let count = 0;
-    let r = n.bpf.bpf_map_get_next_key(fd, null, ptr(next));
-    while (r === 0 && count < limit) {
-      count++;
-      [key, next] = [next, key];
-      r = n.bpf.bpf_map_get_next_key(fd, ptr(key), ptr(next));
-    }
-    if (r < 0 && -r !== 2) throw new LibbpfError("bpf_map_get_next_key", -r, { subject: this.name });
-    return count;
+    return {
+      get count() {
+        return count;
+      },
+      step(maxKeys: number): boolean {
+        if (done) return true;
+        let r: number;
+        if (!started) {
+          r = n.bpf.bpf_map_get_next_key(fd, null, ptr(next));
+          started = true;
+        } else if (n.bpf.bpf_map_lookup_elem(fd, ptr(key), ptr(value)) < 0) {
+          count = 0;
+          r = n.bpf.bpf_map_get_next_key(fd, null, ptr(next));
+        } else {
+          r = n.bpf.bpf_map_get_next_key(fd, ptr(key), ptr(next));
+        }
+        for (let i = 0; r === 0 && count < limit; i++) {
+          count++;
+          [key, next] = [next, key];
+          if (i + 1 >= maxKeys) return false;
+          r = n.bpf.bpf_map_get_next_key(fd, ptr(key), ptr(next));
+        }
+        if (r < 0 && -r !== 2) throw new LibbpfError("bpf_map_get_next_key", -r, { subject: name });
+        done = true;
+        return true;
+      },
+    };
   }
 
   sumPerCpuU64(key: number): bigint {

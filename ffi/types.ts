@@ -54,6 +54,12 @@ export interface BpfProgramApi {
   attach(target: AttachTarget): BpfLinkApi;
 }
 
+export interface EntryCounter {
+  /** Iterates at most `maxKeys` more keys; true when done (then `count` is final). */
+  step(maxKeys: number): boolean;
+  readonly count: number;
+}
+
 export interface BpfMapApi {
   readonly name: string;
   /** libbpf's name of the map type (hash, array, ringbuf, percpu_array, perf_event_array...). */
@@ -63,8 +69,14 @@ export interface BpfMapApi {
   setMaxEntries(n: number): void;
   /** Before load only: false keeps the kernel from creating the map (unused transport). */
   setAutocreate(on: boolean): void;
-  /** Counts keys by iterating (at most `limit`); cheap for arrays (their max_entries). */
+  /** Counts keys by iterating (at most `limit`) in one go; arrays answer their max_entries without iterating. */
   countEntries(limit: number): number;
+  /**
+   * An incremental count for callers that must not block (hash maps cost ~2-3 µs per key here): each
+   * `step(maxKeys)` iterates at most `maxKeys` keys and returns true once the count is final. If the key the
+   * iteration stopped at was deleted meanwhile, the count restarts.
+   */
+  entryCounter(limit: number): EntryCounter;
   /** Sum over CPUs of the u64 value at `key` of a per-CPU array (0 when absent). */
   sumPerCpuU64(key: number): bigint;
   /** Value at a u32 key of an array or hash map, or undefined. */

@@ -126,6 +126,11 @@ describe("loader on the real kernel", () => {
       expect(seen.typeName).toBe("hash");
       expect(seen.countEntries(1024)).toBeGreaterThanOrEqual(1);
       expect(seen.countEntries(0)).toBe(0);
+      const counter = seen.entryCounter(1024);
+      let steps = 1;
+      while (!counter.step(1)) steps++;
+      expect(counter.count).toBe(seen.countEntries(1024));
+      expect(steps).toBeGreaterThanOrEqual(counter.count);
       expect(set.object.map("events_lost")!.sumPerCpuU64(0)).toBe(0n);
       expect(set.maps().map((m) => m.name).sort()).toEqual(["events", "events_lost", "hits", "seen_pids"]);
     } finally {

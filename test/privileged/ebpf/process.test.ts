@@ -56,6 +56,7 @@ describe("process set", () => {
     }
 
     core.refresh();
+    await core.sweepMaps();
     const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
     expect(Value.Check(EbpfViewSchema, view)).toBe(true);
     expect(view.programs.map((p) => [p.name, p.type, p.attached])).toEqual([["handle_exec", "tracepoint", true], ["handle_exit", "tracepoint", true]]);

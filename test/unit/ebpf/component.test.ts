@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
 import { parseConfig } from "../../../src/config/load";
 import { EbpfSetComponent } from "../../../src/ebpf/component";
-import { EbpfCore } from "../../../src/ebpf/core";
+import { EbpfCore, MAP_COUNT_LIMIT, MAP_SWEEP_SLICE_KEYS } from "../../../src/ebpf/core";
 import { pollIntervalMs } from "../../../src/ebpf/pump";
 import type { ProgramSetSpec } from "../../../src/ebpf/spec";
 import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
@@ -27,6 +27,7 @@ function runtime(): FakeRuntime {
     { name: "events", typeName: "ringbuf", maxEntries: 1 << 24 },
     { name: "events_lost", typeName: "percpu_array", maxEntries: 1, lost: 5n },
     { name: "conns", typeName: "hash", maxEntries: 1024, entries: 7 },
+    { name: "big", typeName: "hash", maxEntries: 100_000, entries: 70_000 },
   ]);
 }
 
@@ -72,6 +73,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await until(() => events.length === 2, "events");
     expect(events).toEqual([7, 8]);
     core.refresh();
+    await core.sweepMaps();
 
     const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
     expect(Value.Check(EbpfViewSchema, view)).toBe(true);
@@ -81,6 +83,9 @@ describe("ebpf/<set> component and the ebpf view", () => {
       { name: "kp", type: "kprobe", attached: false, id: 0, reason: expect.stringContaining("ENOENT") },
     ]);
     expect(view.maps).toContainEqual({ name: "probes/conns", type: "hash", entries: 7, max_entries: 1024 });
+    // Counted in slices of MAP_SWEEP_SLICE_KEYS between event loop turns, bounded by MAP_COUNT_LIMIT.
+    expect(view.maps).toContainEqual({ name: "probes/big", type: "hash", entries: MAP_COUNT_LIMIT, max_entries: 100_000 });
+    expect(Math.max(...rt.last.map("big")!.stepped)).toBeLessThanOrEqual(MAP_SWEEP_SLICE_KEYS);
     expect(view.ringbuf).toEqual({ size: 4 * 1024 * 1024, events_received: 2, events_lost: 5 });
     expect(rt.last.map("events")!.maxEntries).toBe(4 * 1024 * 1024);
 

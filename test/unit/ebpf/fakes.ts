@@ -1,6 +1,6 @@
 /** Fakes of the ffi/types interfaces (no kernel) and a context for eBPF unit tests. */
 import { LibbpfError } from "../../../ffi/errors";
-import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, RecordHandler, RecordReader } from "../../../ffi/types";
+import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, RecordHandler, RecordReader } from "../../../ffi/types";
 import type { BaseContext } from "../../../src/agent/context";
 import { parseConfig } from "../../../src/config/load";
 import type { Config } from "../../../src/config/schema";
@@ -116,8 +116,26 @@ export class FakeMap implements BpfMapApi {
   setAutocreate(on: boolean): void {
     this.autocreate = on;
   }
+  /** Keys iterated by entryCounter steps, to check that sweeps are sliced. */
+  stepped: number[] = [];
   countEntries(limit: number): number {
     return Math.min(limit, this.template.entries ?? 0);
+  }
+  entryCounter(limit: number): EntryCounter {
+    const total = Math.min(limit, this.template.entries ?? 0);
+    let count = 0;
+    const stepped = this.stepped;
+    return {
+      get count() {
+        return count;
+      },
+      step(maxKeys: number): boolean {
+        const n = Math.min(maxKeys, total - count);
+        stepped.push(n);
+        count += n;
+        return count >= total;
+      },
+    };
   }
   sumPerCpuU64(_key: number): bigint {
     return this.template.lost ?? 0n;
