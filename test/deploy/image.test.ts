@@ -334,7 +334,7 @@ agent:
       );
       expect(JSON.parse(ready)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } });
       const annotations = ds.spec.template.metadata.annotations as Record<string, string>;
-      const metrics = inPod(annotations["prometheus.io/path"], Number(annotations["prometheus.io/port"]));
+      const metrics = inPod(annotations["prometheus.io/path"] ?? "", Number(annotations["prometheus.io/port"]));
       expect(metrics.status).toBe(200);
       expect(metrics.body).toContain("svc_");
       expect(inPod("/status").status).toBe(401);
