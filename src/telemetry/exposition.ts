@@ -47,8 +47,9 @@ function formatLabels(labels: Record<string, string | number> | undefined): stri
 
 /** Renders every metric of `registry`; `openMetrics` selects OpenMetrics 1.0.0 (counter families without `_total`, `# EOF`). */
 export async function exposition(registry: Registry, openMetrics: boolean): Promise<string> {
-  const metrics = registry.getMetricsAsArray();
-  const results = await Promise.all(metrics.map((m) => m.get() as Promise<MetricObject>));
+  // The registry holds Counter/Gauge/Histogram objects; prom-client's types describe getMetricsAsArray() loosely.
+  const metrics = registry.getMetricsAsArray() as unknown as Array<{ get(): Promise<MetricObject> }>;
+  const results = await Promise.all(metrics.map((m) => m.get()));
   let out = "";
   for (const m of results) {
     const counter = m.type === "counter";

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { OtlpReceiver } from "../../src/export/receiver";
 import { BINARY, QUIET_CONFIG, spawnAgent } from "../helpers/agent-process";
-import { waitUntil } from "../helpers/wait";
+import { json, waitUntil } from "../helpers/wait";
 
 const dir = mkdtempSync(join(tmpdir(), "svc-cli-"));
 const backend = new OtlpReceiver({ listen: "127.0.0.1:0" });
@@ -110,7 +110,7 @@ describe("run", () => {
       await agent.waitFor((r) => r.msg === "configuration reloaded" && Number(r.generation) >= 4);
       expect(agent.proc.exitCode).toBeNull();
       expect((await fetch(`${agent.url}/healthz`)).status).toBe(200);
-      const cfg = await (await fetch(`${agent.url}/config`)).json();
+      const cfg = await json(await fetch(`${agent.url}/config`));
       expect(cfg.service_name).toBe("after-sighup");
       // An invalid file on SIGHUP leaves the agent running on the previous configuration.
       writeFileSync(agent.configPath, "bogus: 1\n");
@@ -177,7 +177,7 @@ test("the README's run command starts an agent whose /healthz answers (checked b
   const agent = await spawnAgent({ args: [], env: { SVC_CONFIG: path, OTLP_ENDPOINT } });
   try {
     await waitUntil(async () => (await fetch(`${agent.url}/healthz`)).status === 200);
-    expect((await (await fetch(`${agent.url}/config`)).json()).service_name).toBe("from-env");
+    expect((await json(await fetch(`${agent.url}/config`))).service_name).toBe("from-env");
   } finally {
     expect(await agent.stop()).toBe(0);
   }

@@ -54,7 +54,7 @@ afterAll(async () => {
 
 describe("go tool pprof reads the live profiles", () => {
   for (const [profile, type] of [
-    ["heap", "inuse_space"],
+    ["heap", "inuse_objects"],
     ["goroutine", "goroutine"],
     ["threadcreate", "threadcreate"],
     ["block", "delay"],
@@ -70,6 +70,13 @@ describe("go tool pprof reads the live profiles", () => {
       if (profile === "mutex") expect(r.out).toContain("reload lock");
     }, 30_000);
   }
+
+  test("heap?snapshot=1: sizes per object type from a heap snapshot", async () => {
+    const r = await pprof("-top", `${agent.url}/debug/pprof/heap?snapshot=1`);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("Type: inuse_space");
+    expect(r.out).toMatch(/\d+(\.\d+)?[kM]B .*(Object|Structure|Function|string)/);
+  }, 60_000);
 
   test("profile of a busy agent shows the agent's own functions by name, file and line", async () => {
     const stop = Promise.withResolvers<void>();

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OtlpReceiver } from "../../src/export/receiver";
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers/agent-process";
-import { waitUntil } from "../helpers/wait";
+import { json, waitUntil } from "../helpers/wait";
 
 const TOKEN = "e2e-token-Zq81";
 let backend: OtlpReceiver;
@@ -72,7 +72,7 @@ describe("metrics with real parsers", () => {
         async () => {
           try {
             const r = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=svc_go_goroutines`);
-            const body = (await r.json()) as { data?: { result?: Array<{ value: [number, string] }> } };
+            const body = (await json(r)) as { data?: { result?: Array<{ value: [number, string] }> } };
             return body.data?.result?.[0]?.value[1];
           } catch {
             return undefined;
@@ -81,7 +81,7 @@ describe("metrics with real parsers", () => {
         { timeoutMs: 30_000, what: "Prometheus to scrape the agent" },
       );
       expect(Number(value)).toBeGreaterThanOrEqual(1);
-      const up = await (await fetch(`http://127.0.0.1:${port}/api/v1/query?query=up`)).json();
+      const up = await json(await fetch(`http://127.0.0.1:${port}/api/v1/query?query=up`));
       expect(up.data.result[0].value[1]).toBe("1");
     } finally {
       prom.kill("SIGTERM");
@@ -92,13 +92,13 @@ describe("metrics with real parsers", () => {
 
 describe("live answers over a socket", () => {
   test("every documented GET answers 200 with its documented content type", async () => {
-    const doc = await (await fetch(`${agent.url}/openapi.json`)).json();
+    const doc = await json(await fetch(`${agent.url}/openapi.json`));
     for (const p of ["/healthz", "/ready", "/status", "/status/ebpf", "/status/export", "/status/discovery", "/config", "/metrics"]) {
       expect(doc.paths[p].get).toBeDefined();
       const r = await fetch(agent.url + p);
       expect(r.status).toBe(200);
     }
-    const s = await (await fetch(`${agent.url}/status/export`)).json();
+    const s = await json(await fetch(`${agent.url}/status/export`));
     expect(s.connected).toBe(true);
     expect(s.endpoint).toBe(OTLP_ENDPOINT);
   });
@@ -106,7 +106,7 @@ describe("live answers over a socket", () => {
   test("requests that are not HTTP-shaped for the interface get the error object", async () => {
     const r = await fetch(`${agent.url}/status`, { method: "PUT" });
     expect(r.status).toBe(405);
-    expect((await r.json()).error).toBe("invalid_request");
+    expect((await json(r)).error).toBe("invalid_request");
     const big = await fetch(`${agent.url}/admin/flush`, { method: "POST", body: "x".repeat(2 * 1024 * 1024) });
     expect(big.status).toBe(413);
   });

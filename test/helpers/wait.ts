@@ -12,3 +12,9 @@ export async function waitUntil<T>(
     await Bun.sleep(options.intervalMs ?? 20);
   }
 }
+
+/** A JSON answer body, untyped for assertions (Response.json() is `unknown` in Bun's types). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function json(r: Response | Promise<Response>): Promise<any> {
+  return (await r).json();
+}

@@ -9,6 +9,7 @@ import type { Component, ComponentHost } from "../../../src/lifecycle/component"
 import { QUIET_CONFIG } from "../../helpers/agent-process";
 import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../../helpers/in-process";
 import { OpenApiChecker } from "../../helpers/openapi";
+import { json } from "../../helpers/wait";
 
 const TOKEN = "tok-Very-Secret-123";
 const READER = "reader-token-456";
@@ -27,7 +28,7 @@ async function call(a: InProcessAgent, method: string, path: string, headers: Re
 async function expectError(r: Response, status: number, code: string) {
   expect(r.status).toBe(status);
   expect(r.headers.get("content-type")).toStartWith("application/json");
-  const body = await r.json();
+  const body = await json(r);
   expect(Object.keys(body).sort()).toEqual(["details", "error", "message"]);
   expect(body.error).toBe(code);
   expect(typeof body.message).toBe("string");
@@ -40,7 +41,7 @@ let plain: InProcessAgent;
 beforeAll(async () => {
   plain = await inProcessAgent();
   const r = await plain.request("/openapi.json");
-  const doc = await r.json();
+  const doc = await json(r);
   const v = await new Validator().validate(doc);
   if (!v.valid) throw new Error("OpenAPI document invalid: " + JSON.stringify(v.errors).slice(0, 2000));
   checker = new OpenApiChecker(doc);
@@ -53,7 +54,7 @@ afterAll(async () => {
 
 describe("OpenAPI", () => {
   test("3.1 document with every path, method, the error object and the bearer scheme", async () => {
-    const doc = await (await call(plain, "GET", "/openapi.json")).json();
+    const doc = await json(await call(plain, "GET", "/openapi.json"));
     expect(doc.openapi).toStartWith("3.1");
     const paths = Object.keys(doc.paths);
     for (const p of ["/healthz", "/ready", "/metrics", "/status", "/status/ebpf", "/status/export", "/status/discovery", "/config", "/debug/vars", "/debug/pprof/", "/debug/pprof/{profile}", "/admin/reload", "/admin/flush", "/openapi.json"]) {
@@ -71,7 +72,7 @@ describe("endpoints", () => {
   test("GET /healthz is 200 ok", async () => {
     const r = await call(plain, "GET", "/healthz");
     expect(r.status).toBe(200);
-    expect(await r.json()).toEqual({ status: "ok" });
+    expect(await json(r)).toEqual({ status: "ok" });
     expect(r.headers.get("x-content-type-options")).toBe("nosniff");
     expect(r.headers.get("cache-control")).toBe("no-store");
   });
@@ -79,11 +80,11 @@ describe("endpoints", () => {
   test("GET /ready with a reachable backend and the rest disabled is ready", async () => {
     const r = await call(plain, "GET", "/ready");
     expect(r.status).toBe(200);
-    expect(await r.json()).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } });
+    expect(await json(r)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } });
   });
 
   test("GET /status has the spec's fields with their types", async () => {
-    const body = await (await call(plain, "GET", "/status")).json();
+    const body = await json(await call(plain, "GET", "/status"));
     expect(body.uptime).toMatch(/^\d+h\d+m\d+s$/);
     expect(body.mode).toBe("agent");
     expect(Object.keys(body.host).sort()).toEqual(["arch", "kernel", "name", "os"]);
@@ -117,7 +118,7 @@ describe("endpoints", () => {
   test("POST /admin/flush reports counts per kind", async () => {
     const r = await call(plain, "POST", "/admin/flush");
     expect(r.status).toBe(200);
-    const body = await r.json();
+    const body = await json(r);
     expect(body.status).toBe("ok");
     expect(Object.keys(body.flushed).sort()).toEqual(["logs", "metrics", "traces"]);
   });
@@ -140,12 +141,12 @@ describe("endpoints", () => {
     expect(a.agent.ctx.pipeline.submit("logs", Array.from({ length: 3 }, (_, i) => log(i)))).toBe(3);
     const before = a.received.length;
     const r = await call(a, "POST", "/admin/flush");
-    expect(await r.json()).toEqual({ status: "ok", flushed: { traces: 7, metrics: 0, logs: 3 } });
+    expect(await json(r)).toEqual({ status: "ok", flushed: { traces: 7, metrics: 0, logs: 3 } });
     const arrived = a.received.slice(before);
     expect(arrived.filter((q) => q.signal === "traces").reduce((n, q) => n + q.items, 0)).toBe(7);
     expect(arrived.filter((q) => q.signal === "logs").reduce((n, q) => n + q.items, 0)).toBe(3);
     const again = await call(a, "POST", "/admin/flush");
-    expect((await again.json()).flushed).toEqual({ traces: 0, metrics: 0, logs: 0 });
+    expect((await json(again)).flushed).toEqual({ traces: 0, metrics: 0, logs: 0 });
   });
 
   test("every endpoint is also served under /api/v1", async () => {
@@ -218,13 +219,13 @@ describe("health and readiness follow component states", () => {
     ctl.report("recoverable_error", "connection refused");
     const r = await call(a, "GET", "/ready");
     expect(r.status).toBe(503);
-    expect(await r.json()).toEqual({ status: "not_ready", checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok" } });
+    expect(await json(r)).toEqual({ status: "not_ready", checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok" } });
     ctl.report("ok");
     expect((await call(a, "GET", "/ready")).status).toBe(200);
     ctl.report("fatal_error", "disk gone");
     const h = await call(a, "GET", "/healthz");
     expect(h.status).toBe(503);
-    expect(await h.json()).toEqual({ status: "unhealthy", reasons: ["test/controllable: disk gone"] });
+    expect(await json(h)).toEqual({ status: "unhealthy", reasons: ["test/controllable: disk gone"] });
   });
 });
 
@@ -235,7 +236,7 @@ describe("reload", () => {
     a.writeConfig(QUIET_CONFIG + "service_name: renamed\nsvc:\n  log_level: debug\n");
     const ok = await call(a, "POST", "/admin/reload");
     expect(ok.status).toBe(200);
-    expect((await ok.json()).status).toBe("ok");
+    expect((await json(ok)).status).toBe("ok");
     expect(a.agent.config.service_name).toBe("renamed");
     expect(a.agent.logger.level).toBe("debug");
 
@@ -386,7 +387,7 @@ describe("CORS", () => {
 describe("debug mode", () => {
   test("/debug/vars serves cmdline and integer memstats", async () => {
     const a = await inProcessAgent(QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  debug:\n    enabled: true\n"));
-    const body = await (await call(a, "GET", "/debug/vars")).json();
+    const body = await json(await call(a, "GET", "/debug/vars"));
     expect(Array.isArray(body.cmdline)).toBe(true);
     for (const k of ["Alloc", "TotalAlloc", "Sys", "NumGC"]) expect(Number.isInteger(body.memstats[k])).toBe(true);
   });

@@ -17,7 +17,7 @@ describe("token checker", () => {
     ["Basic s3cret-token", "none"],
     ["s3cret-token", "none"],
     ["Bearer s3cret-tokenX", "none"],
-  ])("%p grants %s", (header, access) => expect(t.check(header).access).toBe(access));
+  ] as const)("%p grants %s", (header, access) => expect(t.check(header).access).toBe(access));
 });
 
 describe("rate limiter", () => {
