@@ -41,7 +41,7 @@ async function startReceiver(): Promise<{ port: number; received: () => number; 
     stderr: "inherit",
   });
   let received = 0;
-  let resolvePort: (p: number) => void;
+  let resolvePort: (p: number) => void = () => {};
   const port = new Promise<number>((r) => (resolvePort = r));
   void (async () => {
     let pending = "";
