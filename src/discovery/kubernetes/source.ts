@@ -66,6 +66,8 @@ export class KubernetesSource implements Component {
   #errors = { pods: undefined as string | undefined, services: undefined as string | undefined };
   #watchers: ListWatcher<Pod | Service>[] = [];
   #connected = false;
+  /** Configured to run (a kubeconfig is given or the in-cluster environment is present), even when failing. */
+  #active = false;
   /** Bumped on every change of pods or services (the view caches derived data by it). */
   generation = 0;
 
@@ -82,7 +84,7 @@ export class KubernetesSource implements Component {
   snapshot(): KubernetesSnapshot {
     const c = this.#connection;
     return {
-      enabled: c !== undefined,
+      enabled: this.#active,
       connected: this.#connected,
       cluster: this.#settings.clusterName || c?.clusterName || "",
       namespace: c?.namespace ?? "",
@@ -131,6 +133,7 @@ export class KubernetesSource implements Component {
       return;
     }
     let connection: KubeConnection;
+    this.#active = Boolean(s.kubeconfig) || inClusterAvailable(this.env, s.serviceAccountDir);
     try {
       if (s.kubeconfig) connection = kubeconfigConnection(s.kubeconfig);
       else if (inClusterAvailable(this.env, s.serviceAccountDir)) connection = inClusterConnection(this.env, s.serviceAccountDir);
@@ -170,6 +173,7 @@ export class KubernetesSource implements Component {
     }
     if (this.#connection) this.pipeline.setResourceAttributes(KUBERNETES_COMPONENT_ID, {});
     this.#connection = undefined;
+    this.#active = false;
     this.#connected = false;
     this.#watchers = [];
     this.#errors = { pods: undefined, services: undefined };

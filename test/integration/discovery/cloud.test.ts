@@ -3,12 +3,15 @@
  * attributes, required headers, IMDSv2 token refusal (no IMDSv1 fallback), timeouts, hints injected through
  * `cloud.hints_root`, and `auto` without hints contacting nobody. No request leaves loopback.
  */
-import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { providerFromHints, readHints } from "../../../src/discovery/cloud/hints";
+
+/** Generous under CI load; every wait inside is a bounded poll. */
+setDefaultTimeout(30_000);
 
 interface Seen {
   method: string;

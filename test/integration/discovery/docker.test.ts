@@ -4,12 +4,15 @@
  * (reconnect and re-list), reload to another socket, shutdown twice and without start.
  * The real dockerd is exercised in test/privileged/discovery.
  */
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeDockerEngine, type FakeContainer } from "../../helpers/fake-docker-engine";
+
+/** Generous under CI load; every wait inside is a bounded poll. */
+setDefaultTimeout(30_000);
 
 const cid = (c: string) => c.repeat(64);
 const yaml = (socket: string) => `

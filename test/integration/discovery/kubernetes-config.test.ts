@@ -3,13 +3,16 @@
  * changes), NODE_NAME from the environment, disabled without in-cluster environment or kubeconfig,
  * a broken kubeconfig as a permanent error, and a reload that refuses a broken kubeconfig without change.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { mkdtempSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
+
+/** Generous under CI load; every wait inside is a bounded poll. */
+setDefaultTimeout(30_000);
 
 function kubeconfig(server: string, caPem: string, token: string): string {
   return `apiVersion: v1
@@ -106,6 +109,7 @@ describe("kubernetes discovery configuration", () => {
     await h.start();
     expect(h.status.component("discovery/kubernetes")).toMatchObject({ state: "permanent_error", reason: `kubernetes: cannot read ${join(dir, "missing")}: ENOENT` });
     expect(h.status.readiness().checks.discovery).toStartWith("failed: kubernetes: cannot read");
+    expect(h.view().kubernetes).toMatchObject({ enabled: true, connected: false });
   });
 
   test("reload to a broken kubeconfig is refused and the running watch is kept", async () => {

@@ -5,13 +5,16 @@
  * bookmarks, 410 Gone re-list, token rotation, outage and recovery. The server's fidelity is checked with
  * the real kubectl in the same test (list and watch).
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
 import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
+
+/** Generous under CI load; every wait inside is a bounded poll. */
+setDefaultTimeout(30_000);
 
 const NODE = "node-a";
 const id = (c: string) => c.repeat(64);
