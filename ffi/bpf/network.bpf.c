@@ -9,11 +9,14 @@
  * Records `struct conn_event` go to the ring buffer `conn_events`: OPEN (outbound established, or inbound
  * once its process is known), FAILED (outbound connect that never got established) and CLOSED.
  *
- * HTTP: the read/write/recvfrom/sendto/readv/writev syscall tracepoints remember their buffer per thread
- * (`pending`); the sock_*_length tracepoint inside the same syscall says whether it is a TCP socket; the
- * syscall exit copies the first HTTP_CAPTURE_BYTES of the bytes moved into a `struct http_event` on the
- * ring buffer `http_events`, when they start like an HTTP/1.x message (or continue one just seen). Each
- * record carries the stream offset of its bytes so that user space sees gaps exactly.
+ * HTTP: the first HTTP_CAPTURE_BYTES of the bytes a read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg
+ * moved on a TCP socket go into a `struct http_event` on the ring buffer `http_events`, when they start like
+ * an HTTP/1.x message (or continue one just seen). Each record carries the stream offset of its bytes so
+ * that user space sees gaps exactly. Two ways to find the buffer (`capture_http`):
+ *   CAPTURE_SOCKET (default): at sock_*_length, inside the syscall, from the syscall's arguments in the
+ *     task's saved user registers (bpf_task_pt_regs, 5.15+): no work at all for non-socket I/O;
+ *   CAPTURE_SYSCALLS: the syscall tracepoints remember the buffer per thread at entry (`pending`),
+ *     sock_*_length marks the call as TCP, and the syscall exit copies the bytes.
  * A request starts an exchange; exchanges beyond `http_requests_per_second` are not captured at all
  * (neither request nor response) and are counted in stats[STAT_HTTP_SAMPLED_OUT].
  *
@@ -59,8 +62,13 @@
 #define STAT_COUNT 4
 
 /* Set before load. */
+#define CAPTURE_OFF 0
+#define CAPTURE_SYSCALLS 1
+#define CAPTURE_SOCKET 2
+
 const volatile __u32 self_tgid = 0;
-const volatile __u32 capture_http = 1;
+/* CAPTURE_SYSCALLS: buffers from the syscall tracepoints; CAPTURE_SOCKET: from the syscall's own registers at sock_*_length. */
+const volatile __u32 capture_http = CAPTURE_SOCKET;
 const volatile __u32 http_requests_per_second = 1000;
 
 /* 128 bytes. */
@@ -365,67 +373,11 @@ static __always_inline struct conn *conn_for_io(void *ctx, __u64 skp)
   return c;
 }
 
-static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_length *tp, __u32 io)
-{
-  if (tp->protocol != IPPROTO_TCP || tp->ret <= 0)
-    return 0;
-  if (io == IO_READ && (tp->flags & MSG_PEEK))
-    return 0;
-  __u64 skp = (__u64)tp->sk;
-  struct conn *c = conn_for_io(ctx, skp);
-  if (!c)
-    return 0;
-  if (io == IO_READ)
-    __sync_fetch_and_add(&c->bytes_recv, tp->ret);
-  else
-    __sync_fetch_and_add(&c->bytes_sent, tp->ret);
-  if (!capture_http || (c->flags & FLAG_IGNORED))
-    return 0;
-  __u64 id = bpf_get_current_pid_tgid();
-  struct pending *p = bpf_map_lookup_elem(&pending, &id);
-  if (p && p->io == io)
-    p->sk = skp;
-  return 0;
-}
-
-SEC("tracepoint/sock/sock_send_length")
-int on_send_length(struct trace_event_raw_sock_msg_length *ctx)
-{
-  return on_length(ctx, ctx, IO_WRITE);
-}
-
-SEC("tracepoint/sock/sock_recv_length")
-int on_recv_length(struct trace_event_raw_sock_msg_length *ctx)
-{
-  return on_length(ctx, ctx, IO_READ);
-}
-
-SEC("tracepoint/tcp/tcp_retransmit_skb")
-int on_retransmit(struct tp_tcp_retransmit *ctx)
-{
-  __u64 sk = (__u64)ctx->skaddr;
-  struct conn *c = bpf_map_lookup_elem(&conns, &sk);
-  if (c)
-    __sync_fetch_and_add(&c->retransmits, 1);
-  return 0;
-}
-
-/* Optional precision where kprobes exist: the owner of a connect, read in the connecting task itself. */
-SEC("kprobe/tcp_connect")
-int BPF_KPROBE(on_tcp_connect, struct sock *sk)
-{
-  __u64 skp = (__u64)sk;
-  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
-  if (c && c->pid == 0)
-    own_by_current(c);
-  return 0;
-}
-
 /* ---- HTTP capture ---- */
 
 static __always_inline int remember(__u64 buf, __u32 io, __u32 is_iov)
 {
-  if (!capture_http)
+  if (capture_http != CAPTURE_SYSCALLS)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
   if ((id >> 32) == self_tgid)
@@ -474,24 +426,10 @@ static __always_inline int take_exchange_token(void)
   return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
 }
 
-static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
+/* Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`. */
+static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 ts)
 {
-  __u64 id = bpf_get_current_pid_tgid();
-  struct pending *p = bpf_map_lookup_elem(&pending, &id);
-  if (!p)
-    return 0;
-  __u64 skp = p->sk;
-  __u64 buf = p->buf;
-  __u64 enter_ns = p->enter_ns;
-  __u32 is_iov = p->is_iov;
-  __u32 pio = p->io;
-  bpf_map_delete_elem(&pending, &id);
-  if (skp == 0 || pio != io || tp->ret <= 0)
-    return 0;
-  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
-  if (!c)
-    return 0;
-  __u64 len = tp->ret;
+  __u64 len = moved;
   if (is_iov) {
     struct iovec iov = {};
     if (bpf_probe_read_user(&iov, sizeof(iov), (void *)buf) != 0)
@@ -505,7 +443,9 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   if (!e)
     return 0;
   __u32 head = len < 8 ? len : 8;
-  if (bpf_probe_read_user(e->data, head & 15, (void *)buf) != 0)
+  /* An opaque mask: clang drops a plain `& 15` it can prove redundant, and the verifier then sees an unbounded size. */
+  asm volatile("%0 &= 15" : "+r"(head));
+  if (bpf_probe_read_user(e->data, head, (void *)buf) != 0)
     return 0;
   int start = http_start(e->data, head);
   __u8 fidx = io & 1;
@@ -525,17 +465,20 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
     c->follow[fidx] -= 1;
   }
   __u32 n = len < HTTP_CAPTURE_BYTES ? len : HTTP_CAPTURE_BYTES;
-  if (n > HTTP_CAPTURE_BYTES)
+  __u32 size = n;
+  asm volatile("%0 &= 511" : "+r"(size));
+  if (size > HTTP_CAPTURE_BYTES)
     return 0;
-  if (n > head && bpf_probe_read_user(e->data, n, (void *)buf) != 0)
+  if (n > head && bpf_probe_read_user(e->data, size, (void *)buf) != 0)
     return 0;
-  e->timestamp_ns = io == IO_READ ? bpf_ktime_get_ns() : enter_ns;
+  __u64 id = bpf_get_current_pid_tgid();
+  e->timestamp_ns = ts;
   e->sk = skp;
-  e->stream_off = (io == IO_READ ? c->bytes_recv : c->bytes_sent) - (__u64)tp->ret;
+  e->stream_off = (io == IO_READ ? c->bytes_recv : c->bytes_sent) - moved;
   e->cgroup_id = bpf_get_current_cgroup_id();
   e->pid = id >> 32;
   e->tid = (__u32)id;
-  e->len = tp->ret;
+  e->len = moved;
   e->captured = n;
   e->io = io;
   e->direction = c->direction;
@@ -546,13 +489,133 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   __builtin_memcpy(e->saddr, c->saddr, 16);
   __builtin_memcpy(e->daddr, c->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
-  __u32 size = offsetof(struct http_event, data) + n;
-  if (size > sizeof(*e))
-    size = sizeof(*e);
-  if (bpf_ringbuf_output(&http_events, e, size, 0) != 0)
+  __u32 total = offsetof(struct http_event, data) + n;
+  if (total > sizeof(*e))
+    total = sizeof(*e);
+  if (bpf_ringbuf_output(&http_events, e, total, 0) != 0)
     svc_count_lost(&http_events_lost);
   else
     count_stat(STAT_HTTP_EVENTS);
+  return 0;
+}
+
+/* x86_64 syscall numbers whose buffer argument is read from the saved registers. */
+#define NR_READ 0
+#define NR_WRITE 1
+#define NR_READV 19
+#define NR_WRITEV 20
+#define NR_SENDTO 44
+#define NR_RECVFROM 45
+#define NR_SENDMSG 46
+#define NR_RECVMSG 47
+
+/* CAPTURE_SOCKET: the buffer of the syscall running now, from its arguments in the saved user registers. */
+static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 skp, __u32 io, int moved)
+{
+#if defined(__TARGET_ARCH_x86)
+  struct task_struct *task = bpf_get_current_task_btf();
+  struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+  if (!regs)
+    return 0;
+  long nr = BPF_CORE_READ(regs, orig_ax);
+  __u64 arg2 = BPF_CORE_READ(regs, si);
+  if (io == IO_READ) {
+    if (nr == NR_READ || nr == NR_RECVFROM)
+      return emit_http(c, skp, io, arg2, 0, moved, bpf_ktime_get_ns());
+    if (nr == NR_READV)
+      return emit_http(c, skp, io, arg2, 1, moved, bpf_ktime_get_ns());
+  } else {
+    if (nr == NR_WRITE || nr == NR_SENDTO)
+      return emit_http(c, skp, io, arg2, 0, moved, bpf_ktime_get_ns());
+    if (nr == NR_WRITEV)
+      return emit_http(c, skp, io, arg2, 1, moved, bpf_ktime_get_ns());
+  }
+  if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
+    struct user_msghdr msg = {};
+    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)arg2) != 0)
+      return 0;
+    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, bpf_ktime_get_ns());
+  }
+#endif
+  return 0;
+}
+
+/* CAPTURE_SYSCALLS: at syscall exit, the buffer remembered at entry if sock_*_length marked the call as TCP. */
+static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  struct pending *p = bpf_map_lookup_elem(&pending, &id);
+  if (!p)
+    return 0;
+  __u64 skp = p->sk;
+  __u64 buf = p->buf;
+  __u64 enter_ns = p->enter_ns;
+  __u32 is_iov = p->is_iov;
+  __u32 pio = p->io;
+  bpf_map_delete_elem(&pending, &id);
+  if (skp == 0 || pio != io || tp->ret <= 0)
+    return 0;
+  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
+  if (!c)
+    return 0;
+  return emit_http(c, skp, io, buf, is_iov, tp->ret, io == IO_READ ? bpf_ktime_get_ns() : enter_ns);
+}
+
+static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_length *tp, __u32 io)
+{
+  if (tp->protocol != IPPROTO_TCP || tp->ret <= 0)
+    return 0;
+  if (io == IO_READ && (tp->flags & MSG_PEEK))
+    return 0;
+  __u64 skp = (__u64)tp->sk;
+  struct conn *c = conn_for_io(ctx, skp);
+  if (!c)
+    return 0;
+  if (io == IO_READ)
+    __sync_fetch_and_add(&c->bytes_recv, tp->ret);
+  else
+    __sync_fetch_and_add(&c->bytes_sent, tp->ret);
+  if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
+    return 0;
+  if (capture_http == CAPTURE_SOCKET)
+    return capture_from_regs(ctx, c, skp, io, tp->ret);
+  __u64 id = bpf_get_current_pid_tgid();
+  struct pending *p = bpf_map_lookup_elem(&pending, &id);
+  if (p && p->io == io)
+    p->sk = skp;
+  return 0;
+}
+
+SEC("tracepoint/sock/sock_send_length")
+int on_send_length(struct trace_event_raw_sock_msg_length *ctx)
+{
+  return on_length(ctx, ctx, IO_WRITE);
+}
+
+SEC("tracepoint/sock/sock_recv_length")
+int on_recv_length(struct trace_event_raw_sock_msg_length *ctx)
+{
+  return on_length(ctx, ctx, IO_READ);
+}
+
+SEC("tracepoint/tcp/tcp_retransmit_skb")
+int on_retransmit(struct tp_tcp_retransmit *ctx)
+{
+  __u64 sk = (__u64)ctx->skaddr;
+  struct conn *c = bpf_map_lookup_elem(&conns, &sk);
+  if (c)
+    __sync_fetch_and_add(&c->retransmits, 1);
+  return 0;
+}
+
+/* Optional precision where kprobes exist: the owner of a connect, read in the connecting task itself. */
+SEC("kprobe/tcp_connect")
+int BPF_KPROBE(on_tcp_connect, struct sock *sk)
+{
+  __u64 skp = (__u64)sk;
+  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
+  if (c && c->pid == 0)
+    own_by_current(c);
   return 0;
 }
 

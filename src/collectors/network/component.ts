@@ -31,7 +31,7 @@ type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.max_spans_per_second, c.max_connections]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.max_connections]);
 }
 
 export class NetworkCollector implements Component {
@@ -76,7 +76,7 @@ export class NetworkCollector implements Component {
 
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpExchangesPerSecond: c.max_spans_per_second, maxConnections: c.max_connections }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: c.max_spans_per_second, maxConnections: c.max_connections }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;

@@ -1,7 +1,8 @@
 /**
- * The `network` program set as data (ffi/bpf/network.bpf.c): TCP lifecycle tracepoints (required), the HTTP
- * capture syscall tracepoints (optional, left out when HTTP tracing is off), and the kprobe that adds
- * precision where kprobes exist (optional: `attached: false` on kernels without them).
+ * The `network` program set as data (ffi/bpf/network.bpf.c): TCP lifecycle tracepoints (required; with
+ * http_capture `socket` the sock_*_length ones also capture HTTP bytes), the HTTP capture syscall tracepoints
+ * (optional; only with http_capture `syscalls`), and the kprobe that adds precision where kprobes exist
+ * (optional: `attached: false` on kernels without them).
  */
 import type { ProgramSetSpec, ProgramSpec } from "../../ebpf/spec";
 import { decodeConnEvent, decodeHttpEvent, type NetworkEvent } from "./decoders";
@@ -10,11 +11,16 @@ export interface NetworkSetOptions {
   /** The agent's own pid: never traced. */
   selfPid: number;
   http: boolean;
+  /** Where the kernel finds HTTP bytes (agent.ebpf.network.http_capture). */
+  httpCapture: "socket" | "syscalls";
   /** HTTP exchanges captured per second in the kernel. */
   httpExchangesPerSecond: number;
   /** Entries of the `conns` map. */
   maxConnections: number;
 }
+
+/** CAPTURE_* in the C program. */
+export const CaptureMode = { OFF: 0, SYSCALLS: 1, SOCKET: 2 } as const;
 
 const tp = (name: string, category: string, event: string, required: boolean): ProgramSpec => ({ name, attach: { kind: "tracepoint", category, name: event }, required });
 
@@ -37,12 +43,12 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
   return {
     name: "network",
     object: "network",
-    programs: o.http ? [...LIFECYCLE_PROGRAMS, ...HTTP_PROGRAMS] : LIFECYCLE_PROGRAMS,
+    programs: o.http && o.httpCapture === "syscalls" ? [...LIFECYCLE_PROGRAMS, ...HTTP_PROGRAMS] : LIFECYCLE_PROGRAMS,
     ringBuffers: [
       { map: "conn_events", lostMap: "conn_events_lost", decode: decodeConnEvent },
       { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEvent },
     ],
-    constants: { self_tgid: o.selfPid, capture_http: o.http ? 1 : 0, http_requests_per_second: o.httpExchangesPerSecond },
+    constants: { self_tgid: o.selfPid, capture_http: !o.http ? CaptureMode.OFF : o.httpCapture === "syscalls" ? CaptureMode.SYSCALLS : CaptureMode.SOCKET, http_requests_per_second: o.httpExchangesPerSecond },
     mapSizes: { conns: o.maxConnections },
   };
 }
