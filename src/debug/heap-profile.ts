@@ -62,17 +62,33 @@ export function heapByType(gc: boolean): HeapByType {
   return { groups, extraBytes: jsc.heapStats().extraMemorySize, objects, bytes };
 }
 
-export function heapProfile(gc: boolean): PprofBuilder {
+/**
+ * The heap profile. By default it is cheap (~0.1 s): object counts by type from heapStats(), with the heap's
+ * total size as one sample of its own, since sizes per type exist only in a snapshot. With `snapshot` it walks a
+ * heap snapshot for counts and sizes per type; that blocks the event loop for seconds on a large heap.
+ */
+export function heapProfile(gc: boolean, snapshot: boolean): PprofBuilder {
   const started = Date.now();
-  const h = heapByType(gc);
+  if (gc) Bun.gc(true);
   const builder = new PprofBuilder({
     sampleTypes: [
       ["inuse_objects", "count"],
       ["inuse_space", "bytes"],
     ],
-    defaultSampleType: "inuse_space",
+    defaultSampleType: snapshot ? "inuse_space" : "inuse_objects",
     timeNanos: BigInt(started) * 1_000_000n,
   });
+  if (!snapshot) {
+    const stats = jsc.heapStats();
+    for (const [type, count] of Object.entries(stats.objectTypeCounts)) builder.add([{ name: type }], [count, 0], { type });
+    builder.add([{ name: "(JavaScript heap, all types: sizes per type need ?snapshot=1)" }], [0, stats.heapSize]);
+    if (stats.extraMemorySize > 0) builder.add([{ name: "(memory outside the GC heap: buffers, external strings)" }], [0, stats.extraMemorySize]);
+    builder.comment(
+      `JavaScriptCore heapStats()${gc ? " after a full collection" : ""}: ${stats.objectCount} objects by type, heap ${stats.heapSize} bytes; sizes per type and function names need /debug/pprof/heap?snapshot=1 (slow: blocks the agent for seconds)`,
+    );
+    return builder;
+  }
+  const h = heapByType(false);
   for (const [key, g] of h.groups) {
     const [cls, label] = key.split("\u0000") as [string, string];
     const stack: Frame[] = label ? [{ name: `${cls} ${label}` }, { name: cls }] : [{ name: cls }];

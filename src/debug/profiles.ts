@@ -20,8 +20,8 @@ export const MAX_SECONDS = 300;
 
 const DESCRIPTIONS: Record<ProfileName, string> = {
   profile: "CPU profile of the agent's JavaScript. ?seconds=N (default 30, 1..300). One at a time.",
-  heap: "Live JavaScript heap by object type (inuse_objects, inuse_space). ?gc=1 collects first.",
-  allocs: "Same snapshot as heap (the runtime records no allocation sites or cumulative allocations).",
+  heap: "Live JavaScript objects by type (inuse_objects; the heap's size as inuse_space). ?gc=1 collects first; ?snapshot=1 adds sizes per type and function names from a heap snapshot (blocks the agent for seconds).",
+  allocs: "Same as heap (the runtime records no allocation sites or cumulative allocations).",
   goroutine: "The agent's tasks, workers and in-flight operations with where they started. ?debug=1 counts, ?debug=2 stacks as text.",
   threadcreate: "The process' OS threads (/proc/self/task).",
   block: "Event-loop blocks and the operations running during them; comments carry the event-loop delay histogram.",
@@ -46,7 +46,7 @@ export async function profileResponse(deps: ServerDeps, name: ProfileName | "ind
     }
     case "heap":
     case "allocs":
-      return proto(heapProfile(q.get("gc") === "1"), name);
+      return proto(heapProfile(q.get("gc") === "1", q.get("snapshot") === "1"), name);
     case "goroutine": {
       const debug = q.get("debug");
       if (debug === "1") return text(goroutineCountsText(deps.tasks));

@@ -38,6 +38,7 @@ export function debugRoutes(deps: ServerDeps, prefix = "") {
         seconds: t.Optional(t.Integer({ minimum: 1, maximum: 300, description: "Duration of CPU sampling or tracing." })),
         debug: t.Optional(t.Integer({ minimum: 0, maximum: 2, description: "goroutine: 1 counts, 2 full stacks as text." })),
         gc: t.Optional(t.Integer({ minimum: 0, maximum: 1 })),
+        snapshot: t.Optional(t.Integer({ minimum: 0, maximum: 1, description: "heap/allocs: 1 walks a heap snapshot for sizes per type (slow)." })),
       }),
       response: { 200: t.Unknown({ description: "profile.proto (gzip), text, or trace-event JSON (gzip) depending on the profile." }), 400: ErrorSchema, ...errors },
       detail: { summary: "A profile: profile, heap, goroutine, threadcreate, block, mutex, allocs, trace", tags: ["debug"] },
