@@ -7,6 +7,7 @@ import { MAIN_HELP, RUN_HELP, VALIDATE_HELP, VERSION_HELP } from "./cli/help";
 import { runCommand } from "./cli/run";
 import { validateCommand } from "./cli/validate";
 import { COMMANDS } from "./cli/commands";
+import { configReferenceMarkdown } from "./config/reference";
 import { versionText } from "./version";
 
 async function main(argv: string[]): Promise<number> {
@@ -18,6 +19,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (first === "help") {
     const topic = argv[1];
+    if (topic === "config") return print(configReferenceMarkdown());
     const text = topic === "run" ? RUN_HELP : topic === "validate-config" ? VALIDATE_HELP : topic === "version" ? VERSION_HELP : topic && COMMANDS[topic] ? COMMANDS[topic].help : MAIN_HELP;
     return print(text);
   }

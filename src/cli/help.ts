@@ -11,6 +11,7 @@ Usage:
                                               write a diagnostics bundle (tar.gz)
   svc-agent version | --version               print version, commit, build time, Bun version
   svc-agent help [COMMAND]                    this text, or a command's
+  svc-agent help config                       every configuration key: type, default, meaning
 
 Configuration: --config, else $SVC_CONFIG, else /etc/svc-agent/config.yaml if it exists, else the
 embedded defaults. Environment overrides: SVC_LOG_LEVEL, SVC_LOG_FORMAT, SVC_AGENT_EBPF_DEBUG, SVC_DEBUG.

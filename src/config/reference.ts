@@ -1,0 +1,81 @@
+/**
+ * The configuration reference, generated from the schemas (every key, type, default, meaning), so the README
+ * and `svc-agent help config` cannot drift from what the loader accepts.
+ */
+import { ConfigSchema } from "./schema";
+import { UNIT_HINT } from "./units";
+
+interface Row {
+  key: string;
+  type: string;
+  default: string;
+  meaning: string;
+}
+
+type Schema = Record<string, unknown> & {
+  type?: string;
+  properties?: Record<string, Schema>;
+  anyOf?: Schema[];
+  items?: Schema;
+  const?: unknown;
+  default?: unknown;
+  description?: string;
+  patternProperties?: Record<string, Schema>;
+};
+
+function typeOf(s: Schema): string {
+  const unit = s[UNIT_HINT];
+  if (unit === "duration") return "duration";
+  if (unit === "size") return "size";
+  if (s.const !== undefined) return JSON.stringify(s.const);
+  if (s.anyOf) {
+    if (s.anyOf.every((a) => a.const !== undefined)) return s.anyOf.map((a) => JSON.stringify(a.const)).join(" \\| ");
+    return s.anyOf.map(typeOf).join(" \\| ");
+  }
+  if (s.type === "array") return `array of ${typeOf(s.items ?? {})}`;
+  if (s.type === "object" && s.patternProperties) return "map of string";
+  return s.type ?? "any";
+}
+
+function walk(s: Schema, prefix: string, rows: Row[]): void {
+  for (const [k, child] of Object.entries(s.properties ?? {})) {
+    const key = prefix ? `${prefix}.${k}` : k;
+    if (child.type === "object" && child.properties) {
+      walk(child, key, rows);
+      continue;
+    }
+    rows.push({
+      key,
+      type: typeOf(child),
+      default: child.default === undefined ? "" : JSON.stringify(child.default),
+      meaning: (child.description ?? "").replace(/\|/g, "\\|"),
+    });
+  }
+}
+
+export function configRows(): Row[] {
+  const rows: Row[] = [];
+  walk(ConfigSchema as unknown as Schema, "", rows);
+  return rows;
+}
+
+/** The reference as a Markdown table. */
+export function configReferenceMarkdown(): string {
+  const lines = ["| Key | Type | Default | Meaning |", "|---|---|---|---|"];
+  for (const r of configRows()) lines.push(`| \`${r.key}\` | ${r.type} | ${r.default ? `\`${r.default}\`` : ""} | ${r.meaning} |`);
+  return lines.join("\n") + "\n";
+}
+
+const README_START = "<!-- config-reference:start -->";
+const README_END = "<!-- config-reference:end -->";
+
+/** `bun run src/config/reference.ts`: rewrites the reference section of README.md from the schemas. */
+if (import.meta.main) {
+  const { readFileSync, writeFileSync } = await import("node:fs");
+  const path = new URL("../../README.md", import.meta.url).pathname;
+  const text = readFileSync(path, "utf8");
+  const start = text.indexOf(README_START);
+  const end = text.indexOf(README_END);
+  if (start === -1 || end < start) throw new Error(`README.md has no ${README_START} ... ${README_END} section`);
+  writeFileSync(path, text.slice(0, start + README_START.length) + "\n" + configReferenceMarkdown() + text.slice(end));
+}
