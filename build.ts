@@ -19,7 +19,7 @@ async function commitId(): Promise<string> {
 }
 
 /** Steps that generate embedded inputs; each is a module under the folder that owns it. */
-const GENERATORS: Array<{ name: string; module: string }> = [{ name: "bpf objects and embedded libbpf", module: "./ffi/bpf/generate.ts" }];
+const GENERATORS: Array<{ name: string; module: string }> = [{ name: "bpf objects and embedded libbpf", module: "./ffi/bpf/generate.ts" }, { name: "Helm chart values schema", module: "./deploy/helm/values-schema.ts" }];
 
 async function main(): Promise<void> {
   mkdirSync("dist", { recursive: true });

@@ -7,8 +7,9 @@
  * expressions; any scalar may also be a `${VAR}` reference, substituted by the agent at load time.
  *
  *   bun deploy/helm/values-schema.ts        (writes the file; test/deploy checks it is current)
+ * The build (build.ts) runs it too, so a configuration key added anywhere reaches the chart's schema.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { ConfigSchema } from "../../src/config/schema";
@@ -83,7 +84,13 @@ export function valuesSchemaText(): string {
   return `${JSON.stringify(valuesSchema(), null, 2)}\n`;
 }
 
+/** Build step (build.ts GENERATORS): rewrites the file when the configuration schema changed, so the chart always matches the binary. */
+export async function generate(): Promise<void> {
+  const text = valuesSchemaText();
+  if (!existsSync(VALUES_SCHEMA_PATH) || readFileSync(VALUES_SCHEMA_PATH, "utf8") !== text) writeFileSync(VALUES_SCHEMA_PATH, text);
+}
+
 if (import.meta.main) {
-  writeFileSync(VALUES_SCHEMA_PATH, valuesSchemaText());
+  await generate();
   console.log(`wrote ${VALUES_SCHEMA_PATH}`);
 }

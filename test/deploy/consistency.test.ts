@@ -309,6 +309,19 @@ describe("Helm chart values", () => {
       expect({ s, pattern: size.test(s) }).toEqual({ s, pattern: parseSize(s) !== undefined });
   });
 
+  test("the chart refuses to turn off the HTTP interface its probes use", () => {
+    expect(() => renderChart(CHART, { values: setValue(MANIFEST_RENDER.values!, "config.self_telemetry.enabled=false") })).toThrow("must stay true");
+  });
+
+  test("the chart's appVersion (the default image tag) is the binary's version", () => {
+    const chart = parseYaml(readFileSync(join(CHART, "Chart.yaml"), "utf8")) as Obj;
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+    expect(chart.appVersion).toBe(pkg.version);
+    const version = Bun.spawnSync([BINARY, "version"], { stdout: "pipe" }).stdout.toString();
+    expect(version.split("\n")[0]).toBe(`svc-agent ${chart.appVersion}`);
+    expect(container(manifests()).image).toBe(`svc-agent:${chart.appVersion}`);
+  });
+
   test("the port follows config.self_telemetry.listen everywhere", () => {
     const objs = renderChart(CHART, { values: setValue(MANIFEST_RENDER.values!, "config.self_telemetry.listen=:9464") }).objects;
     expect(container(objs).ports[0].containerPort).toBe(9464);
