@@ -9,10 +9,9 @@ import { OtlpExporterComponent } from "./component";
 import { OtlpPipeline } from "./pipeline";
 import type { TelemetryPipeline } from "./types";
 
-export type { TelemetryPipeline, Attributes, AttributeValue } from "./types";
+export type { TelemetryPipeline, Attributes, AttributeValue, SignalAccounting, DropReason } from "./types";
 export type * from "./model";
 export { SpanKind, StatusCode, Temporality, Severity } from "./model";
-export type { SignalAccounting } from "./pipeline";
 
 export interface ExportSubsystem {
   pipeline: TelemetryPipeline;

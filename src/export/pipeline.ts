@@ -18,26 +18,13 @@ import { ResourceBuilder } from "./resource";
 import { sendWithRetry, type RetryResult } from "./retry";
 import { sendWithTimeout } from "./timeout";
 import type { Transport } from "./transport";
-import type { Attributes, TelemetryPipeline } from "./types";
+import type { Attributes, DropReason, SignalAccounting, TelemetryPipeline } from "./types";
 import { ProtoWriter } from "./wire";
 
 /** Batches of one signal outstanding at once (pipelining hides the round trip). */
 export const MAX_IN_FLIGHT_BATCHES = 4;
 
-export type DropReason = (typeof DROP_REASONS)[number];
-
-/** The counts of one signal at one instant. */
-export interface SignalAccounting {
-  collected: number;
-  exported: number;
-  dropped: Record<DropReason, number>;
-  /** Sum of `dropped`. */
-  droppedTotal: number;
-  queued: number;
-  /** Encoded bytes queued. */
-  queuedBytes: number;
-  inFlight: number;
-}
+export type { DropReason, SignalAccounting } from "./types";
 
 /** Called after every export attempt (not for connectivity checks). */
 export type OutcomeListener = (signal: Signal, outcome: ExportOutcome, latencyMs: number, items: number) => void;

@@ -8,6 +8,23 @@ import type { Signal } from "./config";
 export type AttributeValue = string | number | boolean | string[] | number[];
 export type Attributes = Record<string, AttributeValue>;
 
+/** Why items were dropped (the `reason` label of `<ns>_<signal>_dropped_total`). */
+export type DropReason = "queue_full" | "mem_limit" | "permanent_error" | "partial_success" | "shutdown";
+
+/** The counts of one signal at one instant: `collected = exported + droppedTotal + queued + inFlight` always holds. */
+export interface SignalAccounting {
+  collected: number;
+  exported: number;
+  dropped: Record<DropReason, number>;
+  /** Sum of `dropped`. */
+  droppedTotal: number;
+  queued: number;
+  /** Encoded bytes queued (what `mem_limit` bounds). */
+  queuedBytes: number;
+  /** Items in batches being sent or waiting to be retried. */
+  inFlight: number;
+}
+
 export interface TelemetryPipeline {
   /**
    * Offers items of one signal for export. Items that do not fit (queue capacity, mem_limit) are dropped
@@ -24,4 +41,9 @@ export interface TelemetryPipeline {
   flush(timeoutMs: number): Promise<Record<Signal, number>>;
   /** Sets (replaces) the resource attributes contributed by `source` (e.g. "discovery/cloud"); they go on every export. */
   setResourceAttributes(source: string, attributes: Attributes): void;
+  /**
+   * The exact counts of every signal now (synchronous, cheap; safe at any time). Optional so that test fakes
+   * need not implement it; the real pipeline always does.
+   */
+  accounting?(): Record<Signal, SignalAccounting>;
 }
