@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inProcessAgent, type InProcessAgent } from "../../helpers/in-process";
+import { spawnAgent, type AgentProcess } from "../../helpers/agent-process";
 import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
 import type { DiscoveryView } from "../../../src/status/model";
 import type { ContainerDirectory } from "../../../src/discovery/directory";
@@ -34,7 +35,13 @@ async function until<T>(what: string, probe: () => Promise<T | undefined> | T | 
 describe.skipIf(unavailable !== undefined)("docker discovery with a real dockerd", () => {
   const dockerd = new TestDockerd();
   let agent: InProcessAgent;
+  /** The compiled binary (dist/svc-agent) watching the same dockerd, checked over real HTTP. */
+  let binary: AgentProcess;
   let first = "";
+  const binaryGet = async (path: string) => {
+    const r = await fetch(binary.url + path);
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> & { docker?: DiscoveryView["docker"]; checks?: Record<string, string> } };
+  };
 
   const view = async (): Promise<DiscoveryView> => (await (await agent.request("/status/discovery")).json()) as DiscoveryView;
   const ready = async () => {
@@ -44,12 +51,25 @@ describe.skipIf(unavailable !== undefined)("docker discovery with a real dockerd
   const directory = () => (agent.agent.ctx.workloads as ContainerDirectory);
 
   beforeAll(async () => {
+    try {
+      await setUp();
+    } catch (e) {
+      await binary?.stop();
+      await agent?.stop();
+      await dockerd.stop();
+      throw e;
+    }
+  }, 60_000);
+
+  async function setUp(): Promise<void> {
     await dockerd.start();
     dockerd.importImage();
     first = dockerd.run("first", { "com.docker.compose.service": "web", "com.docker.compose.project": "shop" });
-    agent = await inProcessAgent(`
+    const yaml = `
 self_telemetry:
   listen: 127.0.0.1:0
+otlp:
+  endpoint: \${OTLP_ENDPOINT:-127.0.0.1:4317}
 agent:
   ebpf:
     enabled: false
@@ -61,11 +81,14 @@ agent:
       reconnect_backoff_max: 500ms
     cloud:
       enabled: false
-`);
-  }, 60_000);
+`;
+    agent = await inProcessAgent(yaml);
+    binary = await spawnAgent({ config: yaml });
+  }
 
   afterAll(async () => {
-    await agent?.agent.shutdown();
+    await agent?.stop();
+    await binary?.stop();
     await dockerd.stop();
   }, 60_000);
 
@@ -74,7 +97,7 @@ agent:
     const v = await view();
     expect(v.docker).toEqual({ enabled: true, connected: true, containers: 1 });
     expect(v.discovered_services).toEqual([{ name: "web", namespace: "shop", instances: 1, ports: [] }]);
-    expect((await ready()).body.checks.discovery).toBe("ok");
+    expect(await ready()).toEqual({ status: 200, body: { status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } } });
     const attrs = directory().forContainer(first)!;
     expect(attrs["container.id"]).toBe(first);
     expect(attrs["container.name"]).toBe("first");
@@ -84,6 +107,8 @@ agent:
     expect(attrs["container.label.com.docker.compose.service"]).toBe("web");
     const mainPid = Number(dockerd.docker("inspect", "-f", "{{.State.Pid}}", first));
     expect(agent.agent.ctx.workloads.forPid(mainPid)?.["container.name"]).toBe("first");
+    await until("the binary connected", async () => (await binaryGet("/status/discovery")).body.docker?.connected || undefined);
+    expect((await binaryGet("/status/discovery")).body).toEqual(v as unknown as Record<string, unknown>);
   }, TEST_TIMEOUT_MS);
 
   test("a process exec'd in the container is found through its cgroup", async () => {
@@ -118,10 +143,14 @@ agent:
     const r = await ready();
     expect(r.status).toBe(503);
     expect(r.body.checks.discovery).toStartWith("failed: docker");
+    await until("the binary not ready", async () => ((await binaryGet("/ready")).status === 503 ? true : undefined));
+    expect((await binaryGet("/ready")).body.checks?.discovery).toStartWith("failed: docker");
+    expect((await binaryGet("/status/discovery")).body.docker?.connected).toBe(false);
 
     await dockerd.start();
     await until("reconnected", async () => ((await view()).docker.connected ? true : undefined));
     expect((await ready()).body.checks.discovery).toBe("ok");
+    await until("the binary reconnected", async () => ((await binaryGet("/ready")).body.checks?.discovery === "ok" ? true : undefined));
     // dockerd stopped its containers on SIGTERM: the re-list after reconnecting must drop them.
     const running = dockerd.docker("ps", "-q").split("\n").filter(Boolean).length;
     await until("re-listed", async () => ((await view()).docker.containers === running ? true : undefined));
