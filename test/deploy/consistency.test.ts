@@ -117,7 +117,7 @@ describe("Kubernetes manifests and the Helm chart", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, LIVE_TIMEOUT_MS);
 
   test("every ${VAR} of the configuration is set in the container; NODE_NAME comes from the downward API, API_TOKEN from the Secret", () => {
     const objs = manifests();
@@ -298,7 +298,7 @@ describe("Helm chart values", () => {
       expect({ bad, result: ok(setValue(values(), bad)) }).not.toEqual({ bad, result: "valid" });
     // The renderer checks the schema first, as helm does.
     expect(() => renderChart(CHART, { values: setValue(MANIFEST_RENDER.values!, "config.agent.ebpf.ringbuf_sise=1") })).toThrow("ringbuf_sise");
-  });
+  }, LIVE_TIMEOUT_MS);
 
   test("the schema's duration and size patterns accept exactly what the agent's parsers accept", () => {
     const duration = new RegExp(DURATION_PATTERN, "u");
@@ -320,7 +320,7 @@ describe("Helm chart values", () => {
     const version = Bun.spawnSync([BINARY, "version"], { stdout: "pipe" }).stdout.toString();
     expect(version.split("\n")[0]).toBe(`svc-agent ${chart.appVersion}`);
     expect(container(manifests()).image).toBe(`svc-agent:${chart.appVersion}`);
-  });
+  }, LIVE_TIMEOUT_MS);
 
   test("the port follows config.self_telemetry.listen everywhere", () => {
     const objs = renderChart(CHART, { values: setValue(MANIFEST_RENDER.values!, "config.self_telemetry.listen=:9464") }).objects;
@@ -437,7 +437,7 @@ describe("systemd unit and sample configuration", () => {
   test("the sample /etc/svc-agent/config.yaml passes svc-agent --validate-config", () => {
     const r = Bun.spawnSync([BINARY, "--validate-config", SAMPLE_CONFIG], { env: { PATH: "/usr/bin:/bin", API_TOKEN: TEST_TOKEN }, stdout: "pipe", stderr: "pipe" });
     expect({ code: r.exitCode, err: r.stderr.toString() }).toEqual({ code: 0, err: expect.any(String) });
-  });
+  }, LIVE_TIMEOUT_MS);
 
   test.skipIf(!hasBpfPrivileges() || Bun.which("setpriv") === null)(
     "the unit's capability set is enough to attach the eBPF programs, and a set without CAP_BPF/CAP_SYS_ADMIN is not",
