@@ -6,7 +6,6 @@
  * deterministic by trace id (like OpenTelemetry's TraceIdRatioBased) and decided at the root; children follow.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { randomFillSync } from "node:crypto";
 import type { Config } from "../config/schema";
 import type { SpanItem } from "../export/model";
 import type { TelemetryPipeline } from "../export/types";
@@ -38,7 +37,7 @@ const context = new AsyncLocalStorage<ActiveSpan | typeof SUPPRESSED>();
 /** The span current in this async context, if any. */
 export function activeSpan(): ActiveSpan | undefined {
   const s = context.getStore();
-  return s === SUPPRESSED ? undefined : s;
+  return s === SUPPRESSED || s === UNSAMPLED ? undefined : s;
 }
 
 /** Adds attributes to the current span (no-op without one). */
@@ -64,17 +63,26 @@ export function startActive<T>(tasks: TaskRegistry, name: string, fn: () => Prom
 export function sampledByTraceId(traceId: Uint8Array, rate: number): boolean {
   if (rate >= 1) return true;
   if (rate <= 0) return false;
-  let x = 0n;
-  for (let i = traceId.length - RATIO_BITS / 8; i < traceId.length; i++) x = (x << 8n) | BigInt(traceId[i]!);
-  return Number(x) / 2 ** RATIO_BITS < rate;
+  let x = 0;
+  for (let i = traceId.length - RATIO_BITS / 8; i < traceId.length; i++) x = x * 256 + traceId[i]!;
+  return x / 2 ** RATIO_BITS < rate;
 }
 
+/**
+ * A random non-zero id. Ids need to be unique, not secret: Math.random (JavaScriptCore's xorshift128+) is used
+ * because the crypto generator cost microseconds per operation (bench/debug-overhead.ts).
+ */
 function randomId(bytes: number): Uint8Array {
   const b = new Uint8Array(bytes);
-  do randomFillSync(b);
-  while (b.every((v) => v === 0));
+  const v = new DataView(b.buffer);
+  for (let i = 0; i < bytes; i += 4) v.setUint32(i, (Math.random() * 0x1_0000_0000) >>> 0);
+  if (b.every((x) => x === 0)) b[bytes - 1] = 1;
   return b;
 }
+
+/** The context of an operation in a trace that was not sampled: its children are not sampled either. */
+const UNSAMPLED: ActiveSpan = Object.freeze({ traceId: new Uint8Array(16), spanId: new Uint8Array(8), sampled: false, attributes: Object.freeze({}) as Record<string, never> });
+const NOOP = () => undefined;
 
 export interface TracerDeps {
   config(): Config;
@@ -97,16 +105,20 @@ export class Tracer implements TaskObserver {
     // An unscoped unit (begin/end, e.g. an HTTP request) is a root: the context it was called from may be one
     // captured long ago (a listener created during a reload), not its cause.
     const parent = scoped ? store : undefined;
-    const traceId = parent?.traceId ?? randomId(16);
-    const sampled = parent ? parent.sampled : sampledByTraceId(traceId, c.sample_rate);
-    const span: ActiveSpan = { traceId, spanId: randomId(8), sampled, attributes: {} };
     this.started++;
+    // Inside a trace that was not sampled: nothing to record, and the context already says so.
+    if (parent && !parent.sampled) return undefined;
+    const traceId = parent?.traceId ?? randomId(16);
+    if (!parent && !sampledByTraceId(traceId, c.sample_rate)) {
+      if (!scoped) context.enterWith(UNSAMPLED);
+      return scoped ? { end: NOOP, run: (fn) => context.run(UNSAMPLED, fn) } : undefined;
+    }
+    const span: ActiveSpan = { traceId, spanId: randomId(8), sampled: true, attributes: {} };
     const startNs = nowNs();
     // Unscoped: the rest of the caller's async flow (e.g. the request's handler) runs under this span.
     if (!scoped) context.enterWith(span);
     return {
       end: (outcome: TaskOutcome) => {
-        if (!span.sampled) return;
         const item = this.#item(info, span, parent, startNs, nowNs(), outcome);
         this.submitted++;
         this.deps.pipeline.submit("traces", [item]);

@@ -1,0 +1,115 @@
+/**
+ * Cost of debug mode and self-tracing, each side by side with a reference measured in the same run:
+ *  1. in-process: ns per `tasks.track` of an empty operation with no observer (reference), with the debug
+ *     runtime on (stacks captured, trace/block bookkeeping), and with the tracer at sample_rate 0.01 and 1.0
+ *     (spans handed to a counting pipeline);
+ *  2. the compiled agent under wrk (GET /status, loopback): requests/s with debug mode and tracing off
+ *     (reference), with --debug, and with tracing at 0.01 and 1.0 exporting to a local `svc-agent receive`;
+ *  3. the CPU profile's own cost: requests/s while /debug/pprof/profile samples, against the same agent idle.
+ * Usage: bun bench/debug-overhead.ts [--seconds N] [--ops N]
+ */
+import { readFileSync } from "node:fs";
+import type { Config } from "../src/config/schema";
+import { DebugRuntime } from "../src/debug/runtime";
+import { TaskRegistry } from "../src/telemetry/tasks";
+import { Tracer } from "../src/tracing";
+import { startAgent, startReceiver } from "./lib/agent";
+import { report, type BenchRow } from "./lib/report";
+import { wrkRps } from "./lib/wrk";
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const SECONDS = arg("seconds", 3);
+const OPS = arg("ops", 200_000);
+
+async function nsPerTrack(setup: (tasks: TaskRegistry) => () => void): Promise<number> {
+  const tasks = new TaskRegistry();
+  const teardown = setup(tasks);
+  const noop = async () => undefined;
+  for (let i = 0; i < 10_000; i++) await tasks.track("warm", noop);
+  const t0 = performance.now();
+  for (let i = 0; i < OPS; i++) await tasks.track("op", noop);
+  const ns = ((performance.now() - t0) * 1e6) / OPS;
+  teardown();
+  return ns;
+}
+
+function tracerOn(rate: number) {
+  return (tasks: TaskRegistry) => {
+    const config = { self_telemetry: { tracing: { enabled: true, sample_rate: rate } } } as unknown as Config;
+    const tracer = new Tracer({ config: () => config, pipeline: { submit: (_s, items) => items.length } });
+    tasks.observers.add(tracer);
+    return () => tasks.observers.delete(tracer);
+  };
+}
+
+const rows: BenchRow[] = [];
+const reference = await nsPerTrack(() => () => undefined);
+const debugNs = await nsPerTrack((tasks) => {
+  const r = new DebugRuntime(tasks);
+  r.setEnabled(true);
+  return () => r.setEnabled(false);
+});
+rows.push({ name: "tasks.track, debug runtime on (stacks captured)", agent: debugNs, reference, referenceName: "no observer", unit: "ns/op" });
+rows.push({ name: "tasks.track, tracer sample_rate 0.01", agent: await nsPerTrack(tracerOn(0.01)), reference, referenceName: "no observer", unit: "ns/op" });
+rows.push({ name: "tasks.track, tracer sample_rate 1.0", agent: await nsPerTrack(tracerOn(1)), reference, referenceName: "no observer", unit: "ns/op" });
+
+const base = (extra: string) => `
+self_telemetry:
+  listen: 127.0.0.1:0
+${extra}
+otlp:
+  endpoint: \${OTLP_ENDPOINT}
+agent:
+  ebpf:
+    enabled: false
+  discovery:
+    detect_kubernetes: false
+    docker:
+      enabled: false
+    cloud:
+      enabled: false
+`;
+const receiver = await startReceiver();
+const env = { OTLP_ENDPOINT: receiver.address };
+const CLOCK_TICKS_PER_SECOND = 100;
+/** utime + stime of a process in seconds (/proc/<pid>/stat). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
+}
+/** Requests/s under wrk and the agent's CPU microseconds per request (less sensitive to other load on the machine). */
+const measure = async (yaml: string, during?: (url: string) => Promise<unknown>) => {
+  const a = await startAgent(yaml, env);
+  try {
+    await wrkRps(`${a.url}/status`, { seconds: 1 });
+    const side = during?.(a.url);
+    const cpu0 = cpuSeconds(a.pid);
+    const rps = await wrkRps(`${a.url}/status`, { seconds: SECONDS });
+    const cpuUs = ((cpuSeconds(a.pid) - cpu0) * 1e6) / (rps * SECONDS);
+    await side;
+    return { rps, cpuUs };
+  } finally {
+    await a.stop();
+  }
+};
+const both = (name: string, m: { rps: number; cpuUs: number }, ref: { rps: number; cpuUs: number }, referenceName: string) => {
+  rows.push({ name: `${name}: requests/s`, agent: m.rps, reference: ref.rps, referenceName, unit: "req/s" });
+  rows.push({ name: `${name}: agent CPU per request`, agent: m.cpuUs, reference: ref.cpuUs, referenceName, unit: "us" });
+};
+const plain = await measure(base(""));
+both("GET /status, debug mode on", await measure(base("  debug:\n    enabled: true")), plain, "debug and tracing off");
+both("GET /status, tracing sample_rate 0.01", await measure(base("  tracing:\n    enabled: true\n    sample_rate: 0.01")), plain, "debug and tracing off");
+both("GET /status, tracing sample_rate 1.0 (every request a span, exported)", await measure(base("  tracing:\n    enabled: true\n    sample_rate: 1.0")), plain, "debug and tracing off");
+const debugYaml = base("  debug:\n    enabled: true");
+both(
+  "GET /status while a CPU profile is taken",
+  await measure(debugYaml, (url) => fetch(`${url}/debug/pprof/profile?seconds=${SECONDS}`).then((r) => r.arrayBuffer())),
+  await measure(debugYaml),
+  "same agent (debug on), no profile",
+);
+await receiver.stop();
+report({ bench: "debug-overhead", rows, notes: [`${OPS} operations per in-process figure; wrk 1 thread, 32 connections, ${SECONDS} s per figure`] });
