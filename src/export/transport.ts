@@ -4,6 +4,8 @@
  * turns every answer into an ExportOutcome (it does not throw for expected outcomes).
  */
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
+import { checkServerIdentity } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import type { OtlpConfig, Signal } from "./config";
 import { RETRYABLE_CODES, type ExportOutcome } from "./outcome";
@@ -14,6 +16,12 @@ const STATUS_DETAILS_KEY = "grpc-status-details-bin";
 const COMPRESSION_GZIP = 2;
 const COMPRESSION_NONE = 0;
 const MAX_RECEIVE_MESSAGE_BYTES = 4 * 1024 * 1024;
+/**
+ * TLS server name sent (SNI) when the endpoint is an IP address and no otlp.tls.server_name is set: Bun's
+ * tls.connect refuses an IP as servername, which grpc-js always passes; the certificate is still checked
+ * against the IP itself.
+ */
+const IP_ENDPOINT_SNI = "otlp-endpoint.invalid";
 
 /** The transport could not be built from the configuration (e.g. a TLS file cannot be read). */
 export class TransportConfigError extends Error {
@@ -65,13 +73,15 @@ export class GrpcTransport implements Transport {
   constructor(o: TransportOptions) {
     const otlp = o.otlp;
     let creds: grpc.ChannelCredentials;
+    const host = otlp.endpoint.slice(0, otlp.endpoint.lastIndexOf(":")).replace(/^\[|\]$/g, "");
+    const ipHost = !otlp.insecure && !otlp.tls.server_name && isIP(host) !== 0;
     if (otlp.insecure) creds = grpc.credentials.createInsecure();
     else {
       const ca = readPem("otlp.tls.ca_file", otlp.tls.ca_file);
       const key = readPem("otlp.tls.key_file", otlp.tls.key_file);
       const cert = readPem("otlp.tls.cert_file", otlp.tls.cert_file);
       try {
-        creds = grpc.credentials.createSsl(ca, key, cert);
+        creds = grpc.credentials.createSsl(ca, key, cert, ipHost ? { checkServerIdentity: (_name, c) => checkServerIdentity(host, c) } : {});
       } catch (e) {
         throw new TransportConfigError("otlp.tls", (e as Error).message);
       }
@@ -86,6 +96,8 @@ export class GrpcTransport implements Transport {
     if (!otlp.insecure && otlp.tls.server_name) {
       options["grpc.ssl_target_name_override"] = otlp.tls.server_name;
       options["grpc.default_authority"] = otlp.tls.server_name;
+    } else if (ipHost) {
+      options["grpc.ssl_target_name_override"] = IP_ENDPOINT_SNI;
     }
     this.#client = new grpc.Client(otlp.endpoint, creds, options);
     this.#headers = { ...otlp.headers };
