@@ -5,9 +5,11 @@
  *   2. through the OpenTelemetry JS SDK: BatchSpanProcessor + OTLPTraceExporter (gRPC) 0.223.x.
  * Spans are built before timing starts (the SDK's ended spans come from its own tracer); the clock and the
  * process CPU time (user + system, every thread) run from the first span handed over to the last one
- * acknowledged (flush / forceFlush). The receiver's own count is checked against what each side says it sent.
+ * acknowledged. Columns: spans/s (wall clock), CPU µs per span, spans per CPU-second (the rate one fully used
+ * core would sustain), and cores used (CPU seconds / wall seconds; below 1 means waiting on the receiver or on
+ * other load of the machine). The receiver's own count is checked against what each side says it sent.
  *
- * Usage: bun bench/export.ts [--spans N] [--rounds R] [--agent-only]   (--agent-only: skip the SDK, e.g. to profile)
+ * Usage: bun bench/export.ts [--spans N] [--rounds R] [--agent-only] [--compression none]   (--agent-only: skip the SDK, e.g. to profile)
  */
 import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
@@ -28,6 +30,9 @@ const BATCH_SIZE = 512;
 const SUBMIT_CHUNK = 1_000;
 const FLUSH_TIMEOUT_MS = 120_000;
 const NS_PER_MS = 1_000_000n;
+
+/** `--compression none` measures without gzip (both sides); the target is with gzip. */
+const COMPRESSION: "gzip" | "none" = process.argv.includes("--compression") && process.argv[process.argv.indexOf("--compression") + 1] === "none" ? "none" : "gzip";
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -142,7 +147,7 @@ async function runAgent(port: number, spans: SpanItem[]): Promise<Figures> {
   const base = loadConfig(undefined, {}).config;
   const config = {
     ...base,
-    otlp: { ...base.otlp, endpoint: `127.0.0.1:${port}`, compression: "gzip" as const },
+    otlp: { ...base.otlp, endpoint: `127.0.0.1:${port}`, compression: COMPRESSION },
     queues: { ...base.queues, traces: { ...base.queues.traces, capacity: spans.length, mem_limit: "2GiB", batch_size: BATCH_SIZE } },
   };
   const pipeline = new OtlpPipeline({ config, metrics: new AgentMetrics("bench", new TaskRegistry()), logger: new Logger({ level: "error" }) });
@@ -159,7 +164,7 @@ async function runAgent(port: number, spans: SpanItem[]): Promise<Figures> {
 }
 
 async function runSdk(port: number, spans: ReadableSpan[]): Promise<Figures> {
-  const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}`, compression: "gzip" as never });
+  const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}`, compression: COMPRESSION as never });
   const bsp = new BatchSpanProcessor(exporter, {
     maxQueueSize: spans.length,
     maxExportBatchSize: BATCH_SIZE,
@@ -193,15 +198,16 @@ function row(name: string, f: Figures): string {
   const rate = f.spans / f.seconds;
   const cpuUs = (f.cpuSeconds * 1e6) / f.spans;
   const cores = f.cpuSeconds / f.seconds;
-  return `${name.padEnd(34)} ${f.spans.toString().padStart(8)} ${rate.toFixed(0).padStart(12)} ${cpuUs.toFixed(2).padStart(14)} ${cores.toFixed(2).padStart(8)}`;
+  const perCore = f.spans / f.cpuSeconds;
+  return `${name.padEnd(34)} ${f.spans.toString().padStart(8)} ${rate.toFixed(0).padStart(12)} ${cpuUs.toFixed(2).padStart(14)} ${perCore.toFixed(0).padStart(16)} ${cores.toFixed(2).padStart(8)}`;
 }
 
 async function main(): Promise<void> {
   const n = arg("spans", DEFAULT_SPANS);
   const rounds = arg("rounds", DEFAULT_ROUNDS);
   const receiver = await startReceiver();
-  console.log(`export benchmark: ${n} spans per run, batch ${BATCH_SIZE}, gzip, receiver on 127.0.0.1:${receiver.port}, ${rounds} rounds`);
-  console.log(`${"run".padEnd(34)} ${"spans".padStart(8)} ${"spans/s".padStart(12)} ${"CPU µs/span".padStart(14)} ${"cores".padStart(8)}`);
+  console.log(`export benchmark: ${n} spans per run, batch ${BATCH_SIZE}, ${COMPRESSION}, receiver on 127.0.0.1:${receiver.port}, ${rounds} rounds`);
+  console.log(`${"run".padEnd(34)} ${"spans".padStart(8)} ${"spans/s".padStart(12)} ${"CPU µs/span".padStart(14)} ${"spans/CPU-second".padStart(16)} ${"cores".padStart(8)}`);
   const agentBest: Figures[] = [];
   const sdkBest: Figures[] = [];
   const only = process.argv.includes("--agent-only");

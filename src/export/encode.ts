@@ -371,14 +371,25 @@ function group(entries: readonly EncodedItem[]): Map<Attributes | undefined, Map
   return out;
 }
 
-/** Assembles the Export<Signal>ServiceRequest of a batch. */
+/** Bytes reserved per item and per request for the framing around encoded items. */
+const FRAMING_BYTES_PER_ITEM = 6;
+const FRAMING_BYTES_PER_REQUEST = 4096;
+
+/**
+ * Assembles the Export<Signal>ServiceRequest of a batch. Without `writer`, the request is written into a buffer
+ * sized for it and returned without a copy (the caller owns it); with one, a copy of the writer's bytes.
+ */
 export function buildRequest(signal: Signal, entries: readonly EncodedItem[], resource: ResourceEncoder, writer?: ProtoWriter): Uint8Array {
-  const w = writer ?? new ProtoWriter(entries.length * 256 + 1024);
+  let estimate = FRAMING_BYTES_PER_REQUEST;
+  if (!writer) for (const e of entries) estimate += e.bytes.length + FRAMING_BYTES_PER_ITEM;
+  const w = writer ?? new ProtoWriter(estimate);
   w.reset();
-  if (signal === "profiles") {
-    writeProfilesRequest(w, entries, resource);
-    return w.copy();
-  }
+  if (signal === "profiles") writeProfilesRequest(w, entries, resource);
+  else writeGroupedRequest(w, signal, entries, resource);
+  return writer ? w.copy() : w.buf.subarray(0, w.pos);
+}
+
+function writeGroupedRequest(w: ProtoWriter, signal: Exclude<Signal, "profiles">, entries: readonly EncodedItem[], resource: ResourceEncoder): void {
   const L = LEVELS[signal];
   for (const [res, scopes] of group(entries)) {
     const top = w.open(L.top);
@@ -392,7 +403,6 @@ export function buildRequest(signal: Signal, entries: readonly EncodedItem[], re
     }
     w.end(top);
   }
-  return w.copy();
 }
 
 function writeMetrics(w: ProtoWriter, list: readonly EncodedItem[]): void {

@@ -9,7 +9,7 @@ import { durationMs, sizeBytes } from "../config/units";
 import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
-import { Batcher } from "./batcher";
+import { Batcher, type BatcherSettings } from "./batcher";
 import { SIGNALS, type Signal } from "./config";
 import { ItemEncoder, buildRequest, type EncodedItem } from "./encode";
 import { codeName, type ExportOutcome } from "./outcome";
@@ -19,7 +19,6 @@ import { sendWithRetry, type RetryResult } from "./retry";
 import { sendWithTimeout } from "./timeout";
 import type { Transport } from "./transport";
 import type { Attributes, DropReason, SignalAccounting, TelemetryPipeline } from "./types";
-import { ProtoWriter } from "./wire";
 
 /** Batches of one signal outstanding at once (pipelining hides the round trip). */
 export const MAX_IN_FLIGHT_BATCHES = 4;
@@ -42,11 +41,24 @@ interface Lane {
   signal: Signal;
   queue: SignalQueue;
   batcher: Batcher;
-  writer: ProtoWriter;
   collected: number;
   exported: number;
   dropped: Record<DropReason, number>;
   inFlight: number;
+}
+
+/** The configuration's durations, parsed once per (re)load rather than per batch. */
+interface ParsedSettings {
+  batch: Record<Signal, BatcherSettings>;
+  backoff: { initialMs: number; maxMs: number };
+  timeoutMs: number;
+}
+
+function parseSettings(c: Config): ParsedSettings {
+  const batch = Object.fromEntries(
+    SIGNALS.map((s) => [s, { batchSize: c.queues[s].batch_size, batchTimeoutMs: durationMs(c.queues[s].batch_timeout), maxInFlight: 0 }]),
+  ) as Record<Signal, BatcherSettings>;
+  return { batch, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs: durationMs(c.otlp.timeout) };
 }
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
@@ -62,6 +74,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   readonly #cancelCalls = new AbortController();
   readonly #drainWaiters = new Set<() => void>();
   #config: Config;
+  #settings: ParsedSettings;
   #transport: Transport | undefined;
   #closed = false;
   #shutdown: Promise<void> | undefined;
@@ -69,6 +82,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   constructor(o: PipelineOptions) {
     this.#config = o.config;
+    this.#settings = parseSettings(o.config);
     this.#metrics = o.metrics;
     this.#logger = o.logger;
     this.#random = o.random;
@@ -85,7 +99,6 @@ export class OtlpPipeline implements TelemetryPipeline {
       signal,
       queue,
       batcher: undefined as unknown as Batcher,
-      writer: new ProtoWriter(),
       collected: 0,
       exported: 0,
       dropped: zeroDrops(),
@@ -94,12 +107,9 @@ export class OtlpPipeline implements TelemetryPipeline {
     lane.batcher = new Batcher(
       queue,
       () => {
-        const c = this.#config.queues[signal];
-        return {
-          batchSize: c.batch_size,
-          batchTimeoutMs: durationMs(c.batch_timeout),
-          maxInFlight: this.#transport ? MAX_IN_FLIGHT_BATCHES : 0,
-        };
+        const b = this.#settings.batch[signal];
+        b.maxInFlight = this.#transport ? MAX_IN_FLIGHT_BATCHES : 0;
+        return b;
       },
       (items) => this.#sendBatch(lane, items),
     );
@@ -132,6 +142,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   /** Applies queue limits, batch settings, backoff, timeout and service name of `next`. Cannot fail. */
   applyConfig(next: Config): void {
     this.#config = next;
+    this.#settings = parseSettings(next);
     this.resource.setServiceName(next.service_name);
     for (const s of SIGNALS) {
       const q = this.#lanes[s].queue;
@@ -259,9 +270,9 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#metrics.exportBatchSize.observe({ signal }, n);
     let result: RetryResult;
     try {
-      const body = buildRequest(signal, items, this.resource.encoder, lane.writer);
+      const body = buildRequest(signal, items, this.resource.encoder);
       result = await sendWithRetry(() => this.#attempt(signal, body, n), {
-        backoff: () => ({ initialMs: durationMs(this.#config.backoff.initial), maxMs: durationMs(this.#config.backoff.max) }),
+        backoff: () => this.#settings.backoff,
         stop: this.#stopRetries.signal,
         random: this.#random,
       });
@@ -288,7 +299,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     const transport = this.#transport!;
     this.#metrics.exportRequests.inc({ signal });
     const started = performance.now();
-    const outcome = await sendWithTimeout(transport, signal, body, durationMs(this.#config.otlp.timeout), this.#cancelCalls.signal);
+    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs, this.#cancelCalls.signal);
     const latencyMs = performance.now() - started;
     this.#metrics.exportLatency.observe({ signal }, latencyMs / 1000);
     if (outcome.kind !== "success") this.#metrics.exportErrors.inc({ signal, code: codeName(outcome.code) });
