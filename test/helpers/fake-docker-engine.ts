@@ -21,6 +21,8 @@ export class FakeDockerEngine {
   readonly containers = new Map<string, FakeContainer>();
   readonly requests = new Map<string, number>();
   #streams = new Set<ReadableStreamDefaultController<Uint8Array>>();
+  /** GET /containers/json answers 500 this many more times. */
+  failLists = 0;
   /** When set, GET /containers/json waits for this promise before answering. */
   holdList: Promise<void> | undefined;
 
@@ -68,6 +70,10 @@ export class FakeDockerEngine {
     const key = path.startsWith("/containers/") && path !== "/containers/json" ? "/containers/{id}/json" : path;
     this.requests.set(key, (this.requests.get(key) ?? 0) + 1);
     if (path === "/containers/json") {
+      if (this.failLists > 0) {
+        this.failLists--;
+        return Response.json({ message: "injected list failure" }, { status: 500 });
+      }
       const snapshot = [...this.containers.values()];
       if (this.holdList) await this.holdList;
       return Response.json(

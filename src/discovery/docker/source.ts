@@ -134,7 +134,10 @@ export class DockerSource implements Component {
   }
 
   /** One connection: open events, list, then apply events until the stream ends. */
-  async #session(client: EngineClient, host: ComponentHost, backoff: Backoff, signal: AbortSignal): Promise<void> {
+  async #session(client: EngineClient, host: ComponentHost, backoff: Backoff, outer: AbortSignal): Promise<void> {
+    // The stream is ended with the session whatever ends it (a failed list or inspect included).
+    const session = new AbortController();
+    const signal = AbortSignal.any([outer, session.signal]);
     const stream = await client.events(signal);
     const pending: EngineEvent[] = [];
     let wake: (() => void) | undefined;
@@ -171,6 +174,7 @@ export class DockerSource implements Component {
       }
       if (streamError && !signal.aborted) throw streamError;
     } finally {
+      session.abort();
       await pump.catch(() => undefined);
     }
   }
@@ -183,8 +187,8 @@ export class DockerSource implements Component {
       while (i < summaries.length) {
         const s = summaries[i++]!;
         const inspected = await client.inspect(s.Id, signal);
-        if (inspected && !inspected.State.Running) continue;
-        next.set(s.Id, fromSummary(s, inspected?.State.Pid ?? 0));
+        if (!inspected || !inspected.State.Running) continue;
+        next.set(s.Id, fromSummary(s, inspected.State.Pid));
       }
     };
     await Promise.all(Array.from({ length: Math.min(INSPECT_CONCURRENCY, summaries.length) }, worker));

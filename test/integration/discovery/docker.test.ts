@@ -110,6 +110,18 @@ describe("docker discovery against a fake engine", () => {
     expect(h.parts.workloads.forContainer(cid("9"))).toBeUndefined();
   });
 
+  test("a failed list ends the session (its event stream included) and the next attempt recovers", async () => {
+    const e = engine();
+    e.failLists = 1;
+    e.containers.set(cid("d"), { id: cid("d"), name: "x", image: "x" });
+    h = discoveryHarness(yaml(e.socket));
+    await h.start();
+    await until("list failure reported", () => h!.status.component("discovery/docker")?.reason === "docker: /containers/json: HTTP 500: injected list failure");
+    await until("recovered", () => h!.view().docker.connected);
+    expect(e.requests.get("/events")).toBe(2);
+    await until("the first stream closed", () => e.openStreams === 1);
+  });
+
   test("reload to another socket switches engines; disabling clears everything; shutdown twice is safe", async () => {
     const one = engine();
     const two = engine();
