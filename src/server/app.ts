@@ -48,7 +48,9 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
       .use(adminRoutes(deps, prefix));
 
   let document: Record<string, unknown> | undefined;
-  const app: AnyElysia = new Elysia({ name: "svc-agent" })
+  // standardHostname false: Elysia otherwise finds the path from the 11th character of the URL, so a short Host
+  // header ("ab") made it route a different path than the guard checked (a read-only token reached /admin).
+  const app: AnyElysia = new Elysia({ name: "svc-agent", handler: { standardHostname: false } })
     .onRequest(({ request }) => {
       const path = canonicalPath(pathOf(request.url));
       try {
