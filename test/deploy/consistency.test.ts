@@ -40,7 +40,7 @@ const UNIT = join(ROOT, "deploy/systemd/svc-agent.service");
 const SAMPLE_CONFIG = join(ROOT, "deploy/systemd/config.yaml");
 const DOCKERFILE = join(ROOT, "deploy/container/Dockerfile");
 const TEST_TOKEN = "deploy-test-token";
-const IDLE_SAMPLE_MS = 3000;
+const IDLE_SAMPLE_MS = 5000;
 const SAMPLE_EVERY_MS = 100;
 const ATTACH_TIMEOUT_MS = 30_000;
 const LIVE_TIMEOUT_MS = 60_000;
@@ -194,35 +194,45 @@ describe("Kubernetes manifests and the Helm chart", () => {
   }, LIVE_TIMEOUT_MS);
 
   test.skipIf(!hasBpfPrivileges())(
-    "memory request covers the idle RSS measured with the ConfigMap's configuration and eBPF loaded; the limit adds ring buffer and queue bounds",
+    "memory request covers the idle RSS measured with the ConfigMap's configuration, eBPF loaded and a live OTLP backend; the limit adds ring buffers and queue bounds",
     async () => {
       const objs = manifests();
       const res = container(objs).resources;
+      const otlpPort = await freePort();
+      // A live backend: with a dead one the export queues fill up to their byte bounds, which is not idle.
+      const receiver = Bun.spawn([BINARY, "receive", "--listen", `127.0.0.1:${otlpPort}`], { stdout: "ignore", stderr: "ignore" });
       const tree = parseYaml(configMapText(objs)) as Obj;
       tree.self_telemetry.listen = "127.0.0.1:0";
-      tree.otlp.endpoint = "127.0.0.1:9";
+      tree.otlp.endpoint = `127.0.0.1:${otlpPort}`;
       tree.agent.logs.enabled = false;
       tree.agent.discovery = { detect_kubernetes: false, docker: { enabled: false }, cloud: { enabled: false } };
       const agent = await spawnAgent({ config: JSON.stringify(tree), env: { API_TOKEN: TEST_TOKEN } });
       let rssBytes = 0;
       let ringBuffers = 0;
       try {
-        const view = await waitAttached(agent.url, { authorization: `Bearer ${TEST_TOKEN}` });
-        ringBuffers = view.maps.filter((m) => m.type === "ringbuf").length;
+        await waitAttached(agent.url, { authorization: `Bearer ${TEST_TOKEN}` });
+        const deadline = Date.now() + ATTACH_TIMEOUT_MS;
+        while ((await fetch(`${agent.url}/ready`)).status !== 200) {
+          if (Date.now() > deadline) throw new Error(`not ready within ${ATTACH_TIMEOUT_MS} ms: ${agent.stderr().slice(-2000)}`);
+          await Bun.sleep(SAMPLE_EVERY_MS);
+        }
         const until = Date.now() + IDLE_SAMPLE_MS;
         while (Date.now() < until) {
           rssBytes = Math.max(rssBytes, vmRssBytes(agent.proc.pid));
           await Bun.sleep(SAMPLE_EVERY_MS);
         }
+        const view = (await (await fetch(`${agent.url}/status/ebpf`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } })).json()) as EbpfView;
+        ringBuffers = view.maps.filter((m) => m.type === "ringbuf").length;
       } finally {
         await agent.stop();
+        receiver.kill();
       }
       const cm = parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN });
       const request = sizeBytes(res.requests.memory);
       const limit = sizeBytes(res.limits.memory);
       const queues = SIGNALS.reduce((sum, s) => sum + sizeBytes(cm.queues[s].mem_limit), 0);
       console.log(
-        `deploy footprint: idle RSS ${(rssBytes / 2 ** 20).toFixed(1)} MiB (eBPF loaded); request ${res.requests.memory}, limit ${res.limits.memory} >= request + ${ringBuffers} ring buffers x ${cm.agent.ebpf.ringbuf_size} + queues ${queues / 2 ** 20} MiB`,
+        `deploy footprint: idle RSS ${(rssBytes / 2 ** 20).toFixed(1)} MiB (eBPF loaded, OTLP backend live); request ${res.requests.memory}, limit ${res.limits.memory} >= request + ${ringBuffers} ring buffers x ${cm.agent.ebpf.ringbuf_size} + queues ${queues / 2 ** 20} MiB`,
       );
       expect(rssBytes).toBeGreaterThan(0);
       expect(ringBuffers).toBeGreaterThan(0);
