@@ -7,6 +7,7 @@ import { loadConfig, type LoadedConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
 import type { Logger } from "../log/logger";
+import type { Component } from "../lifecycle/component";
 import { ReloadApplyError, Supervisor } from "../lifecycle/supervisor";
 import { StatusAggregator } from "../status/aggregator";
 import { AgentMetrics } from "../telemetry/metrics";
@@ -21,9 +22,9 @@ export interface AgentOptions {
   /** --debug on the command line: forces self_telemetry.debug.enabled on every (re)load. */
   forceDebug?: boolean;
   /** Extra components (tests); added after the configured ones, before the HTTP server. */
-  extraComponents?: (ctx: AgentContext) => import("../lifecycle/component").Component[];
+  extraComponents?: (ctx: AgentContext) => Component[];
   /** The HTTP server component; created by main (kept out of here so the agent does not depend on the server). */
-  serverFactory?: (agent: Agent) => import("../lifecycle/component").Component;
+  serverFactory?: (agent: Agent) => Component;
 }
 
 export type ReloadOutcome =

@@ -4,7 +4,7 @@ import { loadConfig, resolveConfigPath } from "../config/load";
 import { ConfigError } from "../config/problems";
 import { Logger } from "../log/logger";
 import { createHttpServerComponent, HTTP_SERVER_ID } from "../server/component";
-import { BUILD_INFO } from "../version";
+import { serverDepsOf } from "../server/deps";
 import { EXIT } from "./exit";
 
 export interface RunOptions {
@@ -30,19 +30,7 @@ export async function runCommand(options: RunOptions): Promise<number> {
     logger,
     env: options.env,
     forceDebug: options.debug,
-    serverFactory: (a) =>
-      createHttpServerComponent({
-        config: () => a.config,
-        status: a.status,
-        metrics: a.metrics,
-        tasks: a.tasks,
-        logger: a.logger,
-        pipeline: a.ctx.pipeline,
-        reload: (trigger) => a.reload(trigger),
-        build: BUILD_INFO,
-        startedAt: a.status.startedAt,
-        locks: [a.supervisor.reloadLock],
-      }),
+    serverFactory: (a) => createHttpServerComponent(serverDepsOf(a)),
   });
 
   const stopped = Promise.withResolvers<number>();

@@ -1,5 +1,5 @@
 /** What the HTTP interface needs from the agent; the Agent provides it, tests may pass fakes. */
-import type { ReloadOutcome } from "../agent/agent";
+import type { Agent, ReloadOutcome } from "../agent/agent";
 import type { Config } from "../config/schema";
 import type { TelemetryPipeline } from "../export/types";
 import type { Mutex } from "../lifecycle/mutex";
@@ -7,7 +7,7 @@ import type { Logger } from "../log/logger";
 import type { StatusAggregator } from "../status/aggregator";
 import type { AgentMetrics } from "../telemetry/metrics";
 import type { TaskRegistry } from "../telemetry/tasks";
-import type { BuildInfo } from "../version";
+import { BUILD_INFO, type BuildInfo } from "../version";
 
 export interface ServerDeps {
   /** The configuration in force (read per request: reloads take effect on the next request). */
@@ -23,4 +23,20 @@ export interface ServerDeps {
   startedAt: Date;
   /** The agent's locks whose waits the mutex profile reports (the Supervisor's reload lock). */
   locks?: readonly Mutex[];
+}
+
+/** The HTTP interface's view of a running Agent. */
+export function serverDepsOf(agent: Agent): ServerDeps {
+  return {
+    config: () => agent.config,
+    status: agent.status,
+    metrics: agent.metrics,
+    tasks: agent.tasks,
+    logger: agent.logger,
+    pipeline: agent.ctx.pipeline,
+    reload: (trigger) => agent.reload(trigger),
+    build: BUILD_INFO,
+    startedAt: agent.status.startedAt,
+    locks: [agent.supervisor.reloadLock],
+  };
 }

@@ -9,8 +9,7 @@ import { Agent, type AgentOptions } from "../../src/agent/agent";
 import { loadConfig } from "../../src/config/load";
 import { Logger, type LogRecord } from "../../src/log/logger";
 import { createServer } from "../../src/server/app";
-import type { ServerDeps } from "../../src/server/deps";
-import { BUILD_INFO } from "../../src/version";
+import { serverDepsOf, type ServerDeps } from "../../src/server/deps";
 import { OtlpReceiver, type ReceivedRequest } from "../../src/export/receiver";
 import { QUIET_CONFIG } from "./agent-process";
 import { waitUntil } from "./wait";
@@ -58,18 +57,8 @@ export async function inProcessAgent(
   const logs: LogRecord[] = [];
   const logger = new Logger({ sink: (line) => logs.push(JSON.parse(line) as LogRecord) });
   const agent = new Agent(loadConfig(configPath, env), { logger, env, ...options });
-  const deps: ServerDeps = {
-    config: () => agent.config,
-    status: agent.status,
-    metrics: agent.metrics,
-    tasks: agent.tasks,
-    logger: agent.logger,
-    pipeline: agent.ctx.pipeline,
-    reload: (trigger) => agent.reload(trigger),
-    build: BUILD_INFO,
-    startedAt: agent.status.startedAt,
-    locks: [agent.supervisor.reloadLock],
-  };
+  const deps = serverDepsOf(agent);
+
   if (options.start ?? true) await agent.start();
   const app = createServer(deps);
   const request = (path: string, init?: RequestInit) => app.handle(new Request(`http://localhost${path}`, init));
