@@ -33,6 +33,8 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
         fetch: (req, srv) => {
           const ip = srv.requestIP(req);
           if (ip) setClientAddress(req, ip.address);
+          // Profiles and traces answer after ?seconds=N (up to 300 s): no idle timeout while they sample.
+          if (req.url.includes("/debug/pprof/")) srv.timeout(req, 0);
           return app.handle(req);
         },
         // Bun's own limit is a backstop for bodies without Content-Length; the guard answers 413 with the error object.

@@ -112,6 +112,12 @@ describe("go tool pprof reads the live profiles", () => {
     expect((await first).status).toBe(200);
   }, 30_000);
 
+  test("a profile longer than the server's 30 s idle timeout still answers", async () => {
+    const r = await fetch(`${agent.url}/debug/pprof/profile?seconds=32`);
+    expect(r.status).toBe(200);
+    expect((await r.arrayBuffer()).byteLength).toBeGreaterThan(0);
+  }, 60_000);
+
   test("seconds out of bounds is 400", async () => {
     expect((await fetch(`${agent.url}/debug/pprof/profile?seconds=0`)).status).toBe(400);
     expect((await fetch(`${agent.url}/debug/pprof/profile?seconds=301`)).status).toBe(400);
