@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
+import { ProcessLabeler } from "../../../src/collectors/network/labels";
 
 /** Generous under CI load; every wait inside is a bounded poll. */
 setDefaultTimeout(30_000);
@@ -118,6 +119,9 @@ agent:
     expect(h.parts.workloads.forContainer(AGENT_CID)?.["k8s.daemonset.name"]).toBe("svc-agent");
     expect(h.parts.workloads.forContainer(id("d"))).toBeUndefined();
     expect(h.parts.workloads.forPid(4242)?.["k8s.pod.name"]).toBe("web-5d8f7c9b7-x2x9z");
+    // The network collector labels its spans' resource through the same directory.
+    const labels = new ProcessLabeler(undefined, h.parts.workloads).describe(4242, "web");
+    expect(labels.resource).toMatchObject({ "k8s.pod.name": "web-5d8f7c9b7-x2x9z", "k8s.deployment.name": "web", "k8s.namespace.name": "default" });
   });
 
   test("the requests: list then watch from the list's resourceVersion with bookmarks, only this node's pods", () => {

@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { discoveryHarness, until as poll, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert } from "../../helpers/self-signed-cert";
+import { ProcessLabeler } from "../../../src/collectors/network/labels";
 
 const FOLLOW_TIMEOUT_MS = 10_000;
 const TEST_TIMEOUT_MS = 60_000;
@@ -211,6 +212,8 @@ agent:
         "k8s.deployment.name": "web",
         "k8s.node.name": "node-p",
       });
+      // What the network collector puts on a span's resource for this process.
+      expect(new ProcessLabeler(undefined, h.parts.workloads).describe(pid, "sleep").resource?.["k8s.pod.name"]).toBe("web-5d8f7c9b7-x2x9z");
     }
     // With Kubernetes on, discovered_services come from the API (no services there), not from containers.
     expect(h.view().discovered_services).toEqual([]);
