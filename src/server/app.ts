@@ -93,7 +93,8 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
 export type App = ReturnType<typeof createServer>;
 
 function renderError(code: string | number, error: unknown, request: Request, app: AnyElysia, deps: ServerDeps): Response {
-  const url = new URL(request.url);
+  // Not new URL(): an empty Host header gives "http:///path", which it refuses (a 500 from Bun's fallback).
+  const url = { pathname: pathOf(request.url) };
   if (error instanceof ApiError) return errorResponse(error);
   switch (code) {
     case "NOT_FOUND": {
