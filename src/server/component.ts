@@ -30,11 +30,14 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
       return Bun.serve({
         hostname,
         port,
-        fetch: (req, srv) => {
-          const ip = srv.requestIP(req);
+        fetch: (received, srv) => {
+          // With an empty Host header Bun's URL has no scheme and authority ("/admin/reload"), in which the guard
+          // and the router found different paths (a read-only token reached /admin and /debug): make it absolute.
+          const req = received.url.startsWith("/") ? new Request(`http://localhost${received.url}`, received) : received;
+          const ip = srv.requestIP(received);
           if (ip) setClientAddress(req, ip.address);
           // Profiles and traces answer after ?seconds=N (up to 300 s): no idle timeout while they sample.
-          if (req.url.includes("/debug/pprof/")) srv.timeout(req, 0);
+          if (req.url.includes("/debug/pprof/")) srv.timeout(received, 0);
           return app.handle(req);
         },
         // Bun's own limit is a backstop for bodies without Content-Length; the guard answers 413 with the error object.
