@@ -564,6 +564,24 @@ export function renderChart(chartDir: string, options: RenderOptions = {}): Rend
   return { files, objects, values };
 }
 
+/** Renders templates/NOTES.txt (what helm prints after install), or undefined when the chart has none. */
+export function renderNotes(chartDir: string, options: RenderOptions = {}): string | undefined {
+  const path = join(chartDir, "templates", "NOTES.txt");
+  if (!existsSync(path)) return undefined;
+  const chart = parseYaml(readFileSync(join(chartDir, "Chart.yaml"), "utf8")) as Record<string, unknown>;
+  const values = mergeValues((parseYaml(readFileSync(join(chartDir, "values.yaml"), "utf8")) ?? {}) as Record<string, unknown>, options.values ?? {});
+  checkValuesSchema(chartDir, values);
+  const renderer = new Renderer();
+  const dir = join(chartDir, "templates");
+  for (const f of readdirSync(dir).sort()) renderer.add(`${String(chart.name)}/templates/${f}`, readFileSync(join(dir, f), "utf8"));
+  return renderer.render(`${String(chart.name)}/templates/NOTES.txt`, {
+    Values: values,
+    Release: { Name: options.name ?? String(chart.name), Namespace: options.namespace ?? "default", Service: "Helm" },
+    Chart: { Name: chart.name, Version: chart.version, AppVersion: chart.appVersion },
+    Template: { Name: `${String(chart.name)}/templates/NOTES.txt`, BasePath: `${String(chart.name)}/templates` },
+  });
+}
+
 /** The rendered chart as one multi-document YAML text, each file preceded by a `# Source:` line like helm's. */
 export function renderChartText(chartDir: string, options: RenderOptions = {}): string {
   const chartName = basename(chartDir);

@@ -26,7 +26,7 @@ import { parseConfig, SYSTEM_CONFIG_PATH } from "../../src/config/load";
 import { durationMs, parseDuration, parseSize, sizeBytes } from "../../src/config/units";
 import { SIGNALS } from "../../src/export/config";
 import type { EbpfView } from "../../src/status/model";
-import { renderChart, setValue } from "../../deploy/helm/render";
+import { renderChart, renderNotes, setValue } from "../../deploy/helm/render";
 import { DURATION_PATTERN, SIZE_PATTERN, VALUES_SCHEMA_PATH, valuesSchemaText } from "../../deploy/helm/values-schema";
 import Ajv from "ajv";
 import { CHART_DIR, MANIFEST_RENDER, MANIFESTS_PATH, manifestsText } from "../../deploy/kubernetes/generate";
@@ -317,6 +317,13 @@ describe("Helm chart values", () => {
       expect({ s, pattern: duration.test(s) }).toEqual({ s, pattern: parseDuration(s) !== undefined });
     for (const s of ["16MiB", "16777216", "1.5GB", "64mib", "4 KiB", " 1k ", "1Kb", "1B", "", "MiB", "16 parsecs", "1TiB", "1.MiB", "-1", "1ib"])
       expect({ s, pattern: size.test(s) }).toEqual({ s, pattern: parseSize(s) !== undefined });
+  });
+
+  test("NOTES.txt renders with the release's names, port and token Secret", () => {
+    const notes = renderNotes(CHART, { ...MANIFEST_RENDER, namespace: "obs" })!;
+    expect(notes).toContain("kubectl -n obs rollout status daemonset/svc-agent");
+    expect(notes).toContain("port-forward daemonset/svc-agent 19090");
+    expect(notes).toContain("get secret svc-agent-api-token -o jsonpath='{.data.api-token}'");
   });
 
   test("the chart refuses to turn off the HTTP interface its probes use", () => {
