@@ -33,7 +33,8 @@ export function serverDepsOf(agent: Agent): ServerDeps {
     metrics: agent.metrics,
     tasks: agent.tasks,
     logger: agent.logger,
-    pipeline: agent.ctx.pipeline,
+    // A tracked operation: a span (child of the admin request) when self-tracing is on.
+    pipeline: { flush: (timeoutMs) => agent.tasks.track("flush", () => agent.ctx.pipeline.flush(timeoutMs)) },
     reload: (trigger) => agent.reload(trigger),
     build: BUILD_INFO,
     startedAt: agent.status.startedAt,

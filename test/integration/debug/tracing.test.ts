@@ -82,6 +82,9 @@ describe("self-tracing", () => {
       expect(parent).toBeDefined();
       expect(parent!.traceId).toBe(r.traceId);
     }
+    const flushRequests = spans.filter((s) => s.name === "http POST /admin/flush");
+    const flushes = spans.filter((s) => s.name === "flush" && flushRequests.some((q) => q.spanId === s.parentSpanId));
+    expect(flushes.length).toBe(ACTIONS);
     const status = reloadRequests[0]!.attributes?.find((x) => x.key === "http.response.status_code")?.value;
     expect(Number(status?.intValue)).toBe(200);
     expect(reloadRequests[0]!.kind).toBe("SPAN_KIND_SERVER");
