@@ -7,10 +7,15 @@ import type { DockerContainer } from "./docker/containers";
 import { COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, splitImage } from "./docker/containers";
 import { objectKey, podReady, type Pod, type Service } from "./kubernetes/pods";
 
+/** One item of discovered_services (DiscoveredServiceSchema). */
 export interface DiscoveredService {
+  /** Service name, compose service, or image name. */
   name: string;
+  /** Kubernetes namespace, compose project, or "docker". */
   namespace: string;
+  /** Ready pods on this node matching the selector, or running containers of the group. */
   instances: number;
+  /** Service ports, or published host ports; sorted, unique. */
   ports: number[];
 }
 

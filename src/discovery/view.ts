@@ -9,9 +9,13 @@ import type { DockerSource } from "./docker/source";
 import type { KubernetesSource } from "./kubernetes/source";
 import { dockerServices, kubernetesServices, type DiscoveredService } from "./services";
 
+/** The sources the view reads (each read synchronously at request time). */
 export interface ViewSources {
+  /** Docker containers and connection state. */
   docker: DockerSource;
+  /** Pods, services and connection state. */
   kubernetes: KubernetesSource;
+  /** The cloud identity. */
   cloud: CloudSource;
 }
 

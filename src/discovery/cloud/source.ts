@@ -18,9 +18,13 @@ export const CLOUD_COMPONENT_ID = "discovery/cloud";
 export const CLOUD_INITIAL_BACKOFF_MS = 1_000;
 export const CLOUD_MAX_BACKOFF_MS = 300_000;
 
+/** The `cloud` part of the discovery view. */
 export interface CloudSnapshot {
+  /** aws, gcp, azure, or none when nothing was found (or not looked for). */
   provider: string;
+  /** Empty with provider none. */
   region: string;
+  /** Empty with provider none. */
   instance_id: string;
 }
 

@@ -18,9 +18,13 @@ export const DOCKER_INITIAL_BACKOFF_MS = 250;
 /** Inspect requests in flight at once during a list. */
 export const INSPECT_CONCURRENCY = 8;
 
+/** What the view needs of Docker discovery, copied at the time of the call. */
 export interface DockerSnapshot {
+  /** docker.enabled in force. */
   enabled: boolean;
+  /** The initial list completed and the event stream is open. */
   connected: boolean;
+  /** Running containers known now. */
   containers: DockerContainer[];
 }
 

@@ -9,13 +9,19 @@ import { statSync, readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 
+/** TLS options for Bun's fetch (PEM text). */
 export interface TlsSettings {
+  /** CA bundle that signs the API server's certificate. */
   ca?: string;
+  /** Client certificate (kubeconfig client-certificate). */
   cert?: string;
+  /** Client key. */
   key?: string;
+  /** False only with insecure-skip-tls-verify. */
   rejectUnauthorized: boolean;
 }
 
+/** What a request carries. */
 export interface Credentials {
   /** Bearer token, when the identity is a token. */
   token: string | undefined;
@@ -30,7 +36,9 @@ export class KubeConnectionError extends Error {
   }
 }
 
+/** A resolved API endpoint with its credentials. */
 export interface KubeConnection {
+  /** Where the settings came from. */
   mode: "in-cluster" | "kubeconfig";
   /** API address, e.g. https://10.96.0.1:443. */
   server: string;

@@ -23,10 +23,15 @@ export interface ListWatchHandlers<T> {
   state(error: string | undefined): void;
 }
 
+/** Counters of one resource's loop (tests and debugging). */
 export interface ListWatchStats {
+  /** Completed lists (the first one and every re-list). */
   lists: number;
+  /** Watches the server accepted. */
   watches: number;
+  /** 410 Gone answers (each followed by a re-list). */
   gone: number;
+  /** BOOKMARK events received. */
   bookmarks: number;
 }
 

@@ -20,13 +20,21 @@ import { objectKey, podContainerEntries, type Pod, type Service } from "./pods";
 
 export const KUBERNETES_COMPONENT_ID = "discovery/kubernetes";
 
+/** What the view needs of Kubernetes discovery; the maps are live (read them synchronously, do not keep them). */
 export interface KubernetesSnapshot {
+  /** Configured to run: a kubeconfig is given or the in-cluster environment is present. */
   enabled: boolean;
+  /** Pods and services are listed and their watches are healthy. */
   connected: boolean;
+  /** cluster_name, else the kubeconfig's cluster name, else empty. */
   cluster: string;
+  /** The agent's own namespace. */
   namespace: string;
+  /** The node whose pods are watched. */
   nodeName: string;
+  /** This node's pods by `namespace/name`. */
   pods: ReadonlyMap<string, Pod>;
+  /** All services by `namespace/name`. */
   services: ReadonlyMap<string, Service>;
 }
 
