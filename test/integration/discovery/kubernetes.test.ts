@@ -254,6 +254,17 @@ agent:
     }
     const kubectlWatch = api.requests.find((r) => r.path === "/api/v1/namespaces/default/pods" && r.query.watch === "true");
     expect(kubectlWatch?.query.resourceVersion).toMatch(/^\d+$/);
+
+    // Plain HTTP without authentication, as `kubectl --server http://127.0.0.1:PORT` (kubectl sends no token over HTTP).
+    const plain = new FakeKubeApiServer();
+    try {
+      plain.put("pods", FakeKubeApiServer.pod({ name: "plain-pod", namespace: "kube-system", node: NODE, containers: [] }));
+      const r = await kubectl([KUBECTL!, "--server", plain.url, "get", "pods", "-A", "--no-headers"]);
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toMatch(/^kube-system\s+plain-pod\s+/);
+    } finally {
+      plain.stop();
+    }
   }, 60_000);
 
   test("shutdown closes the watches; a second shutdown is harmless", async () => {
