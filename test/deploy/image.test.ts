@@ -1,7 +1,8 @@
 /**
  * The container image, built and run for real: deploy/container/stage-rootfs.ts stages the context from
  * dist/svc-agent, a REAL dockerd (started here, own roots and socket) builds deploy/container/Dockerfile
- * (FROM scratch: no registry is needed), and the image then runs as documented in deploy/README.md: root,
+ * (FROM scratch: no registry is needed), and the image then runs with deploy/README.md's `docker run`, word
+ * for word (only the socket, configuration, token and image names are this test's): root,
  * privileged, host PID and network, read-only root filesystem with a /tmp tmpfs, /sys/fs/bpf,
  * /sys/kernel/btf, /sys/kernel/tracing and the Docker socket (read-only) mounted, configuration mounted
  * at /etc/svc-agent/config.yaml. Checked: /healthz, /ready (with a live OTLP receiver: `svc-agent receive`
@@ -30,6 +31,7 @@ import { IMAGE_BINARY_PATH, NONROOT_UID, stageRootfs } from "../../deploy/contai
 import type { EbpfView, DiscoveryView } from "../../src/status/model";
 
 const DOCKERFILE = resolve(import.meta.dir, "../../deploy/container/Dockerfile");
+const README = resolve(import.meta.dir, "../../deploy/README.md");
 const IMAGE = "svc-agent:deploy-test";
 type Obj = Record<string, any>;
 const CONTAINER = "svc-agent-deploy-test";
@@ -58,6 +60,22 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${detail()}`);
     await Bun.sleep(POLL_MS);
   }
+}
+
+/** The words of deploy/README.md's `docker run` command (after `docker`), continuation lines joined, double quotes removed. */
+function documentedDockerRun(): string[] {
+  const text = readFileSync(README, "utf8");
+  const start = text.indexOf("docker run -d --name svc-agent");
+  if (start < 0) throw new Error("deploy/README.md has no `docker run -d --name svc-agent` command");
+  let command = "";
+  for (const line of text.slice(start).split("\n")) {
+    command += line.replace(/\\$/, " ");
+    if (!line.endsWith("\\")) break;
+  }
+  // A word is a run of unquoted characters and "double-quoted" parts, as the shell reads it.
+  const words = [...command.matchAll(/(?:"[^"]*"|[^\s"])+/g)].map((m) => m[0].replace(/"/g, ""));
+  expect(words[0]).toBe("docker");
+  return words.slice(1);
 }
 
 function filesUnder(root: string): string[] {
@@ -122,22 +140,25 @@ agent:
       enabled: false
 `,
     );
-    const common = [
-      "run", "-d", "--name", CONTAINER, "--user", "0:0", "--pid=host", "--network=host",
-      "--read-only", "--tmpfs", "/tmp:rw,exec,nosuid,size=64m",
-      "-v", "/sys/fs/bpf:/sys/fs/bpf",
-      "-v", "/sys/kernel/btf:/sys/kernel/btf:ro",
-      "-v", "/sys/kernel/tracing:/sys/kernel/tracing:ro",
-      "-v", `${dockerd.socket}:/var/run/docker.sock:ro`,
-      "-v", `${config}:/etc/svc-agent/config.yaml:ro`,
-    ];
+    // The `docker run` of deploy/README.md, word for word, with this test's socket, configuration, token and image.
+    const readme = documentedDockerRun();
+    const substitutions: Record<string, string> = {
+      "svc-agent": CONTAINER,
+      "/var/run/docker.sock:/var/run/docker.sock:ro": `${dockerd.socket}:/var/run/docker.sock:ro`,
+      "$PWD/config.yaml:/etc/svc-agent/config.yaml:ro": `${config}:/etc/svc-agent/config.yaml:ro`,
+      "API_TOKEN=$(head -c 32 /dev/urandom | base64)": "API_TOKEN=image-test-token",
+      "svc-agent:0.1.0": IMAGE,
+    };
+    const args = readme.map((w) => substitutions[w] ?? w);
+    for (const w of Object.keys(substitutions)) expect(readme).toContain(w);
+    expect(args.at(-1)).toBe(IMAGE);
     try {
-      dockerd.docker(...common.slice(0, 1), "--privileged", ...common.slice(1), IMAGE);
+      dockerd.docker(...args);
       mode = "--privileged";
     } catch (e) {
       if (!String(e).includes("unable to apply caps")) throw e;
       dockerd.docker("rm", "-f", CONTAINER);
-      dockerd.docker(...common.slice(0, 1), ...EXPLICIT_PRIVILEGES, ...common.slice(1), IMAGE);
+      dockerd.docker(...args.flatMap((w) => (w === "--privileged" ? EXPLICIT_PRIVILEGES : [w])));
       mode = EXPLICIT_PRIVILEGES.join(" ");
       privilegedFlags = EXPLICIT_PRIVILEGES;
       console.warn(`container image test: --privileged cannot be granted on this machine (its bounding set lacks a capability); ran with ${mode}`);
