@@ -119,6 +119,13 @@ describe("Kubernetes manifests and the Helm chart", () => {
     }
   }, LIVE_TIMEOUT_MS);
 
+  test("the documented Secret command creates the Secret and key the DaemonSet reads", () => {
+    const ref = (container(manifests()).env as Obj[]).find((e) => e.name === "API_TOKEN")!.valueFrom.secretKeyRef;
+    const command = `kubectl -n ${find(manifests(), "DaemonSet").metadata.namespace} create secret generic ${ref.name} --from-literal=${ref.key}=`;
+    expect(readFileSync(join(ROOT, "deploy/README.md"), "utf8")).toContain(command);
+    expect(readFileSync(MANIFESTS, "utf8")).toContain(command);
+  });
+
   test("every ${VAR} of the configuration is set in the container; NODE_NAME comes from the downward API, API_TOKEN from the Secret", () => {
     const objs = manifests();
     const env = container(objs).env as Obj[];
