@@ -15,6 +15,7 @@ import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan } from "@ope
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { SpanKind as OtelSpanKind, SpanStatusCode } from "@opentelemetry/api";
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { loadConfig } from "../src/config/load";
 import { grpcTransportFor } from "../src/export/component";
@@ -30,6 +31,7 @@ const BATCH_SIZE = 512;
 const SUBMIT_CHUNK = 1_000;
 const FLUSH_TIMEOUT_MS = 120_000;
 const NS_PER_MS = 1_000_000n;
+const CLOCK_TICKS_PER_SECOND = 100;
 
 /** `--compression none` measures without gzip (both sides); the target is with gzip. */
 const COMPRESSION: "gzip" | "none" = process.argv.includes("--compression") && process.argv[process.argv.indexOf("--compression") + 1] === "none" ? "none" : "gzip";
@@ -40,7 +42,13 @@ function arg(name: string, fallback: number): number {
 }
 
 /** Starts the receiver in a child process; resolves with its port and a function giving the spans it has counted. */
-async function startReceiver(): Promise<{ port: number; received: () => number; stop: () => Promise<void> }> {
+/** CPU seconds used so far by process `pid` (utime + stime from /proc, in clock ticks of 1/100 s). */
+function processCpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+async function startReceiver(): Promise<{ port: number; received: () => number; cpuSeconds: () => number; stop: () => Promise<void> }> {
   const proc = Bun.spawn([process.execPath, resolve(import.meta.dir, "../src/main.ts"), "receive", "--listen", "127.0.0.1:0"], {
     stdout: "pipe",
     stderr: "inherit",
@@ -66,6 +74,7 @@ async function startReceiver(): Promise<{ port: number; received: () => number; 
   return {
     port: await port,
     received: () => received,
+    cpuSeconds: () => processCpuSeconds(proc.pid),
     stop: async () => {
       proc.kill("SIGTERM");
       await proc.exited;
@@ -131,6 +140,8 @@ interface Figures {
   spans: number;
   seconds: number;
   cpuSeconds: number;
+  /** CPU seconds the receiver process used meanwhile. */
+  receiverCpuSeconds?: number;
 }
 
 function measure<T>(fn: () => Promise<T>): Promise<{ seconds: number; cpuSeconds: number; value: T }> {
@@ -199,7 +210,8 @@ function row(name: string, f: Figures): string {
   const cpuUs = (f.cpuSeconds * 1e6) / f.spans;
   const cores = f.cpuSeconds / f.seconds;
   const perCore = f.spans / f.cpuSeconds;
-  return `${name.padEnd(34)} ${f.spans.toString().padStart(8)} ${rate.toFixed(0).padStart(12)} ${cpuUs.toFixed(2).padStart(14)} ${perCore.toFixed(0).padStart(16)} ${cores.toFixed(2).padStart(8)}`;
+  const receiverCores = f.receiverCpuSeconds === undefined ? "" : (f.receiverCpuSeconds / f.seconds).toFixed(2);
+  return `${name.padEnd(34)} ${f.spans.toString().padStart(8)} ${rate.toFixed(0).padStart(12)} ${cpuUs.toFixed(2).padStart(14)} ${perCore.toFixed(0).padStart(16)} ${cores.toFixed(2).padStart(8)} ${receiverCores.padStart(14)}`;
 }
 
 async function main(): Promise<void> {
@@ -207,16 +219,20 @@ async function main(): Promise<void> {
   const rounds = arg("rounds", DEFAULT_ROUNDS);
   const receiver = await startReceiver();
   console.log(`export benchmark: ${n} spans per run, batch ${BATCH_SIZE}, ${COMPRESSION}, receiver on 127.0.0.1:${receiver.port}, ${rounds} rounds`);
-  console.log(`${"run".padEnd(34)} ${"spans".padStart(8)} ${"spans/s".padStart(12)} ${"CPU µs/span".padStart(14)} ${"spans/CPU-second".padStart(16)} ${"cores".padStart(8)}`);
+  console.log(`${"run".padEnd(34)} ${"spans".padStart(8)} ${"spans/s".padStart(12)} ${"CPU µs/span".padStart(14)} ${"spans/CPU-second".padStart(16)} ${"cores".padStart(8)} ${"receiver cores".padStart(14)}`);
   const agentBest: Figures[] = [];
   const sdkBest: Figures[] = [];
   const only = process.argv.includes("--agent-only");
   for (let round = 1; round <= rounds; round++) {
+    const r0 = receiver.cpuSeconds();
     const ours = await runAgent(receiver.port, agentSpans(n));
+    ours.receiverCpuSeconds = receiver.cpuSeconds() - r0;
     console.log(row(`svc-agent pipeline (round ${round})`, ours));
     agentBest.push(ours);
     if (only) continue;
+    const r1 = receiver.cpuSeconds();
     const theirs = await runSdk(receiver.port, sdkSpans(n));
+    theirs.receiverCpuSeconds = receiver.cpuSeconds() - r1;
     console.log(row(`OTel JS SDK BSP+gRPC (round ${round})`, theirs));
     sdkBest.push(theirs);
   }
