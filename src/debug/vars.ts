@@ -33,7 +33,7 @@ export async function debugVars(deps: Pick<ServerDeps, "tasks" | "status" | "met
   const f = gc.drain();
   const loop = debugRuntimeFor(deps.tasks).loopDelay();
   return {
-    cmdline: process.argv,
+    cmdline: commandLine(),
     memstats: {
       Alloc: Math.round(v8.getHeapStatistics().used_heap_size),
       TotalAlloc: Math.round(f.totalAlloc),
@@ -67,4 +67,12 @@ async function agentCounters(metrics: ServerDeps["metrics"]): Promise<Record<str
     out[m.name] = m.values.reduce((s, v) => s + (Number.isFinite(v.value) ? v.value : 0), 0);
   }
   return out;
+}
+
+/**
+ * The process arguments as the operator typed them (Go's os.Args): the executable, then its arguments.
+ * A compiled Bun binary reports argv as ["bun", "/$bunfs/root/<name>", ...args]; from source, [bun, script, ...args].
+ */
+export function commandLine(): string[] {
+  return [process.execPath, ...process.argv.slice(2)];
 }
