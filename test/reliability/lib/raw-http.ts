@@ -83,3 +83,56 @@ export function openSocket(url: string, localAddress?: string): Promise<Socket> 
     s.once("error", reject);
   });
 }
+
+export interface PacedResult {
+  codes: Record<string, number>;
+  /** Seconds from the first request sent to the last one sent. */
+  seconds: number;
+  /** Requests per second actually offered. */
+  offered: number;
+}
+
+/**
+ * Sends `total` keep-alive GETs of `path` at `perSecond` on one connection (optionally from `localAddress`),
+ * each after the previous answer (and not before its slot), and counts the statuses.
+ */
+export async function pacedGets(url: string, path: string, total: number, perSecond: number, localAddress?: string): Promise<PacedResult> {
+  const s = await openSocket(url, localAddress);
+  s.setNoDelay(true);
+  let buffer = "";
+  let waiting: ((status: number) => void) | undefined;
+  s.on("data", (d) => {
+    buffer += d.toString("latin1");
+    for (;;) {
+      const end = buffer.indexOf("\r\n\r\n");
+      if (end === -1) return;
+      const head = buffer.slice(0, end);
+      const length = Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? 0);
+      if (buffer.length < end + 4 + length) return;
+      buffer = buffer.slice(end + 4 + length);
+      const status = Number(head.slice(9, 12));
+      const w = waiting;
+      waiting = undefined;
+      w?.(status);
+    }
+  });
+  const codes: Record<string, number> = {};
+  const intervalMs = 1000 / perSecond;
+  const request = `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+  const start = performance.now();
+  let last = start;
+  for (let i = 0; i < total; i++) {
+    const slot = start + i * intervalMs;
+    const now = performance.now();
+    if (slot > now + 1) await Bun.sleep(slot - now);
+    last = performance.now();
+    const status = await new Promise<number>((resolve) => {
+      waiting = resolve;
+      s.write(request);
+    });
+    codes[status] = (codes[status] ?? 0) + 1;
+  }
+  s.destroy();
+  const seconds = (last - start) / 1000;
+  return { codes, seconds, offered: total / seconds };
+}
