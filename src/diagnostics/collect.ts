@@ -4,7 +4,7 @@
  * objects the kernel lists, and kernel facts. Whatever cannot be collected is listed with the reason. Every file
  * is scrubbed of the configuration's secret values before it is returned.
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import os from "node:os";
 import { REDACTED, redactConfig, secretsOf } from "../agent/secrets";
 import { loadConfig, resolveConfigPath } from "../config/load";
@@ -127,7 +127,12 @@ export async function collectBundle(options: CollectOptions): Promise<Bundle> {
     }
   }
 
-  add("kernel.json", json(await kernelInfo()), "kernel and host facts: uname, /proc/version, BTF, bpffs, capabilities, memlock");
+  const agentPid = agentAnswered && agentUrl ? listenerPid(Number(new URL(agentUrl).port)) : undefined;
+  add(
+    "kernel.json",
+    json(await kernelInfo(agentPid)),
+    `kernel and host facts: uname, /proc/version, BTF, bpffs, capabilities and memlock of this process${agentPid ? ` and of the agent (pid ${agentPid})` : ""}`,
+  );
 
   // Scrub: no secret value of the configuration leaves in any file, whatever produced it.
   const secrets = config ? secretsOf(config).filter((s) => s.length >= 4) : [];
@@ -187,9 +192,45 @@ function readText(path: string): string | null {
   }
 }
 
-/** Kernel facts the eBPF side depends on. */
-export async function kernelInfo(): Promise<Record<string, unknown>> {
-  const status = readText("/proc/self/status") ?? "";
+/** The pid of the process listening on TCP `port` (from /proc/net/tcp{,6} and the processes' socket fds), if visible. */
+export function listenerPid(port: number): number | undefined {
+  const inodes = new Set<string>();
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    for (const line of (readText(table) ?? "").split("\n").slice(1)) {
+      const f = line.trim().split(/\s+/);
+      // f[1] local address:port, f[3] state (0A = LISTEN), f[9] inode
+      if (f.length > 9 && f[1]!.endsWith(`:${hexPort}`) && f[3] === "0A") inodes.add(f[9]!);
+    }
+  }
+  if (inodes.size === 0) return undefined;
+  for (const pid of readdirSafe("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    for (const fd of readdirSafe(`/proc/${pid}/fd`)) {
+      let link = "";
+      try {
+        link = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const m = /^socket:\[(\d+)\]$/.exec(link);
+      if (m && inodes.has(m[1]!)) return Number(pid);
+    }
+  }
+  return undefined;
+}
+
+function readdirSafe(path: string): string[] {
+  try {
+    return readdirSync(path);
+  } catch {
+    return [];
+  }
+}
+
+/** Capability sets and memlock limit of a process (`self` or a pid). */
+function processFacts(pid: number | "self"): Record<string, unknown> {
+  const status = readText(`/proc/${pid}/status`) ?? "";
   const caps: Record<string, { hex: string; names: string[] }> = {};
   for (const key of ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"]) {
     const m = new RegExp(`^${key}:\\s*([0-9a-f]+)`, "m").exec(status);
@@ -197,10 +238,14 @@ export async function kernelInfo(): Promise<Record<string, unknown>> {
     const v = BigInt(`0x${m[1]}`);
     caps[key] = { hex: m[1]!, names: CAPABILITIES.filter((_, i) => (v >> BigInt(i)) & 1n).map((n) => `cap_${n}`) };
   }
+  const memlock = /^Max locked memory\s+(\S+)\s+(\S+)\s+(\S+)/m.exec(readText(`/proc/${pid}/limits`) ?? "");
+  return { pid: pid === "self" ? process.pid : pid, capabilities: caps, memlock: memlock ? { soft: memlock[1], hard: memlock[2], unit: memlock[3] } : null };
+}
+
+/** Kernel facts the eBPF side depends on; with `agentPid`, the agent process' capabilities and memlock too. */
+export async function kernelInfo(agentPid?: number): Promise<Record<string, unknown>> {
   const mounts = readText("/proc/mounts") ?? "";
   const mountOf = (type: string) => mounts.split("\n").filter((l) => l.split(" ")[2] === type).map((l) => l.split(" ")[1]);
-  const limits = readText("/proc/self/limits") ?? "";
-  const memlock = /^Max locked memory\s+(\S+)\s+(\S+)\s+(\S+)/m.exec(limits);
   const btfPath = "/sys/kernel/btf/vmlinux";
   const uname = await run(["uname", "-a"]);
   const sysctl = (name: string) => readText(`/proc/sys/${name.replaceAll(".", "/")}`)?.trim() ?? null;
@@ -210,8 +255,8 @@ export async function kernelInfo(): Promise<Record<string, unknown>> {
     btf: { path: btfPath, present: existsSync(btfPath), bytes: existsSync(btfPath) ? statSync(btfPath).size : 0 },
     bpffs: { mounted: mountOf("bpf").length > 0, mount_points: mountOf("bpf") },
     tracefs: { mounted: mountOf("tracefs").length > 0, mount_points: mountOf("tracefs") },
-    capabilities: { of: "the diagnostics process", ...caps },
-    memlock: memlock ? { soft: memlock[1], hard: memlock[2], unit: memlock[3] } : null,
+    diagnostics_process: processFacts("self"),
+    agent_process: agentPid ? processFacts(agentPid) : null,
     sysctl: {
       "kernel.unprivileged_bpf_disabled": sysctl("kernel.unprivileged_bpf_disabled"),
       "kernel.perf_event_paranoid": sysctl("kernel.perf_event_paranoid"),

@@ -116,6 +116,9 @@ describe("with a running agent (auth on, debug mode)", () => {
     expect(readFileSync(join(root, "metrics.txt"), "utf8")).toContain("# TYPE svc_");
     const ebpf = JSON.parse(readFileSync(join(root, "agent/status-ebpf.json"), "utf8")) as { programs: unknown[]; maps: unknown[] };
     expect(Array.isArray(ebpf.programs) && Array.isArray(ebpf.maps)).toBe(true);
+    const kernel = JSON.parse(readFileSync(join(root, "kernel.json"), "utf8")) as { agent_process: { pid: number; capabilities: { CapEff: { names: string[] } } } };
+    expect(kernel.agent_process.pid).toBe(agent.proc.pid);
+    expect(Array.isArray(kernel.agent_process.capabilities.CapEff.names)).toBe(true);
     const logs = JSON.parse(readFileSync(join(root, "agent/logs.json"), "utf8")) as { records: Array<{ msg: string }> };
     expect(logs.records.some((l) => l.msg === "listening")).toBe(true);
   }, 30_000);
