@@ -123,7 +123,7 @@ function indexPage(deps: ServerDeps): string {
 ${rows}
 </table>
 <p><a href="goroutine?debug=1">goroutine?debug=1</a> counts, <a href="goroutine?debug=2">goroutine?debug=2</a> full stacks; <a href="../vars">/debug/vars</a></p>
-<p>Read a profile with: <code>go tool pprof -top http://HOST:PORT/debug/pprof/heap</code> (add <code>-H 'Authorization: Bearer ...'</code> via a proxy or fetch it with curl first when auth is on).</p>
+<p>Read a profile with <code>go tool pprof -top http://HOST:PORT/debug/pprof/heap</code>. When auth is on (go tool pprof sends no Authorization header), fetch it first: <code>curl -H 'Authorization: Bearer TOKEN' -o heap.pb.gz http://HOST:PORT/debug/pprof/heap &amp;&amp; go tool pprof -top heap.pb.gz</code>.</p>
 </body></html>
 `;
 }
