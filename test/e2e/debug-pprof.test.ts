@@ -78,6 +78,13 @@ describe("go tool pprof reads the live profiles", () => {
     expect(r.out).toMatch(/\d+(\.\d+)?[kM]B .*(Object|Structure|Function|string)/);
   }, 60_000);
 
+  test("block: the event-loop block of the heap snapshot is attributed to its request", async () => {
+    const r = await pprof("-top", `${agent.url}/debug/pprof/block`);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain("http GET /debug/pprof/heap");
+    expect(r.out).toMatch(/event-loop delay since .* samples\): min/);
+  }, 30_000);
+
   test("profile of a busy agent shows the agent's own functions by name, file and line", async () => {
     const stop = Promise.withResolvers<void>();
     const busy = load(agent.url, stop.promise);
