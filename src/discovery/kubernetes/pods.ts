@@ -107,3 +107,37 @@ export function podContainerEntries(p: Pod, clusterName: string): ContainerEntry
   }
   return entries;
 }
+
+const trimStatuses = (s: PodContainerStatus[] | undefined) => s?.map((c) => ({ name: c.name, containerID: c.containerID, image: c.image, ready: c.ready }));
+
+/** The fields of a pod that discovery uses (a full pod object is several KB; a node can hold hundreds). */
+export function trimPod(p: Pod): Pod {
+  const m = p.metadata ?? {};
+  return {
+    metadata: {
+      name: m.name,
+      namespace: m.namespace,
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      labels: m.labels,
+      ownerReferences: m.ownerReferences?.map((o) => ({ kind: o.kind, name: o.name, controller: o.controller })),
+    },
+    spec: { nodeName: p.spec?.nodeName, containers: p.spec?.containers?.map((c) => ({ name: c.name, image: c.image })) },
+    status: {
+      phase: p.status?.phase,
+      conditions: p.status?.conditions?.filter((c) => c.type === "Ready").map((c) => ({ type: c.type, status: c.status })),
+      containerStatuses: trimStatuses(p.status?.containerStatuses),
+      initContainerStatuses: trimStatuses(p.status?.initContainerStatuses),
+      ephemeralContainerStatuses: trimStatuses(p.status?.ephemeralContainerStatuses),
+    },
+  };
+}
+
+/** The fields of a service that discovery uses. */
+export function trimService(s: Service): Service {
+  const m = s.metadata ?? {};
+  return {
+    metadata: { name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion },
+    spec: { selector: s.spec?.selector, ports: s.spec?.ports?.map((p) => ({ port: p.port, name: p.name, protocol: p.protocol })) },
+  };
+}

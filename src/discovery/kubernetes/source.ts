@@ -16,7 +16,7 @@ import type { ContainerDirectory } from "../directory";
 import { KubeApiClient } from "./api-client";
 import { inClusterAvailable, inClusterConnection, kubeconfigConnection, type KubeConnection } from "./connection";
 import { ListWatcher, INITIAL_BACKOFF_MS } from "./list-watch";
-import { objectKey, podContainerEntries, type Pod, type Service } from "./pods";
+import { objectKey, podContainerEntries, trimPod, trimService, type Pod, type Service } from "./pods";
 
 export const KUBERNETES_COMPONENT_ID = "discovery/kubernetes";
 
@@ -220,7 +220,7 @@ export class KubernetesSource implements Component {
           if (!onNode(p)) continue;
           const key = objectKey(p);
           const es = podContainerEntries(p, cluster);
-          pods.set(key, p);
+          pods.set(key, trimPod(p));
           podContainers.set(key, es.map((e) => e.id));
           entries.push(...es);
         }
@@ -240,7 +240,7 @@ export class KubernetesSource implements Component {
         const ids = new Set(es.map((e) => e.id));
         for (const old of this.#podContainers.get(key) ?? []) if (!ids.has(old)) this.directory.remove("kubernetes", old);
         for (const e of es) this.directory.set("kubernetes", e);
-        this.#pods.set(key, p);
+        this.#pods.set(key, trimPod(p));
         this.#podContainers.set(key, [...ids]);
         this.generation++;
       },
@@ -255,11 +255,11 @@ export class KubernetesSource implements Component {
   #serviceHandlers(host: ComponentHost) {
     return {
       replace: (items: Service[]) => {
-        this.#services = new Map(items.map((s) => [objectKey(s), s]));
+        this.#services = new Map(items.map((s) => [objectKey(s), trimService(s)]));
         this.generation++;
       },
       upsert: (s: Service) => {
-        this.#services.set(objectKey(s), s);
+        this.#services.set(objectKey(s), trimService(s));
         this.generation++;
       },
       remove: (s: Service) => {

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { providerFromHints } from "../../../src/discovery/cloud/hints";
 import { dockerAttributes, fromInspect, splitImage } from "../../../src/discovery/docker/containers";
-import { podContainerEntries, podReady, workloadAttributes, type Pod, type Service } from "../../../src/discovery/kubernetes/pods";
+import { podContainerEntries, podReady, trimPod, workloadAttributes, type Pod, type Service } from "../../../src/discovery/kubernetes/pods";
 import { dockerServices, kubernetesServices } from "../../../src/discovery/services";
 import { validateDiscovery, DiscoverySchema } from "../../../src/discovery/config";
 import { Value } from "@sinclair/typebox/value";
@@ -49,6 +49,21 @@ describe("workload attributes from owner references", () => {
     });
     expect(podReady(pod)).toBe(true);
     expect(podReady({ ...pod, status: { ...pod.status, phase: "Pending" } })).toBe(false);
+  });
+});
+
+describe("trimPod", () => {
+  test("keeps what attributes and services use, drops the rest", () => {
+    const full = {
+      metadata: { name: "p", namespace: "ns", uid: "u", labels: { app: "a" }, annotations: { big: "x".repeat(1000) }, managedFields: [{ manager: "kubelet" }], ownerReferences: [{ apiVersion: "apps/v1", kind: "ReplicaSet", name: "a-1", uid: "o", controller: true }] },
+      spec: { nodeName: "n", volumes: [{ name: "v" }], containers: [{ name: "c", image: "img:1", env: [{ name: "E", value: "v" }] }] },
+      status: { phase: "Running", podIP: "10.0.0.1", conditions: [{ type: "Ready", status: "True" }, { type: "PodScheduled", status: "True" }], containerStatuses: [{ name: "c", containerID: `containerd://${"3".repeat(64)}`, ready: true, restartCount: 2 }] },
+    } as unknown as Pod;
+    const trimmed = trimPod(full);
+    expect(podContainerEntries(trimmed, "x")).toEqual(podContainerEntries(full, "x"));
+    expect(podReady(trimmed)).toBe(true);
+    expect(JSON.stringify(trimmed)).not.toContain("managedFields");
+    expect(JSON.stringify(trimmed).length).toBeLessThan(JSON.stringify(full).length / 3);
   });
 });
 
