@@ -464,6 +464,61 @@ describe("systemd unit and sample configuration", () => {
   }, LIVE_TIMEOUT_MS);
 
   test.skipIf(!hasBpfPrivileges() || Bun.which("setpriv") === null)(
+    "the unit's commands as systemd runs them: ExecStartPre validates, ExecStart serves, ExecReload reloads, KillSignal stops with 0, a bad file exits 2",
+    async () => {
+      const port = await freePort();
+      const config = join(dir, "etc-config.yaml");
+      // The sample file, bound to a free loopback port and exporting to a live receiver (so SIGTERM drains at once).
+      const otlpPort = await freePort();
+      const receiver = Bun.spawn([BINARY, "receive", "--listen", `127.0.0.1:${otlpPort}`], { stdout: "ignore", stderr: "ignore" });
+      const sample = readFileSync(SAMPLE_CONFIG, "utf8");
+      expect(sample).toContain('listen: ":19090"');
+      expect(sample).toContain("endpoint: 127.0.0.1:4317");
+      writeFileSync(config, sample.replace('listen: ":19090"', `listen: "127.0.0.1:${port}"`).replace("endpoint: 127.0.0.1:4317", `endpoint: 127.0.0.1:${otlpPort}`));
+      const envFile = join(dir, "agent.env");
+      writeFileSync(envFile, `API_TOKEN=${TEST_TOKEN}\n`);
+      const env: Record<string, string> = { PATH: "/usr/bin:/bin" };
+      for (const line of readFileSync(envFile, "utf8").split("\n")) if (line.includes("=")) env[line.slice(0, line.indexOf("="))] = line.slice(line.indexOf("=") + 1);
+      for (const e of directive("Environment")) env[e.slice(0, e.indexOf("="))] = e.slice(e.indexOf("=") + 1).replace(SYSTEM_CONFIG_PATH, config);
+      const argv = (d: string) => directive(d)[0]!.replace(SYSTEM_CONFIG_PATH, config).split(/\s+/).map((w) => (w === "/usr/local/bin/svc-agent" ? BINARY : w));
+      const bounding = ["-all", ...directive("CapabilityBoundingSet")[0]!.split(/\s+/).map((c) => `+${c.replace(/^CAP_/, "").toLowerCase()}`)].join(",");
+
+      expect(Bun.spawnSync(argv("ExecStartPre"), { env, stdout: "pipe", stderr: "pipe" }).exitCode).toBe(0);
+      const proc = Bun.spawn(["setpriv", `--bounding-set=${bounding}`, "--", ...argv("ExecStart")], { env, stdout: "ignore", stderr: "pipe" });
+      let stderr = "";
+      void (async () => {
+        for await (const chunk of proc.stderr) stderr += new TextDecoder().decode(chunk);
+      })();
+      const waitFor = async (what: string, ok: () => Promise<boolean> | boolean) => {
+        const deadline = Date.now() + ATTACH_TIMEOUT_MS;
+        while (!(await ok())) {
+          if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`${what}: not seen; stderr:\n${stderr.slice(-3000)}`);
+          await Bun.sleep(SAMPLE_EVERY_MS);
+        }
+      };
+      try {
+        await waitFor("/healthz", () => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false));
+        const reload = directive("ExecReload")[0]!.replace("$MAINPID", String(proc.pid)).split(/\s+/);
+        expect(Bun.spawnSync(reload).exitCode).toBe(0);
+        await waitFor("the reload record", () => stderr.includes('"msg":"configuration reloaded"'));
+        expect(proc.exitCode).toBeNull();
+      } finally {
+        proc.kill(directive("KillSignal")[0] as "SIGTERM");
+        void proc.exited.then(() => receiver.kill());
+      }
+      // systemd sends SIGKILL after TimeoutStopSec: the agent must have exited with 0 before that.
+      const killer = setTimeout(() => proc.kill("SIGKILL"), durationMs(directive("TimeoutStopSec")[0]!));
+      const code = await proc.exited;
+      clearTimeout(killer);
+      expect({ code, signal: proc.signalCode }).toEqual({ code: 0, signal: null });
+      writeFileSync(config, "agent:\n  ebpf:\n    ringbuf_size: lots\n");
+      const bad = Bun.spawnSync(argv("ExecStart"), { env, stdout: "pipe", stderr: "pipe" });
+      expect(bad.exitCode).toBe(Number(directive("RestartPreventExitStatus")[0]));
+    },
+    LIVE_TIMEOUT_MS,
+  );
+
+  test.skipIf(!hasBpfPrivileges() || Bun.which("setpriv") === null)(
     "the unit's capability set is enough to attach the eBPF programs, and a set without CAP_BPF/CAP_SYS_ADMIN is not",
     async () => {
       const caps = directive("CapabilityBoundingSet")[0]!.split(/\s+/);
