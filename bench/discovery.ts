@@ -17,6 +17,8 @@ import { discoveryHarness, until } from "../test/helpers/discovery-harness";
 import { FakeKubeApiServer } from "../test/helpers/k8s-api-server";
 import { makeSelfSignedCert } from "../test/helpers/self-signed-cert";
 import { podReady, type Pod, type Service } from "../src/discovery/kubernetes/pods";
+import { report, type BenchRow } from "./lib/report";
+import type { BenchResultWithCurves } from "./lib/curves";
 
 const DEFAULT_SIZES = [10, 1_000, 10_000];
 const PODS_PER_SERVICE = 10;
@@ -130,3 +132,31 @@ const width = cols.map((c) => Math.max(c.length, ...rows.map((r) => r[c]!.length
 console.log(`bun ${Bun.version}, ${navigator.hardwareConcurrency} cores`);
 console.log(cols.map((c, i) => c.padStart(width[i]!)).join("  "));
 for (const r of rows) console.log(cols.map((c, i) => r[c]!.padStart(width[i]!)).join("  "));
+const discoveryResult: BenchResultWithCurves = {
+  bench: "discovery: the discovery status view at 10 to 10,000 pods (real list path from a local Kubernetes API server)",
+  rows: rows.flatMap((r): BenchRow[] => [
+    { name: `view after a change + JSON.stringify, ${r.pods} pods`, agent: Number(r["view after change ms"]), reference: Number(r["ref naive match ms"]), referenceName: "naive services x pods selector match", unit: "ms" },
+    { name: `view cached + JSON.stringify, ${r.pods} pods`, agent: Number(r["view cached ms"]), unit: "ms" },
+    { name: `forContainer lookup, ${r.pods} pods`, agent: Number(r["forContainer ns"]), reference: Number(r["ref Map.get ns"]), referenceName: "Map.get", unit: "ns" },
+    { name: `initial list + sync, ${r.pods} pods`, agent: Number(r["list+sync ms"]), unit: "ms" },
+  ]),
+  curves: [
+    {
+      id: "discovery-view",
+      title: "Discovery view (real list path) vs pods",
+      xLabel: "pods",
+      yLabel: "ms",
+      unit: "ms",
+      x: rows.map((r) => Number(r.pods)),
+      xLog: true,
+      yLog: true,
+      series: [
+        { name: "view after a change", y: rows.map((r) => Number(r["view after change ms"])) },
+        { name: "view cached", y: rows.map((r) => Number(r["view cached ms"])) },
+        { name: "naive selector match (reference)", y: rows.map((r) => Number(r["ref naive match ms"])) },
+      ],
+    },
+  ],
+  notes: [`one service per ${PODS_PER_SERVICE} pods; bun ${Bun.version}`],
+};
+report(discoveryResult);

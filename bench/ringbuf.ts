@@ -23,6 +23,7 @@ import { FeatureProbes } from "../src/ebpf/features";
 import { loadProgramSet, type LoadedSet } from "../src/ebpf/loader";
 import { RecordPump } from "../src/ebpf/pump";
 import type { ProgramSetSpec } from "../src/ebpf/spec";
+import { report, type BenchRow } from "./lib/report";
 
 const ROOT = resolve(import.meta.dir, "..");
 const STORM_OBJECT = join(ROOT, "build/storm.bpf.o");
@@ -240,6 +241,19 @@ function print(results: Result[]): void {
     ].join(" "));
   }
   for (const r of results) if (r.events + r.lost < r.produced) console.log(`note: ${r.consumer}: ${r.produced - r.events - r.lost} produced calls not seen (syscalls before attach or filtered)`);
+  report({
+    bench: "ringbuf: syscall storm into a 16 MiB ring buffer, the agent's reader vs a C libbpf consumer",
+    rows: results.flatMap((r): BenchRow[] =>
+      r.consumer.startsWith("C:")
+        ? []
+        : [
+            { name: `CPU per event, ${r.consumer}`, agent: r.cpuNsPerEvent, reference: ref.cpuNsPerEvent, referenceName: ref.consumer, unit: "ns", target: "<= 2x the C consumer", met: r.cpuNsPerEvent <= 2 * ref.cpuNsPerEvent },
+            { name: `events lost, ${r.consumer}`, agent: r.lost, reference: ref.lost, referenceName: ref.consumer, unit: "events", target: "0 lost", met: r.lost === 0 },
+            { name: `events consumed per second, ${r.consumer}`, agent: r.events / r.seconds, reference: ref.events / ref.seconds, referenceName: ref.consumer, unit: "events/s" },
+          ],
+    ),
+    notes: [`storm ${STORM_MS} ms per consumer; producer rate ${Math.round(ref.produced / (STORM_MS / 1000)).toLocaleString("en")} calls/s in the C run`],
+  });
 }
 
 try {
