@@ -30,7 +30,12 @@ export class PerfMapFile {
   #table: SymbolTable | undefined;
   constructor(readonly path: string) {}
 
-  /** The current table, or undefined when the file does not exist. */
+  /** The table as last read (no I/O). */
+  get current(): SymbolTable | undefined {
+    return this.#table;
+  }
+
+  /** The current table, or undefined when the file does not exist (re-read when it changed). */
   table(): SymbolTable | undefined {
     let stamp: string;
     try {
@@ -56,6 +61,11 @@ export class JitDumpFile {
   #table: SymbolTable | undefined;
   #valid = true;
   constructor(readonly path: string) {}
+
+  /** The table as last read (no I/O). */
+  get current(): SymbolTable | undefined {
+    return this.#table;
+  }
 
   /** The table of every code load seen so far (a later load at the same address replaces an earlier one). */
   table(): SymbolTable | undefined {

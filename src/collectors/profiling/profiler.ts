@@ -1,7 +1,8 @@
 /**
  * Component `collector/profiling`: loads the `profile` program set through the eBPF core's generic loader,
- * and every `agent.profiling.interval` reads and clears the in-kernel counts, symbolizes the stacks, and
- * submits one OTLP profile per process (also written as pprof when `pprof_dir` is set). Publishes the
+ * drains the in-kernel counts and stacks every second into the period's totals, and every
+ * `agent.profiling.interval` symbolizes the stacks and submits one OTLP profile per process (also written as
+ * pprof when `pprof_dir` is set). Publishes the
  * `profiling` status view. No readiness check: profiling trouble never makes the agent unready.
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -27,6 +28,11 @@ const ERRORS_MAP = "profile_errors";
 /** Upper bound of keys read per period (the maps' max_entries). */
 const MAX_KEYS = 16_384;
 const NS_PER_MS = 1_000_000n;
+/**
+ * How often the kernel maps are drained into the period's totals. Draining often keeps few stacks in the stack
+ * map, so that new stacks rarely collide with old ones in its hash (a collision loses the sample's stack).
+ */
+const DRAIN_INTERVAL_MS = 1000;
 const NS_PER_S = 1_000_000_000;
 
 /** The profile program set at a sample rate (samples per second per CPU); `targetPid` 0 profiles every process. */
@@ -50,10 +56,21 @@ export interface ProfilerOptions {
   onPeriod?: (items: ProfileItem[]) => void;
 }
 
-/** What one period read from the kernel. */
-interface PeriodCounts {
-  byPid: Map<number, Array<{ key: ProfileKey; count: number }>>;
+/** What one drain read from the kernel. */
+interface DrainedCounts {
+  rows: Array<{ key: ProfileKey; count: number }>;
   stackIds: Set<number>;
+}
+
+/** Samples of one (thread name, kernel stack, user stack) of a process in the current period. */
+interface Row {
+  comm: string;
+  /** Addresses, leaf first; undefined when there is no stack of that kind (see the stack id). */
+  kernel: bigint[] | undefined;
+  user: bigint[] | undefined;
+  /** True when a stack was taken but is missing (collision or map full in the kernel). */
+  lost: boolean;
+  count: number;
 }
 
 export class ProfilingCollector implements Component {
@@ -64,6 +81,9 @@ export class ProfilingCollector implements Component {
   #host: ComponentHost | undefined;
   #set: LoadedSet | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
+  /** The current period's samples: pid -> row key -> row. */
+  #period = new Map<number, Map<string, Row>>();
+  #intervalMs = 0;
   #endTask: (() => void) | undefined;
   #loading: Promise<void> | undefined;
   #generation = 0;
@@ -71,6 +91,8 @@ export class ProfilingCollector implements Component {
   #config: Config;
   #profilesCollected = 0;
   #errorsSeen = [0n, 0n, 0n];
+  /** The last period's items; its pprof is encoded on demand (encoding costs as much as the whole read). */
+  #latestItems: ProfileItem[] = [];
   #latestPprof: Uint8Array | undefined;
   readonly #resources = new Map<number, { comm: string; attributes: Attributes }>();
   readonly #view = (): ProfilingView => ({
@@ -86,13 +108,20 @@ export class ProfilingCollector implements Component {
     this.#config = ctx.config;
   }
 
+  /** Samples the kernel could not count or take a stack for, since start (from profile_errors). */
+  get kernelLosses(): { countsFull: number; userStack: number; kernelStack: number } {
+    const [countsFull, userStack, kernelStack] = this.#errorsSeen.map(Number) as [number, number, number];
+    return { countsFull, userStack, kernelStack };
+  }
+
   /** Profiles built since start. */
   get profilesCollected(): number {
     return this.#profilesCollected;
   }
 
-  /** The last period's profile in pprof format (gzipped profile.proto), for operators. */
+  /** The last period's profile in pprof format (gzipped profile.proto), for operators; undefined before the first. */
   latestPprof(): Uint8Array | undefined {
+    if (!this.#latestPprof && this.#latestItems.length > 0) this.#latestPprof = encodePprof(this.#latestItems);
     return this.#latestPprof;
   }
 
@@ -148,31 +177,57 @@ export class ProfilingCollector implements Component {
     core.record(PROFILE_SET_NAME, { programs: outcome.set.programs, loaded: outcome.set as LoadedSet<unknown>, pumps: [] });
     this.#periodStartNs = nowNs();
     this.#endTask = this.#ctx.tasks.begin("collector/profiling reader");
-    this.#timer = setInterval(() => this.collect(), durationMs(config.agent.profiling.interval));
+    this.#intervalMs = durationMs(config.agent.profiling.interval);
+    this.#timer = setInterval(() => this.#tick(), Math.min(DRAIN_INTERVAL_MS, this.#intervalMs));
     host.logger.info("CPU profiling attached", { sample_rate: config.agent.profiling.sample_rate, interval: config.agent.profiling.interval });
     host.report("ok");
   }
 
-  /** Reads and clears the counts of the period that ends now and submits its profiles. Returns them. Exposed for tests. */
-  collect(): ProfileItem[] {
+  #tick(): void {
+    if (Number((nowNs() - this.#periodStartNs) / NS_PER_MS) >= this.#intervalMs) this.collect();
+    else this.drain();
+  }
+
+  /** Moves the kernel's counts and stacks into the current period's totals and clears them in the kernel. Exposed for tests. */
+  drain(): boolean {
     const set = this.#set;
-    if (!set) return [];
-    const end = nowNs();
-    const start = this.#periodStartNs;
-    this.#periodStartNs = end;
-    let items: ProfileItem[];
+    if (!set) return false;
     try {
       const counts = set.object.map(COUNTS_MAP)!;
       const stacks = set.object.map(STACKS_MAP)!;
-      const period = readCounts(counts);
-      const stackCache = readStacks(stacks, period.stackIds);
+      const drained = readCounts(counts);
+      const addresses = readStacks(stacks, drained.stackIds);
       clearUnreferencedStacks(counts, stacks);
-      items = this.#build(period, stackCache, start, end);
+      for (const { key, count } of drained.rows) {
+        const kernel = key.kernelStackId >= 0 ? addresses.get(key.kernelStackId) : undefined;
+        const user = key.userStackId >= 0 ? addresses.get(key.userStackId) : undefined;
+        const lost = (key.kernelStackId >= 0 && !kernel) || (key.userStackId >= 0 && !user) || (key.kernelStackId !== NO_STACK && key.kernelStackId < 0) || (key.userStackId !== NO_STACK && key.userStackId < 0);
+        const id = `${key.comm}\0${kernel ? kernel.join(",") : ""}\0${user ? user.join(",") : ""}\0${lost ? 1 : 0}`;
+        let rows = this.#period.get(key.pid);
+        if (!rows) this.#period.set(key.pid, (rows = new Map()));
+        const row = rows.get(id);
+        if (row) row.count += count;
+        else rows.set(id, { comm: key.comm, kernel, user, lost, count });
+      }
       this.#checkErrors(set.object.map(ERRORS_MAP));
+      return true;
     } catch (e) {
       this.#host?.report("recoverable_error", `reading profile maps failed: ${(e as Error).message}`);
-      return [];
+      return false;
     }
+  }
+
+  /** Ends the current period: drains the kernel maps, builds one profile per process and submits them. Returns them. Exposed for tests. */
+  collect(): ProfileItem[] {
+    if (!this.#set) return [];
+    const ok = this.drain();
+    const end = nowNs();
+    const start = this.#periodStartNs;
+    this.#periodStartNs = end;
+    const period = this.#period;
+    this.#period = new Map();
+    if (!ok) return [];
+    const items = this.#build(period, start, end);
     if (items.length > 0) {
       this.#ctx.pipeline.submit("profiles", items);
       this.#profilesCollected += items.length;
@@ -183,23 +238,26 @@ export class ProfilingCollector implements Component {
     return items;
   }
 
-  #build(period: PeriodCounts, stacks: Map<number, bigint[]>, start: bigint, end: bigint): ProfileItem[] {
+  #build(period: Map<number, Map<string, Row>>, start: bigint, end: bigint): ProfileItem[] {
     const sym = this.#symbolizer;
     sym.beginPeriod();
     const rate = this.#config.agent.profiling.sample_rate;
     const items: ProfileItem[] = [];
-    for (const [pid, rows] of period.byPid) {
+    for (const [pid, rows] of period) {
       const samples: ProfileSample[] = [];
-      for (const { key, count } of rows) {
+      let first: Row | undefined;
+      for (const row of rows.values()) {
+        first ??= row;
         const stack: ProfileFrame[] = [];
-        if (key.kernelStackId >= 0) for (const a of stacks.get(key.kernelStackId) ?? []) stack.push(sym.kernelFrame(a));
-        if (key.userStackId >= 0) stack.push(...sym.userFrames(pid, stacks.get(key.userStackId) ?? []));
-        if (stack.length === 0) stack.push({ function: key.userStackId === NO_STACK && key.kernelStackId === NO_STACK ? "[no stack]" : "[stack lost]" });
-        samples.push({ stack, value: count, attributes: { "thread.name": key.comm } });
+        if (row.kernel) for (const a of row.kernel) stack.push(sym.kernelFrame(a));
+        if (row.user) stack.push(...sym.userFrames(pid, row.user));
+        if (stack.length === 0) stack.push({ function: row.lost ? "[stack lost]" : "[no stack]" });
+        samples.push({ stack, value: row.count, attributes: { "thread.name": row.comm } });
       }
+      if (!first) continue;
       items.push({
         scope: PROFILING_SCOPE,
-        resource: this.#resource(pid, rows[0]!.key.comm),
+        resource: this.#resource(pid, first.comm),
         sampleType: { type: "samples", unit: "count" },
         periodType: { type: "cpu", unit: "nanoseconds" },
         period: Math.round(NS_PER_S / rate),
@@ -209,7 +267,7 @@ export class ProfilingCollector implements Component {
       });
     }
     for (const pid of this.#resources.keys()) {
-      if (period.byPid.has(pid) || existsSync(`/proc/${pid}`)) continue;
+      if (period.has(pid) || existsSync(`/proc/${pid}`)) continue;
       this.#resources.delete(pid);
       sym.forgetPid(pid);
     }
@@ -243,9 +301,11 @@ export class ProfilingCollector implements Component {
 
   #pprof(items: ProfileItem[]): void {
     const c = this.#config.agent.profiling;
+    this.#latestItems = items;
+    this.#latestPprof = undefined;
+    if (!c.pprof_dir) return;
     try {
       this.#latestPprof = encodePprof(items);
-      if (!c.pprof_dir) return;
       mkdirSync(c.pprof_dir, { recursive: true });
       const name = `cpu-${new Date().toISOString().replace(/[:.]/g, "-")}.pb.gz`;
       const tmp = join(c.pprof_dir, `.${name}.tmp`);
@@ -299,11 +359,11 @@ function needs<K extends "keys" | "lookup" | "delete">(map: BpfMapApi, method: K
 }
 
 /** Takes every count (lookup, then delete: a sample landing between the two is lost, a window of microseconds). */
-function readCounts(counts: BpfMapApi): PeriodCounts {
+function readCounts(counts: BpfMapApi): DrainedCounts {
   const keys = needs(counts, "keys");
   const lookup = needs(counts, "lookup");
   const del = needs(counts, "delete");
-  const byPid = new Map<number, Array<{ key: ProfileKey; count: number }>>();
+  const rows: Array<{ key: ProfileKey; count: number }> = [];
   const stackIds = new Set<number>();
   for (const raw of keys(MAX_KEYS)) {
     const value = lookup(raw);
@@ -312,13 +372,11 @@ function readCounts(counts: BpfMapApi): PeriodCounts {
     const key = decodeProfileKey(raw);
     const count = decodeCount(value);
     if (count === 0) continue;
-    let rows = byPid.get(key.pid);
-    if (!rows) byPid.set(key.pid, (rows = []));
     rows.push({ key, count });
     if (key.userStackId >= 0) stackIds.add(key.userStackId);
     if (key.kernelStackId >= 0) stackIds.add(key.kernelStackId);
   }
-  return { byPid, stackIds };
+  return { rows, stackIds };
 }
 
 function readStacks(stacks: BpfMapApi, ids: Set<number>): Map<number, bigint[]> {

@@ -16,6 +16,8 @@ export const KERNEL_BINARY = "[kernel.kallsyms]";
 const JITDUMP_PATH = /\/jit-\d+(?:-\d+)?\.dump$/;
 /** Symbol tables kept by build id (or file identity when there is none). */
 const MAX_CACHED_BINARIES = 512;
+/** Frames remembered by address (kernel, and per process); a cache is cleared when it reaches this size. */
+const MAX_CACHED_FRAMES = 200_000;
 
 interface Mapping {
   start: number;
@@ -52,6 +54,16 @@ export class Symbolizer {
   readonly #byBuildId = new Map<string, BinarySymbols>();
   /** Per period: maps of each pid. */
   #maps = new Map<number, ProcessMaps | null>();
+  /** Kernel frames by address. */
+  readonly #kernelFrames = new Map<bigint, ProfileFrame>();
+  /**
+   * Per process: the maps text the cached frames were resolved against, and frames by (address << 1 | back).
+   * Frames of file-backed code stay valid while the maps do not change; JIT frames are kept for one period
+   * (the runtime may name more code later).
+   */
+  readonly #frames = new Map<number, { mapsText: string; maps: ProcessMaps | null; stable: Map<bigint, ProfileFrame>; period: Map<bigint, ProfileFrame> }>();
+  /** JIT sources already refreshed this period. */
+  #jitChecked = new Set<string>();
   readonly #perfMaps = new Map<number, PerfMapFile>();
   readonly #jitdumps = new Map<string, JitDumpFile>();
   readonly stats: SymbolizerStats = { framesResolved: 0, framesUnresolved: 0, binariesLoaded: 0, binaryErrors: 0 };
@@ -64,25 +76,35 @@ export class Symbolizer {
   /** Starts a period: process maps are read again (a process may have loaded libraries since). */
   beginPeriod(): void {
     this.#maps = new Map();
+    this.#jitChecked = new Set();
+    for (const f of this.#frames.values()) f.period.clear();
   }
 
   /** Forgets a process that ended (its JIT maps). */
   forgetPid(pid: number): void {
     this.#perfMaps.delete(pid);
     this.#maps.delete(pid);
+    this.#frames.delete(pid);
     for (const path of this.#jitdumps.keys()) if (path.startsWith(`${this.#proc}/${pid}/`)) this.#jitdumps.delete(path);
   }
 
   /** A kernel frame. */
   kernelFrame(address: bigint): ProfileFrame {
+    const cached = this.#kernelFrames.get(address);
+    if (cached) return cached;
     this.#kernel ??= KernelSymbols.read(this.#kallsymsPath);
     const s = this.#kernel.lookup(address);
+    let frame: ProfileFrame;
     if (!s) {
       this.stats.framesUnresolved++;
-      return { function: `[unknown] 0x${address.toString(16)}`, address, binary: KERNEL_BINARY };
+      frame = { function: `[unknown] 0x${address.toString(16)}`, address, binary: KERNEL_BINARY };
+    } else {
+      this.stats.framesResolved++;
+      frame = { function: s.name, address, binary: s.module ? `[${s.module}]` : KERNEL_BINARY };
     }
-    this.stats.framesResolved++;
-    return { function: s.name, address, binary: s.module ? `[${s.module}]` : KERNEL_BINARY };
+    if (this.#kernelFrames.size >= MAX_CACHED_FRAMES) this.#kernelFrames.clear();
+    this.#kernelFrames.set(address, frame);
+    return frame;
   }
 
   /**
@@ -91,10 +113,22 @@ export class Symbolizer {
    */
   userFrames(pid: number, addresses: readonly bigint[]): ProfileFrame[] {
     const maps = this.#mapsOf(pid);
-    return addresses.map((a, i) => this.#userFrame(pid, maps, a, i === 0 ? 0 : 1));
+    const cache = this.#frames.get(pid)!;
+    return addresses.map((a, i) => {
+      const back = i === 0 ? 0 : 1;
+      const key = (a << 1n) | BigInt(back);
+      const hit = cache.stable.get(key) ?? cache.period.get(key);
+      if (hit) return hit;
+      const { frame, stable } = this.#userFrame(pid, maps, a, back);
+      const into = stable ? cache.stable : cache.period;
+      if (into.size >= MAX_CACHED_FRAMES) into.clear();
+      into.set(key, frame);
+      return frame;
+    });
   }
 
-  #userFrame(pid: number, maps: ProcessMaps | null, address: bigint, back: number): ProfileFrame {
+  /** One frame, and whether it stays valid while the process's maps do not change. */
+  #userFrame(pid: number, maps: ProcessMaps | null, address: bigint, back: number): { frame: ProfileFrame; stable: boolean } {
     const addr = Number(address);
     const m = maps ? findMapping(maps.exec, addr) : undefined;
     if (m && m.path.startsWith("/") && !JITDUMP_PATH.test(m.path)) {
@@ -105,28 +139,35 @@ export class Symbolizer {
         const name = vaddr === undefined ? undefined : bin.table.lookup(vaddr - back);
         if (name !== undefined) {
           this.stats.framesResolved++;
-          return { function: name, address: BigInt(vaddr!), binary: m.path };
+          return { frame: { function: name, address: BigInt(vaddr!), binary: m.path }, stable: true };
         }
       }
       this.stats.framesUnresolved++;
-      return { function: `${basename(m.path)}+0x${fileOffset.toString(16)}`, address, binary: m.path };
+      return { frame: { function: `${basename(m.path)}+0x${fileOffset.toString(16)}`, address, binary: m.path }, stable: true };
     }
     const jit = this.#jitLookup(pid, maps, addr - back);
     if (jit !== undefined) {
       this.stats.framesResolved++;
-      return { function: jit, address, binary: "[jit]" };
+      return { frame: { function: jit, address, binary: "[jit]" }, stable: false };
     }
     this.stats.framesUnresolved++;
-    return { function: `[unknown] 0x${address.toString(16)}`, address, binary: m?.path || "[anon]" };
+    return { frame: { function: `[unknown] 0x${address.toString(16)}`, address, binary: m?.path || "[anon]" }, stable: false };
   }
 
   #mapsOf(pid: number): ProcessMaps | null {
     let maps = this.#maps.get(pid);
     if (maps !== undefined) return maps;
+    let text = "";
     try {
-      maps = parseMaps(readFileSync(`${this.#proc}/${pid}/maps`, "utf8"));
+      text = readFileSync(`${this.#proc}/${pid}/maps`, "utf8");
     } catch {
       maps = null;
+    }
+    const cache = this.#frames.get(pid);
+    if (cache && cache.mapsText === text) maps = cache.maps;
+    else {
+      maps ??= parseMaps(text);
+      this.#frames.set(pid, { mapsText: text, maps, stable: new Map(), period: new Map() });
     }
     this.#maps.set(pid, maps);
     return maps;
@@ -164,13 +205,19 @@ export class Symbolizer {
     return undefined;
   }
 
+  #refreshOnce(key: string, source: JitSource): SymbolTable | undefined {
+    if (this.#jitChecked.has(key)) return source.current;
+    this.#jitChecked.add(key);
+    return source.table();
+  }
+
   #jitLookup(pid: number, maps: ProcessMaps | null, addr: number): string | undefined {
     let perf = this.#perfMaps.get(pid);
     if (!perf) {
       perf = new PerfMapFile(`${this.#proc}/${pid}/root/tmp/perf-${namespacePid(this.#proc, pid)}.map`);
       this.#perfMaps.set(pid, perf);
     }
-    const fromPerfMap = perf.table()?.lookup(addr);
+    const fromPerfMap = this.#refreshOnce(perf.path, perf)?.lookup(addr);
     if (fromPerfMap !== undefined) return fromPerfMap;
     for (const dump of maps?.jitdumps ?? []) {
       const path = `${this.#proc}/${pid}/root${dump}`;
@@ -179,11 +226,17 @@ export class Symbolizer {
         file = new JitDumpFile(path);
         this.#jitdumps.set(path, file);
       }
-      const name = file.table()?.lookup(addr);
+      const name = this.#refreshOnce(path, file)?.lookup(addr);
       if (name !== undefined) return name;
     }
     return undefined;
   }
+}
+
+/** A JIT symbol source, re-read at most once per period. */
+interface JitSource {
+  table(): SymbolTable | undefined;
+  readonly current: SymbolTable | undefined;
 }
 
 /** Executable mappings and jitdump files of a /proc/<pid>/maps text. */
