@@ -6,14 +6,14 @@
  *  2. the compiled agent under wrk (GET /status, loopback): requests/s with debug mode and tracing off
  *     (reference), with --debug, and with tracing at 0.01 and 1.0 exporting to a local `svc-agent receive`;
  *  3. the CPU profile's own cost: requests/s while /debug/pprof/profile samples, against the same agent idle.
- * Usage: bun bench/debug-overhead.ts [--seconds N] [--ops N]
+ * Usage: bun bench/debug-overhead.ts [--seconds N] [--ops N] [--rounds R]
  */
 import { readFileSync } from "node:fs";
 import type { Config } from "../src/config/schema";
 import { DebugRuntime } from "../src/debug/runtime";
 import { TaskRegistry } from "../src/telemetry/tasks";
 import { Tracer } from "../src/tracing";
-import { startAgent, startReceiver } from "./lib/agent";
+import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { report, type BenchRow } from "./lib/report";
 import { wrkRps } from "./lib/wrk";
 
@@ -23,6 +23,7 @@ const arg = (name: string, fallback: number) => {
 };
 const SECONDS = arg("seconds", 3);
 const OPS = arg("ops", 200_000);
+const ROUNDS = arg("rounds", 3);
 
 async function nsPerTrack(setup: (tasks: TaskRegistry) => () => void): Promise<number> {
   const tasks = new TaskRegistry();
@@ -82,34 +83,42 @@ function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
 }
 /** Requests/s under wrk and the agent's CPU microseconds per request (less sensitive to other load on the machine). */
-const measure = async (yaml: string, during?: (url: string) => Promise<unknown>) => {
-  const a = await startAgent(yaml, env);
-  try {
-    await wrkRps(`${a.url}/status`, { seconds: 1 });
-    const side = during?.(a.url);
-    const cpu0 = cpuSeconds(a.pid);
-    const rps = await wrkRps(`${a.url}/status`, { seconds: SECONDS });
-    const cpuUs = ((cpuSeconds(a.pid) - cpu0) * 1e6) / (rps * SECONDS);
-    await side;
-    return { rps, cpuUs };
-  } finally {
-    await a.stop();
-  }
+const measureOnce = async (a: BenchAgent, during?: (url: string) => Promise<unknown>) => {
+  const side = during?.(a.url);
+  const cpu0 = cpuSeconds(a.pid);
+  const rps = await wrkRps(`${a.url}/status`, { seconds: SECONDS });
+  const cpuUs = ((cpuSeconds(a.pid) - cpu0) * 1e6) / (rps * SECONDS);
+  await side;
+  return { rps, cpuUs };
 };
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const debugYaml = base("  debug:\n    enabled: true");
+const variants: Array<{ name: string; yaml: string; during?: (url: string) => Promise<unknown> }> = [
+  { name: "off", yaml: base("") },
+  { name: "debug", yaml: debugYaml },
+  { name: "trace0.01", yaml: base("  tracing:\n    enabled: true\n    sample_rate: 0.01") },
+  { name: "trace1", yaml: base("  tracing:\n    enabled: true\n    sample_rate: 1.0") },
+  { name: "profiling", yaml: debugYaml, during: (url) => fetch(`${url}/debug/pprof/profile?seconds=${SECONDS}`).then((r) => r.arrayBuffer()) },
+];
+// Every variant runs at once and is measured in turn, ROUNDS times: drifting load on the machine hits all alike.
+const agents = await Promise.all(variants.map((v) => startAgent(v.yaml, env)));
+for (const a of agents) await wrkRps(`${a.url}/status`, { seconds: 1 });
+const samples = new Map<string, Array<{ rps: number; cpuUs: number }>>();
+for (let round = 0; round < ROUNDS; round++)
+  for (const [i, v] of variants.entries()) {
+    const list = samples.get(v.name) ?? [];
+    list.push(await measureOnce(agents[i]!, v.during));
+    samples.set(v.name, list);
+  }
+for (const a of agents) await a.stop();
+const fig = (name: string) => ({ rps: median(samples.get(name)!.map((x) => x.rps)), cpuUs: median(samples.get(name)!.map((x) => x.cpuUs)) });
 const both = (name: string, m: { rps: number; cpuUs: number }, ref: { rps: number; cpuUs: number }, referenceName: string) => {
   rows.push({ name: `${name}: requests/s`, agent: m.rps, reference: ref.rps, referenceName, unit: "req/s" });
   rows.push({ name: `${name}: agent CPU per request`, agent: m.cpuUs, reference: ref.cpuUs, referenceName, unit: "us" });
 };
-const plain = await measure(base(""));
-both("GET /status, debug mode on", await measure(base("  debug:\n    enabled: true")), plain, "debug and tracing off");
-both("GET /status, tracing sample_rate 0.01", await measure(base("  tracing:\n    enabled: true\n    sample_rate: 0.01")), plain, "debug and tracing off");
-both("GET /status, tracing sample_rate 1.0 (every request a span, exported)", await measure(base("  tracing:\n    enabled: true\n    sample_rate: 1.0")), plain, "debug and tracing off");
-const debugYaml = base("  debug:\n    enabled: true");
-both(
-  "GET /status while a CPU profile is taken",
-  await measure(debugYaml, (url) => fetch(`${url}/debug/pprof/profile?seconds=${SECONDS}`).then((r) => r.arrayBuffer())),
-  await measure(debugYaml),
-  "same agent (debug on), no profile",
-);
+both("GET /status, debug mode on", fig("debug"), fig("off"), "debug and tracing off");
+both("GET /status, tracing sample_rate 0.01", fig("trace0.01"), fig("off"), "debug and tracing off");
+both("GET /status, tracing sample_rate 1.0 (every request a span, exported)", fig("trace1"), fig("off"), "debug and tracing off");
+both("GET /status while a CPU profile is taken", fig("profiling"), fig("debug"), "same settings (debug on), no profile");
 await receiver.stop();
-report({ bench: "debug-overhead", rows, notes: [`${OPS} operations per in-process figure; wrk 1 thread, 32 connections, ${SECONDS} s per figure`] });
+report({ bench: "debug-overhead", rows, notes: [`${OPS} operations per in-process figure; wrk 1 thread, 32 connections, ${SECONDS} s per run, median of ${ROUNDS} rounds with every variant running at once and measured in turn`] });
