@@ -288,29 +288,30 @@ export type ResourceEncoder = (extra: Attributes | undefined) => Uint8Array;
 export class ItemEncoder {
   readonly #w = new ProtoWriter();
   readonly #resource: ResourceEncoder;
-  #arena = new Uint8Array(ARENA_BYTES);
-  #arenaUsed = 0;
+  /** One arena per signal: a signal's queue is FIFO, so at most two of its arenas hold dead space at any time. */
+  readonly #arenas = new Map<Signal, { buf: Uint8Array; used: number }>();
 
   constructor(resource: ResourceEncoder) {
     this.#resource = resource;
   }
 
   /**
-   * The bytes just written, as a view into a shared arena (one allocation per ARENA_BYTES instead of one per item).
-   * An arena is freed when no queued item refers to it any more.
+   * The bytes just written, as a view into the signal's arena (one allocation per ARENA_BYTES instead of one per
+   * item). An arena is freed when no queued item refers to it any more.
    */
-  #take(): Uint8Array {
+  #take(signal: Signal): Uint8Array {
     const w = this.#w;
     const n = w.pos;
     if (n > ARENA_BYTES / 8) return w.copy();
-    if (this.#arenaUsed + n > this.#arena.length) {
-      this.#arena = new Uint8Array(ARENA_BYTES);
-      this.#arenaUsed = 0;
+    let arena = this.#arenas.get(signal);
+    if (!arena || arena.used + n > arena.buf.length) {
+      arena = { buf: new Uint8Array(ARENA_BYTES), used: 0 };
+      this.#arenas.set(signal, arena);
     }
-    const at = this.#arenaUsed;
-    this.#arena.set(w.buf.subarray(0, n), at);
-    this.#arenaUsed = at + n;
-    return this.#arena.subarray(at, at + n);
+    const at = arena.used;
+    arena.buf.set(w.buf.subarray(0, n), at);
+    arena.used = at + n;
+    return arena.buf.subarray(at, at + n);
   }
 
   encode(signal: Signal, item: unknown): EncodedItem {
@@ -320,17 +321,17 @@ export class ItemEncoder {
       case "traces": {
         const s = item as SpanItem;
         writeSpan(w, s);
-        return { bytes: this.#take(), scope: s.scope, resource: s.resource };
+        return { bytes: this.#take(signal), scope: s.scope, resource: s.resource };
       }
       case "metrics": {
         const p = item as MetricPointItem;
         writeDataPoint(w, p);
-        return { bytes: this.#take(), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
+        return { bytes: this.#take(signal), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
       }
       case "logs": {
         const r = item as LogRecordItem;
         writeLogRecord(w, r);
-        return { bytes: this.#take(), scope: r.scope, resource: r.resource };
+        return { bytes: this.#take(signal), scope: r.scope, resource: r.resource };
       }
       case "profiles": {
         const p = item as ProfileItem;
