@@ -2,7 +2,7 @@
  * A Kubernetes API server of our own for discovery tests: Bun.serve on 127.0.0.1 port 0 (plain HTTP or TLS),
  * speaking the real list/watch protocol for pods and services (core/v1): resourceVersion on every object
  * and list, watch from a resourceVersion with history replay, BOOKMARK events when asked for
- * (allowWatchBookmarks), `410 Gone` (an ERROR event with an Expired Status) for compacted versions,
+ * (allowWatchBookmarks), chunked lists (limit/continue), `410 Gone` (an ERROR event with an Expired Status) for compacted versions,
  * field selectors (spec.nodeName, metadata.name, metadata.namespace), label selectors (a=b), bearer
  * token authentication with rotation, and the discovery documents kubectl needs (/api, /apis, /api/v1,
  * /version). Every request is recorded (method, path, query) so the RBAC rules can be checked against it.
@@ -258,8 +258,28 @@ export class FakeKubeApiServer {
     const filter = (o: K8sObject) => (!ns || o.metadata.namespace === ns) && fields(o) && labels(o);
     const watch = query.watch === "true" || query.watch === "1";
     if (!watch) {
-      const items = [...this.#objects[kind].values()].filter(filter);
-      return answer(json({ kind: KIND_META[kind].listKind, apiVersion: "v1", metadata: { resourceVersion: String(this.#rv) }, items }));
+      const all = [...this.#objects[kind].values()].filter(filter).sort((a, b) => `${a.metadata.namespace}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace}/${b.metadata.name}`));
+      // Chunked lists (limit/continue): the token carries the list's resourceVersion and the next offset.
+      let offset = 0;
+      let rv = String(this.#rv);
+      if (query.continue) {
+        try {
+          const t = JSON.parse(Buffer.from(query.continue, "base64").toString()) as { rv: string; offset: number };
+          offset = t.offset;
+          rv = t.rv;
+        } catch {
+          return answer(json(status(400, "BadRequest", "invalid continue token"), 400));
+        }
+      }
+      const limit = Number(query.limit ?? 0);
+      const items = limit > 0 ? all.slice(offset, offset + limit) : all.slice(offset);
+      const more = limit > 0 && offset + limit < all.length;
+      const metadata: Record<string, unknown> = { resourceVersion: rv };
+      if (more) {
+        metadata.continue = Buffer.from(JSON.stringify({ rv, offset: offset + limit })).toString("base64");
+        metadata.remainingItemCount = all.length - offset - limit;
+      }
+      return answer(json({ kind: KIND_META[kind].listKind, apiVersion: "v1", metadata, items }));
     }
     const r = this.#watch(kind, filter, query, token, rec);
     return answer(r);

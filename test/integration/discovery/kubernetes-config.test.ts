@@ -36,6 +36,8 @@ current-context: main
 `;
 }
 
+const KUBECTL = Bun.which("kubectl");
+
 const yaml = (kubeconfigPath: string, detect = true) => `
 agent:
   discovery:
@@ -84,6 +86,27 @@ describe("kubernetes discovery configuration", () => {
     await until("rewatched with the new token", () => api.requests.slice(from).some((r) => r.query.watch === "true" && r.token === "kc-token-2"));
     await until("connected again", () => h!.view().kubernetes.connected);
     expect(api.requests.slice(from).filter((r) => r.status !== 200)).toEqual([]);
+  });
+
+  test("more pods than one list page: the list follows `continue` (and kubectl agrees on the total)", async () => {
+    const path = join(dir, "config-many");
+    writeFileSync(path, kubeconfig(api.url, cert.cert, "kc-token-2"));
+    api.rotateToken("kc-token-2");
+    for (let i = 0; i < 1_100; i++) api.put("pods", FakeKubeApiServer.pod({ name: `many-${i}`, namespace: "bulk", node: "worker-9", containers: [] }));
+    const from = api.requests.length;
+    h = discoveryHarness(yaml(path), { NODE_NAME: "worker-9" });
+    await h.start();
+    await until("connected", () => h!.view().kubernetes.connected);
+    expect(h.view().kubernetes.pods_watched).toBe(1_100);
+    const pages = api.requests.slice(from).filter((r) => r.path === "/api/v1/pods" && r.query.watch === undefined);
+    expect(pages.map((r) => Boolean(r.query.continue))).toEqual([false, true, true]);
+    if (KUBECTL) {
+      const p = Bun.spawn([KUBECTL, "--server", api.url, "--token", "kc-token-2", "--certificate-authority", cert.certPath, "get", "pods", "-n", "bulk", "--no-headers"], { stdout: "pipe", stderr: "pipe" });
+      const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
+      expect(code).toBe(0);
+      expect(out.trim().split("\n").length).toBe(1_100);
+    }
+    for (let i = 0; i < 1_100; i++) api.delete("pods", "bulk", `many-${i}`);
   });
 
   test("no in-cluster environment and no kubeconfig: disabled (counts as ready), nothing contacted", async () => {
