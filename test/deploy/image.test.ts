@@ -100,13 +100,12 @@ describe.skipIf(unavailable !== undefined)("container image (real dockerd)", () 
   let mode = "";
   /** What stands for `--privileged` on this machine (set by the first run). */
   let privilegedFlags: string[] = ["--privileged"];
-  const logs = () => {
-    try {
-      return dockerd.docker("logs", CONTAINER);
-    } catch (e) {
-      return String(e);
-    }
+  /** A container's output (the agent logs to stderr, which the helper's docker() does not return). */
+  const containerLogs = (name: string) => {
+    const r = Bun.spawnSync(["docker", "-H", `unix://${dockerd.socket}`, "logs", name], { stdout: "pipe", stderr: "pipe" });
+    return r.stdout.toString() + r.stderr.toString();
   };
+  const logs = () => containerLogs(CONTAINER);
 
   beforeAll(async () => {
     process.env.DOCKER_BUILDKIT = "0";
@@ -202,13 +201,7 @@ agent:
     const name = `${CONTAINER}-nonroot`;
     dockerd.docker("run", "-d", "--name", name, "--network=host", "--read-only", "-v", `${config}:/etc/svc-agent/config.yaml:ro`, IMAGE);
     try {
-      await until("/healthz of the non-root container", () => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => (r.ok ? true : undefined), () => undefined), START_TIMEOUT_MS, () => {
-        try {
-          return dockerd.docker("logs", name);
-        } catch (e) {
-          return String(e);
-        }
-      });
+      await until("/healthz of the non-root container", () => fetch(`http://127.0.0.1:${port}/healthz`).then((r) => (r.ok ? true : undefined), () => undefined), START_TIMEOUT_MS, () => containerLogs(name));
       const pid = dockerd.docker("inspect", "-f", "{{.State.Pid}}", name);
       expect(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]).toBe(String(NONROOT_UID));
     } finally {
@@ -271,6 +264,13 @@ agent:
     expect(dockerd.docker("inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", CONTAINER)).toBe("true 0");
   }, TEST_TIMEOUT_MS);
 
+  test("`docker kill -s HUP` (the README's reload) reloads the mounted configuration and the agent stays up", async () => {
+    dockerd.docker("kill", "-s", "HUP", CONTAINER);
+    await until("the reload record", async () => (logs().includes('"msg":"configuration reloaded"') ? true : undefined), START_TIMEOUT_MS, logs);
+    expect(dockerd.docker("inspect", "-f", "{{.State.Running}} {{.RestartCount}}", CONTAINER)).toBe("true 0");
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  }, TEST_TIMEOUT_MS);
+
   describe("as a kubelet runs the DaemonSet's Pod (deploy/kubernetes/svc-agent.yaml)", () => {
     const POD = "svc-agent-x7k2p";
     const NODE = "node-1";
@@ -297,13 +297,7 @@ agent:
       const nl = out.lastIndexOf("\n");
       return { status: Number(out.slice(nl + 1)), body: out.slice(0, nl) };
     };
-    const podLogs = () => {
-      try {
-        return dockerd.docker("logs", agentName);
-      } catch (e) {
-        return String(e);
-      }
-    };
+    const podLogs = () => containerLogs(agentName);
 
     beforeAll(async () => {
       mkdirSync(podLogDir, { recursive: true });
