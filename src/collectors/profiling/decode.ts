@@ -44,3 +44,15 @@ export function decodeStack(bytes: Uint8Array): bigint[] {
   }
   return out;
 }
+
+/** A user stack's addresses as numbers (user-space addresses are below 2^47, exact in a double), leaf first. */
+export function decodeUserStack(bytes: Uint8Array): number[] {
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  const out: number[] = [];
+  for (let o = 0; o + 8 <= bytes.length; o += 8) {
+    const a = dv.getUint32(o + 4, true) * 0x1_0000_0000 + dv.getUint32(o, true);
+    if (a === 0) break;
+    out.push(a);
+  }
+  return out;
+}

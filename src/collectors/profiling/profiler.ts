@@ -1,6 +1,6 @@
 /**
  * Component `collector/profiling`: loads the `profile` program set through the eBPF core's generic loader,
- * drains the in-kernel counts and stacks every second into the period's totals, and every
+ * drains the in-kernel counts and stacks every 2 seconds into the period's totals, and every
  * `agent.profiling.interval` symbolizes the stacks and submits one OTLP profile per process (also written as
  * pprof when `pprof_dir` is set). Publishes the
  * `profiling` status view. No readiness check: profiling trouble never makes the agent unready.
@@ -16,7 +16,7 @@ import type { Attributes } from "../../export/types";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { VIEWS, type ProfilingView } from "../../status/model";
 import type { BpfMapApi } from "../../../ffi/types";
-import { decodeCount, decodeProfileKey, decodeStack, NO_STACK, PROFILE_ERRORS, type ProfileKey } from "./decode";
+import { decodeCount, decodeProfileKey, decodeStack, decodeUserStack, NO_STACK, PROFILE_ERRORS, type ProfileKey } from "./decode";
 import { encodePprof } from "./pprof";
 import { Symbolizer } from "./symbolizer";
 
@@ -32,7 +32,9 @@ const NS_PER_MS = 1_000_000n;
  * How often the kernel maps are drained into the period's totals. Draining often keeps few stacks in the stack
  * map, so that new stacks rarely collide with old ones in its hash (a collision loses the sample's stack).
  */
-const DRAIN_INTERVAL_MS = 1000;
+const DRAIN_INTERVAL_MS = 2000;
+/** Every this many drains all stack ids no count refers to are swept (others are freed as soon as read). */
+const FULL_SWEEP_EVERY_DRAINS = 10;
 const NS_PER_S = 1_000_000_000;
 
 /** The profile program set at a sample rate (samples per second per CPU); `targetPid` 0 profiles every process. */
@@ -67,7 +69,7 @@ interface Row {
   comm: string;
   /** Addresses, leaf first; undefined when there is no stack of that kind (see the stack id). */
   kernel: bigint[] | undefined;
-  user: bigint[] | undefined;
+  user: number[] | undefined;
   /** True when a stack was taken but is missing (collision or map full in the kernel). */
   lost: boolean;
   count: number;
@@ -84,6 +86,7 @@ export class ProfilingCollector implements Component {
   /** The current period's samples: pid -> row key -> row. */
   #period = new Map<number, Map<string, Row>>();
   #intervalMs = 0;
+  #drains = 0;
   #endTask: (() => void) | undefined;
   #loading: Promise<void> | undefined;
   #generation = 0;
@@ -196,11 +199,21 @@ export class ProfilingCollector implements Component {
       const counts = set.object.map(COUNTS_MAP)!;
       const stacks = set.object.map(STACKS_MAP)!;
       const drained = readCounts(counts);
-      const addresses = readStacks(stacks, drained.stackIds);
-      clearUnreferencedStacks(counts, stacks);
+      const raw = readStacks(stacks, drained.stackIds);
+      if (++this.#drains % FULL_SWEEP_EVERY_DRAINS === 0) clearUnreferencedStacks(counts, stacks);
+      const kernelStacks = new Map<number, bigint[]>();
+      const userStacks = new Map<number, number[]>();
       for (const { key, count } of drained.rows) {
-        const kernel = key.kernelStackId >= 0 ? addresses.get(key.kernelStackId) : undefined;
-        const user = key.userStackId >= 0 ? addresses.get(key.userStackId) : undefined;
+        let kernel: bigint[] | undefined;
+        let user: number[] | undefined;
+        if (key.kernelStackId >= 0 && raw.has(key.kernelStackId)) {
+          kernel = kernelStacks.get(key.kernelStackId);
+          if (!kernel) kernelStacks.set(key.kernelStackId, (kernel = decodeStack(raw.get(key.kernelStackId)!)));
+        }
+        if (key.userStackId >= 0 && raw.has(key.userStackId)) {
+          user = userStacks.get(key.userStackId);
+          if (!user) userStacks.set(key.userStackId, (user = decodeUserStack(raw.get(key.userStackId)!)));
+        }
         const lost = (key.kernelStackId >= 0 && !kernel) || (key.userStackId >= 0 && !user) || (key.kernelStackId !== NO_STACK && key.kernelStackId < 0) || (key.userStackId !== NO_STACK && key.userStackId < 0);
         const id = `${key.comm}\0${kernel ? kernel.join(",") : ""}\0${user ? user.join(",") : ""}\0${lost ? 1 : 0}`;
         let rows = this.#period.get(key.pid);
@@ -379,16 +392,22 @@ function readCounts(counts: BpfMapApi): DrainedCounts {
   return { rows, stackIds };
 }
 
-function readStacks(stacks: BpfMapApi, ids: Set<number>): Map<number, bigint[]> {
-  const out = new Map<number, bigint[]>();
+/** The raw values of the stack ids read, each deleted once read (a count created meanwhile that refers to one loses its stack: a window of microseconds). */
+function readStacks(stacks: BpfMapApi, ids: Set<number>): Map<number, Uint8Array> {
+  const del = needs(stacks, "delete");
+  const out = new Map<number, Uint8Array>();
+  const key = new Uint32Array(1);
   for (const id of ids) {
     const v = stacks.lookupU32Key(id);
-    if (v) out.set(id, decodeStack(v));
+    if (!v) continue;
+    out.set(id, v);
+    key[0] = id;
+    del(new Uint8Array(key.buffer.slice(0)));
   }
   return out;
 }
 
-/** Frees stack ids no count refers to any more (counts created since the read keep theirs). */
+/** Frees every stack id no count refers to (ids whose counts were lost in the kernel would otherwise stay). */
 function clearUnreferencedStacks(counts: BpfMapApi, stacks: BpfMapApi): void {
   const keep = new Set<number>();
   for (const raw of needs(counts, "keys")(MAX_KEYS)) {

@@ -57,11 +57,11 @@ export class Symbolizer {
   /** Kernel frames by address. */
   readonly #kernelFrames = new Map<bigint, ProfileFrame>();
   /**
-   * Per process: the maps text the cached frames were resolved against, and frames by (address << 1 | back).
+   * Per process: the maps text the cached frames were resolved against, and frames by address * 2 + back.
    * Frames of file-backed code stay valid while the maps do not change; JIT frames are kept for one period
    * (the runtime may name more code later).
    */
-  readonly #frames = new Map<number, { mapsText: string; maps: ProcessMaps | null; stable: Map<bigint, ProfileFrame>; period: Map<bigint, ProfileFrame> }>();
+  readonly #frames = new Map<number, { mapsText: string; maps: ProcessMaps | null; stable: Map<number, ProfileFrame>; period: Map<number, ProfileFrame> }>();
   /** JIT sources already refreshed this period. */
   #jitChecked = new Set<string>();
   readonly #perfMaps = new Map<number, PerfMapFile>();
@@ -111,25 +111,30 @@ export class Symbolizer {
    * User frames of process `pid`, leaf first. Non-leaf addresses are return addresses: they are looked up
    * one byte earlier so that a call at the very end of a function is attributed to that function.
    */
-  userFrames(pid: number, addresses: readonly bigint[]): ProfileFrame[] {
+  userFrames(pid: number, addresses: readonly number[]): ProfileFrame[] {
     const maps = this.#mapsOf(pid);
     const cache = this.#frames.get(pid)!;
-    return addresses.map((a, i) => {
+    const out = new Array<ProfileFrame>(addresses.length);
+    for (let i = 0; i < addresses.length; i++) {
+      const a = addresses[i]!;
       const back = i === 0 ? 0 : 1;
-      const key = (a << 1n) | BigInt(back);
-      const hit = cache.stable.get(key) ?? cache.period.get(key);
-      if (hit) return hit;
-      const { frame, stable } = this.#userFrame(pid, maps, a, back);
-      const into = stable ? cache.stable : cache.period;
-      if (into.size >= MAX_CACHED_FRAMES) into.clear();
-      into.set(key, frame);
-      return frame;
-    });
+      const key = a * 2 + back;
+      let frame = cache.stable.get(key) ?? cache.period.get(key);
+      if (!frame) {
+        const r = this.#userFrame(pid, maps, a, back);
+        const into = r.stable ? cache.stable : cache.period;
+        if (into.size >= MAX_CACHED_FRAMES) into.clear();
+        into.set(key, r.frame);
+        frame = r.frame;
+      }
+      out[i] = frame;
+    }
+    return out;
   }
 
   /** One frame, and whether it stays valid while the process's maps do not change. */
-  #userFrame(pid: number, maps: ProcessMaps | null, address: bigint, back: number): { frame: ProfileFrame; stable: boolean } {
-    const addr = Number(address);
+  #userFrame(pid: number, maps: ProcessMaps | null, addr: number, back: number): { frame: ProfileFrame; stable: boolean } {
+    const address = BigInt(addr);
     const m = maps ? findMapping(maps.exec, addr) : undefined;
     if (m && m.path.startsWith("/") && !JITDUMP_PATH.test(m.path)) {
       const bin = this.#binary(pid, m);

@@ -66,14 +66,14 @@ describe("Symbolizer over a fake /proc", () => {
       );
     }
     const s = new Symbolizer({ procRoot: proc, kallsyms: join(dir, "none") });
-    const burn = BigInt(base + nm(bin, "burn_cpu_in_known_function") + 4);
-    const ret = BigInt(base + nm(bin, "main") + 1);
+    const burn = base + nm(bin, "burn_cpu_in_known_function") + 4;
+    const ret = base + nm(bin, "main") + 1;
     const frames = s.userFrames(101, [burn, ret]);
     expect(frames.map((f) => f.function)).toEqual(["burn_cpu_in_known_function", "main"]);
     expect(frames[0]!.binary).toBe("/opt/app/prog");
     expect(s.userFrames(102, [burn])[0]!.function).toBe("burn_cpu_in_known_function");
     expect(s.stats.binariesLoaded).toBe(1);
-    const unknown = s.userFrames(101, [0x1234n]);
+    const unknown = s.userFrames(101, [0x1234]);
     expect(unknown[0]!.function).toBe("[unknown] 0x1234");
   });
 });

@@ -59,8 +59,8 @@ class FakeSymbolizer extends Symbolizer {
   override kernelFrame(address: bigint): ProfileFrame {
     return { function: `k_${address.toString(16)}`, binary: "[kernel.kallsyms]", address };
   }
-  override userFrames(pid: number, addresses: readonly bigint[]): ProfileFrame[] {
-    return addresses.map((a) => ({ function: `u${pid}_${a.toString(16)}`, binary: "/bin/x", address: a }));
+  override userFrames(pid: number, addresses: readonly number[]): ProfileFrame[] {
+    return addresses.map((a) => ({ function: `u${pid}_${a.toString(16)}`, binary: "/bin/x", address: BigInt(a) }));
   }
 }
 
@@ -112,6 +112,9 @@ describe("collector/profiling", () => {
       [7, "main", ["u10_1000", "u10_2000"]],
     ]);
     expect(counts.data.size).toBe(0);
+    // Stacks read are freed at once; one no count refers to goes at the next full sweep (every 10 drains).
+    expect([...stacks.data.keys()]).toEqual([hex(u32(9))]);
+    for (let i = 0; i < 10; i++) collector.drain();
     expect(stacks.data.size).toBe(0);
     expect(pipeline.accepted.profiles).toHaveLength(2);
     expect(ctx.status.view<ProfilingView>(VIEWS.profiling)).toEqual({ enabled: true, sample_rate: 49, profiles_collected: 2 });

@@ -151,3 +151,12 @@ describe("pprof", () => {
     expect(Number(p.period)).toBe(10_101_010);
   });
 });
+
+describe("user stack decoding", () => {
+  test("user stacks decode to exact numbers", async () => {
+    const { decodeUserStack } = await import("../../../src/collectors/profiling/decode");
+    const v = new BigUint64Array(127);
+    v.set([0x7fff_ffff_f000n, 0x5555_5555_4000n]);
+    expect(decodeUserStack(new Uint8Array(v.buffer))).toEqual([0x7fff_ffff_f000, 0x5555_5555_4000]);
+  });
+});
