@@ -5,7 +5,7 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { LogSectionSchema } from "../log/config";
 import { SelfTelemetrySchema, validateSelfTelemetry } from "../server/config";
-import { BackoffSchema, OtlpSchema, QueuesSchema, validateExport } from "../export/config";
+import { BackoffSchema, OtlpSchema, QueuesSchema, StorageSchema, validateExport, validateStorage } from "../export/config";
 import { EbpfSchema, validateEbpf } from "../ebpf/config";
 import { GpuSchema, LogsSchema, ProfilingSchema, validateCollectors } from "../collectors/config";
 import { DiscoverySchema, validateDiscovery } from "../discovery/config";
@@ -33,6 +33,7 @@ export const ConfigSchema = Type.Object(
     otlp: OtlpSchema,
     queues: QueuesSchema,
     backoff: BackoffSchema,
+    storage: StorageSchema,
     agent: AgentSectionSchema,
   },
   { additionalProperties: false },
@@ -46,6 +47,7 @@ export function validateConfig(c: Config): ConfigProblem[] {
   const problems = [
     ...validateSelfTelemetry(c.self_telemetry),
     ...validateExport(c.otlp, c.queues, c.backoff),
+    ...validateStorage(c.storage, c.queues),
     ...validateEbpf(c.agent.ebpf),
     ...validateCollectors(c.agent),
     ...validateDiscovery(c.agent.discovery),

@@ -1,4 +1,5 @@
 /** Schema of `otlp`, `queues` and `backoff`: the OTLP/gRPC export pipeline. Owned by the exporter. */
+import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
 import { Duration, Size, durationMs, sizeBytes } from "../config/units";
@@ -37,6 +38,10 @@ const queue = (capacity: number, batch: number) =>
       mem_limit: Size("64MiB", "Maximum bytes of encoded items queued."),
       batch_size: Type.Integer({ minimum: 1, default: batch, description: "Items per export request." }),
       batch_timeout: Duration("200ms", "Longest wait before a partial batch is sent."),
+      persistent: Type.Boolean({
+        default: false,
+        description: "Keep the queue in an append-only log under storage.directory too: accepted items survive a crash and a restart (read at start).",
+      }),
     },
     { additionalProperties: false, default: {} },
   );
@@ -60,6 +65,46 @@ export const BackoffSchema = Type.Object(
   { additionalProperties: false, default: {} },
 );
 export type BackoffConfig = Static<typeof BackoffSchema>;
+
+export const StorageSchema = Type.Object(
+  {
+    directory: Type.String({
+      default: "/var/lib/svc-agent",
+      minLength: 1,
+      description: "Directory of the persistent queues (queues.<signal>.persistent); must be writable when one is on.",
+    }),
+    fsync_interval: Duration("1s", "How often persistent queue files are synced to disk (0s: after every item). Writes reach the page cache at once (they survive a crash of the agent)."),
+  },
+  { additionalProperties: false, default: {} },
+);
+export type StorageConfig = Static<typeof StorageSchema>;
+
+/** Where the persistent queue of `signal` keeps its files. */
+export function queueDirectory(storage: StorageConfig, signal: Signal): string {
+  return `${storage.directory.replace(/\/+$/, "")}/queue/${signal}`;
+}
+
+/** Cross-field rules of `storage`: a persistent queue needs a directory the agent can create and write. */
+export function validateStorage(storage: StorageConfig, queues: QueuesConfig): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const persistent = SIGNALS.filter((s) => queues[s].persistent);
+  if (persistent.length === 0) return problems;
+  try {
+    mkdirSync(storage.directory, { recursive: true, mode: 0o700 });
+    if (!statSync(storage.directory).isDirectory()) throw new Error("not a directory");
+    // A real write (root passes access(2) checks even on a read-only mount).
+    const probe = `${storage.directory.replace(/\/+$/, "")}/.svc-agent-write-probe-${process.pid}`;
+    writeFileSync(probe, "");
+    rmSync(probe, { force: true });
+  } catch (e) {
+    problems.push({
+      path: "storage.directory",
+      message: `must be a writable directory when queues.${persistent[0]}.persistent is true: ${(e as Error).message}`,
+    });
+  }
+  return problems;
+}
+
 
 /** Cross-field rules of the export sections. */
 export function validateExport(otlp: OtlpConfig, queues: QueuesConfig, backoff: BackoffConfig): ConfigProblem[] {

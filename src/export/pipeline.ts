@@ -10,9 +10,10 @@ import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
 import { Batcher, type BatcherSettings } from "./batcher";
-import { SIGNALS, type Signal } from "./config";
+import { SIGNALS, queueDirectory, type Signal } from "./config";
 import { ItemEncoder, buildRequest, type EncodedItem } from "./encode";
 import { codeName, type ExportOutcome } from "./outcome";
+import { PersistentQueue } from "./persistent-queue";
 import { SignalQueue } from "./queue";
 import { ResourceBuilder } from "./resource";
 import { sendWithRetry, type RetryResult } from "./retry";
@@ -94,7 +95,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   #makeLane(signal: Signal): Lane {
     const q = this.#config.queues[signal];
-    const queue = new SignalQueue(q.capacity, sizeBytes(q.mem_limit));
+    const queue = q.persistent ? this.#persistentQueue(signal) : new SignalQueue(q.capacity, sizeBytes(q.mem_limit));
     const lane: Lane = {
       signal,
       queue,
@@ -113,7 +114,33 @@ export class OtlpPipeline implements TelemetryPipeline {
       },
       (items) => this.#sendBatch(lane, items),
     );
+    if (queue instanceof PersistentQueue) {
+      // Items read back from disk were collected by an earlier run: they count as collected by this one.
+      const lost = queue.restoredDropped;
+      const total = queue.restored + lost.queue_full + lost.mem_limit;
+      lane.collected += total;
+      this.#metrics.signal(signal).collected.inc(total);
+      if (lost.queue_full) this.#drop(lane, "queue_full", lost.queue_full);
+      if (lost.mem_limit) this.#drop(lane, "mem_limit", lost.mem_limit);
+      this.#metrics.exportQueueSize.set({ signal }, queue.size);
+      if (total || queue.truncatedRecords)
+        this.#logger.info("persistent queue read back", { signal, items: queue.restored, dropped: lost, truncated_records: queue.truncatedRecords });
+    }
     return lane;
+  }
+
+  #persistentQueue(signal: Signal): PersistentQueue {
+    const q = this.#config.queues[signal];
+    return new PersistentQueue({
+      directory: queueDirectory(this.#config.storage, signal),
+      capacity: q.capacity,
+      memLimitBytes: sizeBytes(q.mem_limit),
+      fsyncIntervalMs: durationMs(this.#config.storage.fsync_interval),
+      onDiskFull: (full, error) =>
+        full
+          ? this.#logger.error("persistent queue: disk full, items dropped as disk_full until space is back", { signal, error })
+          : this.#logger.info("persistent queue: writing again", { signal }),
+    });
   }
 
   /** The configuration in force. */
@@ -141,6 +168,9 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   /** Applies queue limits, batch settings, backoff, timeout and service name of `next`. Cannot fail. */
   applyConfig(next: Config): void {
+    for (const s of SIGNALS)
+      if (next.queues[s].persistent !== this.#lanes[s].queue instanceof PersistentQueue || (next.queues[s].persistent && next.storage.directory !== this.#config.storage.directory))
+        this.#logger.warn("queue persistence and storage.directory take effect at the next start", { signal: s, persistent: next.queues[s].persistent });
     this.#config = next;
     this.#settings = parseSettings(next);
     this.resource.setServiceName(next.service_name);
@@ -165,6 +195,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     let accepted = 0;
     let queueFull = 0;
     let memLimit = 0;
+    let diskFull = 0;
     let invalid = 0;
     for (const item of items) {
       let encoded: EncodedItem;
@@ -175,13 +206,16 @@ export class OtlpPipeline implements TelemetryPipeline {
         if (invalid === 1) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
         continue;
       }
-      const r = lane.queue.offer(encoded);
+      // After a disk_full the rest of the call is refused too, so that what was accepted is a prefix.
+      const r = diskFull ? "disk_full" : lane.queue.offer(encoded);
       if (r === "ok") accepted++;
       else if (r === "queue_full") queueFull++;
+      else if (r === "disk_full") diskFull++;
       else memLimit++;
     }
     if (queueFull) this.#drop(lane, "queue_full", queueFull);
     if (memLimit) this.#drop(lane, "mem_limit", memLimit);
+    if (diskFull) this.#drop(lane, "disk_full", diskFull);
     if (invalid) this.#drop(lane, "permanent_error", invalid);
     this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
     lane.batcher.kick();
@@ -192,6 +226,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   room(signal: Signal): number {
     const lane = this.#lanes[signal];
     if (!lane || this.#closed) return 0;
+    if (lane.queue instanceof PersistentQueue && lane.queue.diskFull) return 0;
     return Math.max(0, lane.queue.capacity - lane.queue.size);
   }
 
@@ -257,6 +292,10 @@ export class OtlpPipeline implements TelemetryPipeline {
       const rest = lane.queue.take(lane.queue.size).length;
       if (rest) this.#drop(lane, "shutdown", rest);
       this.#metrics.exportQueueSize.set({ signal: s }, 0);
+      if (lane.queue instanceof PersistentQueue) {
+        lane.queue.close();
+        this.#logger.info("persistent queue closed; items not exported stay on disk for the next start", { signal: s, committed: lane.queue.committed });
+      }
     }
     this.#transport?.close();
     this.#notifyDrain();
@@ -281,6 +320,8 @@ export class OtlpPipeline implements TelemetryPipeline {
       result = { kind: "failure", code: 2, message: (e as Error).message };
     }
     lane.inFlight -= n;
+    // Exported or dropped for good: a persistent queue may forget the batch (not when abandoned at shutdown: sent again at the next start).
+    if ((result.kind === "success" || result.kind === "failure") && lane.queue instanceof PersistentQueue) lane.queue.done(items);
     if (result.kind === "success") {
       const rejected = Math.min(n, result.rejected);
       this.#exported(lane, n - rejected);

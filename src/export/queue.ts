@@ -4,7 +4,8 @@ import type { EncodedItem } from "./encode";
 /** Compact the backing array once this many taken slots lie before the head. */
 const COMPACT_AFTER_ITEMS = 4096;
 
-export type OfferResult = "ok" | "queue_full" | "mem_limit";
+/** `disk_full`: only from a PersistentQueue whose log could not be written. */
+export type OfferResult = "ok" | "queue_full" | "mem_limit" | "disk_full";
 
 export class SignalQueue {
   #items: EncodedItem[] = [];

@@ -9,7 +9,7 @@ import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
 
 export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
-export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown"] as const;
+export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"] as const;
 
 const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const BATCH_SIZE_BUCKETS = [1, 8, 32, 128, 256, 512, 1024, 2048, 4096, 8192];
@@ -50,7 +50,7 @@ export class AgentMetrics {
       exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),
       dropped: new Counter({
         name: n(`${plural}_dropped_total`),
-        help: `${cap(noun)} dropped, by reason (queue_full, mem_limit, permanent_error, partial_success, shutdown).`,
+        help: `${cap(noun)} dropped, by reason (queue_full, mem_limit, permanent_error, partial_success, shutdown, disk_full).`,
         labelNames: ["reason"],
         registers,
       }),
