@@ -1,7 +1,8 @@
 /**
  * Interoperability: what the agent puts on the wire, decoded by an implementation this project did not write
  * (`protoc --decode_raw`, from Debian's protobuf-compiler, which needs no schema), checked field by field
- * against the OTLP field numbers of the specification, for traces, metrics and logs.
+ * against the OTLP field numbers of the specification, for traces, metrics and logs; and a span compared with
+ * what the OpenTelemetry JS SDK's serializer (@opentelemetry/otlp-transformer) writes for the same span.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { TestBackend, harness, testConfig, type Harness } from "./harness";
@@ -205,4 +206,51 @@ test("logs: ExportLogsServiceRequest field by field", async () => {
   expect(str(rec, 9)).toBe("0123456789abcdef"); // trace_id = 9
   expect(str(rec, 10)).toBe("spanid01"); // span_id = 10
   expect(str(rec, 12)).toBe("orders.failed"); // event_name = 12
+});
+
+test("traces: the span fields match what the OpenTelemetry JS SDK's own serializer (otlp-transformer) writes for the same span", async () => {
+  const { BasicTracerProvider } = await import("@opentelemetry/sdk-trace-base");
+  const { ProtobufTraceSerializer } = await import("@opentelemetry/otlp-transformer");
+  const traceHex = "0af7651916cd43dd8448eb211c80319c";
+  const spanHex = "b7ad6b7169203331";
+  const ended: any[] = [];
+  const provider = new BasicTracerProvider({
+    idGenerator: { generateTraceId: () => traceHex, generateSpanId: () => spanHex },
+    spanProcessors: [{ onStart() {}, onEnd: (s: any) => void ended.push(s), forceFlush: async () => {}, shutdown: async () => {} }],
+  });
+  const sdkSpan = provider.getTracer("cmp").startSpan("POST /pay", {
+    kind: 1, // SpanKind.SERVER in the API's numbering (INTERNAL=0), i.e. OTLP SPAN_KIND_SERVER = 2
+    startTime: [1_700_000_000, 123_456_789],
+    attributes: { "http.request.method": "POST", "http.response.status_code": 503, retry: false, share: 0.75 },
+  });
+  sdkSpan.setStatus({ code: 2, message: "unavailable" });
+  sdkSpan.end([1_700_000_001, 5]);
+  const theirs = decodeRaw(ProtobufTraceSerializer.serializeRequest(ended) as Uint8Array);
+
+  const before = backend.requests.length;
+  h.pipeline.submit("traces", [
+    {
+      traceId: Uint8Array.from(Buffer.from(traceHex, "hex")),
+      spanId: Uint8Array.from(Buffer.from(spanHex, "hex")),
+      name: "POST /pay",
+      kind: 2,
+      startTimeUnixNano: 1_700_000_000_123_456_789n,
+      endTimeUnixNano: 1_700_000_001_000_000_005n,
+      attributes: { "http.request.method": "POST", "http.response.status_code": 503, retry: false, share: 0.75 },
+      status: { code: 2, message: "unavailable" },
+    },
+  ]);
+  await h.pipeline.flush(5000);
+  const ours = decodeRaw(backend.requests.slice(before).find((r) => r.signal === "traces")!.body);
+
+  const spanOf = (req: Raw) => msg(req, 1, 2, 2);
+  const a = spanOf(ours);
+  const b = spanOf(theirs);
+  for (const f of [1, 2, 5, 6, 7, 8]) {
+    expect(a[f], `Span field ${f}`).toBeDefined();
+    expect(a[f], `Span field ${f}`).toEqual(b[f]!);
+  }
+  expect(Object.keys(kvs(a, 9))).toHaveLength(4);
+  expect(kvs(a, 9)).toEqual(kvs(b, 9));
+  expect(msg(a, 15)).toEqual(msg(b, 15));
 });
