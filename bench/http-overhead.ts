@@ -5,12 +5,16 @@
  * every process goes through the tracepoints; exchanges up to max_spans_per_second become spans and are
  * exported to a local receiver). Rounds alternate off/on in the same run; medians are compared.
  * Target (issue 6): at most 5% fewer requests/s with tracing on.
+ * Requests/s depends on whatever else runs on the machine, so the same runs also give CPU time per request,
+ * which other load changes less: server + wrk (where the eBPF programs run, in their syscalls) and the agent; and
+ * the time spent in the network set's BPF programs per request from the kernel's own bpf_stats (run_time_ns),
+ * which does not depend on other load at all.
  *
  * Usage: bun bench/http-overhead.ts [--seconds N] [--rounds R] [--connections C] [--spans-per-second S]
  */
 import { report } from "./lib/report";
 import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
-import { wrkRps } from "./lib/wrk";
+import { readFileSync, writeFileSync } from "node:fs";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -48,6 +52,66 @@ const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch(req) { return new Re
 console.log(s.port);
 `;
 
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** utime + stime of a process in seconds (/proc/<pid>/stat). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+interface Run {
+  rps: number;
+  requests: number;
+  /** CPU seconds of the server and of wrk during the run. */
+  serverCpu: number;
+  wrkCpu: number;
+  agentCpu: number;
+  /** Time spent in the network set's BPF programs during the run (bpf_stats), and their runs. */
+  bpfNs: number;
+  bpfRuns: number;
+}
+
+async function wrk(url: string, seconds: number, serverPid: number, agentPid?: number, bpfIds = new Set<number>()): Promise<Run> {
+  const b0 = bpfRunStats(bpfIds);
+  const s0 = cpuSeconds(serverPid);
+  const a0 = agentPid ? cpuSeconds(agentPid) : 0;
+  const p = Bun.spawn(["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, url], { stdout: "pipe", stderr: "pipe" });
+  const out = await new Response(p.stdout).text();
+  await p.exited;
+  const serverCpu = cpuSeconds(serverPid) - s0;
+  const b1 = bpfRunStats(bpfIds);
+  const agentCpu = agentPid ? cpuSeconds(agentPid) - a0 : 0;
+  const usage = p.resourceUsage();
+  const wrkCpu = usage ? Number(usage.cpuTime.user + usage.cpuTime.system) / 1e6 : 0;
+  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
+  const total = /(\d+) requests in/.exec(out);
+  if (!rps || !total) throw new Error(`wrk gave no figure:\n${out}`);
+  if (/Non-2xx or 3xx responses/.test(out)) throw new Error(`wrk saw non-2xx answers:\n${out}`);
+  return { rps: Number(rps[1]), requests: Number(total[1]), serverCpu, wrkCpu, agentCpu, bpfNs: b1.ns - b0.ns, bpfRuns: b1.runs - b0.runs };
+}
+
+const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
+
+/** run_time_ns and run_cnt summed over programs `ids` (kernel.bpf_stats_enabled must be 1). */
+function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
+  const r = Bun.spawnSync(["bpftool", "-j", "prog", "show"]);
+  const progs = JSON.parse(r.stdout.toString() || "[]") as Array<{ id: number; run_time_ns?: number; run_cnt?: number }>;
+  let ns = 0;
+  let runs = 0;
+  for (const p of progs) if (ids.has(p.id)) (ns += p.run_time_ns ?? 0), (runs += p.run_cnt ?? 0);
+  return { ns, runs };
+}
+
+async function networkProgramIds(agent: BenchAgent): Promise<Set<number>> {
+  const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { programs?: Array<{ name: string; id: number; attached: boolean }> };
+  const names = new Set(["on_set_state", "on_send_length", "on_recv_length", "on_retransmit"]);
+  return new Set((view.programs ?? []).filter((p) => p.attached && names.has(p.name)).map((p) => p.id));
+}
+
+const usPerRequest = (runs: Run[], pick: (r: Run) => number) => median(runs.map((r) => (pick(r) / r.requests) * 1e6));
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
@@ -81,7 +145,7 @@ async function startTracingAgent(otlp: string, v: Variant): Promise<BenchAgent> 
     const ready = (await (await fetch(`${agent.url}/ready`)).json()) as { checks?: Record<string, string> };
     const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { programs?: Array<{ name: string; attached: boolean }> };
     const attached = new Set((view.programs ?? []).filter((p) => p.attached).map((p) => p.name));
-    const wanted = [...(v.network ? ["on_set_state"] : []), ...(v.http ? ["exit_sendto"] : []), "handle_exec"];
+    const wanted = [...(v.network ? ["on_set_state", "on_send_length", "on_recv_length"] : []), "handle_exec"];
     if (ready.checks?.ebpf === "ok" && wanted.every((n) => attached.has(n))) return agent;
     if (Date.now() > end) {
       await agent.stop();
@@ -91,6 +155,8 @@ async function startTracingAgent(otlp: string, v: Variant): Promise<BenchAgent> 
   }
 }
 
+const bpfStatsBefore = readFileSync(BPF_STATS_PATH, "utf8").trim();
+writeFileSync(BPF_STATS_PATH, "1");
 const receiver = await startReceiver();
 const server = Bun.spawn([process.execPath, "-e", SERVER], { stdout: "pipe", stderr: "inherit" });
 try {
@@ -98,19 +164,19 @@ try {
   const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
   reader.releaseLock();
   const url = `http://127.0.0.1:${port}/bench?q=1`;
-  await wrkRps(url, { seconds: 1, connections: CONNECTIONS });
-  const off: number[] = [];
-  const on = new Map<Variant, number[]>(VARIANTS.map((v) => [v, []]));
+  await wrk(url, 1, server.pid);
+  const off: Run[] = [];
+  const on = new Map<Variant, Run[]>(VARIANTS.map((v) => [v, []]));
   let spans = 0;
   let rateLimited = 0;
   for (let r = 0; r < ROUNDS; r++) {
-    off.push(await wrkRps(url, { seconds: SECONDS, connections: CONNECTIONS }));
+    off.push(await wrk(url, SECONDS, server.pid));
     for (const v of VARIANTS) {
       const agent = await startTracingAgent(receiver.address, v);
       try {
         const before = await metric(agent, "svc_spans_collected_total");
         const droppedBefore = await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}');
-        on.get(v)!.push(await wrkRps(url, { seconds: SECONDS, connections: CONNECTIONS }));
+        on.get(v)!.push(await wrk(url, SECONDS, server.pid, agent.pid, await networkProgramIds(agent)));
         if (v.http) {
           spans += (await metric(agent, "svc_spans_collected_total")) - before;
           rateLimited += (await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - droppedBefore;
@@ -119,17 +185,26 @@ try {
         await agent.stop();
       }
     }
-    console.log(`round ${r + 1}: off ${Math.round(off.at(-1)!)} req/s; ${VARIANTS.map((v) => `${v.name} ${Math.round(on.get(v)!.at(-1)!)}`).join("; ")}`);
+    console.log(`round ${r + 1}: off ${Math.round(off.at(-1)!.rps)} req/s; ${VARIANTS.map((v) => `${v.name} ${Math.round(on.get(v)!.at(-1)!.rps)}`).join("; ")}`);
   }
-  const offM = median(off);
+  const offRps = median(off.map((x) => x.rps));
+  const offCpu = usPerRequest(off, (x) => x.serverCpu + x.wrkCpu);
+  const rows = VARIANTS.flatMap((v) => {
+    const runs = on.get(v)!;
+    const rps = median(runs.map((x) => x.rps));
+    return [
+      { name: `Bun.serve requests/s, ${v.name}`, agent: rps, reference: offRps, referenceName: "agent not running", unit: "req/s", ...(v.target ? { target: ">= 95% of untraced", met: rps / offRps >= TARGET_RATIO } : {}) },
+      { name: `server + wrk CPU per request, ${v.name}`, agent: usPerRequest(runs, (x) => x.serverCpu + x.wrkCpu), reference: offCpu, referenceName: "agent not running", unit: "us" },
+      { name: `agent CPU per request, ${v.name}`, agent: usPerRequest(runs, (x) => x.agentCpu), unit: "us" },
+      ...(v.network ? [{ name: `network BPF programs per request (bpf_stats), ${v.name}`, agent: usPerRequest(runs, (x) => x.bpfNs / 1e9), unit: "us" }] : []),
+    ];
+  });
   report({
     bench: `HTTP tracing overhead (wrk -t1 -c${CONNECTIONS}, ${SECONDS}s x ${ROUNDS} rounds, medians)`,
-    rows: VARIANTS.map((v) => {
-      const m = median(on.get(v)!);
-      return { name: `Bun.serve requests/s, ${v.name}`, agent: m, reference: offM, referenceName: "agent not running", unit: "req/s", ...(v.target ? { target: ">= 95% of untraced", met: m / offM >= TARGET_RATIO } : {}) };
-    }),
+    rows,
     notes: [
-      `rounds off: ${off.map(Math.round).join(", ")}; ${VARIANTS.map((v) => `${v.name}: ${on.get(v)!.map(Math.round).join(", ")}`).join("; ")}`,
+      `requests/s per round, off: ${off.map((x) => Math.round(x.rps)).join(", ")}; ${VARIANTS.map((v) => `${v.name}: ${on.get(v)!.map((x) => Math.round(x.rps)).join(", ")}`).join("; ")}`,
+      `load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()} (other work on the machine moves requests/s; CPU per request much less)`,
       `spans collected while HTTP tracing: ${spans} (server and wrk client spans, ${SPANS_PER_SECOND}/s cap); exchanges over the cap (not captured, counted as rate_limit drops): ${rateLimited}`,
     ],
   });
@@ -137,4 +212,5 @@ try {
   server.kill();
   await server.exited;
   await receiver.stop();
+  writeFileSync(BPF_STATS_PATH, bpfStatsBefore);
 }

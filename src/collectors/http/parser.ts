@@ -66,26 +66,24 @@ type State =
 /** Tells the response side that the next response answers a HEAD request (so it has no body). */
 export type BodylessHint = () => boolean;
 
+const METHOD_BYTES: readonly Uint8Array[] = HTTP_METHODS.map((m) => new TextEncoder().encode(m + " "));
+const STATUS_BYTES = new TextEncoder().encode(STATUS_PREFIX);
+
+function prefixMatches(bytes: Uint8Array, from: number, n: number, pattern: Uint8Array): boolean {
+  const len = Math.min(n, pattern.length);
+  for (let i = 0; i < len; i++) if (bytes[from + i] !== pattern[i]) return false;
+  return true;
+}
+
 /** Whether `bytes[from..]` could be the start of an HTTP/1.x message (a prefix of one counts). */
 export function looksLikeMessageStart(bytes: Uint8Array, from = 0): boolean {
   const n = bytes.length - from;
   if (n <= 0) return false;
-  const statusLen = Math.min(n, STATUS_PREFIX.length);
-  let status = true;
-  for (let i = 0; i < statusLen; i++) if (bytes[from + i] !== STATUS_PREFIX.charCodeAt(i)) status = false;
-  if (status) return true;
-  let i = 0;
-  while (i < n && i <= MAX_METHOD_CHARS) {
-    const c = bytes[from + i]!;
-    if (c === SP) break;
-    if (c < 65 || c > 90) return false;
-    i++;
-  }
-  if (i === n) {
-    const partial = String.fromCharCode(...bytes.subarray(from, from + i));
-    return HTTP_METHODS.some((m) => m.startsWith(partial));
-  }
-  return i > 0 && METHOD_SET.has(String.fromCharCode(...bytes.subarray(from, from + i)));
+  const c = bytes[from]!;
+  if (c < 65 || c > 90) return false;
+  if (c === 72 && prefixMatches(bytes, from, n, STATUS_BYTES)) return true;
+  for (const m of METHOD_BYTES) if (m[0] === c && prefixMatches(bytes, from, n, m)) return true;
+  return false;
 }
 
 /** Path of a request target: origin-form `/p?q`, absolute-form `http://h/p?q`, `*`; undefined for authority-form. */
@@ -101,10 +99,11 @@ export function pathOfTarget(target: string): string | undefined {
   return cut < 0 ? t : t.slice(0, cut);
 }
 
+/** Latin-1 text (every byte one char; WHATWG "latin1" is windows-1252, equal on the ASCII that matters here). */
+const LATIN1 = new TextDecoder("latin1" as "utf-8");
+
 function decodeLatin1(bytes: Uint8Array, from: number, to: number): string {
-  let s = "";
-  for (let i = from; i < to; i++) s += String.fromCharCode(bytes[i]!);
-  return s;
+  return LATIN1.decode(bytes.subarray(from, to));
 }
 
 interface HeadFields {
@@ -114,33 +113,56 @@ interface HeadFields {
   close: boolean;
 }
 
+const isDigit = (c: number) => c >= 48 && c <= 57;
+
+/** Parses a start line; undefined when it is not HTTP/1.x. */
+function parseStartLine(line: string, complete: boolean): HttpHead | undefined {
+  if (line.startsWith(STATUS_PREFIX)) {
+    /* HTTP/1.x SP 3DIGIT [SP reason] */
+    const v = line.charCodeAt(7);
+    if ((v !== 48 && v !== 49) || line.charCodeAt(8) !== SP) return undefined;
+    if (!isDigit(line.charCodeAt(9)) || !isDigit(line.charCodeAt(10)) || !isDigit(line.charCodeAt(11))) return undefined;
+    if (line.length > 12 && line.charCodeAt(12) !== SP) return undefined;
+    return { kind: "response", version: line.slice(5, 8), status: Number(line.slice(9, 12)), complete };
+  }
+  const sp1 = line.indexOf(" ");
+  const sp2 = line.lastIndexOf(" ");
+  if (sp1 <= 0 || sp2 <= sp1 + 1 || sp1 > MAX_METHOD_CHARS) return undefined;
+  const method = line.slice(0, sp1);
+  const version = line.slice(sp2 + 1);
+  if (!METHOD_SET.has(method) || (version !== "HTTP/1.1" && version !== "HTTP/1.0")) return undefined;
+  const target = line.slice(sp1 + 1, sp2);
+  if (target.includes(" ")) return undefined;
+  return { kind: "request", method, target, path: pathOfTarget(target), version: version.slice(5), host: undefined, complete };
+}
+
 /** Parses a head (start line and header lines, without the final empty line). Undefined when it is not HTTP/1.x. */
 export function parseHead(text: string, complete: boolean): HeadFields | undefined {
-  const lines = text.split("\n").map((l) => (l.endsWith("\r") ? l.slice(0, -1) : l));
-  const start = lines[0] ?? "";
-  let head: HttpHead;
-  if (start.startsWith(STATUS_PREFIX)) {
-    const m = /^HTTP\/(1\.[01]) (\d{3})(?: .*)?$/.exec(start);
-    if (!m) return undefined;
-    head = { kind: "response", version: m[1]!, status: Number(m[2]), complete };
-  } else {
-    const m = /^([A-Z]{1,16}) (\S+) HTTP\/(1\.[01])$/.exec(start);
-    if (!m || !METHOD_SET.has(m[1]!)) return undefined;
-    head = { kind: "request", method: m[1]!, target: m[2]!, path: pathOfTarget(m[2]!), version: m[3]!, host: undefined, complete };
-  }
+  let end = text.indexOf("\n");
+  if (end < 0) end = text.length;
+  const head = parseStartLine(text.charCodeAt(end - 1) === CR ? text.slice(0, end - 1) : text.slice(0, end), complete);
+  if (!head) return undefined;
   let contentLength: number | undefined;
   let chunked = false;
   let close = false;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i]!;
-    const colon = line.indexOf(":");
-    if (colon <= 0) continue;
-    const name = line.slice(0, colon).trim().toLowerCase();
-    const value = line.slice(colon + 1).trim();
-    if (name === "content-length" && /^\d{1,15}$/.test(value)) contentLength = Number(value);
-    else if (name === "transfer-encoding") chunked = value.toLowerCase().split(",").map((v) => v.trim()).includes("chunked");
-    else if (name === "connection") close = value.toLowerCase().includes("close");
-    else if (name === "host" && head.kind === "request") head.host = value;
+  let at = end + 1;
+  while (at < text.length) {
+    let nl = text.indexOf("\n", at);
+    if (nl < 0) nl = text.length;
+    const colon = text.indexOf(":", at);
+    if (colon > at && colon < nl) {
+      const first = text.charCodeAt(at) | 0x20;
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host. */
+      if (first === 99 || first === 116 || first === 104) {
+        const name = text.slice(at, colon).trim().toLowerCase();
+        const value = text.slice(colon + 1, nl).trim();
+        if (name === "content-length" && /^\d{1,15}$/.test(value)) contentLength = Number(value);
+        else if (name === "transfer-encoding") chunked = value.toLowerCase().split(",").some((v) => v.trim() === "chunked");
+        else if (name === "connection") close = value.toLowerCase().includes("close");
+        else if (name === "host" && head.kind === "request") head.host = value;
+      }
+    }
+    at = nl + 1;
   }
   return { head, contentLength, chunked, close };
 }
@@ -153,7 +175,10 @@ export class HttpStreamParser<T> {
   #state: State = { s: "idle" };
   /** Stream offset of the next byte expected. */
   #expected: number | undefined;
-  #head: number[] = [];
+  #headParts: Uint8Array[] = [];
+  #headBytes = 0;
+  /** Bytes of the current head line so far (CR not counted); 0 right after a line feed. */
+  #lineLen = 0;
   #headAt: T | undefined;
   #chunkLine: number[] = [];
   #messages: Array<ParsedMessage<T>> = [];
@@ -221,7 +246,8 @@ export class HttpStreamParser<T> {
   #loseSync(): void {
     if (this.#state.s !== "lost") this.resyncs++;
     this.#state = { s: "lost" };
-    this.#head = [];
+    this.#headParts = [];
+    this.#headBytes = 0;
     this.#headAt = undefined;
     this.#chunkLine = [];
   }
@@ -236,26 +262,39 @@ export class HttpStreamParser<T> {
           return b.length;
         }
         this.#state = { s: "head" };
-        this.#head = [];
+        this.#headParts = [];
+        this.#headBytes = 0;
+        this.#lineLen = 0;
         this.#headAt = at;
         return i;
       case "head": {
-        while (i < b.length) {
-          const c = b[i++]!;
-          this.#head.push(c);
-          const h = this.#head;
-          const n = h.length;
-          if (c === LF && n >= 2 && (h[n - 2] === LF || (h[n - 2] === CR && n >= 3 && h[n - 3] === LF))) {
-            this.#finishHead(true);
-            return i;
-          }
-          if (n >= MAX_HEAD_BYTES) {
-            this.#finishHead(false);
-            this.#loseSync();
-            return b.length;
+        /* Scan for the empty line that ends the head; copy the scanned bytes once. */
+        let j = i;
+        let done = false;
+        while (j < b.length) {
+          const c = b[j++]!;
+          if (c === LF) {
+            if (this.#lineLen === 0) {
+              done = true;
+              break;
+            }
+            this.#lineLen = 0;
+          } else if (c !== CR) {
+            this.#lineLen++;
           }
         }
-        return i;
+        this.#headParts.push(b.slice(i, j));
+        this.#headBytes += j - i;
+        if (done) {
+          this.#finishHead(true);
+          return j;
+        }
+        if (this.#headBytes >= MAX_HEAD_BYTES) {
+          this.#finishHead(false);
+          this.#loseSync();
+          return b.length;
+        }
+        return j;
       }
       case "body": {
         const take = Math.min(st.remaining, b.length - i);
@@ -320,11 +359,12 @@ export class HttpStreamParser<T> {
   /** Ends the head collected so far: reports the message and sets the body state. */
   #finishHead(complete: boolean): void {
     const at = this.#headAt as T;
-    const bytes = Uint8Array.from(this.#head);
-    this.#head = [];
+    let text = "";
+    for (const part of this.#headParts) text += decodeLatin1(part, 0, part.length);
+    this.#headParts = [];
+    this.#headBytes = 0;
     this.#headAt = undefined;
-    const end = complete ? bytes.length : bytes.length;
-    const text = decodeLatin1(bytes, 0, end).replace(/\r?\n\r?\n$/, "");
+    text = text.replace(/\r?\n\r?\n$/, "");
     if (!complete && !text.includes("\n")) {
       /* The start line itself was cut: only report it if it still parses. */
       const parsed = parseHead(text, false);

@@ -3,7 +3,6 @@
  * processes that wrote it, with the HTTP semantic-convention attributes (method, path without query,
  * status, server address and port, peer) and the process/container attributes of the traced process.
  */
-import { randomBytes } from "node:crypto";
 import type { Attributes } from "../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem } from "../../export/model";
 import type { HttpExchange } from "./exchanges";
@@ -23,6 +22,21 @@ export interface SpanContext {
   /** Process attributes and workload resource of a pid. */
   describe(pid: number, comm: string): { attributes: Attributes; resource: Attributes | undefined };
   scope?: Scope;
+}
+
+const ID_POOL_BYTES = 24 * 1024;
+let idPool = new Uint8Array(0);
+let idPoolAt = 0;
+
+/** `n` random bytes from a pool refilled with crypto.getRandomValues (one call per ~1000 spans). */
+export function randomId(n: number): Uint8Array {
+  if (idPoolAt + n > idPool.length) {
+    idPool = crypto.getRandomValues(new Uint8Array(ID_POOL_BYTES));
+    idPoolAt = 0;
+  }
+  const id = idPool.subarray(idPoolAt, idPoolAt + n);
+  idPoolAt += n;
+  return id;
 }
 
 /** Host and port of a Host header ("h", "h:8080", "[::1]:8080"). */
@@ -63,8 +77,8 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   const error = status >= 500 || (!server && status >= 400);
   if (error) attributes["error.type"] = String(status);
   const span: SpanItem = {
-    traceId: randomBytes(16),
-    spanId: randomBytes(8),
+    traceId: randomId(16),
+    spanId: randomId(8),
     name: x.request.method,
     kind: server ? SpanKind.SERVER : SpanKind.CLIENT,
     startTimeUnixNano: c.toEpochNs(x.startNs),

@@ -20,6 +20,7 @@ import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
 import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
+import { ownKernelPid } from "./self";
 import { NetworkStat, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;
@@ -59,7 +60,7 @@ export class NetworkCollector implements Component {
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
 
-  constructor(ctx: AgentContext, core: EbpfCore, selfPid = process.pid) {
+  constructor(ctx: AgentContext, core: EbpfCore, selfPid = ownKernelPid()) {
     this.#ctx = ctx;
     this.#core = core;
     this.#selfPid = selfPid;

@@ -4,11 +4,11 @@
  * (`CONNECT address:port`, ending when it is established or fails). Label sets beyond `maxSeries` go to one
  * overflow series (`otel.metric.overflow: true`). Pure apart from the random span ids.
  */
-import { randomBytes } from "node:crypto";
 import type { Attributes } from "../../export/types";
 import { SpanKind, StatusCode, Temporality, type MetricPointItem, type Scope, type SpanItem } from "../../export/model";
 import { AF_INET, ConnFlag, ConnKind, Direction, type ConnEvent } from "./decoders";
 import type { ProcessLabeler } from "./labels";
+import { randomId } from "../http/spans";
 
 export const METRIC_OPENED = "network.tcp.connections.opened";
 export const METRIC_CLOSED = "network.tcp.connections.closed";
@@ -149,8 +149,8 @@ export class ConnectionTelemetry {
     };
     const host = e.remoteAddress.includes(":") ? `[${e.remoteAddress}]` : e.remoteAddress;
     const span: SpanItem = {
-      traceId: randomBytes(16),
-      spanId: randomBytes(8),
+      traceId: randomId(16),
+      spanId: randomId(8),
       name: `CONNECT ${host}:${e.remotePort}`,
       kind: SpanKind.CLIENT,
       startTimeUnixNano: this.o.toEpochNs(e.startNs),

@@ -56,7 +56,7 @@ export interface ConnEvent {
 }
 
 export interface HttpEvent {
-  type: "http";
+  readonly type: "http";
   timestampNs: bigint;
   sk: bigint;
   streamOffset: number;
@@ -121,33 +121,69 @@ export function decodeConnEvent(view: DataView, offset: number, length: number):
   };
 }
 
+/**
+ * An http_event over its own copy of the record: numbers are read eagerly, the address and task-name strings
+ * only when asked for (most records never become spans, and those that do need them once).
+ */
+class HttpEventRecord implements HttpEvent {
+  readonly type = "http";
+  readonly timestampNs: bigint;
+  readonly sk: bigint;
+  readonly streamOffset: number;
+  readonly cgroupId: bigint;
+  readonly pid: number;
+  readonly tid: number;
+  readonly length: number;
+  readonly io: 0 | 1;
+  readonly direction: DirectionValue;
+  readonly localPort: number;
+  readonly remotePort: number;
+  readonly family: number;
+  readonly data: Uint8Array;
+  readonly #view: DataView;
+
+  constructor(copy: DataView, captured: number) {
+    const v = copy;
+    this.#view = v;
+    this.timestampNs = v.getBigUint64(HTTP.timestampNs, true);
+    this.sk = v.getBigUint64(HTTP.sk, true);
+    this.streamOffset = v.getUint32(HTTP.streamOffset, true) + v.getUint32(HTTP.streamOffset + 4, true) * 2 ** 32;
+    this.cgroupId = v.getBigUint64(HTTP.cgroupId, true);
+    this.pid = v.getUint32(HTTP.pid, true);
+    this.tid = v.getUint32(HTTP.tid, true);
+    this.length = v.getUint32(HTTP.len, true);
+    this.io = (v.getUint8(HTTP.io) & 1) as 0 | 1;
+    this.direction = v.getUint8(HTTP.direction) as DirectionValue;
+    this.localPort = v.getUint16(HTTP.sport, true);
+    this.remotePort = v.getUint16(HTTP.dport, true);
+    this.family = v.getUint16(HTTP.family, true);
+    this.data = new Uint8Array(v.buffer, v.byteOffset + HTTP.data, captured);
+  }
+
+  get localAddress(): string {
+    return addr(this.#view, HTTP.saddr, this.family);
+  }
+
+  get remoteAddress(): string {
+    return addr(this.#view, HTTP.daddr, this.family);
+  }
+
+  get comm(): string {
+    return cString(this.#view, HTTP.comm, 16);
+  }
+}
+
+/** Decodes an http_event; the result owns a copy of the record (the ring buffer's view is only valid during the call). */
 export function decodeHttpEvent(view: DataView, offset: number, length: number): HttpEvent {
   if (length < HTTP_EVENT_HEADER_BYTES) throw new RangeError(`http_event: ${length} bytes, need ${HTTP_EVENT_HEADER_BYTES}`);
   const captured = view.getUint16(offset + HTTP.captured, true);
   if (captured > HTTP_CAPTURE_BYTES || HTTP_EVENT_HEADER_BYTES + captured > length) {
     throw new RangeError(`http_event: ${captured} captured bytes do not fit a ${length}-byte record`);
   }
-  const family = view.getUint16(offset + HTTP.family, true);
-  const start = view.byteOffset + offset + HTTP.data;
-  return {
-    type: "http",
-    timestampNs: view.getBigUint64(offset + HTTP.timestampNs, true),
-    sk: view.getBigUint64(offset + HTTP.sk, true),
-    streamOffset: Number(view.getBigUint64(offset + HTTP.streamOffset, true)),
-    cgroupId: view.getBigUint64(offset + HTTP.cgroupId, true),
-    pid: view.getUint32(offset + HTTP.pid, true),
-    tid: view.getUint32(offset + HTTP.tid, true),
-    length: view.getUint32(offset + HTTP.len, true),
-    io: (view.getUint8(offset + HTTP.io) & 1) as 0 | 1,
-    direction: view.getUint8(offset + HTTP.direction) as DirectionValue,
-    localPort: view.getUint16(offset + HTTP.sport, true),
-    remotePort: view.getUint16(offset + HTTP.dport, true),
-    family,
-    localAddress: addr(view, offset + HTTP.saddr, family),
-    remoteAddress: addr(view, offset + HTTP.daddr, family),
-    comm: cString(view, offset + HTTP.comm, 16),
-    data: new Uint8Array(view.buffer.slice(start, start + captured)),
-  };
+  const start = view.byteOffset + offset;
+  const copy = new Uint8Array(HTTP_EVENT_HEADER_BYTES + captured);
+  copy.set(new Uint8Array(view.buffer, start, copy.length));
+  return new HttpEventRecord(new DataView(copy.buffer), captured);
 }
 
 /** Size of the records each ring buffer carries, by map name, for the spec. */

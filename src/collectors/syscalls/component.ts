@@ -13,6 +13,7 @@ import type { LoadedSet } from "../../ebpf/loader";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { KernelClock } from "../network/clock";
 import { ProcessLabeler } from "../network/labels";
+import { ownKernelPid } from "../network/self";
 import { SyscallAggregator, type SyscallEntry } from "./aggregate";
 import { decodeSyscallKey, decodeSyscallStats, encodeSyscallKey, SC_KEY_BYTES, SC_STATS_BYTES } from "./decoders";
 import { hasSyscallTable, syscallName } from "./names";
@@ -52,7 +53,7 @@ export class SyscallCollector implements Component {
   constructor(ctx: AgentContext, core: EbpfCore, o: SyscallCollectorOptions = {}) {
     this.#ctx = ctx;
     this.#core = core;
-    this.#selfPid = o.selfPid ?? process.pid;
+    this.#selfPid = o.selfPid ?? ownKernelPid();
     this.#arch = o.arch ?? process.arch;
     this.#alive = o.alive ?? ((pid) => existsSync(`/proc/${pid}`));
     this.#cfg = ctx.config.agent.ebpf.syscalls;

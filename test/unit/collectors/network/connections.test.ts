@@ -70,3 +70,13 @@ describe("connection telemetry", () => {
     expect(b.refused).toBe(2);
   });
 });
+
+describe("own pid", () => {
+  test("the outermost NSpid is the pid BPF helpers report", async () => {
+    const { parseNsPid, ownKernelPid } = await import("../../../../src/collectors/network/self");
+    expect(parseNsPid("Name:\tx\nNSpid:\t41234\t7\n")).toBe(41234);
+    expect(parseNsPid("Name:\tx\n")).toBeUndefined();
+    expect(ownKernelPid(() => "NSpid:\t99\t1\n")).toBe(99);
+    expect(ownKernelPid()).toBe(process.pid);
+  });
+});
