@@ -3,6 +3,9 @@
  * a recording pipeline (resource attributes per source), a status aggregator and a supervisor, without the
  * rest of the agent.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseConfig } from "../../src/config/load";
 import type { Config } from "../../src/config/schema";
 import { createDiscovery, type DiscoveryParts } from "../../src/discovery";
@@ -85,4 +88,18 @@ export async function until<T>(what: string, probe: () => T | undefined | false 
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
     await Bun.sleep(20);
   }
+}
+
+const tempDirs: string[] = [];
+
+/** A new temporary directory, removed by removeTempDirs(). */
+export function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
+/** Removes every directory made by tempDir() (and any extra paths given); call from afterAll. */
+export function removeTempDirs(...extra: string[]): void {
+  for (const d of [...tempDirs.splice(0), ...extra]) rmSync(d, { recursive: true, force: true });
 }

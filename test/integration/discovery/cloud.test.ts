@@ -4,10 +4,9 @@
  * `cloud.hints_root`, and `auto` without hints contacting nobody. No request leaves loopback.
  */
 import { afterAll, afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
+import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { providerFromHints, readHints } from "../../../src/discovery/cloud/hints";
 
 /** Generous under CI load; every wait inside is a bounded poll. */
@@ -77,7 +76,7 @@ const ENDPOINTS = `
         azure: ${azure.url}`;
 
 function hintsDir(files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), "svc-hints-"));
+  const root = tempDir("svc-hints-");
   for (const [rel, text] of Object.entries(files)) {
     mkdirSync(join(root, rel, ".."), { recursive: true });
     writeFileSync(join(root, rel), text + "\n");
@@ -114,6 +113,7 @@ describe("cloud discovery", () => {
     aws.stop();
     gcp.stop();
     azure.stop();
+    removeTempDirs();
   });
 
   test("this machine's own hints name no cloud (so a default run contacts no metadata address)", () => {

@@ -4,11 +4,10 @@
  * (reconnect and re-list), reload to another socket, shutdown twice and without start.
  * The real dockerd is exercised in test/privileged/discovery.
  */
-import { afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { afterAll, afterEach, describe, expect, test, setDefaultTimeout } from "bun:test";
+
 import { join } from "node:path";
-import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
+import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeDockerEngine, type FakeContainer } from "../../helpers/fake-docker-engine";
 
 /** Generous under CI load; every wait inside is a bounded poll. */
@@ -30,7 +29,7 @@ agent:
 describe("docker discovery against a fake engine", () => {
   const engines: FakeDockerEngine[] = [];
   let h: DiscoveryHarness | undefined;
-  const engine = (socket = join(mkdtempSync(join(tmpdir(), "svc-fde-")), "docker.sock")) => {
+  const engine = (socket = join(tempDir("svc-fde-"), "docker.sock")) => {
     const e = new FakeDockerEngine(socket);
     engines.push(e);
     return e;
@@ -40,6 +39,7 @@ describe("docker discovery against a fake engine", () => {
     h = undefined;
     for (const e of engines.splice(0)) e.stop();
   });
+  afterAll(() => removeTempDirs());
 
   test("events that arrive while the list is in flight are applied after it", async () => {
     const e = engine();
@@ -83,7 +83,7 @@ describe("docker discovery against a fake engine", () => {
   });
 
   test("missing socket: enabled, not connected, clear reason; connects when the engine appears", async () => {
-    const socket = join(mkdtempSync(join(tmpdir(), "svc-fde-")), "docker.sock");
+    const socket = join(tempDir("svc-fde-"), "docker.sock");
     h = discoveryHarness(yaml(socket));
     await h.start();
     await until("failed", () => h!.status.component("discovery/docker")?.state === "recoverable_error");

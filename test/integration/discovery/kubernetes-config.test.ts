@@ -4,10 +4,9 @@
  * a broken kubeconfig as a permanent error, and a reload that refuses a broken kubeconfig without change.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
-import { mkdtempSync, renameSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
+import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
 
@@ -62,13 +61,16 @@ describe("kubernetes discovery configuration", () => {
     api = new FakeKubeApiServer({ tokens: ["kc-token-1"], tls: cert });
     api.put("pods", FakeKubeApiServer.pod({ name: "on-this-node", node: "worker-7", containers: [{ name: "c", id: `containerd://${"7".repeat(64)}` }] }));
     api.put("pods", FakeKubeApiServer.pod({ name: "elsewhere", node: "worker-8", containers: [] }));
-    dir = mkdtempSync(join(tmpdir(), "svc-kc-"));
+    dir = tempDir("svc-kc-");
   });
   afterEach(async () => {
     await h?.stop();
     h = undefined;
   });
-  afterAll(() => api.stop());
+  afterAll(() => {
+    api.stop();
+    removeTempDirs(cert.dir);
+  });
 
   test("kubeconfig: API address, CA and token from it; cluster and namespace from its context; node from NODE_NAME; token change picked up", async () => {
     const path = join(dir, "config");

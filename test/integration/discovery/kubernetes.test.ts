@@ -6,10 +6,9 @@
  * the real kubectl in the same test (list and watch).
  */
 import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
-import { mkdirSync, mkdtempSync, renameSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { discoveryHarness, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
+import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
 import { ProcessLabeler } from "../../../src/collectors/network/labels";
@@ -47,11 +46,11 @@ describe("kubernetes discovery against our API server", () => {
 
   beforeAll(async () => {
     cert = makeSelfSignedCert();
-    saDir = mkdtempSync(join(tmpdir(), "svc-sa-"));
+    saDir = tempDir("svc-sa-");
     writeToken(saDir, "token-1");
     writeFileSync(join(saDir, "ca.crt"), cert.cert);
     writeFileSync(join(saDir, "namespace"), "monitoring\n");
-    procRoot = mkdtempSync(join(tmpdir(), "svc-proc-"));
+    procRoot = tempDir("svc-proc-");
     mkdirSync(join(procRoot, "4242"));
     writeFileSync(join(procRoot, "4242/cgroup"), `0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234.slice/cri-containerd-${WEB_CID}.scope\n`);
 
@@ -87,6 +86,7 @@ agent:
   afterAll(async () => {
     await h?.stop();
     api?.stop();
+    removeTempDirs(cert.dir);
   });
 
   test("initial list: this node's pods and the services, connected, ready", async () => {
@@ -124,9 +124,10 @@ agent:
     expect(labels.resource).toMatchObject({ "k8s.pod.name": "web-5d8f7c9b7-x2x9z", "k8s.deployment.name": "web", "k8s.namespace.name": "default" });
   });
 
-  test("the requests: list then watch from the list's resourceVersion with bookmarks, only this node's pods", () => {
+  test("the requests: list then watch from the list's resourceVersion with bookmarks, only this node's pods", async () => {
+    // "connected" can come before the pods watch request reaches the server: wait for it.
+    await until("the pods watch", () => api.requests.some((r) => r.path === "/api/v1/pods" && r.query.watch === "true"));
     const pods = api.requests.filter((r) => r.path === "/api/v1/pods");
-    expect(pods.length).toBeGreaterThanOrEqual(2);
     for (const r of pods) expect(r.query.fieldSelector).toBe(`spec.nodeName=${NODE}`);
     const list = pods.find((r) => !r.query.watch)!;
     const watch = pods.find((r) => r.query.watch === "true")!;
@@ -199,7 +200,9 @@ agent:
     api.put("services", FakeKubeApiServer.service({ name: "late", ports: [8080] }));
     api.compact();
     api.failWith = undefined;
-    await until("re-listed", () => stats().gone > gone && h.view().kubernetes.connected);
+    await until("re-listed", () => stats().gone > gone && h.view().kubernetes.connected).catch((e: Error) => {
+      throw new Error(`${e.message}; state ${JSON.stringify(h.status.component("discovery/kubernetes"))}; stats ${JSON.stringify(h.parts.kubernetes.stats())}; server rv ${api.resourceVersion}; last requests ${JSON.stringify(api.requests.slice(-10).map((r) => [r.path, r.query, r.status]))}`);
+    });
     expect(h.view().discovered_services.some((s) => s.name === "late")).toBe(true);
     api.goneAsHttpStatus = false;
   });

@@ -1,6 +1,6 @@
-import { describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { afterAll, describe, expect, test } from "bun:test";
+import { removeTempDirs, tempDir } from "../../helpers/discovery-harness";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { containerIdFromCgroup } from "../../../src/discovery/cgroup";
 import { ContainerDirectory, normalizeContainerId, PID_NEGATIVE_TTL_MS, PID_POSITIVE_TTL_MS } from "../../../src/discovery/directory";
@@ -8,8 +8,10 @@ import { ContainerDirectory, normalizeContainerId, PID_NEGATIVE_TTL_MS, PID_POSI
 const A = "a".repeat(64);
 const B = "0123456789abcdef".repeat(4);
 
+afterAll(() => removeTempDirs());
+
 function procTree(pids: Record<number, string>): string {
-  const root = mkdtempSync(join(tmpdir(), "svc-proc-"));
+  const root = tempDir("svc-proc-");
   for (const [pid, text] of Object.entries(pids)) {
     mkdirSync(join(root, pid));
     writeFileSync(join(root, pid, "cgroup"), text);
