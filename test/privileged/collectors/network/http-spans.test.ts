@@ -112,6 +112,27 @@ function suite(mode: "socket" | "syscalls"): void {
       }
     });
 
+    test("pipelined requests in one write become separate server spans (the test process, the agent, is the client and is not traced)", async () => {
+      const paths = ["/p1", "/p2?x", "/p3"];
+      let answered = "";
+      const sock = await Bun.connect({
+        hostname: "127.0.0.1",
+        port,
+        socket: {
+          data(_s, d) {
+            answered += new TextDecoder().decode(d);
+          },
+        },
+      });
+      sock.write(paths.map((p) => `GET ${p} HTTP/1.1\r\nHost: pipelined\r\n\r\n`).join(""));
+      await until(() => (answered.match(/HTTP\/1\.1 200/g) ?? []).length === 3, "three answers");
+      sock.end();
+      await until(() => t.collected.spans.filter((s) => byPid(server.pid)(s) && s.attributes["server.address"] === "pipelined").length >= 3, "three pipelined server spans");
+      const spans = t.collected.spans.filter((s) => byPid(server.pid)(s) && s.attributes["server.address"] === "pipelined");
+      expect(spans.map((s) => s.attributes["url.path"]).sort()).toEqual(["/p1", "/p2", "/p3"]);
+      expect(t.collected.spans.filter((s) => s.attributes["process.pid"] === process.pid)).toEqual([]);
+    });
+
     test("client spans from curl pair with the same requests", async () => {
       await until(() => t.collected.spans.filter((s) => s.kind === "SPAN_KIND_CLIENT" && s.attributes["process.pid"] === curlPid && s.attributes["http.request.method"]).length >= 4, "4 curl client spans");
       const spans = t.collected.spans.filter((s) => s.attributes["process.pid"] === curlPid && s.attributes["http.request.method"]);
