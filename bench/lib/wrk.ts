@@ -1,0 +1,14 @@
+/** Runs wrk against a URL and returns requests per second (loopback only). */
+export async function wrkRps(url: string, options: { seconds?: number; connections?: number; headers?: Record<string, string> } = {}): Promise<number> {
+  const args = ["wrk", "-t1", `-c${options.connections ?? 32}`, `-d${options.seconds ?? 3}s`];
+  for (const [k, v] of Object.entries(options.headers ?? {})) args.push("-H", `${k}: ${v}`);
+  args.push(url);
+  const p = Bun.spawn(args, { stdout: "pipe", stderr: "pipe" });
+  const out = await new Response(p.stdout).text();
+  await p.exited;
+  const m = /Requests\/sec:\s+([\d.]+)/.exec(out);
+  if (!m) throw new Error(`wrk gave no figure:\n${out}`);
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
+  if (non2xx) throw new Error(`wrk saw ${non2xx[1]} non-2xx answers from ${url}`);
+  return Number(m[1]);
+}
