@@ -12,6 +12,11 @@ export const ProfilingSchema = Type.Object(
     enabled: Type.Boolean({ default: false, description: "CPU profiling with perf_event programs." }),
     sample_rate: Type.Integer({ minimum: 1, maximum: 10_000, default: 99, description: "Samples per second per CPU." }),
     interval: Duration("10s", "How often the in-kernel counts are read and one profile per process is exported."),
+    pid: Type.Integer({
+      minimum: 0,
+      default: 0,
+      description: "Profile only this process (its pid in the host's pid namespace); 0 profiles every process.",
+    }),
     pprof_dir: Type.String({
       default: "",
       description: "Directory where each period's profile is also written as gzipped pprof (profile.proto); empty: not written.",

@@ -52,7 +52,7 @@ export interface ProfilerOptions {
   /** The eBPF core (prepare, embedded objects, the ebpf status view). */
   core: EbpfCore;
   symbolizer?: Symbolizer;
-  /** Profile only this process (tests and benchmarks); 0 or absent: every process. */
+  /** Profile only this process, overriding agent.profiling.pid (tests); 0: every process. */
   targetPid?: number;
   /** Called after each period with the items built (tests, benchmarks). */
   onPeriod?: (items: ProfileItem[]) => void;
@@ -158,7 +158,7 @@ export class ProfilingCollector implements Component {
       host.report("permanent_error", prepared.reason);
       return;
     }
-    const spec = profileSetSpec(config.agent.profiling.sample_rate, this.#opts.targetPid ?? 0);
+    const spec = profileSetSpec(config.agent.profiling.sample_rate, this.#opts.targetPid ?? config.agent.profiling.pid);
     const outcome = await loadProgramSet(spec, {
       runtime: prepared.runtime,
       probes: prepared.probes,
