@@ -58,7 +58,10 @@ export class KubeApiClient {
     try {
       res = await fetch(url, { headers, signal, ...(idleMs ? { timeout: idleMs } : {}), ...(creds.tls ? { tls: creds.tls } : {}) } as RequestInit);
     } catch (e) {
-      if (signal.aborted) throw e;
+      if (signal.aborted) {
+        if ((signal.reason as Error | undefined)?.name === "TimeoutError") throw new KubeApiError(0, path, `timed out (${this.connection.server})`);
+        throw e;
+      }
       const err = e as { code?: string; message?: string; name?: string };
       throw new KubeApiError(0, path, err.name === "TimeoutError" ? "timed out" : `${err.code ?? err.message} ${this.connection.server}`);
     }
@@ -97,7 +100,18 @@ export class KubeApiClient {
    * `idleMs` bounds silence on the connection (a half-open connection is noticed after it).
    */
   async watch<T>(path: string, query: Record<string, string>, signal: AbortSignal, idleMs?: number): Promise<AsyncIterable<WatchEvent<T>>> {
-    const res = await this.#get(path, { ...query, watch: "true" }, signal, idleMs);
+    // The answer's headers must come within LIST_TIMEOUT_MS; after that the stream may stay quiet (bounded by idleMs).
+    const headers = new AbortController();
+    const timer = setTimeout(() => headers.abort(new DOMException("watch not answered", "TimeoutError")), LIST_TIMEOUT_MS);
+    let res: Response;
+    try {
+      res = await this.#get(path, { ...query, watch: "true" }, AbortSignal.any([signal, headers.signal]), idleMs);
+    } catch (e) {
+      if (headers.signal.aborted && !signal.aborted) throw new KubeApiError(0, path, `watch not answered within ${LIST_TIMEOUT_MS}ms`);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
     if (!res.body) throw new KubeApiError(res.status, path, "watch answer without body");
     return parseJsonLines<WatchEvent<T>>(res.body);
   }
