@@ -8,7 +8,7 @@ import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { VIEWS, type ExportView } from "../status/model";
-import type { Signal } from "./config";
+import { SIGNALS, type Signal } from "./config";
 import { describe, isUnreachable, readinessReason, type ExportOutcome } from "./outcome";
 import type { OtlpPipeline } from "./pipeline";
 import { sendWithTimeout } from "./timeout";
@@ -112,10 +112,21 @@ export class OtlpExporterComponent implements Component {
   }
 
   async shutdown(deadline: AbortSignal): Promise<void> {
+    const first = !this.#stopped;
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#pipeline.shutdown(deadline);
+    if (first) {
+      // The last word on what left and what did not (no scrape can follow an exit).
+      const acc = this.#pipeline.accounting();
+      const counts = Object.fromEntries(
+        SIGNALS.map((s) => [s, { collected: acc[s].collected, exported: acc[s].exported, dropped_shutdown: acc[s].dropped.shutdown, dropped: acc[s].droppedTotal }]),
+      );
+      const lost = SIGNALS.reduce((n, s) => n + acc[s].dropped.shutdown, 0);
+      if (lost) this.#ctx.logger.warn("export stopped; items not exported before the shutdown deadline were dropped", { component: this.id, dropped_shutdown: lost, ...counts });
+      else this.#ctx.logger.info("export stopped; queues drained", { component: this.id, ...counts });
+    }
     this.#ctx.status.withdraw(VIEWS.export, this.#view);
     this.#endTask?.();
     this.#endTask = undefined;
