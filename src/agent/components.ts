@@ -18,8 +18,20 @@ import type { AgentContext, BaseContext } from "./context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
-/** Collectors: each factory returns its components (disabled ones report `disabled`). */
-export const COLLECTOR_FACTORIES: ComponentFactory[] = [createEbpfComponents, (ctx) => [createDebugComponent(ctx)], createTracing, (ctx) => [createLogsCollector(ctx)], (ctx) => [createGpuCollector(ctx)], createNetworkCollectors, createSyscallCollectors, (ctx) => [createProfilingCollector(ctx)]];
+/**
+ * Collectors and the agent's own observers, in start order: self-tracing and the debug runtime first (so they see
+ * the collectors' loads), then each collector. Each factory returns its components (disabled ones report `disabled`).
+ */
+export const COLLECTOR_FACTORIES: ComponentFactory[] = [
+  createTracing,
+  (ctx) => [createDebugComponent(ctx)],
+  createEbpfComponents,
+  (ctx) => [createLogsCollector(ctx)],
+  (ctx) => [createGpuCollector(ctx)],
+  createNetworkCollectors,
+  createSyscallCollectors,
+  (ctx) => [createProfilingCollector(ctx)],
+];
 
 export interface Subsystems {
   ctx: AgentContext;

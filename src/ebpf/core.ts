@@ -89,9 +89,9 @@ export class EbpfCore {
     return this.#deps.objectBytes(name);
   }
 
-  /** Runs background work as a tracked task. */
+  /** Runs a bounded piece of background work (a program set's load) as a tracked operation (self-traced). */
   track(name: string, fn: () => Promise<void>): Promise<void> {
-    return this.#ctx.tasks.track(name, fn, "task");
+    return this.#ctx.tasks.track(name, fn, "operation");
   }
 
   /** agent.ebpf.ringbuf_size rounded up to a power of two. */

@@ -18,6 +18,8 @@ import { SignalQueue } from "./queue";
 import { ResourceBuilder } from "./resource";
 import { sendWithRetry, type RetryResult } from "./retry";
 import { sendWithTimeout } from "./timeout";
+import { suppressTracing } from "../tracing/tracer";
+import type { TaskRegistry } from "../telemetry/tasks";
 import type { Transport } from "./transport";
 import type { Attributes, DropReason, SignalAccounting, TelemetryPipeline } from "./types";
 
@@ -36,6 +38,8 @@ export interface PipelineOptions {
   onOutcome?: OutcomeListener;
   /** Randomness of the backoff jitter (tests). */
   random?: () => number;
+  /** Where each batch in flight is registered as an operation (go_goroutines, debug profiles, self-tracing). */
+  tasks?: TaskRegistry;
 }
 
 interface Lane {
@@ -71,6 +75,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   readonly #encoder: ItemEncoder;
   readonly #lanes: Record<Signal, Lane>;
   readonly #random: (() => number) | undefined;
+  readonly #tasks: TaskRegistry | undefined;
   readonly #stopRetries = new AbortController();
   readonly #cancelCalls = new AbortController();
   readonly #drainWaiters = new Set<() => void>();
@@ -87,6 +92,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#metrics = o.metrics;
     this.#logger = o.logger;
     this.#random = o.random;
+    this.#tasks = o.tasks;
     this.onOutcome = o.onOutcome;
     this.resource = new ResourceBuilder(o.config.service_name);
     this.#encoder = new ItemEncoder(this.resource.encoder);
@@ -301,7 +307,18 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#notifyDrain();
   }
 
-  async #sendBatch(lane: Lane, items: EncodedItem[]): Promise<void> {
+  /**
+   * Sends one batch as a tracked operation, so self-tracing sees export batches. Batches of the traces signal are
+   * not traced themselves: their span would be exported in a later traces batch, forever.
+   */
+  #sendBatch(lane: Lane, items: EncodedItem[]): Promise<void> {
+    const tasks = this.#tasks;
+    if (!tasks) return this.#sendBatchNow(lane, items);
+    const send = () => tasks.track(`export batch ${lane.signal}`, () => this.#sendBatchNow(lane, items));
+    return lane.signal === "traces" ? suppressTracing(send) : send();
+  }
+
+  async #sendBatchNow(lane: Lane, items: EncodedItem[]): Promise<void> {
     const n = items.length;
     const signal = lane.signal;
     lane.inFlight += n;

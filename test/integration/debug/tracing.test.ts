@@ -91,6 +91,22 @@ describe("self-tracing", () => {
     await a.stop();
   }, 30_000);
 
+  test("export batches are operations: a logs batch becomes a span, trace batches are not traced (no feedback loop)", async () => {
+    const a = await inProcessAgent(config(true, 1.0));
+    const now = BigInt(Date.now()) * 1_000_000n;
+    a.agent.ctx.pipeline.submit("logs", [{ observedTimeUnixNano: now, body: "hello" }]);
+    await waitUntil(
+      async () => {
+        await a.deps.pipeline.flush(2000);
+        return spansOf(a).some((x) => x.name === "export batch logs");
+      },
+      { what: "a span of the logs export batch", timeoutMs: 20_000 },
+    );
+    await a.deps.pipeline.flush(2000);
+    expect(spansOf(a).filter((x) => x.name === "export batch traces")).toEqual([]);
+    await a.stop();
+  }, 30_000);
+
   test("sample_rate 0.01: about 1% of operations are traced (statistical, wide bound)", async () => {
     const a = await inProcessAgent(config(true, 0.01));
     const N = 3000;
