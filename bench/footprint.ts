@@ -12,7 +12,9 @@
  *   - binary size (reference: the bare Bun binary).
  * Events and spans are the agent's own counters (svc_ebpf_ringbuf_events_total, svc_spans_exported_total)
  * read from /metrics before and after the storm; RSS and CPU come from /proc/<pid>.
- * Needs root (eBPF), gcc, and `bun run build`. Usage: bun bench/footprint.ts [--idle S] [--load S] [--conns N] [--starts N]
+ * Then a breakdown: fresh starts adding one subsystem at a time (start to /healthz, RSS anonymous/file-backed
+ * after --settle seconds), to see where start time and memory go.
+ * Needs root (eBPF), gcc, and `bun run build`. Usage: bun bench/footprint.ts [--idle S] [--load S] [--conns N] [--starts N] [--settle S]
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -33,6 +35,7 @@ const TARGET_EVENTS_PER_S = 100_000;
 const TARGET_SPANS_PER_S = 20_000;
 const READY_TIMEOUT_MS = 30_000;
 const POLL_MS = 1;
+const BREAKDOWN_SETTLE_S = Number(argValue("settle", "3"));
 const RSS_SAMPLE_MS = 250;
 const CLOCK_TICKS_PER_S = 100;
 const MB = 1024 * 1024;
@@ -90,34 +93,73 @@ async function readyButDocker(r: Response): Promise<boolean> {
   return Object.entries(body.checks).every(([k, v]) => v === "ok" || (k === "discovery" && v.includes(DOCKER_SOCKET)));
 }
 
+/** Per-label-value sums of a counter's samples (e.g. svc_spans_dropped_total by reason). */
+function byLabel(text: string, name: string, label: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const re = new RegExp(`^${name}\\{[^}]*${label}="([^"]*)"[^}]*\\} (\\S+)$`, "gm");
+  for (const m of text.matchAll(re)) out.set(m[1]!, (out.get(m[1]!) ?? 0) + Number(m[2]));
+  return out;
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-function agentConfig(port: number, endpoint: string): string {
+/** Subsystems switched on, cumulatively, by the breakdown runs (the main runs switch every one on). */
+const LAYERS = ["ebpf network+http", "ebpf syscalls", "profiling", "logs", "discovery", "self-tracing"] as const;
+type Layer = (typeof LAYERS)[number];
+
+function agentConfig(port: number, endpoint: string, on: ReadonlySet<Layer> = new Set(LAYERS)): string {
   writeFileSync(join(dir, "app.log"), "");
+  const network = on.has("ebpf network+http");
+  const syscalls = on.has("ebpf syscalls");
+  const discovery = on.has("discovery");
   return `
 self_telemetry:
   listen: 127.0.0.1:${port}
   tracing:
-    enabled: true
+    enabled: ${on.has("self-tracing")}
     sample_rate: 0.01
 otlp:
   endpoint: ${endpoint}
 agent:
   ebpf:
-    enabled: true
+    enabled: ${network || syscalls}
     network:
-      enabled: true
-      http: true
+      enabled: ${network}
+      http: ${network}
       max_spans_per_second: ${TARGET_SPANS_PER_S}
     syscalls:
-      enabled: true
+      enabled: ${syscalls}
   profiling:
-    enabled: true
+    enabled: ${on.has("profiling")}
   logs:
-    enabled: true
+    enabled: ${on.has("logs")}
     include: ["${dir}/*.log"]
     checkpoint_file: ${dir}/checkpoint.json
+  discovery:
+    detect_kubernetes: ${discovery}
+    docker:
+      enabled: ${discovery}
+    cloud:
+      enabled: ${discovery}
 `;
+}
+
+/** Resident bytes of the BPF map mappings (ring buffers: the kernel maps each data area twice, all pages present). */
+function bpfMapRss(pid: number): number {
+  let total = 0;
+  let inBpf = false;
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inBpf = line.includes("anon_inode:bpf-map");
+    else if (inBpf && line.startsWith("Rss:")) total += Number(/(\d+) kB/.exec(line)?.[1] ?? 0) * 1024;
+  }
+  return total;
+}
+
+/** RSS split (kB -> bytes) from /proc/<pid>/status: anonymous (heaps) and file-backed (the mapped binary). */
+function rssSplit(pid: number): { anon: number; file: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+  return { anon: kb("RssAnon"), file: kb("RssFile") + kb("RssShmem") };
 }
 
 interface Started {
@@ -188,6 +230,8 @@ try {
 
   await Bun.sleep(IDLE_S * 1000);
   const idleRss = rssBytes(a.proc.pid!);
+  const idleSplitAtStart = rssSplit(a.proc.pid!);
+  const idleBpfRss = bpfMapRss(a.proc.pid!);
 
   const pid = a.proc.pid!;
   const m0 = await (await fetch(`${a.url}/metrics`)).text();
@@ -207,8 +251,30 @@ try {
   const lost = sumMetric(m1, "svc_ebpf_ringbuf_lost_total") - sumMetric(m0, "svc_ebpf_ringbuf_lost_total");
   const spans = sumMetric(m1, "svc_spans_exported_total") - sumMetric(m0, "svc_spans_exported_total");
   const spansDropped = sumMetric(m1, "svc_spans_dropped_total") - sumMetric(m0, "svc_spans_dropped_total");
+  const before = byLabel(m0, "svc_spans_dropped_total", "reason");
+  const droppedBy = [...byLabel(m1, "svc_spans_dropped_total", "reason")].map(([k, v]) => `${k} ${v - (before.get(k) ?? 0)}`).filter((x) => !x.endsWith(" 0"));
   const conns = Number(/connections=(\d+)/.exec(stormOut)?.[1] ?? 0);
   await stop(a.proc);
+
+  // Breakdown: which subsystem costs how much start time and memory (cumulative layers, same settle time).
+  const breakdown: string[] = [];
+  for (let n = 0; n <= LAYERS.length; n++) {
+    const on = new Set(LAYERS.slice(0, n));
+    const port = freePort();
+    const cfg = join(dir, `layer-${n}.yaml`);
+    writeFileSync(cfg, agentConfig(port, receiver.address, on));
+    const s = await startTimed([BINARY, "--config", cfg], port, false);
+    await Bun.sleep(BREAKDOWN_SETTLE_S * 1000);
+    const rss = rssBytes(s.proc.pid!);
+    const split = rssSplit(s.proc.pid!);
+    await stop(s.proc);
+    const label = n === 0 ? "nothing but the HTTP interface and export" : `+ ${LAYERS[n - 1]}`;
+    breakdown.push(`${label}: /healthz ${s.healthzMs.toFixed(0)} ms, RSS ${(rss / MB).toFixed(1)} MB (anonymous ${(split.anon / MB).toFixed(1)}, file-backed ${(split.file / MB).toFixed(1)})`);
+    console.log(`breakdown: ${breakdown.at(-1)}`);
+  }
+  notes.push(`breakdown, subsystems added one by one (each a fresh start, RSS after ${BREAKDOWN_SETTLE_S} s): ${breakdown.join("; ")}`);
+  const idleSplit = idleSplitAtStart;
+  notes.push(`idle RSS of the full agent: anonymous ${(idleSplit.anon / MB).toFixed(1)} MB, file-backed ${(idleSplit.file / MB).toFixed(1)} MB (pages of the ${(statSync(BINARY).size / MB).toFixed(0)} MB binary and libraries, and BPF map mappings: ${(idleBpfRss / MB).toFixed(1)} MB)`);
 
   const eventsPerS = events / seconds;
   const spansPerS = spans / seconds;
@@ -218,6 +284,7 @@ try {
     { name: "start to GET /healthz 200", agent: median(healthz), reference: median(bareStarts), referenceName: "bare compiled Bun.serve binary", unit: "ms", target: `< ${TARGET_HEALTHZ_MS} ms`, met: median(healthz) < TARGET_HEALTHZ_MS },
     { name: "start to GET /ready 200, eBPF loaded", agent: median(ready), unit: "ms", target: `< ${TARGET_READY_MS} ms`, met: median(ready) < TARGET_READY_MS },
     { name: `idle RSS, every subsystem on, after ${IDLE_S} s`, agent: idleRss / MB, reference: bareRss / MB, referenceName: "bare compiled Bun.serve binary", unit: "MB", target: `< ${TARGET_IDLE_RSS_MB} MB`, met: idleRss / MB < TARGET_IDLE_RSS_MB },
+    { name: "idle RSS without the BPF ring buffer mappings (kernel memory mapped into the agent)", agent: (idleRss - idleBpfRss) / MB, unit: "MB" },
     { name: "peak RSS under the connect storm", agent: peakRss / MB, reference: idleRss / MB, referenceName: "same agent idle", unit: "MB", target: `< ${TARGET_LOAD_RSS_MB} MB`, met: peakRss / MB < TARGET_LOAD_RSS_MB },
     { name: "eBPF ring buffer events received under the storm", agent: eventsPerS, unit: "events/s", target: `load of ${TARGET_EVENTS_PER_S.toLocaleString("en-US")} events/s reached`, met: eventsPerS >= TARGET_EVENTS_PER_S },
     { name: "spans exported under the storm", agent: spansPerS, unit: "spans/s", target: `load of ${TARGET_SPANS_PER_S.toLocaleString("en-US")} spans/s reached`, met: spansPerS >= TARGET_SPANS_PER_S },
@@ -227,7 +294,7 @@ try {
   );
   notes.push(
     `starts: median of ${STARTS}; /healthz ${healthz.map((x) => x.toFixed(0)).join(", ")} ms; /ready ${ready.map((x) => x.toFixed(0)).join(", ")} ms (polled every ${POLL_MS} ms from spawn)`,
-    `storm: ${conns} connections in ${seconds.toFixed(1)} s (${(conns / seconds).toFixed(0)}/s asked ${CONNS_PER_S}/s); ${events} ring buffer events (${lost} lost), ${spans} spans exported, ${spansDropped} spans dropped; agent CPU ${cpu.toFixed(2)} s`,
+    `storm: ${conns} connections in ${seconds.toFixed(1)} s (${(conns / seconds).toFixed(0)}/s asked ${CONNS_PER_S}/s); ${events} ring buffer events (${lost} lost), ${spans} spans exported, ${spansDropped} spans dropped${droppedBy.length ? ` (${droppedBy.join(", ")})` : ""}; agent CPU ${cpu.toFixed(2)} s`,
     DOCKER_PRESENT ? "Docker daemon present: /ready was 200" : `no Docker daemon (${DOCKER_SOCKET} absent): /ready stays 503 on discovery; the /ready figure is the time until every other check (ebpf, otlp) was ok`,
     "the storm and the agent share the machine's cores: the events/s reached is bounded by how fast the storm can open loopback connections here",
   );

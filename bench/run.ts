@@ -45,17 +45,17 @@ interface Plan {
 
 /** Arguments per benchmark: durations chosen so the sum stays well under TOTAL_BUDGET_S on 2 cores. */
 const PLANS: Plan[] = [
-  { name: "http", args: ["--seconds", "3"], quickArgs: ["--seconds", "1"], timeoutS: 60 },
-  { name: "http-overhead", args: ["--seconds", "4", "--rounds", "3"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 120, root: true },
-  { name: "debug-overhead", args: ["--seconds", "3"], quickArgs: ["--seconds", "1", "--ops", "20000"], timeoutS: 75 },
-  { name: "export", args: ["--spans", "100000", "--rounds", "3"], quickArgs: ["--spans", "10000", "--rounds", "1"], timeoutS: 90 },
-  { name: "scaling-export", args: ["--spans", "50000"], quickArgs: ["--spans", "5000", "--batches", "64,512,4096"], timeoutS: 60 },
-  { name: "logs", args: ["500000"], quickArgs: ["50000"], timeoutS: 75 },
-  { name: "profiling", args: ["15"], quickArgs: ["4"], timeoutS: 75, root: true },
-  { name: "ringbuf", args: ["--ms", "3000"], quickArgs: ["--ms", "500"], timeoutS: 60, root: true },
-  { name: "discovery", args: [], quickArgs: ["--sizes", "10,1000"], timeoutS: 60 },
+  { name: "footprint", args: ["--idle", "15", "--load", "15", "--starts", "3"], quickArgs: ["--idle", "2", "--load", "3", "--starts", "1", "--settle", "1"], timeoutS: 150, root: true },
   { name: "scaling", args: [], quickArgs: ["--min-ms", "50", "--series", "1000,10000"], timeoutS: 60 },
-  { name: "footprint", args: ["--idle", "10", "--load", "20", "--starts", "3"], quickArgs: ["--idle", "2", "--load", "3", "--starts", "1"], timeoutS: 90, root: true },
+  { name: "http", args: ["--seconds", "3"], quickArgs: ["--seconds", "1"], timeoutS: 60 },
+  { name: "export", args: ["--spans", "100000", "--rounds", "3"], quickArgs: ["--spans", "10000", "--rounds", "1"], timeoutS: 90 },
+  { name: "scaling-export", args: ["--spans", "30000"], quickArgs: ["--spans", "5000", "--batches", "64,512,4096"], timeoutS: 60 },
+  { name: "ringbuf", args: ["--ms", "2000"], quickArgs: ["--ms", "500"], timeoutS: 60, root: true },
+  { name: "discovery", args: [], quickArgs: ["--sizes", "10,1000"], timeoutS: 60 },
+  { name: "logs", args: ["300000"], quickArgs: ["50000"], timeoutS: 60 },
+  { name: "debug-overhead", args: ["--seconds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000"], timeoutS: 60 },
+  { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 60, root: true },
+  { name: "http-overhead", args: ["--seconds", "3", "--rounds", "2"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 90, root: true },
 ];
 
 function arg(name: string): string | undefined {
