@@ -275,6 +275,10 @@ describe("Kubernetes manifests and the Helm chart", () => {
     for (const glob of cm.agent.logs.include) expect([...mounts.keys()].some((m) => glob.startsWith(`${m}/`))).toBe(true);
     const state = [...mounts.values()].find((m) => cm.agent.logs.checkpoint_file.startsWith(`${m.mountPath}/`));
     expect(state?.readOnly).toBeUndefined();
+    // Persistent queues live under storage.directory: a writable host path too.
+    const storage = [...mounts.values()].find((m) => `${cm.storage.directory}/`.startsWith(`${m.mountPath}/`));
+    expect(storage?.readOnly).toBeUndefined();
+    expect(volumes.get(storage!.name)!.hostPath).toBeDefined();
   });
 });
 
