@@ -129,7 +129,7 @@ export class CloudSource implements Component {
     const backoff = new Backoff(CLOUD_INITIAL_BACKOFF_MS, CLOUD_MAX_BACKOFF_MS);
     while (!signal.aborted) {
       try {
-        const identity = await QUERIES[provider](s.endpoints[provider], s.timeoutMs, signal);
+        const identity = await this.tasks.track(`${CLOUD_COMPONENT_ID} ${provider} metadata query`, () => QUERIES[provider](s.endpoints[provider], s.timeoutMs, signal));
         if (signal.aborted) return;
         this.#identity = identity;
         this.lastError = undefined;

@@ -162,7 +162,7 @@ export class DockerSource implements Component {
       }
     })();
     try {
-      await this.#list(client, signal);
+      await this.tasks.track(`${DOCKER_COMPONENT_ID} list`, () => this.#list(client, signal));
       this.#connected = true;
       backoff.reset();
       host.report("ok");

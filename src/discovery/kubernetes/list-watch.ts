@@ -47,13 +47,15 @@ export class ListWatcher<T extends { metadata?: KubeObjectMeta }> {
     readonly query: Record<string, string>,
     readonly handlers: ListWatchHandlers<T>,
     readonly backoff: Backoff,
+    /** Runs each list (a discovery refresh) as a tracked operation, so self-tracing sees it. */
+    readonly track: (name: string, fn: () => Promise<void>) => Promise<void> = (_name, fn) => fn(),
   ) {}
 
   /** Runs until `signal` aborts. Never throws. */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       try {
-        if (!this.resourceVersion) await this.#list(signal);
+        if (!this.resourceVersion) await this.track(`list ${this.path}`, () => this.#list(signal));
         const started = Date.now();
         const received = await this.#watch(signal);
         if (received === 0 && Date.now() - started < QUICK_END_MS) await sleep(this.backoff.nextDelayMs(), signal);

@@ -162,8 +162,9 @@ export class KubernetesSource implements Component {
     host.report("starting");
     host.logger.info("kubernetes discovery starting", { mode: connection.mode, server: connection.server, node: s.nodeName, namespace: connection.namespace });
     const client = new KubeApiClient(connection);
-    const pods = new ListWatcher<Pod>(client, "/api/v1/pods", { fieldSelector: `spec.nodeName=${s.nodeName}` }, this.#podHandlers(host, cluster), new Backoff(INITIAL_BACKOFF_MS, s.backoffMaxMs));
-    const services = new ListWatcher<Service>(client, "/api/v1/services", {}, this.#serviceHandlers(host), new Backoff(INITIAL_BACKOFF_MS, s.backoffMaxMs));
+    const track = (name: string, fn: () => Promise<void>) => this.tasks.track(`${KUBERNETES_COMPONENT_ID} ${name}`, fn);
+    const pods = new ListWatcher<Pod>(client, "/api/v1/pods", { fieldSelector: `spec.nodeName=${s.nodeName}` }, this.#podHandlers(host, cluster), new Backoff(INITIAL_BACKOFF_MS, s.backoffMaxMs), track);
+    const services = new ListWatcher<Service>(client, "/api/v1/services", {}, this.#serviceHandlers(host), new Backoff(INITIAL_BACKOFF_MS, s.backoffMaxMs), track);
     this.#watchers = [pods as ListWatcher<Pod | Service>, services as ListWatcher<Pod | Service>];
     const abort = new AbortController();
     const endPods = this.tasks.begin(`${KUBERNETES_COMPONENT_ID} watch pods`);

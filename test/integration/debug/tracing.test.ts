@@ -107,6 +107,25 @@ describe("self-tracing", () => {
     await a.stop();
   }, 30_000);
 
+  test("discovery refreshes are operations: a cloud metadata query becomes a span (here against a closed loopback port)", async () => {
+    const closed = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+    const port = closed.port;
+    closed.stop(true);
+    const yaml = config(true, 1.0).replace(
+      "    cloud:\n      enabled: false\n",
+      `    cloud:\n      enabled: true\n      provider: aws\n      timeout: 200ms\n      endpoints:\n        aws: http://127.0.0.1:${port}\n`,
+    );
+    const a = await inProcessAgent(yaml, { waitReady: false });
+    await waitUntil(
+      async () => {
+        await a.deps.pipeline.flush(2000);
+        return spansOf(a).some((x) => x.name === "discovery/cloud aws metadata query");
+      },
+      { what: "a span of the cloud metadata query", timeoutMs: 20_000 },
+    );
+    await a.stop();
+  }, 30_000);
+
   test("sample_rate 0.01: about 1% of operations are traced (statistical, wide bound)", async () => {
     const a = await inProcessAgent(config(true, 0.01));
     const N = 3000;
