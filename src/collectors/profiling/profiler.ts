@@ -94,6 +94,8 @@ export class ProfilingCollector implements Component {
   #config: Config;
   #profilesCollected = 0;
   #errorsSeen = [0n, 0n, 0n];
+  /** Samples lost in the kernel during the current period, by PROFILE_ERRORS index. */
+  #periodLosses = [0, 0, 0];
   /** The last period's items; its pprof is encoded on demand (encoding costs as much as the whole read). */
   #latestItems: ProfileItem[] = [];
   #latestPprof: Uint8Array | undefined;
@@ -239,6 +241,12 @@ export class ProfilingCollector implements Component {
     this.#periodStartNs = end;
     const period = this.#period;
     this.#period = new Map();
+    const [countsFull, userStack, kernelStack] = this.#periodLosses as [number, number, number];
+    this.#periodLosses = [0, 0, 0];
+    if (countsFull + userStack + kernelStack > 0) {
+      // A full count map means lost samples worth an operator's attention; stack collisions are routine.
+      this.#host?.logger.write(countsFull > 0 ? "warn" : "debug", "profile samples lost in the kernel this period", { counts_full: countsFull, user_stack: userStack, kernel_stack: kernelStack });
+    }
     if (!ok) return [];
     const items = this.#build(period, start, end);
     if (items.length > 0) {
@@ -304,10 +312,9 @@ export class ProfilingCollector implements Component {
 
   #checkErrors(map: BpfMapApi | undefined): void {
     if (!map) return;
-    const names = ["count map full", "user stack", "kernel stack"];
     for (const i of [PROFILE_ERRORS.countsFull, PROFILE_ERRORS.userStack, PROFILE_ERRORS.kernelStack]) {
       const total = map.sumPerCpuU64(i);
-      if (total > this.#errorsSeen[i]!) this.#host?.logger.warn("profile samples lost in the kernel", { reason: names[i], count: Number(total - this.#errorsSeen[i]!) });
+      this.#periodLosses[i]! += Number(total - this.#errorsSeen[i]!);
       this.#errorsSeen[i] = total;
     }
   }
