@@ -133,7 +133,8 @@ export class TailEngine {
     for (const entry of saved.values()) {
       if (seen.has(entry.key)) continue;
       const moved = findByKey(dirname(entry.path), entry.key);
-      if (!moved) continue;
+      // Still at its old path but no longer included (the patterns changed): not a rotation, leave it.
+      if (!moved || moved === entry.path) continue;
       const t = this.#open(moved, entry.key, (t) => (matchesHead(t, entry) && entry.offset <= t.size() ? entry.offset : -1));
       if (t) t.tailer.draining = true;
     }
