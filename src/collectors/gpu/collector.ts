@@ -148,5 +148,5 @@ export class GpuCollector implements Component {
 
 /** The component with the real NVML binding (the library is opened only when the collector is enabled). */
 export function createGpuCollector(ctx: AgentContext): GpuCollector {
-  return new GpuCollector(ctx, { open: openNvml });
+  return new GpuCollector(ctx, { open: (library) => openNvml(library, ctx.env) });
 }

@@ -63,6 +63,20 @@ describe("NVML binding (stand-in library)", () => {
     expect(() => openNvml("/nonexistent/libnvidia-ml.so.1")).toThrow(NvmlUnavailableError);
     expect(() => openNvml("/nonexistent/libnvidia-ml.so.1")).toThrow("NVML library /nonexistent/libnvidia-ml.so.1 not found");
   });
+
+  test("a bare name is searched in LD_LIBRARY_PATH and library directories, never in the current directory", () => {
+    const dir = libs.ok!.slice(0, libs.ok!.lastIndexOf("/"));
+    const name = libs.ok!.slice(dir.length + 1);
+    using viaPath = openNvml(name, { LD_LIBRARY_PATH: dir });
+    expect(viaPath.deviceCount()).toBe(2);
+    const cwd = process.cwd();
+    process.chdir(dir);
+    try {
+      expect(() => openNvml(name, {})).toThrow(`NVML library ${name} not found: no such file in`);
+    } finally {
+      process.chdir(cwd);
+    }
+  });
 });
 
 describe("GPU collector", () => {
