@@ -53,8 +53,8 @@ const PLANS: Plan[] = [
   { name: "ringbuf", args: ["--ms", "2000"], quickArgs: ["--ms", "500"], timeoutS: 60, root: true },
   { name: "discovery", args: [], quickArgs: ["--sizes", "10,1000"], timeoutS: 60 },
   { name: "logs", args: ["300000"], quickArgs: ["50000"], timeoutS: 60 },
-  { name: "debug-overhead", args: ["--seconds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000"], timeoutS: 60 },
-  { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 60, root: true },
+  { name: "debug-overhead", args: ["--seconds", "2", "--ops", "50000", "--rounds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000", "--rounds", "1"], timeoutS: 90 },
+  { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
   { name: "http-overhead", args: ["--seconds", "3", "--rounds", "2"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 90, root: true },
 ];
 
