@@ -12,6 +12,19 @@ export { ProfilingCollector, profileSetSpec, PROFILE_SET_NAME, PROFILING_SCOPE, 
 export { Symbolizer, parseMaps, KERNEL_BINARY } from "./symbolizer";
 export { encodePprof } from "./pprof";
 
+const collectors = new WeakMap<object, ProfilingCollector>();
+
 export function createProfilingCollector(ctx: AgentContext): ProfilingCollector {
-  return new ProfilingCollector(ctx, { core: ebpfCore(ctx) });
+  const c = new ProfilingCollector(ctx, { core: ebpfCore(ctx) });
+  collectors.set(ctx.status, c);
+  return c;
+}
+
+/**
+ * The last period's profile of every profiled process as gzipped pprof (profile.proto), for operator-facing
+ * endpoints (e.g. the debug routes): undefined when profiling is off or no period has ended yet.
+ * Keyed by the agent's status aggregator, like the eBPF core.
+ */
+export function latestCollectedPprof(status: object): Uint8Array | undefined {
+  return collectors.get(status)?.latestPprof();
 }
