@@ -92,19 +92,8 @@ export class Collected {
   }
 }
 
-export interface TracingAgent {
-  agent: InProcessAgent;
-  receiver: OtlpReceiver;
-  collected: Collected;
-  stop(): Promise<void>;
-}
-
-/** Starts a receiver and an agent with eBPF on, exporting to it; `extra` is YAML under agent.ebpf. */
-export async function startTracingAgent(ebpfYaml: string): Promise<TracingAgent> {
-  const collected = new Collected();
-  const receiver = new OtlpReceiver({ listen: "127.0.0.1:0", onRequest: (r) => collected.add(r.signal, r.body) });
-  const port = await receiver.start();
-  const yaml = `
+export function agentYaml(port: number, ebpfYaml: string): string {
+  return `
 self_telemetry:
   listen: 127.0.0.1:0
 otlp:
@@ -125,11 +114,32 @@ ${ebpfYaml}
     cloud:
       enabled: false
 `;
+}
+
+export interface TracingAgent {
+  agent: InProcessAgent;
+  receiver: OtlpReceiver;
+  collected: Collected;
+  stop(): Promise<void>;
+  /** Rewrites the configuration with another agent.ebpf section and reloads; resolves with the reload outcome. */
+  reconfigure(ebpfYaml: string): Promise<unknown>;
+}
+
+/** Starts a receiver and an agent with eBPF on, exporting to it; `extra` is YAML under agent.ebpf. */
+export async function startTracingAgent(ebpfYaml: string): Promise<TracingAgent> {
+  const collected = new Collected();
+  const receiver = new OtlpReceiver({ listen: "127.0.0.1:0", onRequest: (r) => collected.add(r.signal, r.body) });
+  const port = await receiver.start();
+  const yaml = agentYaml(port, ebpfYaml);
   const agent = await inProcessAgent(yaml);
   return {
     agent,
     receiver,
     collected,
+    async reconfigure(ebpfYaml: string) {
+      agent.writeConfig(agentYaml(port, ebpfYaml));
+      return agent.agent.reload("test");
+    },
     async stop() {
       await agent.agent.shutdown();
       await receiver.stop();
