@@ -70,6 +70,8 @@ export interface TailEngineDeps {
 
 /** Figures for tests and benchmarks. */
 export interface TailEngineStats {
+  /** Poll rounds completed (each checks rotations, reads what is new and offers it). */
+  rounds: number;
   files: number;
   linesRead: number;
   recordsAccepted: number;
@@ -100,7 +102,7 @@ export class TailEngine {
   #checkpointBusy: Promise<void> = Promise.resolve();
   #flushing = false;
   #lastCheckpointError: string | undefined;
-  readonly stats: TailEngineStats = { files: 0, linesRead: 0, recordsAccepted: 0, pending: 0, checkpointsWritten: 0, backpressurePauses: 0 };
+  readonly stats: TailEngineStats = { rounds: 0, files: 0, linesRead: 0, recordsAccepted: 0, pending: 0, checkpointsWritten: 0, backpressurePauses: 0 };
 
   constructor(deps: TailEngineDeps) {
     this.#c = deps.config;
@@ -221,6 +223,7 @@ export class TailEngine {
           await new Promise((r) => setImmediate(r));
           if (signal.aborted) return;
         }
+        this.stats.rounds++;
         const blocked = this.#pending.length > 0;
         await this.#sleep(blocked ? BACKPRESSURE_RETRY_MS : busy ? 0 : this.#pollMs);
       } catch (e) {

@@ -96,7 +96,7 @@ function compare(received: string[], total: number): { missing: number; duplicat
 describe("log collection across agent restarts (compiled agent, real OTLP receiver)", () => {
   test("SIGTERM mid-file, restart: every line exactly once", async () => {
     const rx = await receiver();
-    const { config, file } = setup(rx.port);
+    const { dir, config, file } = setup(rx.port);
     writeFileSync(file, "");
     const a1 = await start(config);
     await write(file, 0, 20_000);
@@ -106,7 +106,8 @@ describe("log collection across agent restarts (compiled agent, real OTLP receiv
     await write(file, 20_000, 30_000);
     await start(config);
     await until("all lines", () => new Set(rx.lines).size >= 30_000);
-    await Bun.sleep(300); // a duplicate would arrive within a few poll intervals
+    // Once the checkpoint covers the whole file, every line read again (a duplicate) was already exported.
+    await until("the checkpoint at the end of the file", () => checkpointOffset(join(dir, "state/checkpoint.json")) === Bun.file(file).size);
     expect(atStop).toBeLessThan(30_000);
     expect(compare(rx.lines, 30_000)).toEqual({ missing: 0, duplicates: 0 });
   }, 60_000);
@@ -126,7 +127,7 @@ describe("log collection across agent restarts (compiled agent, real OTLP receiv
     await writing;
     await start(config);
     await until("all lines", () => new Set(rx.lines).size >= 40_000);
-    await Bun.sleep(300);
+    await until("the checkpoint at the end of the file", () => checkpointOffset(join(dir, "state/checkpoint.json")) === Bun.file(file).size);
     const { missing, duplicates } = compare(rx.lines, 40_000);
     expect(missing).toBe(0);
     // At-least-once: only what was exported after the last checkpoint comes again.

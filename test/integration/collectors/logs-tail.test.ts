@@ -46,6 +46,12 @@ function start(config: LogsConfig, pipeline: RecordingPipeline, workloads?: { fo
   return e;
 }
 
+/** Lets the engine complete `n` more poll rounds (each would deliver a duplicate or a late line if there were one). */
+async function rounds(e: TailEngine, n = 3): Promise<void> {
+  const target = e.stats.rounds + n;
+  await waitFor(`${n} more poll rounds`, () => e.stats.rounds >= target);
+}
+
 const bodies = (p: RecordingPipeline) => p.accepted.logs.map((r: LogRecordItem) => r.body as string);
 const cri = (msg: string, stream = "stdout", tag = "F") => `2024-01-02T03:04:05.000000007Z ${stream} ${tag} ${msg}\n`;
 const lines = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
@@ -75,9 +81,9 @@ describe("log tailing", () => {
     writeFileSync(join(logs, "pods/c/0.log"), `short\n${"x".repeat(3000)}\nafter\n`);
     symlinkSync(join(logs, "pods/c/0.log"), join(logs, "link.log"));
     const p = new RecordingPipeline();
-    start(config, p);
+    const e = start(config, p);
     await waitFor("3 records", () => p.accepted.logs.length >= 3);
-    await Bun.sleep(50); // would let a duplicate reader deliver a second copy
+    await rounds(e);
     expect(bodies(p).map((b) => b.slice(0, 5))).toEqual(["short", "xxxxx", "after"]);
     expect((p.accepted.logs[1]!.body as string).length).toBe(1024);
     expect(p.accepted.logs[1]!.attributes?.["log.truncated"]).toBe(true);
@@ -88,13 +94,13 @@ describe("log tailing", () => {
     const path = join(logs, "app.log");
     writeFileSync(path, lines("a", 100).join("\n") + "\n");
     const p = new RecordingPipeline();
-    start(config, p);
+    const e = start(config, p);
     await waitFor("first 100", () => p.accepted.logs.length >= 100);
     appendFileSync(path, lines("b", 50).join("\n") + "\n"); // written just before the rename, maybe not read yet
     renameSync(path, join(logs, "app.log.1"));
     writeFileSync(path, lines("c", 70).join("\n") + "\n");
     await waitFor("all 220", () => p.accepted.logs.length >= 220);
-    await Bun.sleep(60);
+    await rounds(e);
     expect(bodies(p)).toEqual([...lines("a", 100), ...lines("b", 50), ...lines("c", 70)]);
   });
 
@@ -128,9 +134,9 @@ describe("log tailing", () => {
     renameSync(path, join(logs, "app.log.1"));
     writeFileSync(path, lines("r4", 5).join("\n") + "\n");
     const p2 = new RecordingPipeline();
-    start(config, p2);
+    const e2 = start(config, p2);
     await waitFor("second run", () => p2.accepted.logs.length >= 25);
-    await Bun.sleep(60);
+    await rounds(e2);
     expect(bodies(p2).sort()).toEqual([...lines("r3", 20), ...lines("r4", 5)].sort());
     expect([...bodies(p1), ...bodies(p2)].length).toBe(335);
   });
