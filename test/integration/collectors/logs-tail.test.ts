@@ -141,6 +141,19 @@ describe("log tailing", () => {
     expect([...bodies(p1), ...bodies(p2)].length).toBe(335);
   });
 
+  test("start_at end: a file without checkpoint entry found at startup is read from its end; a file appearing later from its start", async () => {
+    const { logs, config } = setup({ start_at: "end" });
+    writeFileSync(join(logs, "old.log"), lines("before", 10).join("\n") + "\n");
+    const p = new RecordingPipeline();
+    const e = start(config, p);
+    await rounds(e);
+    appendFileSync(join(logs, "old.log"), "after-0\n");
+    writeFileSync(join(logs, "new.log"), "new-0\nnew-1\n");
+    await waitFor("3 records", () => p.accepted.logs.length >= 3);
+    await rounds(e);
+    expect(bodies(p).sort()).toEqual(["after-0", "new-0", "new-1"]);
+  });
+
   test("slow backend: reading pauses while the pipeline has no room; every line arrives once and nothing is offered beyond the room", async () => {
     const { logs, config } = setup();
     const N = 10_000;
