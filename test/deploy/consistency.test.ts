@@ -295,6 +295,31 @@ describe("Helm chart values", () => {
     expect(agentSections.filter((s) => !(s in config.agent))).toEqual([]);
   });
 
+  test("config values equal the agent's defaults, except the chart's deliberate choices", () => {
+    /** Where the chart departs from the binary's defaults, and why. */
+    const DELIBERATE: Record<string, string> = {
+      "self_telemetry.auth.enabled": "the interface is reachable from the Pod network: a token is required",
+      "self_telemetry.auth.bearer_token": "${API_TOKEN} from the Secret",
+      "self_telemetry.auth.exempt_paths": "probes and the Prometheus scrape go without a token",
+      "otlp.endpoint": "a collector Service instead of loopback",
+      "agent.logs.enabled": "node log collection is what a DaemonSet is for",
+      "agent.logs.start_at": "a first install does not re-export every old log line",
+      "agent.discovery.docker.enabled": "most nodes run containerd: no Docker socket (readiness would fail)",
+    };
+    const d = defaults() as unknown as Obj;
+    const config = values().config as Obj;
+    const drift = leaves(config)
+      .filter((p) => !(p in DELIBERATE))
+      .filter((p) => {
+        const get = (o: Obj) => p.split(".").reduce<unknown>((x, k) => (x as Obj)?.[k], o);
+        return JSON.stringify(get(config)) !== JSON.stringify(get(d));
+      })
+      .map((p) => `config.${p}: chart ${JSON.stringify(p.split(".").reduce<unknown>((x, k) => (x as Obj)?.[k], config))}, agent default ${JSON.stringify(p.split(".").reduce<unknown>((x, k) => (x as Obj)?.[k], d))}`);
+    // A difference here: the agent's default changed (update values.yaml) or the chart means it (add it above).
+    expect(drift).toEqual([]);
+    for (const p of Object.keys(DELIBERATE)) expect(leaves(config)).toContain(p);
+  });
+
   test("every other value is read by a template", () => {
     const templates = ["_helpers.tpl", "clusterrole.yaml", "configmap.yaml", "daemonset.yaml", "secret.yaml", "service.yaml", "serviceaccount.yaml", "servicemonitor.yaml"]
       .map((f) => readFileSync(join(CHART, "templates", f), "utf8"))
