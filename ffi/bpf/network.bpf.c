@@ -7,7 +7,9 @@
  * (SYN_RECV -> ESTABLISHED); `sock/sock_send_length` and `sock/sock_recv_length` add bytes (and create
  * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmits.
  * Records `struct conn_event` go to the ring buffer `conn_events`: OPEN (outbound established, or inbound
- * once its process is known), FAILED (outbound connect that never got established) and CLOSED.
+ * once its process is known), FAILED (outbound connect that never got established), CLOSED, and PROGRESS
+ * (at most every PROGRESS_INTERVAL_S while a connection moves data; user space counts bytes since the
+ * previous report as bytes - reported_*).
  *
  * HTTP: the first HTTP_CAPTURE_BYTES of the bytes a read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg
  * moved on a TCP socket go into a `struct http_event` on the ring buffer `http_events`, when they start like
@@ -39,6 +41,9 @@
 #define CONN_OPEN 1
 #define CONN_FAILED 2
 #define CONN_CLOSED 3
+#define CONN_PROGRESS 4
+/* A connection moving data reports its byte counts at most this often (so long-lived ones show up before they close). */
+#define PROGRESS_INTERVAL_S 10
 
 #define DIR_UNKNOWN 0
 #define DIR_OUTBOUND 1
@@ -90,9 +95,10 @@ struct conn {
   char comm[COMM_LEN]; /*  88 */
   __u8 follow[2];      /* 104: HTTP continuation budget per IO_* direction */
   __u8 sampled;        /* 106: the current HTTP exchange is captured */
-  __u8 pad[5];         /* 107 */
-  __u64 reserved;      /* 112 */
-  __u64 reserved2;     /* 120 */
+  __u8 pad;            /* 107 */
+  __u32 progress_s;    /* 108: bpf_ktime seconds of the last PROGRESS record */
+  __u64 reported_sent; /* 112: bytes_sent already reported in PROGRESS records */
+  __u64 reported_recv; /* 120: bytes_recv already reported */
 };
 
 /* 152 bytes. */
@@ -575,6 +581,15 @@ static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_
     __sync_fetch_and_add(&c->bytes_recv, tp->ret);
   else
     __sync_fetch_and_add(&c->bytes_sent, tp->ret);
+  __u32 now_s = bpf_ktime_get_ns() / NSEC_PER_SEC;
+  if (c->progress_s == 0) {
+    c->progress_s = now_s;
+  } else if (now_s - c->progress_s >= PROGRESS_INTERVAL_S && !(c->flags & FLAG_IGNORED)) {
+    c->progress_s = now_s;
+    emit_conn(ctx, skp, CONN_PROGRESS, c);
+    c->reported_sent = c->bytes_sent;
+    c->reported_recv = c->bytes_recv;
+  }
   if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
     return 0;
   if (capture_http == CAPTURE_SOCKET)

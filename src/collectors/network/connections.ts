@@ -115,11 +115,15 @@ export class ConnectionTelemetry {
       case ConnKind.FAILED:
         s.failed++;
         return e.direction === Direction.OUTBOUND ? this.#connectSpan(e, who.attributes, who.resource, e.timestampNs) : undefined;
+      case ConnKind.PROGRESS:
+        s.bytesSent += Math.max(0, e.bytesSent - e.reportedSent);
+        s.bytesRecv += Math.max(0, e.bytesRecv - e.reportedRecv);
+        return undefined;
       case ConnKind.CLOSED: {
         if (!reportedOpen && !(e.flags & ConnFlag.PREEXISTING)) s.opened++;
         s.closed++;
-        s.bytesSent += e.bytesSent;
-        s.bytesRecv += e.bytesRecv;
+        s.bytesSent += Math.max(0, e.bytesSent - e.reportedSent);
+        s.bytesRecv += Math.max(0, e.bytesRecv - e.reportedRecv);
         s.retransmits += e.retransmits;
         if (!(e.flags & ConnFlag.PREEXISTING)) {
           const from = e.establishedNs > 0n ? e.establishedNs : e.startNs;
@@ -177,8 +181,8 @@ export class ConnectionTelemetry {
       if (s.opened) sum(METRIC_OPENED, "{connection}", "TCP connections opened.", s.opened, a);
       if (s.closed) sum(METRIC_CLOSED, "{connection}", "TCP connections closed.", s.closed, a);
       if (s.failed) sum(METRIC_FAILED, "{connection}", "Outbound TCP connects that never got established.", s.failed, a);
-      if (s.bytesSent) sum(METRIC_BYTES, "By", "Bytes moved by closed TCP connections.", s.bytesSent, { ...a, "network.io.direction": "transmit" });
-      if (s.bytesRecv) sum(METRIC_BYTES, "By", "Bytes moved by closed TCP connections.", s.bytesRecv, { ...a, "network.io.direction": "receive" });
+      if (s.bytesSent) sum(METRIC_BYTES, "By", "Bytes moved by TCP connections (reported at most every 10 s while open, and at close).", s.bytesSent, { ...a, "network.io.direction": "transmit" });
+      if (s.bytesRecv) sum(METRIC_BYTES, "By", "Bytes moved by TCP connections (reported at most every 10 s while open, and at close).", s.bytesRecv, { ...a, "network.io.direction": "receive" });
       if (s.retransmits) sum(METRIC_RETRANSMITS, "{segment}", "TCP segments retransmitted.", s.retransmits, a);
       if (s.connectCount) {
         out.push({ type: "histogram", name: METRIC_CONNECT_DURATION, unit: "s", description: "Outbound TCP connect latency (SYN sent to established).", temporality: Temporality.DELTA, count: s.connectCount, sum: s.connectSum, bucketCounts: s.connect, explicitBounds: CONNECT_BOUNDS_SECONDS, attributes: a, ...base });

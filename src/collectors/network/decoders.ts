@@ -10,7 +10,7 @@ export const HTTP_EVENT_HEADER_BYTES = 104;
 /** HTTP_CAPTURE_BYTES in the C program: the most bytes captured per call. */
 export const HTTP_CAPTURE_BYTES = 256;
 
-export const ConnKind = { OPEN: 1, FAILED: 2, CLOSED: 3 } as const;
+export const ConnKind = { OPEN: 1, FAILED: 2, CLOSED: 3, PROGRESS: 4 } as const;
 export type ConnKindValue = (typeof ConnKind)[keyof typeof ConnKind];
 export const Direction = { UNKNOWN: 0, OUTBOUND: 1, INBOUND: 2 } as const;
 export type DirectionValue = (typeof Direction)[keyof typeof Direction];
@@ -19,7 +19,7 @@ export const ConnFlag = { OPEN_REPORTED: 1, IGNORED: 2, PREEXISTING: 4 } as cons
 /** struct conn, at `base` within the record. */
 const CONN = {
   startNs: 0, establishedNs: 8, bytesSent: 16, bytesRecv: 24, cgroupId: 32, pid: 40, retransmits: 44,
-  sport: 48, dport: 50, family: 52, direction: 54, flags: 55, saddr: 56, daddr: 72, comm: 88,
+  sport: 48, dport: 50, family: 52, direction: 54, flags: 55, saddr: 56, daddr: 72, comm: 88, reportedSent: 112, reportedRecv: 120,
 } as const;
 const CONN_EVENT = { timestampNs: 0, sk: 8, kind: 16, conn: 24 } as const;
 const HTTP = {
@@ -41,6 +41,9 @@ export interface ConnEvent {
   establishedNs: bigint;
   bytesSent: number;
   bytesRecv: number;
+  /** Bytes already counted by earlier PROGRESS records (count bytesSent - reportedSent now). */
+  reportedSent: number;
+  reportedRecv: number;
   cgroupId: bigint;
   /** 0 when the owning process was never seen. */
   pid: number;
@@ -107,6 +110,8 @@ export function decodeConnEvent(view: DataView, offset: number, length: number):
     establishedNs: view.getBigUint64(b + CONN.establishedNs, true),
     bytesSent: Number(view.getBigUint64(b + CONN.bytesSent, true)),
     bytesRecv: Number(view.getBigUint64(b + CONN.bytesRecv, true)),
+    reportedSent: Number(view.getBigUint64(b + CONN.reportedSent, true)),
+    reportedRecv: Number(view.getBigUint64(b + CONN.reportedRecv, true)),
     cgroupId: view.getBigUint64(b + CONN.cgroupId, true),
     pid: view.getUint32(b + CONN.pid, true),
     retransmits: view.getUint32(b + CONN.retransmits, true),

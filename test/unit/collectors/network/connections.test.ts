@@ -10,7 +10,7 @@ const labeler = new ProcessLabeler({ forPid: (pid) => (pid === 10 ? { executable
 function ev(p: Partial<ConnEvent>): ConnEvent {
   return {
     type: "conn", kind: ConnKind.OPEN, timestampNs: 2_000_000n, sk: 1n, startNs: 1_000_000n, establishedNs: 1_500_000n, bytesSent: 0, bytesRecv: 0, cgroupId: 0n,
-    pid: 10, retransmits: 0, localAddress: "10.0.0.1", localPort: 45678, remoteAddress: "10.0.0.2", remotePort: 5432, family: 2,
+    reportedSent: 0, reportedRecv: 0, pid: 10, retransmits: 0, localAddress: "10.0.0.1", localPort: 45678, remoteAddress: "10.0.0.2", remotePort: 5432, family: 2,
     direction: Direction.OUTBOUND, flags: ConnFlag.OPEN_REPORTED, comm: "api-worker", ...p,
   };
 }
@@ -47,6 +47,17 @@ describe("connection telemetry", () => {
     expect(ports).toEqual(new Set([5432, 8080]));
     for (const p of pts) expect(Object.keys(p.attributes!)).not.toContain("client.port");
     expect(t.collect(6n)).toEqual([]);
+  });
+
+  test("PROGRESS records count the bytes since the previous report; CLOSED only the rest", () => {
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns });
+    t.apply(ev({ kind: ConnKind.PROGRESS, bytesSent: 100, bytesRecv: 1000 }));
+    const first = t.collect(1n);
+    expect(first.filter((p) => p.name === METRIC_BYTES).map((p) => (p as { value: number }).value).sort((a, b) => a - b)).toEqual([100, 1000]);
+    t.apply(ev({ kind: ConnKind.PROGRESS, bytesSent: 150, bytesRecv: 1000, reportedSent: 100, reportedRecv: 1000 }));
+    t.apply(ev({ kind: ConnKind.CLOSED, bytesSent: 160, bytesRecv: 1500, reportedSent: 150, reportedRecv: 1000 }));
+    const second = t.collect(2n);
+    expect(second.filter((p) => p.name === METRIC_BYTES).map((p) => [p.attributes!["network.io.direction"], (p as { value: number }).value]).sort()).toEqual([["receive", 500], ["transmit", 60]]);
   });
 
   test("label sets beyond maxSeries fold into one overflow series; ignored connections are skipped", () => {

@@ -7,9 +7,9 @@ const mapped = (a: number[]) => [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...a]
 
 describe("network record decoders", () => {
   test("conn_event: every field at its offset, IPv4", () => {
-    const v = connRecord({ kind: ConnKind.CLOSED, ts: 900n, sk: 0xffff888812345678n, start: 100n, est: 150n, sent: 1234, recv: 5678, pid: 4242, retrans: 3, sport: 40000, dport: 8080, family: 2, dir: Direction.OUTBOUND, flags: 1, saddr: [127, 0, 0, 1], daddr: [10, 1, 2, 3], comm: "curl" });
+    const v = connRecord({ kind: ConnKind.CLOSED, ts: 900n, sk: 0xffff888812345678n, start: 100n, est: 150n, sent: 1234, recv: 5678, pid: 4242, retrans: 3, sport: 40000, dport: 8080, family: 2, dir: Direction.OUTBOUND, flags: 1, saddr: [127, 0, 0, 1], daddr: [10, 1, 2, 3], comm: "curl", reportedSent: 1000, reportedRecv: 5000 });
     expect(decodeConnEvent(v, 0, v.byteLength)).toEqual({
-      type: "conn", kind: ConnKind.CLOSED, timestampNs: 900n, sk: 0xffff888812345678n, startNs: 100n, establishedNs: 150n, bytesSent: 1234, bytesRecv: 5678,
+      type: "conn", kind: ConnKind.CLOSED, timestampNs: 900n, sk: 0xffff888812345678n, startNs: 100n, establishedNs: 150n, bytesSent: 1234, bytesRecv: 5678, reportedSent: 1000, reportedRecv: 5000,
       cgroupId: 77n, pid: 4242, retransmits: 3, localAddress: "127.0.0.1", localPort: 40000, remoteAddress: "10.1.2.3", remotePort: 8080, family: 2,
       direction: Direction.OUTBOUND, flags: 1, comm: "curl",
     });

@@ -2,7 +2,7 @@
 import { CONN_EVENT_BYTES, HTTP_EVENT_HEADER_BYTES } from "../../../../src/collectors/network/decoders";
 
 /** A struct conn_event as the kernel writes it (offsets of ffi/bpf/network.bpf.c). */
-export function connRecord(o: { kind: number; ts: bigint; sk: bigint; start: bigint; est: bigint; sent: number; recv: number; pid: number; retrans: number; sport: number; dport: number; family: number; dir: number; flags: number; saddr: number[]; daddr: number[]; comm: string }): DataView {
+export function connRecord(o: { kind: number; ts: bigint; sk: bigint; start: bigint; est: bigint; sent: number; recv: number; pid: number; retrans: number; sport: number; dport: number; family: number; dir: number; flags: number; saddr: number[]; daddr: number[]; comm: string; reportedSent?: number; reportedRecv?: number }): DataView {
   const v = new DataView(new ArrayBuffer(CONN_EVENT_BYTES));
   v.setBigUint64(0, o.ts, true);
   v.setBigUint64(8, o.sk, true);
@@ -23,6 +23,8 @@ export function connRecord(o: { kind: number; ts: bigint; sk: bigint; start: big
   o.saddr.forEach((x, i) => v.setUint8(b + 56 + i, x));
   o.daddr.forEach((x, i) => v.setUint8(b + 72 + i, x));
   [...o.comm].forEach((c, i) => v.setUint8(b + 88 + i, c.charCodeAt(0)));
+  v.setBigUint64(b + 112, BigInt(o.reportedSent ?? 0), true);
+  v.setBigUint64(b + 120, BigInt(o.reportedRecv ?? 0), true);
   return v;
 }
 
