@@ -85,7 +85,7 @@ export class ProfilingCollector implements Component {
   #timer: ReturnType<typeof setInterval> | undefined;
   /** The current period's samples: pid -> row key -> row. */
   #period = new Map<number, Map<string, Row>>();
-  #intervalMs = 0;
+  #drainTimer: ReturnType<typeof setInterval> | undefined;
   #drains = 0;
   #endTask: (() => void) | undefined;
   #loading: Promise<void> | undefined;
@@ -182,15 +182,11 @@ export class ProfilingCollector implements Component {
     core.record(PROFILE_SET_NAME, { programs: outcome.set.programs, loaded: outcome.set as LoadedSet<unknown>, pumps: [] });
     this.#periodStartNs = nowNs();
     this.#endTask = this.#ctx.tasks.begin("collector/profiling reader");
-    this.#intervalMs = durationMs(config.agent.profiling.interval);
-    this.#timer = setInterval(() => this.#tick(), Math.min(DRAIN_INTERVAL_MS, this.#intervalMs));
+    const intervalMs = durationMs(config.agent.profiling.interval);
+    this.#timer = setInterval(() => this.collect(), intervalMs);
+    if (intervalMs > DRAIN_INTERVAL_MS) this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
     host.logger.info("CPU profiling attached", { sample_rate: config.agent.profiling.sample_rate, interval: config.agent.profiling.interval });
     host.report("ok");
-  }
-
-  #tick(): void {
-    if (Number((nowNs() - this.#periodStartNs) / NS_PER_MS) >= this.#intervalMs) this.collect();
-    else this.drain();
   }
 
   /** Moves the kernel's counts and stacks into the current period's totals and clears them in the kernel. Exposed for tests. */
@@ -343,7 +339,9 @@ export class ProfilingCollector implements Component {
     await this.#loading;
     this.#loading = undefined;
     if (this.#timer) clearInterval(this.#timer);
+    if (this.#drainTimer) clearInterval(this.#drainTimer);
     this.#timer = undefined;
+    this.#drainTimer = undefined;
     if (final && this.#set) this.collect();
     this.#endTask?.();
     this.#endTask = undefined;

@@ -125,6 +125,18 @@ describe("collector/profiling", () => {
     expect(runtime.opened[0]!.closed).toBe(true);
   });
 
+  test("the period timer exports on its own every interval", async () => {
+    const { pipeline, collector, maps } = setup("agent:\n  profiling:\n    enabled: true\n    interval: 1s\n");
+    const host = recordingHost();
+    await collector.start(host);
+    await waitFor("attached", () => host.last().state === "ok");
+    maps().stacks.put(u32(1), stack(0x1000n));
+    maps().counts.put(countKey(30, 1, -14, "t"), u64(4));
+    await waitFor("a profile exported by the timer", () => pipeline.accepted.profiles.length === 1, 5000);
+    expect(pipeline.accepted.profiles[0]!.samples[0]!.value).toBe(4);
+    await collector.shutdown();
+  });
+
   test("disabled reports disabled; profiling without eBPF is a permanent error; a reload applies the new sample rate", async () => {
     const off = setup("");
     const h1 = recordingHost();
