@@ -51,7 +51,7 @@ const PLANS: Plan[] = [
   { name: "export", args: ["--spans", "100000", "--rounds", "3"], quickArgs: ["--spans", "10000", "--rounds", "1"], timeoutS: 90 },
   { name: "scaling-export", args: ["--spans", "30000"], quickArgs: ["--spans", "5000", "--batches", "64,512,4096"], timeoutS: 60 },
   { name: "ringbuf", args: ["--ms", "2000"], quickArgs: ["--ms", "500"], timeoutS: 60, root: true },
-  { name: "discovery", args: [], quickArgs: ["--sizes", "10,1000"], timeoutS: 60 },
+  { name: "discovery", args: [], quickArgs: ["--sizes", "10,1000"], timeoutS: 90 },
   { name: "logs", args: ["300000"], quickArgs: ["50000"], timeoutS: 60 },
   { name: "debug-overhead", args: ["--seconds", "2", "--ops", "50000", "--rounds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000", "--rounds", "1"], timeoutS: 90 },
   { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
