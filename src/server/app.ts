@@ -4,7 +4,7 @@
  * and under /api/v1. One onError renders every error as the standard error object.
  */
 import { cors } from "@elysiajs/cors";
-import { Elysia, type AnyElysia } from "elysia";
+import { Elysia, ElysiaCustomStatusResponse, type AnyElysia } from "elysia";
 import type { Config } from "../config/schema";
 import type { TaskOutcome } from "../telemetry/tasks";
 import type { ServerDeps } from "./deps";
@@ -61,9 +61,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
       }
       inFlight.set(request, deps.tasks.begin(`http ${request.method} ${path}`, "operation"));
     })
-    .onAfterResponse(({ request, set }) => {
-      inFlight.get(request)?.({ attributes: { "http.response.status_code": typeof set.status === "number" ? set.status : 200 } });
-    })
+    .headers(SECURITY_HEADERS)
     .use(
       c.cors.enabled
         ? cors({
@@ -75,8 +73,18 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
           })
         : new Elysia({ name: "cors-disabled" }),
     )
-    .onAfterHandle({ as: "global" }, ({ set }) => {
-      Object.assign(set.headers, SECURITY_HEADERS);
+    // The in-flight operation ends when the handler has produced its answer (an afterResponse hook would cost a
+    // setImmediate per request: measured ~8 us of the ~30 us the interface adds to a probe).
+    .onAfterHandle({ as: "global" }, ({ request, set, response }) => {
+      const status =
+        response instanceof Response
+          ? response.status
+          : response instanceof ElysiaCustomStatusResponse
+            ? Number(response.code)
+            : typeof set.status === "number"
+              ? set.status
+              : 200;
+      inFlight.get(request)?.({ attributes: { "http.response.status_code": status } });
     })
     .onError({ as: "global" }, ({ code, error, request }) => {
       const response = renderError(code, error, request, app, deps);
