@@ -26,6 +26,7 @@ const ROUNDS = arg("rounds", 3);
 const CONNECTIONS = arg("connections", 16);
 const SPANS_PER_SECOND = arg("spans-per-second", 250);
 const READY_TIMEOUT_MS = 30_000;
+const WARMUP_SECONDS = 2;
 const TARGET_RATIO = 0.95;
 
 const CONFIG = `
@@ -184,6 +185,8 @@ try {
     for (const v of VARIANTS) {
       const agent = await startTracingAgent(receiver.address, v);
       try {
+        await wrk(url, WARMUP_SECONDS, server.pid); // the agent just started: let its JIT settle before measuring
+
         const before = await metric(agent, "svc_spans_collected_total");
         const droppedBefore = await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}');
         on.get(v)!.push(await wrk(url, SECONDS, server.pid, agent.pid, await networkProgramIds(agent)));

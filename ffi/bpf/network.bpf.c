@@ -432,6 +432,23 @@ static __always_inline int take_exchange_token(void)
   return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
 }
 
+/*
+ * Whether a call must be looked at: always while its connection's exchange is captured; otherwise only on
+ * the side requests travel (a server's reads, a client's writes; both when the side is unknown), where a
+ * request start takes a token or is counted as sampled out. Responses of exchanges not captured are skipped
+ * without reading user memory.
+ */
+static __always_inline int needs_inspection(struct conn *c, __u32 io)
+{
+  if (c->sampled)
+    return 1;
+  if (c->direction == DIR_INBOUND)
+    return io == IO_READ;
+  if (c->direction == DIR_OUTBOUND)
+    return io == IO_WRITE;
+  return 1;
+}
+
 /* Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`. */
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 ts)
 {
@@ -562,7 +579,7 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   if (skp == 0 || pio != io || tp->ret <= 0)
     return 0;
   struct conn *c = bpf_map_lookup_elem(&conns, &skp);
-  if (!c)
+  if (!c || !needs_inspection(c, io))
     return 0;
   return emit_http(c, skp, io, buf, is_iov, tp->ret, io == IO_READ ? bpf_ktime_get_ns() : enter_ns);
 }
@@ -593,7 +610,7 @@ static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_
   if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
     return 0;
   if (capture_http == CAPTURE_SOCKET)
-    return capture_from_regs(ctx, c, skp, io, tp->ret);
+    return needs_inspection(c, io) ? capture_from_regs(ctx, c, skp, io, tp->ret) : 0;
   __u64 id = bpf_get_current_pid_tgid();
   struct pending *p = bpf_map_lookup_elem(&pending, &id);
   if (p && p->io == io)
