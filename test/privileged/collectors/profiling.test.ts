@@ -132,16 +132,19 @@ describe.skipIf(!isRoot)("CPU profiling (real kernel)", () => {
     for (const c of exporter.components) await c.start(recordingHost());
     let items: ProfileItem[];
     let collector: ProfilingCollector;
+    const exportedTotal = () => [...exportedLeaves(requests.filter((r) => r.signal === "profiles")).values()].reduce((a, b) => a + b, 0);
     try {
       ({ items, collector } = await profile(pid, (s) => total(s) >= 100, { ...base, pipeline: exporter.pipeline }));
+      const collected = total(items.flatMap((i) => i.samples));
       await exporter.pipeline.flush(10_000);
+      await waitFor("every sample at the receiver", () => exportedTotal() >= collected, 20_000);
+      expect(exportedTotal()).toBe(collected);
     } finally {
       for (const c of exporter.components) await c.shutdown(AbortSignal.timeout(5000));
       await rx.stop();
     }
     const exported = exportedLeaves(requests.filter((r) => r.signal === "profiles"));
     expect(top(exported)).toBe("burn_cpu_in_known_function");
-    expect([...exported.values()].reduce((a, b) => a + b, 0)).toBe(total(items.flatMap((i) => i.samples)));
     const byLeaf = leaves(items);
     expect(top(byLeaf)).toBe("burn_cpu_in_known_function");
     expect(byLeaf.get("burn_cpu_in_known_function")! / total(items.flatMap((i) => i.samples))).toBeGreaterThan(0.9);
