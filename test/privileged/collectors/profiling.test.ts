@@ -17,6 +17,7 @@ import type { ProfileItem } from "../../../src/export/model";
 import { RecordingPipeline, fakeContext, recordingHost, waitFor } from "../../integration/collectors/fakes";
 import type { AgentContext } from "../../../src/agent/context";
 import { createExport } from "../../../src/export";
+import type { TelemetryPipeline } from "../../../src/export/types";
 import { OtlpReceiver, decodeRequest, type ReceivedRequest } from "../../../src/export/receiver";
 
 const FIXTURE = join(import.meta.dir, "../../fixtures/cpu-burner.c");
@@ -133,12 +134,23 @@ describe.skipIf(!isRoot)("CPU profiling (real kernel)", () => {
     let items: ProfileItem[];
     let collector: ProfilingCollector;
     const exportedTotal = () => [...exportedLeaves(requests.filter((r) => r.signal === "profiles")).values()].reduce((a, b) => a + b, 0);
+    // Counts every profile sample handed to the real pipeline (the collector's final period at shutdown included).
+    const real = exporter.pipeline;
+    let submitted = 0;
+    const pipeline: TelemetryPipeline = {
+      submit: (signal, batch) => {
+        if (signal === "profiles") submitted += total((batch as ProfileItem[]).flatMap((i) => i.samples));
+        return real.submit(signal, batch);
+      },
+      flush: (ms) => real.flush(ms),
+      setResourceAttributes: (source, attributes) => real.setResourceAttributes(source, attributes),
+    };
     try {
-      ({ items, collector } = await profile(pid, (s) => total(s) >= 100, { ...base, pipeline: exporter.pipeline }));
-      const collected = total(items.flatMap((i) => i.samples));
-      await exporter.pipeline.flush(10_000);
-      await waitFor("every sample at the receiver", () => exportedTotal() >= collected, 20_000);
-      expect(exportedTotal()).toBe(collected);
+      ({ items, collector } = await profile(pid, (s) => total(s) >= 100, { ...base, pipeline }));
+      await real.flush(10_000);
+      await waitFor("every sample at the receiver", () => exportedTotal() >= submitted, 20_000);
+      expect(exportedTotal()).toBe(submitted);
+      expect(submitted).toBeGreaterThanOrEqual(total(items.flatMap((i) => i.samples)));
     } finally {
       for (const c of exporter.components) await c.shutdown(AbortSignal.timeout(5000));
       await rx.stop();
