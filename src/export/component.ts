@@ -16,6 +16,8 @@ import { GrpcTransport, type Transport } from "./transport";
 
 /** How often the backend is checked while exports are idle and the last outcome was good. */
 export const IDLE_CHECK_INTERVAL_MS = 15_000;
+/** How often the channel's state is looked at (no network: a lost connection triggers a check at once). */
+const CHANNEL_WATCH_MS = 1000;
 /** Bounds of the check interval while the backend is unreachable (backoff.initial, clamped). */
 const UNHEALTHY_CHECK_MIN_MS = 20;
 const UNHEALTHY_CHECK_MAX_MS = 5_000;
@@ -53,6 +55,7 @@ export class OtlpExporterComponent implements Component {
   #checking = false;
   #stopped = false;
   #reachable: boolean | undefined;
+  #channelWasReady = false;
   #lastOutcomeAt = 0;
   #lastExport: string | null = null;
   #lastError: string | null = null;
@@ -175,12 +178,18 @@ export class OtlpExporterComponent implements Component {
     this.#timer = undefined;
     const interval = this.#interval();
     const sinceOutcome = performance.now() - this.#lastOutcomeAt;
-    if (this.#reachable !== undefined && sinceOutcome < interval) {
-      this.#schedule(interval - sinceOutcome);
+    const ready = this.#pipeline.transport?.ready() ?? false;
+    // The channel was connected and is not any more (the backend went away while exports were idle): check now
+    // instead of at the next idle check, so that /ready does not say ok for up to IDLE_CHECK_INTERVAL_MS.
+    const lost = this.#reachable === true && this.#channelWasReady && !ready;
+    this.#channelWasReady = ready;
+    if (!lost && this.#reachable !== undefined && sinceOutcome < interval) {
+      this.#schedule(Math.min(interval - sinceOutcome, CHANNEL_WATCH_MS));
       return;
     }
     await this.#check();
-    this.#schedule(this.#interval());
+    this.#channelWasReady = this.#pipeline.transport?.ready() ?? false;
+    this.#schedule(Math.min(this.#interval(), CHANNEL_WATCH_MS));
   }
 
   /** One connectivity check: an empty traces Export call (a valid request every OTLP backend accepts). */
