@@ -247,23 +247,24 @@ describe("backend down for a while", () => {
 
   test("beyond capacity while down: the excess is dropped as queue_full, counted to the item; the rest arrives", async () => {
     const { a, b } = await setup();
+    // Killed while exports are idle: the lost connection is noticed without any export (regression: up to 15 s).
     b.kill();
-    let accepted = submit(a, 1);
-    await waitUntil(async () => (await probe(a)).ready === 503, { what: "/ready 503" });
+    await waitUntil(async () => (await probe(a)).ready === 503, { what: "/ready 503 after an idle backend went away", timeoutMs: 5000 });
+    let accepted = 0;
     await sampled(a, async () => {
       for (let i = 0; i < 6; i++) {
         accepted += submit(a, 1000);
         await Bun.sleep(1);
       }
       const t = identity(a);
-      expect(t.dropped.queue_full).toBe(6001 - accepted);
+      expect(t.dropped.queue_full).toBe(6000 - accepted);
       expect(t.queued).toBeLessThanOrEqual(CAPACITY);
       await b.up();
       await allExported(a, b, accepted);
     });
     const t = await checkAccounting(a);
     expect(t.exported).toBe(accepted);
-    expect(t.exported + t.dropped.queue_full).toBe(6001);
+    expect(t.exported + t.dropped.queue_full).toBe(6000);
     expect(b.unique()).toBe(accepted);
   });
 });
@@ -273,21 +274,21 @@ test("flapping backend: up and down five times during a steady stream; nothing a
   let accepted = 0;
   await sampled(a, async () => {
     for (let i = 0; i < 5; i++) {
-      accepted += submit(a, 200);
+      accepted += submit(a, 100);
       b.kill();
-      accepted += submit(a, 200);
+      accepted += submit(a, 100);
       await waitUntil(async () => (await probe(a)).ready === 503, { what: `/ready 503 (flap ${i})` });
       await b.up();
-      accepted += submit(a, 200);
+      accepted += submit(a, 100);
       await waitUntil(async () => (await probe(a)).ready === 200, { what: `/ready 200 (flap ${i})` });
     }
     await allExported(a, b, accepted);
   });
-  expect(accepted).toBe(3000);
+  expect(accepted).toBe(1500); // within capacity (2000) even if nothing drained between flaps
   const t = await checkAccounting(a);
-  expect(t.exported).toBe(3000);
+  expect(t.exported).toBe(1500);
   expect(t.droppedTotal).toBe(0);
-  expect(b.unique()).toBe(3000);
+  expect(b.unique()).toBe(1500);
 });
 
 test("slow backend (answers after otlp.timeout): retried as DEADLINE_EXCEEDED, all exported once it is fast again", async () => {

@@ -58,17 +58,17 @@ export function rawRequest(url: string, data: string | Buffer, o: RawOptions = {
     const s = connect({ host, port, ...(o.localAddress ? { localAddress: o.localAddress } : {}) });
     const chunks: Buffer[] = [];
     const done = () => resolve(parseAnswer(Buffer.concat(chunks).toString("latin1")));
-    s.on("data", (d) => chunks.push(d));
+    s.on("data", (d: Buffer) => chunks.push(d));
     s.on("error", () => {});
     s.on("close", done);
     s.setTimeout(o.timeoutMs ?? 10_000, () => s.destroy());
-    s.write(data);
+    s.write(typeof data === "string" ? Buffer.from(data, "latin1") : data);
   });
 }
 
 /** A GET/POST request line with Connection: close. */
 export function requestText(method: string, path: string, headers: Record<string, string> = {}, body = ""): string {
-  const h = { host: "127.0.0.1", connection: "close", ...headers };
+  const h: Record<string, string> = { host: "127.0.0.1", connection: "close", ...headers };
   if (body) h["content-length"] = String(Buffer.byteLength(body, "latin1"));
   return `${method} ${path} HTTP/1.1\r\n${Object.entries(h)
     .map(([k, v]) => `${k}: ${v}`)
