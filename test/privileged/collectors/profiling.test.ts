@@ -165,7 +165,8 @@ describe.skipIf(!isRoot)("CPU profiling (real kernel)", () => {
     expect(hot.stack[0]!.binary).toBe(burner);
     expect(items[0]!.resource).toMatchObject({ "process.pid": pid, "process.executable.name": "cpu-burner" });
     expect(items[0]!.period).toBe(Math.round(1e9 / 99));
-    expect(collector.profilesCollected).toBe(items.length);
+    // The collector's count also holds the final period submitted at shutdown (at most one more profile).
+    expect(collector.profilesCollected - items.length).toBeOneOf([0, 1]);
 
     // The same period as pprof, read back by an independent decoder and (when installed) by go tool pprof.
     const pprof = collector.latestPprof()!;
