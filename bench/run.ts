@@ -13,7 +13,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, release } from "node:os";
 import { join, relative, resolve } from "node:path";
-import { collect } from "./lib/collect";
+import { collect, RESULT_PREFIX } from "./lib/collect";
 import type { BenchResultWithCurves, Curve } from "./lib/curves";
 import { renderChart } from "./lib/png-chart";
 import type { BenchRow } from "./lib/report";
@@ -28,6 +28,8 @@ const TOTAL_BUDGET_S = 600;
 const RESERVE_S = 10;
 const DEFAULT_TIMEOUT_S = 90;
 const KILL_GRACE_MS = 3000;
+/** A benchmark that printed a BENCH-RESULT line and then stays silent this long without exiting is stopped. */
+const QUIET_AFTER_RESULT_S = 15;
 /** Load average (1 min) per core above which the report warns that the machine was busy. */
 const BUSY_LOAD_PER_CORE = 0.5;
 const RUNNER_FILES = new Set(["run.ts"]);
@@ -108,6 +110,8 @@ interface Outcome {
   command: string;
   exitCode: number | null;
   timedOut: boolean;
+  /** Printed its result(s) and then did not exit: stopped by the runner. */
+  stoppedAfterResult: boolean;
   seconds: number;
   output: string;
   results: BenchResultWithCurves[];
@@ -126,16 +130,18 @@ async function runOne(plan: Plan, timeoutS: number): Promise<Outcome> {
   const proc = Bun.spawn(["setsid", process.execPath, file, ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe", env: process.env });
   let output = "";
   let timedOut = false;
+  let stoppedAfterResult = false;
+  let lastOutputAt = performance.now();
   const pump = async (stream: ReadableStream<Uint8Array>, sink: NodeJS.WriteStream) => {
     const decoder = new TextDecoder();
     for await (const chunk of stream) {
       const text = decoder.decode(chunk, { stream: true });
       output += text;
+      lastOutputAt = performance.now();
       sink.write(text);
     }
   };
-  const timer = setTimeout(() => {
-    timedOut = true;
+  const stopGroup = () => {
     const group = -proc.pid;
     try {
       process.kill(group, "SIGTERM");
@@ -145,12 +151,25 @@ async function runOne(plan: Plan, timeoutS: number): Promise<Outcome> {
         process.kill(group, "SIGKILL");
       } catch {}
     }, KILL_GRACE_MS).unref();
+  };
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stopGroup();
   }, timeoutS * 1000);
+  const watchdog = setInterval(() => {
+    if (stoppedAfterResult || timedOut || !output.includes(`\n${RESULT_PREFIX}`)) return;
+    if (performance.now() - lastOutputAt > QUIET_AFTER_RESULT_S * 1000) {
+      stoppedAfterResult = true;
+      console.log(`\n(bench: ${plan.name} printed its result and has been silent for ${QUIET_AFTER_RESULT_S} s without exiting: stopping it)`);
+      stopGroup();
+    }
+  }, 1000);
   await Promise.all([pump(proc.stdout, process.stdout), pump(proc.stderr, process.stderr), proc.exited]);
   clearTimeout(timer);
+  clearInterval(watchdog);
   const seconds = (performance.now() - started) / 1000;
   const { results, errors, adapted } = collect(plan.name, output);
-  return { plan, command, exitCode: proc.exitCode, timedOut, seconds, output, results, errors, adapted };
+  return { plan, command, exitCode: proc.exitCode, timedOut, stoppedAfterResult, seconds, output, results, errors, adapted };
 }
 
 function fmt(n: number | undefined): string {
@@ -239,7 +258,7 @@ function writeReport(outcomes: Outcome[], m: Machine, loadStart: string, loadEnd
 
   for (const o of outcomes) {
     lines.push(`## ${o.plan.name}`, "");
-    lines.push(`Command: \`${o.command}\` — ${o.skipped ? `skipped: ${o.skipped}` : `${o.seconds.toFixed(1)} s, ${o.timedOut ? `**stopped at its ${o.plan.timeoutS} s limit**` : `exit ${o.exitCode}`}`}${o.plan.root ? "; needs root" : ""}`, "");
+    lines.push(`Command: \`${o.command}\` — ${o.skipped ? `skipped: ${o.skipped}` : `${o.seconds.toFixed(1)} s, ${o.timedOut ? `**stopped at its ${o.plan.timeoutS} s limit**` : o.stoppedAfterResult ? `printed its result, then did not exit within ${QUIET_AFTER_RESULT_S} s: stopped by the runner` : `exit ${o.exitCode}`}`}${o.plan.root ? "; needs root" : ""}`, "");
     for (const e of o.errors) lines.push(`- ${e}`);
     for (const res of o.results) {
       lines.push(`**${cell(res.bench)}**${o.adapted ? " (figures parsed from the benchmark's own table)" : ""}`, "", ...rowsTable(res.rows), "");
@@ -283,7 +302,7 @@ async function main(): Promise<void> {
     const left = BUDGET_S - RESERVE_S - (performance.now() - t0) / 1000;
     const skip = plan.root && !isRoot ? "needs root" : left < 5 ? "run budget spent" : undefined;
     if (skip) {
-      outcomes.push({ plan, command: `bun bench/${plan.name}.ts ${(QUICK ? plan.quickArgs : plan.args).join(" ")}`.trim(), exitCode: null, timedOut: false, seconds: 0, output: "", results: [], errors: [], adapted: false, skipped: skip });
+      outcomes.push({ plan, command: `bun bench/${plan.name}.ts ${(QUICK ? plan.quickArgs : plan.args).join(" ")}`.trim(), exitCode: null, timedOut: false, stoppedAfterResult: false, seconds: 0, output: "", results: [], errors: [], adapted: false, skipped: skip });
       continue;
     }
     outcomes.push(await runOne(plan, Math.min(plan.timeoutS, Math.floor(left))));
