@@ -11,6 +11,7 @@
  * Error conventions (libbpf 1.x): int functions return a negative errno; pointer functions return NULL
  * and set errno, which `lastErrno()` reads; call it in the same synchronous turn as the failing call.
  */
+import { findLibrary, librarySearchDirs } from "./library-path";
 import { dlopen, FFIType, ptr, read, type Pointer } from "bun:ffi";
 import { closeSync, existsSync, mkdtempSync, realpathSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -244,7 +245,9 @@ export async function loadEmbeddedFromDirectory(embedded: LoadOptions["embedded"
 export async function loadNative(options: LoadOptions): Promise<Native> {
   if (native) return native;
   const attempts: string[] = [];
-  const libc = dlopen("libc.so.6", LIBC_SYMBOLS).symbols;
+  const libcPath = findLibrary("libc.so.6", options.env);
+  if (!libcPath) throw new LibbpfUnavailableError("libc.so.6 not found", librarySearchDirs(options.env));
+  const libc = dlopen(libcPath, LIBC_SYMBOLS).symbols;
   libcSymbols = libc;
   let bpf: LibbpfSymbols | undefined;
   let info: LibbpfInfo | undefined;

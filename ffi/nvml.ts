@@ -7,9 +7,8 @@
  * `NvmlError` with the call, the code and its NVML name. A library that cannot be opened (absent, or missing
  * a symbol) is an `NvmlUnavailableError`.
  */
+import { findLibrary, librarySearchDirs } from "./library-path";
 import { dlopen, FFIType } from "bun:ffi";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 
 const { ptr: P, i32, u32, u64, cstring } = FFIType;
 
@@ -18,11 +17,7 @@ const { ptr: P, i32, u32, u64, cstring } = FFIType;
  * the NVIDIA container toolkit's mount, WSL. A bare name is never handed to dlopen, because Bun's dlopen tries
  * the current directory first (a planted library there would be loaded).
  */
-const LIBRARY_DIRS = [
-  "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib", "/lib",
-  "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
-];
-const LD_SO_CONF_DIR = "/etc/ld.so.conf.d";
+const NVIDIA_LIBRARY_DIRS = ["/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib"];
 const NAME_BUFFER_BYTES = 96;
 const UUID_BUFFER_BYTES = 96;
 /** nvmlProcessInfo_t (v2/v3 layout): pid u32, pad, usedGpuMemory u64, gpuInstanceId u32, computeInstanceId u32. */
@@ -286,28 +281,9 @@ export function openNvml(library: string, env: Record<string, string | undefined
   return new Nvml(library, lib.symbols, () => lib.close());
 }
 
-/** The directories of /etc/ld.so.conf.d/*.conf (one level, no include directives). */
-function ldSoConfDirs(): string[] {
-  const out: string[] = [];
-  try {
-    for (const f of readdirSync(LD_SO_CONF_DIR).filter((n) => n.endsWith(".conf")).sort())
-      for (const line of readFileSync(join(LD_SO_CONF_DIR, f), "utf8").split("\n")) {
-        const d = line.replace(/#.*/, "").trim();
-        if (d.startsWith("/")) out.push(d);
-      }
-  } catch {
-    // No ld.so.conf.d: the fixed list applies.
-  }
-  return out;
-}
-
 /** An absolute path for `library`: itself when it contains a slash, else the first directory holding it. Throws NvmlUnavailableError. */
 export function resolveLibrary(library: string, env: Record<string, string | undefined>): string {
-  if (library.includes("/")) return library;
-  const dirs = [...(env.LD_LIBRARY_PATH ?? "").split(":").filter((d) => d.startsWith("/")), ...ldSoConfDirs(), ...LIBRARY_DIRS];
-  for (const d of dirs) {
-    const candidate = join(d, library);
-    if (existsSync(candidate)) return candidate;
-  }
-  throw new NvmlUnavailableError(library, `no such file in ${[...new Set(dirs)].join(", ")}`);
+  const path = findLibrary(library, env, NVIDIA_LIBRARY_DIRS);
+  if (path) return path;
+  throw new NvmlUnavailableError(library, `no such file in ${librarySearchDirs(env, NVIDIA_LIBRARY_DIRS).join(", ")}`);
 }

@@ -62,3 +62,12 @@ describe("checkEnvironment", () => {
     expect(r.blocked).toContain("/sys/kernel/btf/vmlinux missing");
   });
 });
+
+test("shared libraries are opened by absolute path (Bun's dlopen of a bare name tries the current directory first)", async () => {
+  const { findLibrary } = await import("../../../ffi/library-path");
+  const libc = findLibrary("libc.so.6", {});
+  expect(libc).toMatch(/^\/.*\/libc\.so\.6$/);
+  expect(findLibrary("libc.so.6", { LD_LIBRARY_PATH: "relative/dir" })).toBe(libc!);
+  expect(findLibrary("no-such-library.so.9", {})).toBeUndefined();
+  expect(findLibrary("/opt/x/libfoo.so", {})).toBe("/opt/x/libfoo.so");
+});
