@@ -7,7 +7,8 @@
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { TelemetryPipeline } from "../../export/types";
-import type { Component, ComponentHost } from "../../lifecycle/component";
+import type { ComponentHost } from "../../lifecycle/component";
+import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
 import { Backoff, errorText, sleep } from "../backoff";
 import type { CloudProviderSetting } from "../config";
@@ -41,14 +42,9 @@ function settingsOf(c: Config): Settings {
   return { enabled: d.enabled, provider: d.provider, endpoints: { ...d.endpoints }, timeoutMs: durationMs(d.timeout), hintsRoot: d.hints_root };
 }
 
-const sameSettings = (a: Settings, b: Settings) => JSON.stringify(a) === JSON.stringify(b);
 
-export class CloudSource implements Component {
+export class CloudSource extends DiscoverySource<Settings> {
   readonly id = CLOUD_COMPONENT_ID;
-  readonly readiness = "discovery" as const;
-  #settings: Settings;
-  #host: ComponentHost | undefined;
-  #run: { abort: AbortController; done: Promise<void> } | undefined;
   #identity: CloudIdentity | undefined;
   /** The last failure of a metadata query (undefined after a success). */
   lastError: string | undefined;
@@ -58,7 +54,7 @@ export class CloudSource implements Component {
     readonly pipeline: TelemetryPipeline,
     readonly tasks: TaskRegistry,
   ) {
-    this.#settings = settingsOf(config);
+    super(settingsOf(config));
   }
 
   snapshot(): CloudSnapshot {
@@ -66,38 +62,18 @@ export class CloudSource implements Component {
     return i ? { provider: i.provider, region: i.region, instance_id: i.instanceId } : { provider: "none", region: "", instance_id: "" };
   }
 
-  async start(host: ComponentHost): Promise<void> {
-    this.#host = host;
-    this.#begin();
-  }
-
-  async reload(next: Config): Promise<void> {
-    const s = settingsOf(next);
-    if (sameSettings(s, this.#settings)) return;
-    if (!this.#host) {
-      this.#settings = s;
-      return;
-    }
-    await this.#end();
-    this.#settings = s;
-    this.#begin();
-  }
-
-  async shutdown(): Promise<void> {
-    await this.#end();
-    this.#host = undefined;
+  protected readSettings(next: Config): Settings {
+    return settingsOf(next);
   }
 
   /** Resolves when the current detection attempt loop has produced its first outcome (tests, bench). */
   settled: Promise<void> = Promise.resolve();
 
-  #begin(): void {
-    const host = this.#host;
-    if (!host) return;
-    const s = this.#settings;
+  protected begin(host: ComponentHost): SourceRun | undefined {
+    const s = this.settings;
     if (!s.enabled) {
       host.report("disabled");
-      return;
+      return undefined;
     }
     let target: CloudProvider | undefined;
     let explicit = false;
@@ -110,7 +86,7 @@ export class CloudSource implements Component {
     }
     if (!target) {
       host.report("ok");
-      return;
+      return undefined;
     }
     host.report("starting");
     const abort = new AbortController();
@@ -121,11 +97,11 @@ export class CloudSource implements Component {
       endTask();
       firstOutcome();
     });
-    this.#run = { abort, done };
+    return { abort, done };
   }
 
   async #loop(host: ComponentHost, provider: CloudProvider, explicit: boolean, signal: AbortSignal, firstOutcome: () => void): Promise<void> {
-    const s = this.#settings;
+    const s = this.settings;
     const backoff = new Backoff(CLOUD_INITIAL_BACKOFF_MS, CLOUD_MAX_BACKOFF_MS);
     while (!signal.aborted) {
       try {
@@ -152,13 +128,7 @@ export class CloudSource implements Component {
     }
   }
 
-  async #end(): Promise<void> {
-    const run = this.#run;
-    this.#run = undefined;
-    if (run) {
-      run.abort.abort();
-      await run.done;
-    }
+  protected forget(): void {
     if (this.#identity) this.pipeline.setResourceAttributes(CLOUD_COMPONENT_ID, {});
     this.#identity = undefined;
     this.lastError = undefined;

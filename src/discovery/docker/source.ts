@@ -6,7 +6,8 @@
  */
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
-import type { Component, ComponentHost } from "../../lifecycle/component";
+import type { ComponentHost } from "../../lifecycle/component";
+import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
 import { Backoff, errorText, sleep } from "../backoff";
 import type { ContainerDirectory } from "../directory";
@@ -39,12 +40,8 @@ function settingsOf(c: Config): Settings {
   return { enabled: d.enabled, socket: d.socket, backoffMaxMs: durationMs(d.reconnect_backoff_max) };
 }
 
-export class DockerSource implements Component {
+export class DockerSource extends DiscoverySource<Settings> {
   readonly id = DOCKER_COMPONENT_ID;
-  readonly readiness = "discovery" as const;
-  #settings: Settings;
-  #host: ComponentHost | undefined;
-  #run: { abort: AbortController; done: Promise<void> } | undefined;
   #containers = new Map<string, DockerContainer>();
   #connected = false;
   /** Bumped on every change of the container set (the view uses it to cache derived data). */
@@ -55,61 +52,34 @@ export class DockerSource implements Component {
     readonly directory: ContainerDirectory,
     readonly tasks: TaskRegistry,
   ) {
-    this.#settings = settingsOf(config);
+    super(settingsOf(config));
   }
 
   snapshot(): DockerSnapshot {
-    return { enabled: this.#settings.enabled, connected: this.#connected, containers: [...this.#containers.values()] };
+    return { enabled: this.settings.enabled, connected: this.#connected, containers: [...this.#containers.values()] };
   }
 
   get containerCount(): number {
     return this.#containers.size;
   }
 
-  async start(host: ComponentHost): Promise<void> {
-    this.#host = host;
-    this.#begin();
+  protected readSettings(next: Config): Settings {
+    return settingsOf(next);
   }
 
-  async reload(next: Config): Promise<void> {
-    const s = settingsOf(next);
-    const cur = this.#settings;
-    if (s.enabled === cur.enabled && s.socket === cur.socket && s.backoffMaxMs === cur.backoffMaxMs) return;
-    if (!this.#host) {
-      this.#settings = s;
-      return;
-    }
-    await this.#end();
-    this.#settings = s;
-    this.#begin();
-  }
-
-  async shutdown(): Promise<void> {
-    await this.#end();
-    this.#host = undefined;
-  }
-
-  #begin(): void {
-    const host = this.#host;
-    if (!host) return;
-    if (!this.#settings.enabled) {
+  protected begin(host: ComponentHost): SourceRun | undefined {
+    if (!this.settings.enabled) {
       host.report("disabled");
-      return;
+      return undefined;
     }
     host.report("starting");
     const abort = new AbortController();
-    const endTask = this.tasks.begin(`${DOCKER_COMPONENT_ID} events ${this.#settings.socket}`);
+    const endTask = this.tasks.begin(`${DOCKER_COMPONENT_ID} events ${this.settings.socket}`);
     const done = this.#loop(host, abort.signal).finally(endTask);
-    this.#run = { abort, done };
+    return { abort, done };
   }
 
-  async #end(): Promise<void> {
-    const run = this.#run;
-    this.#run = undefined;
-    if (run) {
-      run.abort.abort();
-      await run.done;
-    }
+  protected forget(): void {
     this.#connected = false;
     this.#containers.clear();
     this.generation++;
@@ -117,7 +87,7 @@ export class DockerSource implements Component {
   }
 
   async #loop(host: ComponentHost, signal: AbortSignal): Promise<void> {
-    const { socket, backoffMaxMs } = this.#settings;
+    const { socket, backoffMaxMs } = this.settings;
     const client = new EngineClient(socket);
     const backoff = new Backoff(DOCKER_INITIAL_BACKOFF_MS, backoffMaxMs);
     while (!signal.aborted) {

@@ -9,7 +9,8 @@ import { hostname } from "node:os";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { Attributes, TelemetryPipeline } from "../../export/types";
-import type { Component, ComponentHost } from "../../lifecycle/component";
+import type { ComponentHost } from "../../lifecycle/component";
+import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
 import { Backoff, errorText } from "../backoff";
 import type { ContainerDirectory } from "../directory";
@@ -59,14 +60,9 @@ function settingsOf(c: Config, env: Record<string, string | undefined>): Setting
   };
 }
 
-const sameSettings = (a: Settings, b: Settings) => JSON.stringify(a) === JSON.stringify(b);
 
-export class KubernetesSource implements Component {
+export class KubernetesSource extends DiscoverySource<Settings> {
   readonly id = KUBERNETES_COMPONENT_ID;
-  readonly readiness = "discovery" as const;
-  #settings: Settings;
-  #host: ComponentHost | undefined;
-  #run: { abort: AbortController; done: Promise<void> } | undefined;
   #connection: KubeConnection | undefined;
   #pods = new Map<string, Pod>();
   #podContainers = new Map<string, string[]>();
@@ -86,7 +82,7 @@ export class KubernetesSource implements Component {
     readonly pipeline: TelemetryPipeline,
     readonly tasks: TaskRegistry,
   ) {
-    this.#settings = settingsOf(config, env);
+    super(settingsOf(config, env));
   }
 
   snapshot(): KubernetesSnapshot {
@@ -94,9 +90,9 @@ export class KubernetesSource implements Component {
     return {
       enabled: this.#active,
       connected: this.#connected,
-      cluster: this.#settings.clusterName || c?.clusterName || "",
+      cluster: this.settings.clusterName || c?.clusterName || "",
       namespace: c?.namespace ?? "",
-      nodeName: this.#settings.nodeName,
+      nodeName: this.settings.nodeName,
       pods: this.#pods,
       services: this.#services,
     };
@@ -109,36 +105,18 @@ export class KubernetesSource implements Component {
     return out;
   }
 
-  async start(host: ComponentHost): Promise<void> {
-    this.#host = host;
-    this.#begin();
-  }
-
-  async reload(next: Config): Promise<void> {
+  protected readSettings(next: Config): Settings {
     const s = settingsOf(next, this.env);
-    if (sameSettings(s, this.#settings)) return;
+    // A kubeconfig that cannot be read refuses the reload (nothing changes).
     if (s.kubeconfig && s.detect) kubeconfigConnection(s.kubeconfig);
-    if (!this.#host) {
-      this.#settings = s;
-      return;
-    }
-    await this.#end();
-    this.#settings = s;
-    this.#begin();
+    return s;
   }
 
-  async shutdown(): Promise<void> {
-    await this.#end();
-    this.#host = undefined;
-  }
-
-  #begin(): void {
-    const host = this.#host;
-    if (!host) return;
-    const s = this.#settings;
+  protected begin(host: ComponentHost): SourceRun | undefined {
+    const s = this.settings;
     if (!s.detect) {
       host.report("disabled");
-      return;
+      return undefined;
     }
     let connection: KubeConnection;
     this.#active = Boolean(s.kubeconfig) || inClusterAvailable(this.env, s.serviceAccountDir);
@@ -148,11 +126,11 @@ export class KubernetesSource implements Component {
       else {
         host.logger.debug("kubernetes discovery off: no in-cluster environment and no kubeconfig");
         host.report("disabled");
-        return;
+        return undefined;
       }
     } catch (e) {
       host.report("permanent_error", errorText(e));
-      return;
+      return undefined;
     }
     this.#connection = connection;
     const cluster = s.clusterName || connection.clusterName;
@@ -170,16 +148,10 @@ export class KubernetesSource implements Component {
     const endPods = this.tasks.begin(`${KUBERNETES_COMPONENT_ID} watch pods`);
     const endServices = this.tasks.begin(`${KUBERNETES_COMPONENT_ID} watch services`);
     const done = Promise.all([pods.run(abort.signal).finally(endPods), services.run(abort.signal).finally(endServices)]).then(() => undefined);
-    this.#run = { abort, done };
+    return { abort, done };
   }
 
-  async #end(): Promise<void> {
-    const run = this.#run;
-    this.#run = undefined;
-    if (run) {
-      run.abort.abort();
-      await run.done;
-    }
+  protected forget(): void {
     if (this.#connection) this.pipeline.setResourceAttributes(KUBERNETES_COMPONENT_ID, {});
     this.#connection = undefined;
     this.#active = false;
@@ -205,7 +177,7 @@ export class KubernetesSource implements Component {
   }
 
   #podHandlers(host: ComponentHost, cluster: string) {
-    const node = this.#settings.nodeName;
+    const node = this.settings.nodeName;
     const onNode = (p: Pod) => (p as { spec?: { nodeName?: string } }).spec?.nodeName === node;
     const removePod = (key: string) => {
       for (const id of this.#podContainers.get(key) ?? []) this.directory.remove("kubernetes", id);
