@@ -1,10 +1,10 @@
 /**
- * Cheap process collectors. CPU time (getrusage) and resident memory are read on every scrape (about a
+ * Cheap process collectors. CPU time (getrusage) and resident memory (/proc/self/statm, kept open) are read on every scrape (about a
  * microsecond each); the open-descriptor count needs a listing of /proc/self/fd (tens of microseconds under Bun),
  * so it is re-read at most once per FD_SAMPLE_INTERVAL_MS. prom-client's collectDefaultMetrics costs ~3.4 ms
  * per scrape under Bun; these cost a few microseconds.
  */
-import { readdirSync } from "node:fs";
+import { openSync, readdirSync, readSync } from "node:fs";
 
 /** How old the open-descriptor count may be. */
 export const FD_SAMPLE_INTERVAL_MS = 1000;
@@ -30,8 +30,26 @@ function openFds(now: number): number {
   return fdCount;
 }
 
+const PAGE_SIZE_BYTES = 4096;
+const statmBuffer = Buffer.alloc(128);
+/** /proc/self/statm kept open: one pread per scrape (~0.7 us) instead of process.memoryUsage.rss() (~4 us). */
+let statmFd: number | undefined;
+
+function residentBytes(): number {
+  try {
+    statmFd ??= openSync("/proc/self/statm", "r");
+    const n = readSync(statmFd, statmBuffer, 0, statmBuffer.length, 0);
+    const text = statmBuffer.toString("latin1", 0, n);
+    const pages = Number(text.slice(text.indexOf(" ") + 1, text.indexOf(" ", text.indexOf(" ") + 1)));
+    if (Number.isFinite(pages)) return pages * PAGE_SIZE_BYTES;
+  } catch {
+    // No /proc: the runtime's figure below.
+  }
+  return process.memoryUsage.rss();
+}
+
 /** Reads the figures of the current process (CPU of every thread, user + system). */
 export function sampleProcess(now = performance.now()): ProcessSample {
   const u = process.cpuUsage();
-  return { cpuSeconds: (u.user + u.system) / 1e6, residentBytes: process.memoryUsage.rss(), openFds: openFds(now) };
+  return { cpuSeconds: (u.user + u.system) / 1e6, residentBytes: residentBytes(), openFds: openFds(now) };
 }

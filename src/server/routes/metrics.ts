@@ -13,19 +13,20 @@ const GZIP_MIN_BYTES = 1024;
 export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
   return new Elysia({ name: "routes/metrics", seed: prefix, prefix }).get(
     path,
-    async ({ request }) => {
+    // The answer is built once by Elysia from `set.headers` (returning a Response would make Elysia copy it to
+    // merge the interface's default headers: measured ~20% of a scrape).
+    async ({ request, set }) => {
       const openMetrics = (request.headers.get("accept") ?? "").includes(OPENMETRICS);
       const text = await deps.metrics.render(openMetrics);
-      const headers: Record<string, string> = {
-        "content-type": openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE,
-        "cache-control": "no-store",
-      };
+      set.headers["content-type"] = openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE;
       if (text.length >= GZIP_MIN_BYTES && /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) {
-        headers["content-encoding"] = "gzip";
-        headers.vary = "Accept-Encoding";
-        return new Response(Bun.gzipSync(text), { headers });
+        // Binary: a Response of its own (the 200 schema documents the text; compression is transport).
+        set.headers["content-encoding"] = "gzip";
+        set.headers.vary = "Accept-Encoding";
+        // Elysia's handler type pairs the route's schema with plain bodies; a Response passes through unchecked.
+        return new Response(Bun.gzipSync(text), { headers: set.headers as Record<string, string> }) as never as string;
       }
-      return new Response(text, { headers });
+      return text;
     },
     {
       response: {
