@@ -13,6 +13,9 @@ import { formatAddress, parseListen } from "./listen";
 export const HTTP_SERVER_ID = "server/http";
 /** Seconds an idle keep-alive connection is kept. */
 const IDLE_TIMEOUT_SECONDS = 30;
+/** Bun's own body limit, relative to self_telemetry.max_body_bytes (see bind). */
+const BUN_BODY_LIMIT_FACTOR = 16;
+const BUN_BODY_LIMIT_SLACK_BYTES = 64 * 1024;
 /** Time given to requests in flight on an old listener after a rebind. */
 const OLD_LISTENER_GRACE_MS = 1000;
 
@@ -40,8 +43,10 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
           if (req.url.includes("/debug/pprof/")) srv.timeout(received, 0);
           return app.handle(req);
         },
-        // Bun's own limit is a backstop for bodies without Content-Length; the guard answers 413 with the error object.
-        maxRequestBodySize: c.self_telemetry.max_body_bytes,
+        // The guard answers a declared Content-Length over max_body_bytes with 413 and the error object; Bun's own
+        // limit (which answers first, with an empty body) sits well above it, as a backstop. No route reads a
+        // body, so an undeclared (chunked) body is never buffered whole.
+        maxRequestBodySize: c.self_telemetry.max_body_bytes * BUN_BODY_LIMIT_FACTOR + BUN_BODY_LIMIT_SLACK_BYTES,
         idleTimeout: IDLE_TIMEOUT_SECONDS,
         development: false,
       });
