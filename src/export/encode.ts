@@ -87,16 +87,14 @@ export function writeAnyValue(w: ProtoWriter, v: AttributeValue): void {
       w.stringField(F.AnyValue.string_value, v);
       return;
     case "boolean":
-      w.tag(F.AnyValue.bool_value, WIRE.VARINT);
-      w.varint(v ? 1 : 0);
+      w.varintField(F.AnyValue.bool_value, v ? 1 : 0);
       return;
     case "number":
       if (Number.isSafeInteger(v)) {
         w.tag(F.AnyValue.int_value, WIRE.VARINT);
         w.int64(v);
       } else {
-        w.tag(F.AnyValue.double_value, WIRE.FIXED64);
-        w.double(v);
+        w.doubleField(F.AnyValue.double_value, v);
       }
       return;
     default: {
@@ -133,20 +131,14 @@ export function writeSpan(w: ProtoWriter, s: SpanItem): void {
   if (s.traceState) w.stringField(S.trace_state, s.traceState);
   if (s.parentSpanId && s.parentSpanId.length) w.bytesField(S.parent_span_id, s.parentSpanId);
   w.stringField(S.name, s.name);
-  if (s.kind) {
-    w.tag(S.kind, WIRE.VARINT);
-    w.varint(s.kind);
-  }
-  w.tag(S.start_time_unix_nano, WIRE.FIXED64);
-  w.fixed64(s.startTimeUnixNano);
-  w.tag(S.end_time_unix_nano, WIRE.FIXED64);
-  w.fixed64(s.endTimeUnixNano);
+  if (s.kind) w.varintField(S.kind, s.kind);
+  w.fixed64Field(S.start_time_unix_nano, s.startTimeUnixNano);
+  w.fixed64Field(S.end_time_unix_nano, s.endTimeUnixNano);
   writeAttributes(w, S.attributes, s.attributes);
   if (s.events)
     for (const e of s.events) {
       const m = w.open(S.events);
-      w.tag(F.Event.time_unix_nano, WIRE.FIXED64);
-      w.fixed64(e.timeUnixNano);
+      w.fixed64Field(F.Event.time_unix_nano, e.timeUnixNano);
       w.stringField(F.Event.name, e.name);
       writeAttributes(w, F.Event.attributes, e.attributes);
       w.end(m);
@@ -163,34 +155,21 @@ export function writeSpan(w: ProtoWriter, s: SpanItem): void {
   if (s.status && (s.status.code || s.status.message)) {
     const m = w.open(S.status);
     if (s.status.message) w.stringField(F.Status.message, s.status.message);
-    if (s.status.code) {
-      w.tag(F.Status.code, WIRE.VARINT);
-      w.varint(s.status.code);
-    }
+    if (s.status.code) w.varintField(F.Status.code, s.status.code);
     w.end(m);
   }
-  if (s.flags) {
-    w.tag(S.flags, WIRE.FIXED32);
-    w.fixed32(s.flags);
-  }
+  if (s.flags) w.fixed32Field(S.flags, s.flags);
 }
 
 export function writeDataPoint(w: ProtoWriter, p: MetricPointItem): void {
   if (p.type === "histogram") {
     const H = F.HistogramDataPoint;
     writeAttributes(w, H.attributes, p.attributes);
-    if (p.startTimeUnixNano !== undefined) {
-      w.tag(H.start_time_unix_nano, WIRE.FIXED64);
-      w.fixed64(p.startTimeUnixNano);
-    }
-    w.tag(H.time_unix_nano, WIRE.FIXED64);
-    w.fixed64(p.timeUnixNano);
+    if (p.startTimeUnixNano !== undefined) w.fixed64Field(H.start_time_unix_nano, p.startTimeUnixNano);
+    w.fixed64Field(H.time_unix_nano, p.timeUnixNano);
     w.tag(H.count, WIRE.FIXED64);
     w.fixed64n(p.count);
-    if (p.sum !== undefined) {
-      w.tag(H.sum, WIRE.FIXED64);
-      w.double(p.sum);
-    }
+    if (p.sum !== undefined) w.doubleField(H.sum, p.sum);
     if (p.bucketCounts.length) {
       w.tag(H.bucket_counts, WIRE.LEN);
       w.varint(p.bucketCounts.length * 8);
@@ -201,45 +180,26 @@ export function writeDataPoint(w: ProtoWriter, p: MetricPointItem): void {
       w.varint(p.explicitBounds.length * 8);
       for (const b of p.explicitBounds) w.double(b);
     }
-    if (p.min !== undefined) {
-      w.tag(H.min, WIRE.FIXED64);
-      w.double(p.min);
-    }
-    if (p.max !== undefined) {
-      w.tag(H.max, WIRE.FIXED64);
-      w.double(p.max);
-    }
+    if (p.min !== undefined) w.doubleField(H.min, p.min);
+    if (p.max !== undefined) w.doubleField(H.max, p.max);
     return;
   }
   const N = F.NumberDataPoint;
   writeAttributes(w, N.attributes, p.attributes);
-  if (p.startTimeUnixNano !== undefined) {
-    w.tag(N.start_time_unix_nano, WIRE.FIXED64);
-    w.fixed64(p.startTimeUnixNano);
-  }
-  w.tag(N.time_unix_nano, WIRE.FIXED64);
-  w.fixed64(p.timeUnixNano);
+  if (p.startTimeUnixNano !== undefined) w.fixed64Field(N.start_time_unix_nano, p.startTimeUnixNano);
+  w.fixed64Field(N.time_unix_nano, p.timeUnixNano);
   if (p.integer) {
-    w.tag(N.as_int, WIRE.FIXED64);
-    w.sfixed64(p.value);
+    w.sfixed64Field(N.as_int, p.value);
   } else {
-    w.tag(N.as_double, WIRE.FIXED64);
-    w.double(p.value);
+    w.doubleField(N.as_double, p.value);
   }
 }
 
 export function writeLogRecord(w: ProtoWriter, r: LogRecordItem): void {
   const L = F.LogRecord;
-  if (r.timeUnixNano !== undefined) {
-    w.tag(L.time_unix_nano, WIRE.FIXED64);
-    w.fixed64(r.timeUnixNano);
-  }
-  w.tag(L.observed_time_unix_nano, WIRE.FIXED64);
-  w.fixed64(r.observedTimeUnixNano);
-  if (r.severityNumber) {
-    w.tag(L.severity_number, WIRE.VARINT);
-    w.varint(r.severityNumber);
-  }
+  if (r.timeUnixNano !== undefined) w.fixed64Field(L.time_unix_nano, r.timeUnixNano);
+  w.fixed64Field(L.observed_time_unix_nano, r.observedTimeUnixNano);
+  if (r.severityNumber) w.varintField(L.severity_number, r.severityNumber);
   if (r.severityText) w.stringField(L.severity_text, r.severityText);
   if (r.body !== undefined) {
     const m = w.open(L.body);
@@ -247,10 +207,7 @@ export function writeLogRecord(w: ProtoWriter, r: LogRecordItem): void {
     w.end(m);
   }
   writeAttributes(w, L.attributes, r.attributes);
-  if (r.flags) {
-    w.tag(L.flags, WIRE.FIXED32);
-    w.fixed32(r.flags);
-  }
+  if (r.flags) w.fixed32Field(L.flags, r.flags);
   if (r.traceId) w.bytesField(L.trace_id, r.traceId);
   if (r.spanId) w.bytesField(L.span_id, r.spanId);
   if (r.eventName) w.stringField(L.event_name, r.eventName);
@@ -424,14 +381,8 @@ function writeMetrics(w: ProtoWriter, list: readonly EncodedItem[]): void {
     const dataField = head.type === "gauge" ? M.gauge : head.type === "sum" ? M.sum : M.histogram;
     const d = w.open(dataField);
     for (const p of points) w.bytesField(F.Gauge.data_points, p.bytes);
-    if (head.type !== "gauge" && head.temporality) {
-      w.tag(F.Sum.aggregation_temporality, WIRE.VARINT);
-      w.varint(head.temporality);
-    }
-    if (head.type === "sum" && head.monotonic) {
-      w.tag(F.Sum.is_monotonic, WIRE.VARINT);
-      w.varint(1);
-    }
+    if (head.type !== "gauge" && head.temporality) w.varintField(F.Sum.aggregation_temporality, head.temporality);
+    if (head.type === "sum" && head.monotonic) w.varintField(F.Sum.is_monotonic, 1);
     w.end(d);
     w.end(m);
   }
@@ -483,26 +434,19 @@ class ProfilesDictionary {
     const D = F.ProfilesDictionary;
     for (const [binary, i] of this.mappings) {
       const m = w.open(D.mapping_table);
-      if (i !== 0) {
-        w.tag(F.Mapping.filename_strindex, WIRE.VARINT);
-        w.varint(this.str(binary));
-      }
+      if (i !== 0) w.varintField(F.Mapping.filename_strindex, this.str(binary));
       w.end(m);
     }
     w.end(w.open(D.location_table));
     for (const loc of this.locations.values()) {
       const m = w.open(D.location_table);
-      if (loc.mapping) {
-        w.tag(F.Location.mapping_index, WIRE.VARINT);
-        w.varint(loc.mapping);
-      }
+      if (loc.mapping) w.varintField(F.Location.mapping_index, loc.mapping);
       if (loc.address) {
         w.tag(F.Location.address, WIRE.VARINT);
         w.varintBig(loc.address);
       }
       const line = w.open(F.Location.line);
-      w.tag(F.Line.function_index, WIRE.VARINT);
-      w.varint(loc.fn);
+      w.varintField(F.Line.function_index, loc.fn);
       if (loc.line) {
         w.tag(F.Line.line, WIRE.VARINT);
         w.int64(loc.line);
@@ -513,14 +457,9 @@ class ProfilesDictionary {
     w.end(w.open(D.function_table));
     for (const fn of this.functions.values()) {
       const m = w.open(D.function_table);
-      w.tag(F.Function.name_strindex, WIRE.VARINT);
-      w.varint(fn.name);
-      w.tag(F.Function.system_name_strindex, WIRE.VARINT);
-      w.varint(fn.name);
-      if (fn.file) {
-        w.tag(F.Function.filename_strindex, WIRE.VARINT);
-        w.varint(fn.file);
-      }
+      w.varintField(F.Function.name_strindex, fn.name);
+      w.varintField(F.Function.system_name_strindex, fn.name);
+      if (fn.file) w.varintField(F.Function.filename_strindex, fn.file);
       w.end(m);
     }
     w.end(w.open(D.link_table));
@@ -532,10 +471,8 @@ class ProfilesDictionary {
 
 function writeValueType(w: ProtoWriter, field: number, d: ProfilesDictionary, t: { type: string; unit: string }): void {
   const m = w.open(field);
-  w.tag(F.ValueType.type_strindex, WIRE.VARINT);
-  w.varint(d.str(t.type));
-  w.tag(F.ValueType.unit_strindex, WIRE.VARINT);
-  w.varint(d.str(t.unit));
+  w.varintField(F.ValueType.type_strindex, d.str(t.type));
+  w.varintField(F.ValueType.unit_strindex, d.str(t.unit));
   w.end(m);
 }
 
@@ -564,10 +501,8 @@ function writeProfilesRequest(w: ProtoWriter, entries: readonly EncodedItem[], r
           const sm = w.open(P.sample);
           const start = locationIndices.length;
           for (const f of s.stack) locationIndices.push(d.location(f));
-          w.tag(F.Sample.locations_start_index, WIRE.VARINT);
-          w.varint(start);
-          w.tag(F.Sample.locations_length, WIRE.VARINT);
-          w.varint(s.stack.length);
+          w.varintField(F.Sample.locations_start_index, start);
+          w.varintField(F.Sample.locations_length, s.stack.length);
           writePackedVarints(w, F.Sample.values, [s.value]);
           if (s.attributes)
             writePackedVarints(w, F.Sample.attribute_indices, Object.entries(s.attributes).map(([k, v]) => d.attribute(k, v)));

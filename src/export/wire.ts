@@ -137,6 +137,36 @@ export class ProtoWriter {
     this.raw(bytes);
   }
 
+  /** A varint field (tag and value). */
+  varintField(field: number, v: number): void {
+    this.tag(field, WIRE.VARINT);
+    this.varint(v);
+  }
+
+  /** A fixed64 field of a bigint (times in nanoseconds). */
+  fixed64Field(field: number, v: bigint): void {
+    this.tag(field, WIRE.FIXED64);
+    this.fixed64(v);
+  }
+
+  /** An sfixed64 field of an integer number. */
+  sfixed64Field(field: number, v: number): void {
+    this.tag(field, WIRE.FIXED64);
+    this.sfixed64(v);
+  }
+
+  /** A fixed32 field. */
+  fixed32Field(field: number, v: number): void {
+    this.tag(field, WIRE.FIXED32);
+    this.fixed32(v);
+  }
+
+  /** A double field. */
+  doubleField(field: number, v: number): void {
+    this.tag(field, WIRE.FIXED64);
+    this.double(v);
+  }
+
   /** A length-delimited string field. */
   stringField(field: number, s: string): void {
     this.tag(field, WIRE.LEN);
