@@ -30,6 +30,8 @@ export interface SpawnOptions {
   config?: string;
   args?: string[];
   env?: Record<string, string>;
+  /** A command that runs the binary (setpriv, unshare ...): the command line is [...prefix, BINARY, ...args]. */
+  prefix?: string[];
   /** Wait for the "listening" record (default true). */
   waitListening?: boolean;
   timeoutMs?: number;
@@ -56,7 +58,7 @@ export async function spawnAgent(options: SpawnOptions = {}): Promise<AgentProce
   const dir = mkdtempSync(join(tmpdir(), "svc-agent-e2e-"));
   const configPath = join(dir, "config.yaml");
   writeFileSync(configPath, options.config ?? QUIET_CONFIG);
-  const proc = Bun.spawn([BINARY, ...(options.args ?? ["--config", configPath])], {
+  const proc = Bun.spawn([...(options.prefix ?? []), BINARY, ...(options.args ?? ["--config", configPath])], {
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
