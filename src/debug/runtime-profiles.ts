@@ -81,8 +81,9 @@ export function threadcreateProfile(): PprofBuilder {
   return b;
 }
 
-export function blockProfile(runtime: DebugRuntime): PprofBuilder {
-  const b = new PprofBuilder({
+/** Go's layout of contention profiles (block, mutex): count and delay per stack, delay shown by default. */
+function contentionProfile(): PprofBuilder {
+  return new PprofBuilder({
     sampleTypes: [
       ["contentions", "count"],
       ["delay", "nanoseconds"],
@@ -91,6 +92,10 @@ export function blockProfile(runtime: DebugRuntime): PprofBuilder {
     period: 1,
     defaultSampleType: "delay",
   });
+}
+
+export function blockProfile(runtime: DebugRuntime): PprofBuilder {
+  const b = contentionProfile();
   for (const block of runtime.blocks()) {
     const delayNs = block.delayMs * 1e6;
     if (block.operations.length === 0) {
@@ -112,15 +117,7 @@ export function blockProfile(runtime: DebugRuntime): PprofBuilder {
 }
 
 export function mutexProfile(locks: readonly Mutex[]): PprofBuilder {
-  const b = new PprofBuilder({
-    sampleTypes: [
-      ["contentions", "count"],
-      ["delay", "nanoseconds"],
-    ],
-    periodType: ["contentions", "count"],
-    period: 1,
-    defaultSampleType: "delay",
-  });
+  const b = contentionProfile();
   for (const lock of locks) {
     if (lock.contentions > 0 || lock.waitedMs > 0)
       b.add([{ name: `${lock.name} lock wait`, file: "src/lifecycle/mutex.ts" }, { name: "Mutex.run", file: "src/lifecycle/mutex.ts" }], [lock.contentions, lock.waitedMs * 1e6]);
