@@ -27,7 +27,11 @@ export const DiscoverySchema = Type.Object(
     ),
     docker: Type.Object(
       {
-        enabled: Type.Boolean({ default: true, description: "Docker Engine discovery." }),
+        enabled: Type.Union([Type.Boolean(), Type.Literal("auto")], {
+          default: "auto",
+          description:
+            "Docker Engine discovery: true requires the Engine (readiness fails while its socket cannot be reached); auto follows it when the socket exists and waits for it otherwise, readiness unaffected; false turns it off.",
+        }),
         socket: Type.String({ default: "/var/run/docker.sock", description: "Docker Engine API unix socket." }),
         reconnect_backoff_max: Duration("10s", "Longest wait between reconnection attempts to the Engine API (exponential backoff from 250ms)."),
       },
@@ -81,6 +85,6 @@ export function validateDiscovery(d: DiscoveryConfig): ConfigProblem[] {
     ["agent.discovery.kubernetes.resync_backoff_max", d.kubernetes.resync_backoff_max],
   ];
   for (const [path, v] of positive) if (durationMs(v) <= 0) problems.push({ path, message: "must be greater than 0" });
-  if (d.docker.enabled && d.docker.socket.trim() === "") problems.push({ path: "agent.discovery.docker.socket", message: "must not be empty when docker.enabled is true" });
+  if (d.docker.enabled !== false && d.docker.socket.trim() === "") problems.push({ path: "agent.discovery.docker.socket", message: "must not be empty unless docker.enabled is false" });
   return problems;
 }

@@ -2,8 +2,11 @@
  * `discovery/docker`: lists running containers over the Engine API socket, then follows /events
  * (start, die, destroy, rename). The event stream is opened before the list and its events are applied
  * after it, so nothing that happens in between is missed; after a broken stream it reconnects with
- * backoff and lists again. A missing socket is a recoverable error with the reason, never a crash.
+ * backoff and lists again. With `enabled: true` a missing socket is a recoverable error with the reason (readiness
+ * fails), never a crash; with `enabled: auto` (the default) a host without the socket is not a fault: the source
+ * reports itself disabled with the reason and looks for the socket again every reconnect_backoff_max.
  */
+import { existsSync } from "node:fs";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { ComponentHost } from "../../lifecycle/component";
@@ -21,7 +24,7 @@ export const INSPECT_CONCURRENCY = 8;
 
 /** What the view needs of Docker discovery, copied at the time of the call. */
 export interface DockerSnapshot {
-  /** docker.enabled in force. */
+  /** docker.enabled in force is true or auto. */
   enabled: boolean;
   /** The initial list completed and the event stream is open. */
   connected: boolean;
@@ -30,7 +33,7 @@ export interface DockerSnapshot {
 }
 
 interface Settings {
-  enabled: boolean;
+  enabled: boolean | "auto";
   socket: string;
   backoffMaxMs: number;
 }
@@ -56,7 +59,7 @@ export class DockerSource extends DiscoverySource<Settings> {
   }
 
   snapshot(): DockerSnapshot {
-    return { enabled: this.settings.enabled, connected: this.#connected, containers: [...this.#containers.values()] };
+    return { enabled: this.settings.enabled !== false, connected: this.#connected, containers: [...this.#containers.values()] };
   }
 
   get containerCount(): number {
@@ -68,7 +71,7 @@ export class DockerSource extends DiscoverySource<Settings> {
   }
 
   protected begin(host: ComponentHost): SourceRun | undefined {
-    if (!this.settings.enabled) {
+    if (this.settings.enabled === false) {
       host.report("disabled");
       return undefined;
     }
@@ -90,7 +93,16 @@ export class DockerSource extends DiscoverySource<Settings> {
     const { socket, backoffMaxMs } = this.settings;
     const client = new EngineClient(socket);
     const backoff = new Backoff(DOCKER_INITIAL_BACKOFF_MS, backoffMaxMs);
+    let waitingLogged = false;
     while (!signal.aborted) {
+      if (this.settings.enabled === "auto" && !existsSync(socket)) {
+        // auto: a host without Docker is not a fault; look for the socket again after the longest backoff.
+        host.report("disabled", `docker socket ${socket} absent (docker.enabled: auto); waiting for it`);
+        if (!waitingLogged) host.logger.info("docker socket absent; docker discovery waits for it (docker.enabled: auto)", { socket });
+        waitingLogged = true;
+        await sleep(backoffMaxMs, signal);
+        continue;
+      }
       try {
         await this.#session(client, host, backoff, signal);
         if (signal.aborted) break;

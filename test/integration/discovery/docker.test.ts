@@ -97,6 +97,24 @@ describe("docker discovery against a fake engine", () => {
     expect(h.view().docker.containers).toBe(1);
   });
 
+  test("enabled: auto without a socket: disabled with the reason, readiness ok; follows the engine once it appears", async () => {
+    const socket = join(tempDir("svc-fde-"), "docker.sock");
+    h = discoveryHarness(yaml(socket).replace("enabled: true", "enabled: auto"));
+    await h.start();
+    await until("waiting", () => h!.status.component("discovery/docker")?.state === "disabled");
+    expect(h.status.component("discovery/docker")?.reason).toBe(`docker socket ${socket} absent (docker.enabled: auto); waiting for it`);
+    expect(h.status.readiness().checks.discovery).toBe("ok");
+    expect(h.view().docker).toEqual({ enabled: true, connected: false, containers: 0 });
+    const e = engine(socket);
+    e.containers.set(cid("e"), { id: cid("e"), name: "appeared", image: "x" });
+    await until("connected", () => h!.view().docker.connected, 5_000);
+    expect(h.status.component("discovery/docker")?.state).toBe("ok");
+    expect(h.view().docker.containers).toBe(1);
+    e.stop();
+    await until("waiting again once the engine and its socket are gone", () => h!.status.component("discovery/docker")?.state === "disabled" && !h!.view().docker.connected, 5_000);
+    expect(h.status.readiness().checks.discovery).toBe("ok");
+  });
+
   test("stream closed by the engine: reconnects and re-lists, so changes made meanwhile are seen", async () => {
     const e = engine();
     e.containers.set(cid("9"), { id: cid("9"), name: "old", image: "x" });
