@@ -228,6 +228,39 @@ export class OtlpPipeline implements TelemetryPipeline {
     return accepted;
   }
 
+  offer(signal: Signal, items: readonly unknown[]): number {
+    const lane = this.#lanes[signal];
+    if (!lane || this.#closed || items.length === 0) return 0;
+    let taken = 0;
+    let accepted = 0;
+    let tooBig = 0;
+    let invalid = 0;
+    for (const item of items) {
+      let encoded: EncodedItem;
+      try {
+        encoded = this.#encoder.encode(signal, item);
+      } catch (e) {
+        if (++invalid === 1) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
+        taken++;
+        continue;
+      }
+      const r = lane.queue.offer(encoded);
+      if (r === "ok") accepted++;
+      else if (r === "mem_limit" && encoded.bytes.length > lane.queue.memLimitBytes) tooBig++;
+      else break;
+      taken++;
+    }
+    if (taken > 0) {
+      lane.collected += taken;
+      this.#metrics.signal(signal).collected.inc(taken);
+    }
+    if (tooBig) this.#drop(lane, "mem_limit", tooBig);
+    if (invalid) this.#drop(lane, "permanent_error", invalid);
+    this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
+    if (accepted) lane.batcher.kick();
+    return taken;
+  }
+
   /** Queue capacity left for `signal` (0 after shutdown); mem_limit may still refuse some of it. */
   room(signal: Signal): number {
     const lane = this.#lanes[signal];

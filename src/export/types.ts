@@ -37,6 +37,14 @@ export interface TelemetryPipeline {
    * some). Lets a producer that can wait (the log tailer) pause instead of having items dropped. Optional (additive).
    */
   room?(signal: Signal): number;
+  /**
+   * Offers items from a producer that keeps what is refused and offers it again later (the log tailer): queues
+   * the longest prefix that fits now and returns its length. Only that prefix is counted (collected, and
+   * dropped for an item that can never be queued: not encodable, or larger than mem_limit alone); the refused
+   * rest is not counted at all, so that offering it again counts each item once. After shutdown: 0, nothing
+   * counted. Optional (additive): without it, producers use submit (which counts and drops what is refused).
+   */
+  offer?(signal: Signal, items: readonly unknown[]): number;
   /** Exports everything queued now, bounded by `timeoutMs`; resolves with the items exported per signal. */
   flush(timeoutMs: number): Promise<Record<Signal, number>>;
   /** Sets (replaces) the resource attributes contributed by `source` (e.g. "discovery/cloud"); they go on every export. */

@@ -338,7 +338,12 @@ export class TailEngine {
     return this.#pending.length < MAX_PENDING_RECORDS;
   }
 
-  /** Offers pending records: as many as the pipeline has room for; the rest wait (reading pauses meanwhile). */
+  /**
+   * Offers pending records: as many as the pipeline has room for; the rest wait (reading pauses meanwhile).
+   * Through the pipeline's offer() (a prefix is taken, the refused rest is not counted) so that a record
+   * refused for queue_full, mem_limit or disk_full and offered again is counted collected once; submit()
+   * would count it collected and dropped at every refusal.
+   */
   #offer(): void {
     if (this.#pending.length === 0 || this.#flushing) return;
     let n = this.#pending.length;
@@ -347,7 +352,8 @@ export class TailEngine {
     if (n > 0) {
       const batch = new Array<LogRecordItem>(n);
       for (let i = 0; i < n; i++) batch[i] = this.#pending[i]!.item;
-      const accepted = this.#pipeline.submit("logs", batch);
+      // offer() counts only what it takes: a refused record offered again later is counted once, when taken.
+      const accepted = this.#pipeline.offer ? this.#pipeline.offer("logs", batch) : this.#pipeline.submit("logs", batch);
       for (let i = 0; i < accepted; i++) {
         const p = this.#pending[i]!;
         if (p.tailer.generation === p.generation && p.commit > p.tailer.committed) p.tailer.committed = p.commit;
