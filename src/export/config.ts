@@ -12,6 +12,12 @@ export const OtlpSchema = Type.Object(
     endpoint: Type.String({ default: "127.0.0.1:4317", minLength: 1, description: "Backend address host:port (OTLP/gRPC)." }),
     insecure: Type.Boolean({ default: true, description: "Plaintext gRPC; false uses TLS." }),
     compression: Type.Union([Type.Literal("gzip"), Type.Literal("none")], { default: "gzip", description: "gzip or none." }),
+    compression_level: Type.Integer({
+      minimum: 1,
+      maximum: 9,
+      default: 1,
+      description: "gzip level, 1 (fastest) to 9 (smallest); 1 costs about a quarter of the CPU time of zlib's default 6 for about 11% more bytes.",
+    }),
     headers: Type.Record(Type.String(), Type.String(), {
       default: {},
       description: "gRPC metadata sent with every export (for example an API key); values are redacted in /config.",

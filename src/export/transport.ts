@@ -8,6 +8,7 @@ import { isIP } from "node:net";
 import { checkServerIdentity } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import type { OtlpConfig, Signal } from "./config";
+import { installGzipLevel } from "./gzip-filter";
 import { RETRYABLE_CODES, type ExportOutcome } from "./outcome";
 import { SERVICES, otlpType } from "./schema";
 
@@ -65,6 +66,8 @@ const deserialize = (b: Buffer): Buffer => b;
 export class GrpcTransport implements Transport {
   readonly #client: grpc.Client;
   readonly #headers: Record<string, string>;
+  /** The gzip level in force (undefined: no compression, or grpc-js's own gzip at zlib's default level). */
+  readonly compressionLevel: number | undefined;
   #inFlight = 0;
   #closing = false;
   #closed = false;
@@ -100,6 +103,7 @@ export class GrpcTransport implements Transport {
       options["grpc.ssl_target_name_override"] = IP_ENDPOINT_SNI;
     }
     this.#client = new grpc.Client(otlp.endpoint, creds, options);
+    this.compressionLevel = otlp.compression === "gzip" && installGzipLevel(this.#client.getChannel(), otlp.compression_level, MAX_RECEIVE_MESSAGE_BYTES) ? otlp.compression_level : undefined;
     this.#headers = { ...otlp.headers };
   }
 
