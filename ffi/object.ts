@@ -339,6 +339,36 @@ export class BpfMap implements BpfMapApi {
     return out;
   }
 
+  /** The buffers of takeBatch, reused by every call. */
+  #batch: { keys: Uint8Array; values: Uint8Array } | undefined;
+
+  takeBatch(limit: number): { count: number; keys: Uint8Array; values: Uint8Array } | undefined {
+    const n = nativeLib();
+    const fd = this.#fd();
+    const keySize = n.bpf.bpf_map__key_size(this.#handle);
+    const valueSize = n.bpf.bpf_map__value_size(this.#handle);
+    let buffers = this.#batch;
+    if (!buffers || buffers.keys.length < keySize * limit || buffers.values.length < valueSize * limit)
+      this.#batch = buffers = { keys: new Uint8Array(keySize * limit), values: new Uint8Array(valueSize * limit) };
+    const { keys, values } = buffers;
+    // Batch tokens of a hash map are bucket indices (u32); 8 bytes leave room for any map type.
+    const token = new Uint8Array(8);
+    const count = new Uint32Array(1);
+    let taken = 0;
+    let first = true;
+    while (taken < limit) {
+      count[0] = limit - taken;
+      const r = n.bpf.bpf_map_lookup_and_delete_batch(fd, first ? null : ptr(token), ptr(token), ptr(keys, taken * keySize), ptr(values, taken * valueSize), ptr(count), null);
+      first = false;
+      if (r < 0 && (-r === 22 || -r === 95 || -r === 524) && taken === 0) return undefined;
+      if (r < 0 && -r !== 2 && -r !== 28) throw new LibbpfError("bpf_map_lookup_and_delete_batch", -r, { subject: this.name });
+      // The count written back is what this call took, also with ENOENT (the end) and ENOSPC (a bucket larger than the room left).
+      taken += count[0]!;
+      if (r < 0) break;
+    }
+    return { count: taken, keys, values };
+  }
+
   delete(key: Uint8Array): boolean {
     const r = nativeLib().bpf.bpf_map_delete_elem(this.#fd(), ptr(key));
     if (r < 0) {

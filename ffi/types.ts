@@ -104,6 +104,13 @@ export interface BpfObjectApi extends Disposable {
   /** Names and sizes of the `const volatile` globals in .rodata. */
   constantNames(): string[];
   /** Sets `const volatile` globals by name (before load); throws on an unknown name or a size mismatch. */
+  /**
+   * Takes (looks up and deletes) up to `limit` entries of a hash map in a few batch calls
+   * (bpf_map_lookup_and_delete_batch): keys and values packed back to back (key_size and value_size each).
+   * The buffers are reused by the next call. Undefined when the kernel lacks batch operations
+   * (EINVAL/ENOTSUPP): use keys/lookup/delete. Optional.
+   */
+  takeBatch?(limit: number): { count: number; keys: Uint8Array; values: Uint8Array } | undefined;
   setConstants(values: Record<string, number | bigint>): void;
   /**
    * Loads every autoload program and creates the maps. On failure throws LibbpfError with `subject` = the program

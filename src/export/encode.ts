@@ -78,6 +78,8 @@ export interface EncodedItem {
   metricKey?: string;
   /** Profiles: the item (profiles are encoded with a dictionary shared by the whole request). */
   profile?: ProfileItem;
+  /** Profiles: the encoded Resource `bytes` (a whole request) was built with; a batch of this one item reuses `bytes` while it is unchanged. */
+  resourceBytes?: Uint8Array;
 }
 
 /** Writes an AnyValue body. */
@@ -292,8 +294,8 @@ export class ItemEncoder {
       }
       case "profiles": {
         const p = item as ProfileItem;
-        const entry: EncodedItem = { bytes: EMPTY, scope: p.scope, resource: p.resource, profile: p };
-        entry.bytes = buildRequest("profiles", [entry], this.#resource, w);
+        const entry: EncodedItem = { bytes: EMPTY, scope: p.scope, resource: p.resource, profile: p, resourceBytes: this.#resource(p.resource) };
+        entry.bytes = buildRequest("profiles", [entry], this.#resource, w, true);
         return entry;
       }
     }
@@ -337,7 +339,10 @@ const FRAMING_BYTES_PER_REQUEST = 4096;
  * Assembles the Export<Signal>ServiceRequest of a batch. Without `writer`, the request is written into a buffer
  * sized for it and returned without a copy (the caller owns it); with one, a copy of the writer's bytes.
  */
-export function buildRequest(signal: Signal, entries: readonly EncodedItem[], resource: ResourceEncoder, writer?: ProtoWriter): Uint8Array {
+export function buildRequest(signal: Signal, entries: readonly EncodedItem[], resource: ResourceEncoder, writer?: ProtoWriter, fresh = false): Uint8Array {
+  // A batch of one profile is the request encoded when it was submitted (unless the resource changed since): encoded once.
+  const only = entries.length === 1 ? entries[0]! : undefined;
+  if (signal === "profiles" && !fresh && only?.resourceBytes && only.bytes.length > 0 && resource(only.resource) === only.resourceBytes) return writer ? only.bytes.slice() : only.bytes;
   let estimate = FRAMING_BYTES_PER_REQUEST;
   if (!writer) for (const e of entries) estimate += e.bytes.length + FRAMING_BYTES_PER_ITEM;
   const w = writer ?? new ProtoWriter(estimate);
@@ -388,13 +393,54 @@ function writeMetrics(w: ProtoWriter, list: readonly EncodedItem[]): void {
   }
 }
 
+type Frame = { function: string; file?: string; line?: number; address?: bigint; binary?: string };
+
+/**
+ * Content ids of frames, shared by every request: a frame object's keys are built once in its life (collectors
+ * reuse one object per distinct frame), so a request maps numbers to its own indices instead of building strings.
+ * The tables are renewed (between requests only) when they reach MAX_FRAME_IDS.
+ */
+let frameIds = new WeakMap<object, { fn: number; loc: number }>();
+let functionIds = new Map<string, number>();
+let locationIds = new Map<string, number>();
+const MAX_FRAME_IDS = 500_000;
+
+function idsOf(f: Frame): { fn: number; loc: number } {
+  let ids = frameIds.get(f);
+  if (ids) return ids;
+  const fk = `${f.function}\u0000${f.file ?? ""}`;
+  let fn = functionIds.get(fk);
+  if (fn === undefined) functionIds.set(fk, (fn = functionIds.size));
+  const lk = `${fn}\u0000${f.line ?? 0}\u0000${f.address ?? 0n}\u0000${f.binary ?? ""}`;
+  let loc = locationIds.get(lk);
+  if (loc === undefined) locationIds.set(lk, (loc = locationIds.size));
+  frameIds.set(f, (ids = { fn, loc }));
+  return ids;
+}
+
 /** The shared tables of one profiles request; index 0 of every table is the null entry. */
 class ProfilesDictionary {
   readonly strings = new Map<string, number>([["", 0]]);
   readonly mappings = new Map<string, number>([["", 0]]);
-  readonly functions = new Map<string, { index: number; name: number; file: number }>();
-  readonly locations = new Map<string, { index: number; mapping: number; address: bigint; fn: number; line: number }>();
+  /** By content id (idsOf), in index order. */
+  readonly functions = new Map<number, { index: number; name: number; file: number }>();
+  readonly locations = new Map<number, { index: number; mapping: number; address: bigint; fn: number; line: number }>();
   readonly attributes = new Map<string, { index: number; key: string; value: AttributeValue }>();
+  /**
+   * Location index by frame object: collectors reuse one object per distinct frame (the symbolizer caches
+   * them), so most frames cost one identity lookup instead of building string keys.
+   */
+  readonly #byFrame = new Map<object, number>();
+  /** Attribute indices by attributes object (samples of a thread share one). */
+  readonly #byAttributes = new Map<object, number[]>();
+
+  constructor() {
+    if (locationIds.size >= MAX_FRAME_IDS || functionIds.size >= MAX_FRAME_IDS) {
+      frameIds = new WeakMap();
+      functionIds = new Map();
+      locationIds = new Map();
+    }
+  }
 
   str(s: string): number {
     let i = this.strings.get(s);
@@ -409,14 +455,31 @@ class ProfilesDictionary {
     return a.index;
   }
 
-  location(f: { function: string; file?: string; line?: number; address?: bigint; binary?: string }): number {
+  /** The attribute indices of an attributes object (computed once per object). */
+  attributeIndices(attributes: Attributes): number[] {
+    let out = this.#byAttributes.get(attributes);
+    if (!out) {
+      out = [];
+      for (const k in attributes) out.push(this.attribute(k, attributes[k]!));
+      this.#byAttributes.set(attributes, out);
+    }
+    return out;
+  }
+
+  location(f: Frame): number {
+    let i = this.#byFrame.get(f);
+    if (i === undefined) this.#byFrame.set(f, (i = this.#location(f)));
+    return i;
+  }
+
+  #location(f: Frame): number {
+    const ids = idsOf(f);
+    let loc = this.locations.get(ids.loc);
+    if (loc) return loc.index;
+    let fn = this.functions.get(ids.fn);
+    if (!fn) this.functions.set(ids.fn, (fn = { index: this.functions.size + 1, name: this.str(f.function), file: this.str(f.file ?? "") }));
     const mapping = f.binary ? this.#mapping(f.binary) : 0;
-    const fk = `${f.function}\u0000${f.file ?? ""}`;
-    let fn = this.functions.get(fk);
-    if (!fn) this.functions.set(fk, (fn = { index: this.functions.size + 1, name: this.str(f.function), file: this.str(f.file ?? "") }));
-    const lk = `${fn.index}\u0000${f.line ?? 0}\u0000${f.address ?? 0n}\u0000${mapping}`;
-    let loc = this.locations.get(lk);
-    if (!loc) this.locations.set(lk, (loc = { index: this.locations.size + 1, mapping, address: f.address ?? 0n, fn: fn.index, line: f.line ?? 0 }));
+    this.locations.set(ids.loc, (loc = { index: this.locations.size + 1, mapping, address: f.address ?? 0n, fn: fn.index, line: f.line ?? 0 }));
     return loc.index;
   }
 
@@ -503,9 +566,10 @@ function writeProfilesRequest(w: ProtoWriter, entries: readonly EncodedItem[], r
           for (const f of s.stack) locationIndices.push(d.location(f));
           w.varintField(F.Sample.locations_start_index, start);
           w.varintField(F.Sample.locations_length, s.stack.length);
-          writePackedVarints(w, F.Sample.values, [s.value]);
-          if (s.attributes)
-            writePackedVarints(w, F.Sample.attribute_indices, Object.entries(s.attributes).map(([k, v]) => d.attribute(k, v)));
+          const values = w.open(F.Sample.values);
+          w.int64(s.value);
+          w.end(values);
+          if (s.attributes) writePackedVarints(w, F.Sample.attribute_indices, d.attributeIndices(s.attributes));
           w.end(sm);
         }
         writePackedVarints(w, P.location_indices, locationIndices);

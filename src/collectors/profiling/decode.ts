@@ -15,6 +15,32 @@ export interface ProfileKey {
   comm: string;
 }
 
+const utf8 = new TextDecoder();
+/** Thread names seen, by their bytes read as Latin-1 (a name is decoded from UTF-8 once). */
+const commNames = new Map<string, string>();
+const MAX_COMM_NAMES = 4096;
+
+/** The NUL-terminated comm (16 bytes at most) at `offset`, decoded as UTF-8 once per distinct name. */
+export function decodeComm(bytes: Uint8Array, offset: number): string {
+  let end = offset;
+  const limit = Math.min(bytes.length, offset + 16);
+  let ascii = true;
+  let latin1 = "";
+  for (; end < limit; end++) {
+    const c = bytes[end]!;
+    if (c === 0) break;
+    if (c >= 0x80) ascii = false;
+    latin1 += String.fromCharCode(c);
+  }
+  if (ascii) return latin1;
+  let name = commNames.get(latin1);
+  if (name === undefined) {
+    if (commNames.size >= MAX_COMM_NAMES) commNames.clear();
+    commNames.set(latin1, (name = utf8.decode(bytes.subarray(offset, end))));
+  }
+  return name;
+}
+
 export function decodeProfileKey(bytes: Uint8Array): ProfileKey {
   if (bytes.length < PROFILE_KEY_BYTES) throw new RangeError(`profile key of ${bytes.length} bytes, expected ${PROFILE_KEY_BYTES}`);
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);

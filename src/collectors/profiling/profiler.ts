@@ -16,7 +16,7 @@ import type { Attributes } from "../../export/types";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { VIEWS, type ProfilingView } from "../../status/model";
 import type { BpfMapApi } from "../../../ffi/types";
-import { decodeCount, decodeProfileKey, decodeStack, decodeUserStack, NO_STACK, PROFILE_ERRORS, type ProfileKey } from "./decode";
+import { decodeComm, decodeCount, decodeProfileKey, decodeStack, decodeUserStack, NO_STACK, PROFILE_ERRORS, PROFILE_KEY_BYTES } from "./decode";
 import { encodePprof } from "./pprof";
 import { Symbolizer } from "./symbolizer";
 
@@ -33,9 +33,22 @@ const NS_PER_MS = 1_000_000n;
  * map, so that new stacks rarely collide with old ones in its hash (a collision loses the sample's stack).
  */
 const DRAIN_INTERVAL_MS = 2000;
-/** Every this many drains all stack ids no count refers to are swept (others are freed as soon as read). */
+/** Every this many drains all stack ids no count refers to and not cached are swept (counts lost in the kernel leave them). */
 const FULL_SWEEP_EVERY_DRAINS = 10;
+/**
+ * A stack read from the kernel stays in the stack map (and decoded in `#stacks`) while counts keep referring to it:
+ * its id keeps naming the same addresses until deleted, so a hot stack costs no syscall after its first read.
+ * It is deleted (map and cache) once no count referred to it for this many drains.
+ */
+const STACK_KEEP_DRAINS = 3;
+/** Stack serials wrap here; row keys combine two serials below 2^26 into one exact number. */
+const MAX_STACK_SERIAL = 2 ** 25;
+const SERIAL_FACTOR = 2 ** 26;
 const NS_PER_S = 1_000_000_000;
+/** Thread-name attribute objects kept (cleared when reached). */
+const MAX_THREAD_NAMES = 4096;
+const STACK_LOST: ProfileFrame = { function: "[stack lost]" };
+const NO_STACK_FRAME: ProfileFrame = { function: "[no stack]" };
 
 /** The profile program set at a sample rate (samples per second per CPU); `targetPid` 0 profiles every process. */
 export function profileSetSpec(sampleRateHz: number, targetPid = 0): ProgramSetSpec {
@@ -58,15 +71,23 @@ export interface ProfilerOptions {
   onPeriod?: (items: ProfileItem[]) => void;
 }
 
-/** What one drain read from the kernel. */
-interface DrainedCounts {
-  rows: Array<{ key: ProfileKey; count: number }>;
-  stackIds: Set<number>;
+/** A stack read from the stack map, decoded on first use as kernel or user addresses. */
+interface CachedStack {
+  /** Unique (until it wraps at MAX_STACK_SERIAL) among stacks read: rows are keyed by serials, not by addresses. */
+  serial: number;
+  raw: Uint8Array;
+  kernel: bigint[] | undefined;
+  user: number[] | undefined;
+  /** The kernel frames, symbolized once (kernel symbols do not depend on the process). */
+  kernelFrames: ProfileFrame[] | undefined;
+  /** The drain that last saw a count referring to it. */
+  seen: number;
 }
 
 /** Samples of one (thread name, kernel stack, user stack) of a process in the current period. */
 interface Row {
   comm: string;
+  kernelStack: CachedStack | undefined;
   /** Addresses, leaf first; undefined when there is no stack of that kind (see the stack id). */
   kernel: bigint[] | undefined;
   user: number[] | undefined;
@@ -83,8 +104,11 @@ export class ProfilingCollector implements Component {
   #host: ComponentHost | undefined;
   #set: LoadedSet | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
-  /** The current period's samples: pid -> row key -> row. */
-  #period = new Map<number, Map<string, Row>>();
+  /** The current period's samples: pid -> thread name -> (kernel serial, user serial, lost) -> row. */
+  #period = new Map<number, Map<string, Map<number, Row>>>();
+  /** Stacks read and kept in the kernel's stack map, by stack id. */
+  readonly #stacks = new Map<number, CachedStack>();
+  #nextSerial = 1;
   #drainTimer: ReturnType<typeof setInterval> | undefined;
   #drains = 0;
   #endTask: (() => void) | undefined;
@@ -100,6 +124,7 @@ export class ProfilingCollector implements Component {
   #latestItems: ProfileItem[] = [];
   #latestPprof: Uint8Array | undefined;
   readonly #resources = new Map<number, { comm: string; attributes: Attributes }>();
+  readonly #threadAttrs = new Map<string, Attributes>();
   readonly #view = (): ProfilingView => ({
     enabled: this.#config.agent.profiling.enabled,
     sample_rate: this.#config.agent.profiling.sample_rate,
@@ -189,42 +214,65 @@ export class ProfilingCollector implements Component {
     host.report("ok");
   }
 
-  /** Moves the kernel's counts and stacks into the current period's totals and clears them in the kernel. Exposed for tests. */
+  /** Moves the kernel's counts into the current period's totals (clearing them in the kernel) and reads new stacks. Exposed for tests. */
   drain(): boolean {
     const set = this.#set;
     if (!set) return false;
     try {
       const counts = set.object.map(COUNTS_MAP)!;
       const stacks = set.object.map(STACKS_MAP)!;
-      const drained = readCounts(counts);
-      const raw = readStacks(stacks, drained.stackIds);
-      if (++this.#drains % FULL_SWEEP_EVERY_DRAINS === 0) clearUnreferencedStacks(counts, stacks);
-      const kernelStacks = new Map<number, bigint[]>();
-      const userStacks = new Map<number, number[]>();
-      for (const { key, count } of drained.rows) {
-        let kernel: bigint[] | undefined;
-        let user: number[] | undefined;
-        if (key.kernelStackId >= 0 && raw.has(key.kernelStackId)) {
-          kernel = kernelStacks.get(key.kernelStackId);
-          if (!kernel) kernelStacks.set(key.kernelStackId, (kernel = decodeStack(raw.get(key.kernelStackId)!)));
-        }
-        if (key.userStackId >= 0 && raw.has(key.userStackId)) {
-          user = userStacks.get(key.userStackId);
-          if (!user) userStacks.set(key.userStackId, (user = decodeUserStack(raw.get(key.userStackId)!)));
-        }
-        const lost = (key.kernelStackId >= 0 && !kernel) || (key.userStackId >= 0 && !user) || (key.kernelStackId !== NO_STACK && key.kernelStackId < 0) || (key.userStackId !== NO_STACK && key.userStackId < 0);
-        const id = `${key.comm}\0${kernel ? kernel.join(",") : ""}\0${user ? user.join(",") : ""}\0${lost ? 1 : 0}`;
-        let rows = this.#period.get(key.pid);
-        if (!rows) this.#period.set(key.pid, (rows = new Map()));
-        const row = rows.get(id);
+      const drain = ++this.#drains;
+      forEachCount(counts, (pid, userId, kernelId, comm, count) => {
+        const kernelStack = kernelId >= 0 ? this.#stack(stacks, kernelId, drain) : undefined;
+        const userStack = userId >= 0 ? this.#stack(stacks, userId, drain) : undefined;
+        const kernel = kernelStack ? (kernelStack.kernel ??= decodeStack(kernelStack.raw)) : undefined;
+        const user = userStack ? (userStack.user ??= decodeUserStack(userStack.raw)) : undefined;
+        const lost = (kernelId >= 0 && !kernel) || (userId >= 0 && !user) || (kernelId !== NO_STACK && kernelId < 0) || (userId !== NO_STACK && userId < 0);
+        const key = (kernelStack?.serial ?? 0) * SERIAL_FACTOR + (userStack?.serial ?? 0) * 2 + (lost ? 1 : 0);
+        let threads = this.#period.get(pid);
+        if (!threads) this.#period.set(pid, (threads = new Map()));
+        let rows = threads.get(comm);
+        if (!rows) threads.set(comm, (rows = new Map()));
+        const row = rows.get(key);
         if (row) row.count += count;
-        else rows.set(id, { comm: key.comm, kernel, user, lost, count });
-      }
+        else rows.set(key, { comm, kernelStack, kernel, user, lost, count });
+      });
+      this.#evictStacks(stacks, drain);
+      if (drain % FULL_SWEEP_EVERY_DRAINS === 0) clearUnreferencedStacks(counts, stacks, this.#stacks);
       this.#checkErrors(set.object.map(ERRORS_MAP));
       return true;
     } catch (e) {
       this.#host?.report("recoverable_error", `reading profile maps failed: ${(e as Error).message}`);
       return false;
+    }
+  }
+
+  /** The stack at `id`: from the cache, else read from the map (one syscall) and kept; undefined when the map lacks it. */
+  #stack(stacks: BpfMapApi, id: number, drain: number): CachedStack | undefined {
+    let s = this.#stacks.get(id);
+    if (!s) {
+      const raw = stacks.lookupU32Key(id);
+      if (!raw) return undefined;
+      const serial = this.#nextSerial;
+      this.#nextSerial = serial + 1 >= MAX_STACK_SERIAL ? 1 : serial + 1;
+      s = { serial, raw, kernel: undefined, user: undefined, kernelFrames: undefined, seen: drain };
+      this.#stacks.set(id, s);
+    }
+    s.seen = drain;
+    return s;
+  }
+
+  /** Deletes the stacks no count referred to for STACK_KEEP_DRAINS drains, from the map and the cache together. */
+  #evictStacks(stacks: BpfMapApi, drain: number): void {
+    let del: ((key: Uint8Array) => boolean) | undefined;
+    const key = new Uint32Array(1);
+    const keyBytes = new Uint8Array(key.buffer);
+    for (const [id, s] of this.#stacks) {
+      if (drain - s.seen < STACK_KEEP_DRAINS) continue;
+      del ??= needs(stacks, "delete");
+      key[0] = id;
+      del(keyBytes.slice());
+      this.#stacks.delete(id);
     }
   }
 
@@ -255,21 +303,28 @@ export class ProfilingCollector implements Component {
     return items;
   }
 
-  #build(period: Map<number, Map<string, Row>>, start: bigint, end: bigint): ProfileItem[] {
+  #build(period: Map<number, Map<string, Map<number, Row>>>, start: bigint, end: bigint): ProfileItem[] {
     const sym = this.#symbolizer;
     sym.beginPeriod();
     const rate = this.#config.agent.profiling.sample_rate;
     const items: ProfileItem[] = [];
-    for (const [pid, rows] of period) {
+    for (const [pid, threads] of period) {
       const samples: ProfileSample[] = [];
       let first: Row | undefined;
-      for (const row of rows.values()) {
-        first ??= row;
-        const stack: ProfileFrame[] = [];
-        if (row.kernel) for (const a of row.kernel) stack.push(sym.kernelFrame(a));
-        if (row.user) stack.push(...sym.userFrames(pid, row.user));
-        if (stack.length === 0) stack.push({ function: row.lost ? "[stack lost]" : "[no stack]" });
-        samples.push({ stack, value: row.count, attributes: { "thread.name": row.comm } });
+      for (const rows of threads.values()) {
+        let attributes: Attributes | undefined;
+        for (const row of rows.values()) {
+          first ??= row;
+          attributes ??= this.#threadAttributes(row.comm);
+          let stack: ProfileFrame[];
+          const kernel = row.kernelStack && row.kernel ? (row.kernelStack.kernelFrames ??= row.kernel.map((a) => sym.kernelFrame(a))) : undefined;
+          if (row.user) {
+            stack = sym.userFrames(pid, row.user);
+            if (kernel) stack = kernel.concat(stack);
+          } else stack = kernel ? kernel.slice() : [];
+          if (stack.length === 0) stack.push(row.lost ? STACK_LOST : NO_STACK_FRAME);
+          samples.push({ stack, value: row.count, attributes });
+        }
       }
       if (!first) continue;
       items.push({
@@ -289,6 +344,16 @@ export class ProfilingCollector implements Component {
       sym.forgetPid(pid);
     }
     return items;
+  }
+
+  /** The sample attributes of a thread name (one object per name, shared by samples: the encoder interns by identity). */
+  #threadAttributes(comm: string): Attributes {
+    let a = this.#threadAttrs.get(comm);
+    if (!a) {
+      if (this.#threadAttrs.size >= MAX_THREAD_NAMES) this.#threadAttrs.clear();
+      this.#threadAttrs.set(comm, (a = { "thread.name": comm }));
+    }
+    return a;
   }
 
   /** Resource attributes of a process (one object per process, reused: the pipeline caches by identity). */
@@ -350,6 +415,7 @@ export class ProfilingCollector implements Component {
       this.#set.close();
       this.#set = undefined;
     }
+    this.#stacks.clear();
   }
 
   async shutdown(): Promise<void> {
@@ -376,13 +442,31 @@ function needs<K extends "keys" | "lookup" | "delete">(map: BpfMapApi, method: K
   return fn.bind(map) as NonNullable<BpfMapApi[K]>;
 }
 
-/** Takes every count (lookup, then delete: a sample landing between the two is lost, a window of microseconds). */
-function readCounts(counts: BpfMapApi): DrainedCounts {
+/** Entries taken per batch call of the counts map (its max_entries: one call takes everything). */
+const COUNTS_BATCH = MAX_KEYS;
+/** A count is a u64. */
+const COUNT_VALUE_BYTES = 8;
+
+/**
+ * Calls `each` for every count in the map and clears them: one bpf_map_lookup_and_delete_batch where the kernel
+ * has it, else keys, lookup and delete per key (a sample landing between lookup and delete is lost).
+ */
+function forEachCount(counts: BpfMapApi, each: (pid: number, userId: number, kernelId: number, comm: string, count: number) => void): void {
+  const batch = counts.takeBatch?.(COUNTS_BATCH);
+  if (batch) {
+    const kdv = new DataView(batch.keys.buffer, batch.keys.byteOffset, batch.keys.byteLength);
+    const vdv = new DataView(batch.values.buffer, batch.values.byteOffset, batch.values.byteLength);
+    for (let i = 0; i < batch.count; i++) {
+      const o = i * PROFILE_KEY_BYTES;
+      const count = Number(vdv.getBigUint64(i * COUNT_VALUE_BYTES, true));
+      if (count === 0) continue;
+      each(kdv.getUint32(o, true), kdv.getInt32(o + 4, true), kdv.getInt32(o + 8, true), decodeComm(batch.keys, o + 16), count);
+    }
+    return;
+  }
   const keys = needs(counts, "keys");
   const lookup = needs(counts, "lookup");
   const del = needs(counts, "delete");
-  const rows: Array<{ key: ProfileKey; count: number }> = [];
-  const stackIds = new Set<number>();
   for (const raw of keys(MAX_KEYS)) {
     const value = lookup(raw);
     del(raw);
@@ -390,30 +474,12 @@ function readCounts(counts: BpfMapApi): DrainedCounts {
     const key = decodeProfileKey(raw);
     const count = decodeCount(value);
     if (count === 0) continue;
-    rows.push({ key, count });
-    if (key.userStackId >= 0) stackIds.add(key.userStackId);
-    if (key.kernelStackId >= 0) stackIds.add(key.kernelStackId);
+    each(key.pid, key.userStackId, key.kernelStackId, key.comm, count);
   }
-  return { rows, stackIds };
 }
 
-/** The raw values of the stack ids read, each deleted once read (a count created meanwhile that refers to one loses its stack: a window of microseconds). */
-function readStacks(stacks: BpfMapApi, ids: Set<number>): Map<number, Uint8Array> {
-  const del = needs(stacks, "delete");
-  const out = new Map<number, Uint8Array>();
-  const key = new Uint32Array(1);
-  for (const id of ids) {
-    const v = stacks.lookupU32Key(id);
-    if (!v) continue;
-    out.set(id, v);
-    key[0] = id;
-    del(new Uint8Array(key.buffer.slice(0)));
-  }
-  return out;
-}
-
-/** Frees every stack id no count refers to (ids whose counts were lost in the kernel would otherwise stay). */
-function clearUnreferencedStacks(counts: BpfMapApi, stacks: BpfMapApi): void {
+/** Frees every stack id that no count refers to and that is not cached (ids whose counts were lost in the kernel would otherwise stay). */
+function clearUnreferencedStacks(counts: BpfMapApi, stacks: BpfMapApi, cached: Map<number, unknown>): void {
   const keep = new Set<number>();
   for (const raw of needs(counts, "keys")(MAX_KEYS)) {
     const k = decodeProfileKey(raw);
@@ -423,6 +489,6 @@ function clearUnreferencedStacks(counts: BpfMapApi, stacks: BpfMapApi): void {
   const del = needs(stacks, "delete");
   for (const raw of needs(stacks, "keys")(MAX_KEYS)) {
     const id = new DataView(raw.buffer, raw.byteOffset, 4).getUint32(0, true);
-    if (!keep.has(id)) del(raw);
+    if (!keep.has(id) && !cached.has(id)) del(raw);
   }
 }

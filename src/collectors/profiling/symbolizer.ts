@@ -18,12 +18,19 @@ const JITDUMP_PATH = /\/jit-\d+(?:-\d+)?\.dump$/;
 const MAX_CACHED_BINARIES = 512;
 /** Frames remembered by address (kernel, and per process); a cache is cleared when it reaches this size. */
 const MAX_CACHED_FRAMES = 200_000;
+/**
+ * A process's maps are read again only when one of its addresses misses the frame cache, or when they were last
+ * read this many periods ago (a library replaced at the same addresses would otherwise keep its old names).
+ */
+const MAPS_RECHECK_PERIODS = 6;
 
 interface Mapping {
   start: number;
   end: number;
   offset: number;
   path: string;
+  /** The binary's symbols, once looked up for this mapping (null: none could be read). */
+  symbols?: BinarySymbols | null;
 }
 
 interface ProcessMaps {
@@ -61,7 +68,8 @@ export class Symbolizer {
    * Frames of file-backed code stay valid while the maps do not change; JIT frames are kept for one period
    * (the runtime may name more code later).
    */
-  readonly #frames = new Map<number, { mapsText: string; maps: ProcessMaps | null; stable: Map<number, ProfileFrame>; period: Map<number, ProfileFrame> }>();
+  readonly #frames = new Map<number, { mapsText: string; maps: ProcessMaps | null; readAt: number; stable: Map<number, ProfileFrame>; period: Map<number, ProfileFrame> }>();
+  #periods = 0;
   /** JIT sources already refreshed this period. */
   #jitChecked = new Set<string>();
   readonly #perfMaps = new Map<number, PerfMapFile>();
@@ -75,6 +83,7 @@ export class Symbolizer {
 
   /** Starts a period: process maps are read again (a process may have loaded libraries since). */
   beginPeriod(): void {
+    this.#periods++;
     this.#maps = new Map();
     this.#jitChecked = new Set();
     for (const f of this.#frames.values()) f.period.clear();
@@ -112,16 +121,26 @@ export class Symbolizer {
    * one byte earlier so that a call at the very end of a function is attributed to that function.
    */
   userFrames(pid: number, addresses: readonly number[]): ProfileFrame[] {
-    const maps = this.#mapsOf(pid);
-    const cache = this.#frames.get(pid)!;
+    let cache = this.#frames.get(pid);
+    let maps: ProcessMaps | null | undefined;
+    if (!cache || this.#periods - cache.readAt >= MAPS_RECHECK_PERIODS) {
+      maps = this.#mapsOf(pid);
+      cache = this.#frames.get(pid)!;
+    }
     const out = new Array<ProfileFrame>(addresses.length);
     for (let i = 0; i < addresses.length; i++) {
       const a = addresses[i]!;
       const back = i === 0 ? 0 : 1;
       const key = a * 2 + back;
       let frame = cache.stable.get(key) ?? cache.period.get(key);
+      if (!frame && maps === undefined) {
+        // A miss: the maps may have changed (a library loaded); read them (once this period), then look again.
+        maps = this.#mapsOf(pid);
+        cache = this.#frames.get(pid)!;
+        frame = cache.stable.get(key) ?? cache.period.get(key);
+      }
       if (!frame) {
-        const r = this.#userFrame(pid, maps, a, back);
+        const r = this.#userFrame(pid, maps!, a, back);
         const into = r.stable ? cache.stable : cache.period;
         if (into.size >= MAX_CACHED_FRAMES) into.clear();
         into.set(key, r.frame);
@@ -137,7 +156,8 @@ export class Symbolizer {
     const address = BigInt(addr);
     const m = maps ? findMapping(maps.exec, addr) : undefined;
     if (m && m.path.startsWith("/") && !JITDUMP_PATH.test(m.path)) {
-      const bin = this.#binary(pid, m);
+      if (m.symbols === undefined) m.symbols = this.#binary(pid, m) ?? null;
+      const bin = m.symbols;
       const fileOffset = addr - m.start + m.offset;
       if (bin) {
         const vaddr = fileOffsetToVaddr(bin.segments, fileOffset);
@@ -169,10 +189,12 @@ export class Symbolizer {
       maps = null;
     }
     const cache = this.#frames.get(pid);
-    if (cache && cache.mapsText === text) maps = cache.maps;
-    else {
+    if (cache && cache.mapsText === text) {
+      maps = cache.maps;
+      cache.readAt = this.#periods;
+    } else {
       maps ??= parseMaps(text);
-      this.#frames.set(pid, { mapsText: text, maps, stable: new Map(), period: new Map() });
+      this.#frames.set(pid, { mapsText: text, maps, readAt: this.#periods, stable: new Map(), period: new Map() });
     }
     this.#maps.set(pid, maps);
     return maps;

@@ -19,7 +19,23 @@ class HashFakeMap extends FakeMap {
   put(key: Uint8Array, value: Uint8Array): void {
     this.data.set(hex(key), value);
   }
+  lookups = 0;
+  /** When set, takeBatch is offered (bpf_map_lookup_and_delete_batch); else keys/lookup/delete are used. */
+  batch = false;
+  takeBatch?: (limit: number) => { count: number; keys: Uint8Array; values: Uint8Array } | undefined = (limit) => {
+    if (!this.batch) return undefined;
+    const entries = [...this.data.entries()].slice(0, limit);
+    const keys = new Uint8Array(entries.length * PROFILE_KEY_BYTES);
+    const values = new Uint8Array(entries.length * 8);
+    entries.forEach(([k, v], i) => {
+      keys.set(Buffer.from(k, "hex"), i * PROFILE_KEY_BYTES);
+      values.set(v, i * 8);
+      this.data.delete(k);
+    });
+    return { count: entries.length, keys, values };
+  };
   override lookupU32Key(key: number): Uint8Array | undefined {
+    this.lookups++;
     return this.data.get(hex(new Uint8Array(new Uint32Array([key]).buffer)));
   }
   override sumPerCpuU64(key: number): bigint {
@@ -112,9 +128,14 @@ describe("collector/profiling", () => {
       [7, "main", ["u10_1000", "u10_2000"]],
     ]);
     expect(counts.data.size).toBe(0);
-    // Stacks read are freed at once; one no count refers to goes at the next full sweep (every 10 drains).
+    // Stacks read stay in the map (cached) while counts refer to them; unreferenced for 3 drains they are
+    // freed; one no count ever referred to goes at the next full sweep (every 10 drains).
+    expect([...stacks.data.keys()].sort()).toEqual([u32(1), u32(2), u32(3), u32(9)].map(hex));
+    collector.drain();
+    expect(stacks.data.size).toBe(4);
+    for (let i = 0; i < 2; i++) collector.drain();
     expect([...stacks.data.keys()]).toEqual([hex(u32(9))]);
-    for (let i = 0; i < 10; i++) collector.drain();
+    for (let i = 0; i < 7; i++) collector.drain();
     expect(stacks.data.size).toBe(0);
     expect(pipeline.accepted.profiles).toHaveLength(2);
     expect(ctx.status.view<ProfilingView>(VIEWS.profiling)).toEqual({ enabled: true, sample_rate: 49, profiles_collected: 2 });
@@ -163,5 +184,38 @@ describe("collector/profiling", () => {
     expect(on.runtime.opened[0]!.program("profile_cpu")!.links[0]!.closed).toBe(true);
     expect(on.ctx.status.view<ProfilingView>(VIEWS.profiling)).toMatchObject({ sample_rate: 199 });
     await on.collector.shutdown();
+  });
+
+  test("a stack referenced in later drains is read from the kernel once; counts taken in one batch when the map offers it", async () => {
+    const { collector, maps } = setup();
+    const host = recordingHost();
+    await collector.start(host);
+    await waitFor("attached", () => host.last().state === "ok");
+    const { counts, stacks } = maps();
+    counts.batch = true;
+    stacks.put(u32(1), stack(0x1000n, 0x2000n));
+    stacks.put(u32(2), stack(0xffffffff81000000n));
+    for (let d = 0; d < 4; d++) {
+      counts.put(countKey(10, 1, 2, "worker"), u64(3));
+      counts.put(countKey(10, 1, -14, "main"), u64(1));
+      expect(collector.drain()).toBe(true);
+      expect(counts.data.size).toBe(0);
+    }
+    expect(stacks.lookups).toBe(2);
+    const items = collector.collect();
+    expect(items).toHaveLength(1);
+    expect(items[0]!.samples.map((s) => [s.value, s.attributes?.["thread.name"], s.stack.map((f) => f.function)])).toEqual([
+      [12, "worker", ["k_ffffffff81000000", "u10_1000", "u10_2000"]],
+      [4, "main", ["u10_1000", "u10_2000"]],
+    ]);
+    // A stack id freed and then reused by the kernel for another stack is read again (cache and map go together).
+    for (let i = 0; i < 5; i++) collector.drain();
+    expect(stacks.data.size).toBe(0);
+    stacks.put(u32(1), stack(0x5000n));
+    counts.put(countKey(10, 1, -14, "main"), u64(2));
+    const next = collector.collect();
+    expect(next[0]!.samples.map((s) => s.stack.map((f) => f.function))).toEqual([["u10_5000"]]);
+    expect(stacks.lookups).toBe(3);
+    await collector.shutdown();
   });
 });

@@ -162,6 +162,41 @@ describe("round trips through protobufjs", () => {
     const attr = d.attributeTable[prof.sample[0].attributeIndices[0]];
     expect(attr).toEqual({ key: "thread.name", value: { stringValue: "w1" } });
   });
+
+  test("profiles: a batch of one profile is the request encoded at submit (encoded once) until the resource changes", () => {
+    const own = new ResourceBuilder("unit");
+    const enc = new ItemEncoder(own.encoder);
+    const leaf = { function: "leaf", binary: "/bin/app", address: 0x10n };
+    const thread = { "thread.name": "w" };
+    const p: ProfileItem = {
+      sampleType: { type: "samples", unit: "count" },
+      timeUnixNano: 1n,
+      durationNanos: 2n,
+      samples: [
+        { stack: [leaf, { function: "main", binary: "/bin/app", address: 0x20n }], value: 2, attributes: thread },
+        // Same frame object and an equal frame in another object: one location either way.
+        { stack: [leaf, { function: "leaf", binary: "/bin/app", address: 0x10n }], value: 1, attributes: thread },
+      ],
+    };
+    const entry = enc.encode("profiles", p);
+    expect(buildRequest("profiles", [entry], own.encoder)).toBe(entry.bytes);
+    const req = decodeRequest("profiles", entry.bytes) as any;
+    expect(req.dictionary.locationTable).toHaveLength(3);
+    expect(req.dictionary.attributeTable).toHaveLength(2);
+    const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
+    expect(prof.locationIndices).toEqual([1, 2, 1, 1]);
+    expect(prof.sample.map((s: any) => s.attributeIndices)).toEqual([[1], [1]]);
+    // Two profiles share one dictionary, written afresh.
+    const two = decodeRequest("profiles", buildRequest("profiles", [entry, enc.encode("profiles", p)], own.encoder)) as any;
+    expect(two.dictionary.locationTable).toHaveLength(3);
+    expect(two.resourceProfiles[0].scopeProfiles[0].profiles).toHaveLength(2);
+    // A changed resource (e.g. discovery) is re-encoded rather than sent stale.
+    own.set("test", { "host.id": "h1" });
+    const again = buildRequest("profiles", [entry], own.encoder);
+    expect(again).not.toBe(entry.bytes);
+    const attrs = (decodeRequest("profiles", again) as any).resourceProfiles[0].resource.attributes.map((a: any) => a.key);
+    expect(attrs).toContain("host.id");
+  });
 });
 
 test("ProtoWriter: nested lengths of 127, 128 and 20000 bytes", () => {
