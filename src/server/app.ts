@@ -26,23 +26,43 @@ export function setClientAddress(request: Request, address: string): void {
 
 const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" };
 
+/**
+ * Where a request's in-flight operation is kept: on the request's `set` (one object per request, shared by its hooks).
+ * Hooks destructure the context: Elysia reads their parameters to decide what to prepare per request (a hook that
+ * takes the whole context makes it parse headers, cookies and query string of every request).
+ */
+const OPERATION = Symbol("operation");
+type WithOperation = { [OPERATION]?: (outcome?: TaskOutcome) => void };
+
 export interface ServerOptions {
   /** Shared across app rebuilds so rate-limit buckets survive a reload that does not change them. */
   guard?: RequestGuard;
   /** The configuration whose build-time settings (metrics path, CORS) shape the routes; default: deps.config(). */
   settings?: Config;
+  /**
+   * Check the answers of the hot routes (/healthz, /ready, /status*, the metrics path) against their schemas at
+   * run time (default true, as in the tests). The listener turns it off: the tests check those answers, and every
+   * live answer of every endpoint against the OpenAPI document; the schemas still type the handlers and generate
+   * the document. Other routes are always checked.
+   */
+  checkAnswers?: boolean;
 }
 
 export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
   const c = (options.settings ?? deps.config()).self_telemetry;
   const guard = options.guard ?? new RequestGuard(deps.config);
-  const inFlight = new WeakMap<Request, (outcome?: TaskOutcome) => void>();
+  const check = options.checkAnswers ?? true;
+  const tasks = deps.tasks;
+  /** Ends the request's operation with its HTTP status. */
+  const endOperation = (set: unknown, status: number) => {
+    (set as WithOperation)[OPERATION]?.({ attributes: { "http.response.status_code": status } });
+  };
 
   const routes = (prefix: string) =>
-    new Elysia({ name: "routes", seed: prefix })
-      .use(healthRoutes(deps, prefix))
-      .use(metricsRoutes(deps, c.path, prefix))
-      .use(statusRoutes(deps, prefix))
+    new Elysia({ name: "routes", seed: `${prefix}:${check}` })
+      .use(healthRoutes(deps, prefix, check))
+      .use(metricsRoutes(deps, c.path, prefix, check))
+      .use(statusRoutes(deps, prefix, check))
       .use(configRoutes(deps, prefix))
       .use(debugRoutes(deps, prefix))
       .use(adminRoutes(deps, prefix));
@@ -51,7 +71,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
   // standardHostname false: Elysia otherwise finds the path from the 11th character of the URL, so a short Host
   // header ("ab") made it route a different path than the guard checked (a read-only token reached /admin).
   const app: AnyElysia = new Elysia({ name: "svc-agent", handler: { standardHostname: false } })
-    .onRequest(({ request }) => {
+    .onRequest(({ request, set }) => {
       const path = canonicalPath(pathOf(request.url));
       try {
         guard.check(request, path, clientAddresses.get(request) ?? "unknown");
@@ -59,7 +79,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
         if (e instanceof ApiError) return errorResponse(e);
         throw e;
       }
-      inFlight.set(request, deps.tasks.begin(`http ${request.method} ${path}`, "operation"));
+      (set as WithOperation)[OPERATION] = tasks.begin(`http ${request.method} ${path}`, "operation");
     })
     .headers(SECURITY_HEADERS)
     .use(
@@ -75,7 +95,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
     )
     // The in-flight operation ends when the handler has produced its answer (an afterResponse hook would cost a
     // setImmediate per request: measured ~8 us of the ~30 us the interface adds to a probe).
-    .onAfterHandle({ as: "global" }, ({ request, set, response }) => {
+    .onAfterHandle({ as: "global" }, ({ set, response }) => {
       const status =
         response instanceof Response
           ? response.status
@@ -84,11 +104,11 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
             : typeof set.status === "number"
               ? set.status
               : 200;
-      inFlight.get(request)?.({ attributes: { "http.response.status_code": status } });
+      endOperation(set, status);
     })
-    .onError({ as: "global" }, ({ code, error, request }) => {
+    .onError({ as: "global" }, ({ code, error, request, set }) => {
       const response = renderError(code, error, request, app, deps);
-      inFlight.get(request)?.({ attributes: { "http.response.status_code": response.status } });
+      endOperation(set, response.status);
       return response;
     })
     .use(routes(""))

@@ -25,7 +25,8 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
   let server: BunServer | undefined;
   let host: ComponentHost | undefined;
   const guard = new RequestGuard(deps.config);
-  let app: App = createServer(deps, { guard });
+  // Hot routes' answers are not re-checked against their schemas here (the tests do, see ServerOptions.checkAnswers).
+  let app: App = createServer(deps, { guard, checkAnswers: false });
 
   const bind = (c: Config): BunServer => {
     const { hostname, port } = parseListen(c.self_telemetry.listen);
@@ -37,8 +38,12 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
           // With an empty Host header Bun's URL has no scheme and authority ("/admin/reload"), in which the guard
           // and the router found different paths (a read-only token reached /admin and /debug): make it absolute.
           const req = received.url.startsWith("/") ? new Request(`http://localhost${received.url}`, received) : received;
-          const ip = srv.requestIP(received);
-          if (ip) setClientAddress(req, ip.address);
+          // The address is read only when the guard needs it (a rate limit per client), from the settings it uses too.
+          const limit = deps.config().self_telemetry.rate_limit;
+          if (limit.enabled && limit.per_client) {
+            const ip = srv.requestIP(received);
+            if (ip) setClientAddress(req, ip.address);
+          }
           // Profiles and traces answer after ?seconds=N (up to 300 s): no idle timeout while they sample.
           if (req.url.includes("/debug/pprof/")) srv.timeout(received, 0);
           return app.handle(req);
@@ -79,7 +84,7 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
       // Bind first: if the new address is taken, this throws and nothing has changed.
       const fresh = rebind && a.enabled ? bind(next) : undefined;
       // Routes are rebuilt with next's build-time settings (metrics path, CORS origins); the rest is read per request.
-      app = createServer(deps, { guard, settings: next });
+      app = createServer(deps, { guard, settings: next, checkAnswers: false });
       if (!rebind) return;
       const old = server;
       server = fresh;

@@ -35,7 +35,6 @@ function pathListed(path: string, list: string[]): boolean {
 
 export class RequestGuard {
   #limiter: RateLimiter | undefined;
-  #limiterKey = "";
   #tokens: TokenChecker | undefined;
   #tokensOf: Config["self_telemetry"]["auth"] | undefined;
 
@@ -44,8 +43,12 @@ export class RequestGuard {
   /** Throws the ApiError the request must be answered with, or returns normally when it may proceed. */
   check(request: Request, path: string, clientAddress: string): void {
     const st = this.config().self_telemetry;
-    const length = Number(request.headers.get("content-length") ?? 0);
-    if (length > st.max_body_bytes) throw payloadTooLarge(st.max_body_bytes);
+    // Only a request with a body declares its length; reading the headers of the others (every probe and scrape)
+    // would make Bun build the request's header object for nothing (~2 us of a ~15 us answer).
+    if (request.body !== null) {
+      const length = Number(request.headers.get("content-length") ?? 0);
+      if (length > st.max_body_bytes) throw payloadTooLarge(st.max_body_bytes);
+    }
 
     if (st.rate_limit.enabled && !pathListed(path, st.rate_limit.exempt_paths)) {
       const limiter = this.#rateLimiter(st.rate_limit);
@@ -62,12 +65,9 @@ export class RequestGuard {
   }
 
   #rateLimiter(c: Config["self_telemetry"]["rate_limit"]): RateLimiter {
-    const key = `${c.requests_per_second}/${c.per_client}`;
-    if (!this.#limiter || this.#limiterKey !== key) {
-      this.#limiter = new RateLimiter(c.requests_per_second, c.per_client);
-      this.#limiterKey = key;
-    }
-    return this.#limiter;
+    const l = this.#limiter;
+    if (l && l.rate === c.requests_per_second && l.perClient === c.per_client) return l;
+    return (this.#limiter = new RateLimiter(c.requests_per_second, c.per_client));
   }
 
   #checker(auth: Config["self_telemetry"]["auth"]): TokenChecker {

@@ -2,7 +2,7 @@
  * Schemas of the interface's answers. They validate the handlers' results, type them
  * (`typeof X.static`), and generate /openapi.json. The per-subsystem views come from src/status/model.ts.
  */
-import { Type } from "@sinclair/typebox";
+import { Type, type TSchema } from "@sinclair/typebox";
 import { t } from "elysia";
 export { EbpfViewSchema, ExportViewSchema, DiscoveryViewSchema } from "../status/model";
 
@@ -102,6 +102,14 @@ export const DebugVarsSchema = t.Object(
   },
   { additionalProperties: true },
 );
+
+/**
+ * `schema` as a hot route's answer schema: itself when answers are checked at run time, else a copy Elysia does not
+ * check (`noValidate`; the copy still types the handler and documents the answer, see createServer's checkAnswers).
+ */
+export function answer<T extends TSchema>(schema: T, check: boolean): T {
+  return check ? schema : { ...schema, noValidate: true };
+}
 
 /** Error answers any route can give: 401 (auth on), 429 (rate limit on), 500 (a failure inside the agent). */
 export const COMMON_ERRORS = { 401: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema } as const;

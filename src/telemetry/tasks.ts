@@ -34,6 +34,8 @@ export interface TaskObserver {
   began(info: TaskInfo, scoped: boolean): TaskWatch | undefined;
 }
 
+const unwatched = <T>(fn: () => T): T => fn();
+
 export class TaskRegistry {
   readonly #live = new Map<number, TaskInfo>();
   #nextId = 1;
@@ -65,11 +67,13 @@ export class TaskRegistry {
     const stack = this.captureStacks ? new Error().stack?.split("\n").slice(3).join("\n") : undefined;
     const info: TaskInfo = { id, name, kind, startedAt: Date.now(), stack };
     this.#live.set(id, info);
-    const watches: TaskWatch[] = [];
+    let watches: TaskWatch[] | undefined;
     for (const o of this.observers) {
       const w = o.began(info, scoped);
-      if (w) watches.push(w);
+      if (w) (watches ??= []).push(w);
     }
+    // Unwatched (the usual case, e.g. every HTTP request while self-tracing is off): the live entry is all there is.
+    if (watches === undefined) return { end: () => void this.#live.delete(id), run: unwatched };
     let ended = false;
     const end = (outcome: TaskOutcome = {}) => {
       if (ended) return;

@@ -1,10 +1,10 @@
 /** GET /healthz (liveness) and GET /ready (readiness), answered from the status aggregator. */
 import { Elysia, status } from "elysia";
 import type { ServerDeps } from "../deps";
-import { COMMON_ERRORS, HealthSchema, ReadinessSchema, UnhealthySchema } from "../model";
+import { answer, COMMON_ERRORS, HealthSchema, ReadinessSchema, UnhealthySchema } from "../model";
 
-export function healthRoutes(deps: ServerDeps, prefix = "") {
-  return new Elysia({ name: "routes/health", seed: prefix, prefix })
+export function healthRoutes(deps: ServerDeps, prefix = "", check = true) {
+  return new Elysia({ name: "routes/health", seed: `${prefix}:${check}`, prefix })
     .get(
       "/healthz",
       () => {
@@ -13,7 +13,7 @@ export function healthRoutes(deps: ServerDeps, prefix = "") {
         return status(503, { status: "unhealthy" as const, reasons: h.reasons });
       },
       {
-        response: { 200: HealthSchema, 503: UnhealthySchema, ...COMMON_ERRORS },
+        response: { 200: answer(HealthSchema, check), 503: answer(UnhealthySchema, check), ...COMMON_ERRORS },
         detail: { summary: "Liveness", description: "200 while the event loop answers and no component is in a fatal state.", tags: ["health"] },
       },
     )
@@ -25,7 +25,7 @@ export function healthRoutes(deps: ServerDeps, prefix = "") {
         return r.ready ? body : status(503, body);
       },
       {
-        response: { 200: ReadinessSchema, 503: ReadinessSchema, ...COMMON_ERRORS },
+        response: { 200: answer(ReadinessSchema, check), 503: answer(ReadinessSchema, check), ...COMMON_ERRORS },
         detail: { summary: "Readiness", description: "200 when the ebpf, otlp and discovery checks all pass; 503 with the failing check as `failed: <reason>`.", tags: ["health"] },
       },
     );

@@ -4,14 +4,14 @@
  */
 import { Elysia, t } from "elysia";
 import type { ServerDeps } from "../deps";
-import { COMMON_ERRORS } from "../model";
+import { answer, COMMON_ERRORS } from "../model";
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from "../../telemetry/exposition";
 
 const OPENMETRICS = "application/openmetrics-text";
 const GZIP_MIN_BYTES = 1024;
 
-export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
-  return new Elysia({ name: "routes/metrics", seed: prefix, prefix }).get(
+export function metricsRoutes(deps: ServerDeps, path: string, prefix = "", check = true) {
+  return new Elysia({ name: "routes/metrics", seed: `${prefix}:${check}`, prefix }).get(
     path,
     // The answer is built once by Elysia from `set.headers` (returning a Response would make Elysia copy it to
     // merge the interface's default headers: measured ~20% of a scrape).
@@ -30,7 +30,7 @@ export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
     },
     {
       response: {
-        200: t.String({ description: "Text exposition format 0.0.4 (or OpenMetrics 1.0.0 on request)." }),
+        200: answer(t.String({ description: "Text exposition format 0.0.4 (or OpenMetrics 1.0.0 on request)." }), check),
         ...COMMON_ERRORS,
       },
       detail: {

@@ -10,7 +10,9 @@ import { ErrorSchema } from "../model";
 const OPENAPI_VERSION = "3.1.0";
 
 export function buildOpenApiDocument(app: AnyElysia, deps: ServerDeps): Record<string, unknown> {
-  const { paths, components } = toOpenAPISchema(app, { paths: [/^\/openapi\.json$/, /^\/api\/v1\/openapi\.json$/] }, undefined, undefined, "3.1.0");
+  const generated = toOpenAPISchema(app, { paths: [/^\/openapi\.json$/, /^\/api\/v1\/openapi\.json$/] }, undefined, undefined, "3.1.0");
+  // Without Elysia's marker of answers it does not check at run time (ServerOptions.checkAnswers): not a JSON Schema keyword.
+  const { paths, components } = JSON.parse(JSON.stringify(generated, (k, v: unknown) => (k === "noValidate" ? undefined : v))) as typeof generated;
   const errorSchema = JSON.parse(JSON.stringify(ErrorSchema)) as Record<string, unknown>;
   const errorJson = JSON.stringify(errorSchema);
   // Every answer that is the standard error object refers to one shared schema.

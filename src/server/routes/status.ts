@@ -5,7 +5,7 @@ import { sizeBytes } from "../../config/units";
 import type { Config } from "../../config/schema";
 import { VIEWS, type DiscoveryView, type EbpfView, type ExportView, type ProfilingView } from "../../status/model";
 import type { ServerDeps } from "../deps";
-import { COMMON_ERRORS, DiscoveryViewSchema, EbpfViewSchema, ExportViewSchema, StatusSchema, type StatusBody } from "../model";
+import { answer, COMMON_ERRORS, DiscoveryViewSchema, EbpfViewSchema, ExportViewSchema, StatusSchema, type StatusBody } from "../model";
 
 const HOST = { name: hostname(), os: process.platform, arch: machine(), kernel: release() };
 
@@ -58,6 +58,12 @@ function profilingView(deps: ServerDeps, c: Config): ProfilingView {
   return deps.status.view<ProfilingView>(VIEWS.profiling) ?? { enabled: false, sample_rate: c.agent.profiling.sample_rate, profiles_collected: 0 };
 }
 
+function loadedPrograms(programs: EbpfView["programs"]): number {
+  let n = 0;
+  for (const p of programs) if (p.id > 0) n++;
+  return n;
+}
+
 export function statusBody(deps: ServerDeps): StatusBody {
   const c = deps.config();
   const ebpf = ebpfView(deps, c);
@@ -73,11 +79,11 @@ export function statusBody(deps: ServerDeps): StatusBody {
     host: HOST,
     ebpf: {
       enabled: ebpf.enabled,
-      programs_loaded: ebpf.programs.filter((p) => p.id > 0).length,
+      programs_loaded: loadedPrograms(ebpf.programs),
       maps_created: ebpf.maps.length,
       ringbuf_size: ebpf.ringbuf.size,
     },
-    profiling: prof,
+    profiling: { enabled: prof.enabled, sample_rate: prof.sample_rate, profiles_collected: prof.profiles_collected },
     export: {
       endpoint: exp.endpoint,
       connected: exp.connected,
@@ -96,22 +102,22 @@ export function statusBody(deps: ServerDeps): StatusBody {
 
 const errors = COMMON_ERRORS;
 
-export function statusRoutes(deps: ServerDeps, prefix = "") {
-  return new Elysia({ name: "routes/status", seed: prefix, prefix })
+export function statusRoutes(deps: ServerDeps, prefix = "", check = true) {
+  return new Elysia({ name: "routes/status", seed: `${prefix}:${check}`, prefix })
     .get("/status", () => statusBody(deps), {
-      response: { 200: StatusSchema, ...errors },
+      response: { 200: answer(StatusSchema, check), ...errors },
       detail: { summary: "Agent status", tags: ["status"] },
     })
     .get("/status/ebpf", () => ebpfView(deps, deps.config()), {
-      response: { 200: EbpfViewSchema, ...errors },
+      response: { 200: answer(EbpfViewSchema, check), ...errors },
       detail: { summary: "eBPF programs, maps and ring buffer", tags: ["status"] },
     })
     .get("/status/export", () => exportView(deps, deps.config()), {
-      response: { 200: ExportViewSchema, ...errors },
+      response: { 200: answer(ExportViewSchema, check), ...errors },
       detail: { summary: "Export pipeline and queues", tags: ["status"] },
     })
     .get("/status/discovery", () => discoveryView(deps, deps.config()), {
-      response: { 200: DiscoveryViewSchema, ...errors },
+      response: { 200: answer(DiscoveryViewSchema, check), ...errors },
       detail: { summary: "Kubernetes, Docker and cloud discovery", tags: ["status"] },
     });
 }
