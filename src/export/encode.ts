@@ -63,6 +63,11 @@ export const F = {
 /** Size of the arenas encoded items are kept in. */
 const ARENA_BYTES = 256 * 1024;
 
+interface Arena {
+  buf: Uint8Array;
+  used: number;
+}
+
 /** The scope of items that name none. */
 export const DEFAULT_SCOPE: Scope = { name: "svc-agent" };
 
@@ -246,53 +251,66 @@ export type ResourceEncoder = (extra: Attributes | undefined) => Uint8Array;
  */
 export class ItemEncoder {
   readonly #w = new ProtoWriter();
+  /** Writes spans, points and records straight into the arenas. */
+  readonly #aw = new ProtoWriter(0);
   readonly #resource: ResourceEncoder;
   /** One arena per signal: a signal's queue is FIFO, so at most two of its arenas hold dead space at any time. */
-  readonly #arenas = new Map<Signal, { buf: Uint8Array; used: number }>();
+  readonly #arenas = new Map<Signal, Arena>();
 
   constructor(resource: ResourceEncoder) {
     this.#resource = resource;
   }
 
-  /**
-   * The bytes just written, as a view into the signal's arena (one allocation per ARENA_BYTES instead of one per
-   * item). An arena is freed when no queued item refers to it any more.
-   */
-  #take(signal: Signal): Uint8Array {
-    const w = this.#w;
-    const n = w.pos;
-    if (n > ARENA_BYTES / 8) return w.copy();
+  /** Points the arena writer at the free space of the signal's arena (a new arena when less than an item's worth is left). */
+  #begin(signal: Signal): Arena {
     let arena = this.#arenas.get(signal);
-    if (!arena || arena.used + n > arena.buf.length) {
+    if (!arena || arena.buf.length - arena.used < ARENA_BYTES / 8) {
       arena = { buf: new Uint8Array(ARENA_BYTES), used: 0 };
       this.#arenas.set(signal, arena);
     }
+    this.#aw.attach(arena.buf, arena.used);
+    return arena;
+  }
+
+  /**
+   * The item just written into `arena` by #begin's writer, as a view (one allocation per ARENA_BYTES instead of
+   * one per item, and no copy). An item that outgrew the arena is copied out of the writer's larger buffer.
+   * An arena is freed when no queued item refers to it any more.
+   */
+  #end(signal: Signal, arena: Arena): Uint8Array {
+    const w = this.#aw;
     const at = arena.used;
-    arena.buf.set(w.buf.subarray(0, n), at);
-    arena.used = at + n;
-    return arena.buf.subarray(at, at + n);
+    if (w.buf !== arena.buf) {
+      this.#arenas.delete(signal);
+      return w.buf.slice(at, w.pos);
+    }
+    arena.used = w.pos;
+    return arena.buf.subarray(at, w.pos);
   }
 
   encode(signal: Signal, item: unknown): EncodedItem {
     const w = this.#w;
-    w.reset();
     switch (signal) {
       case "traces": {
         const s = item as SpanItem;
-        writeSpan(w, s);
-        return { bytes: this.#take(signal), scope: s.scope, resource: s.resource };
+        const arena = this.#begin(signal);
+        writeSpan(this.#aw, s);
+        return { bytes: this.#end(signal, arena), scope: s.scope, resource: s.resource };
       }
       case "metrics": {
         const p = item as MetricPointItem;
-        writeDataPoint(w, p);
-        return { bytes: this.#take(signal), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
+        const arena = this.#begin(signal);
+        writeDataPoint(this.#aw, p);
+        return { bytes: this.#end(signal, arena), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
       }
       case "logs": {
         const r = item as LogRecordItem;
-        writeLogRecord(w, r);
-        return { bytes: this.#take(signal), scope: r.scope, resource: r.resource };
+        const arena = this.#begin(signal);
+        writeLogRecord(this.#aw, r);
+        return { bytes: this.#end(signal, arena), scope: r.scope, resource: r.resource };
       }
       case "profiles": {
+        w.reset();
         const p = item as ProfileItem;
         const entry: EncodedItem = { bytes: EMPTY, scope: p.scope, resource: p.resource, profile: p, resourceBytes: this.#resource(p.resource) };
         entry.bytes = buildRequest("profiles", [entry], this.#resource, w, true);
@@ -353,8 +371,13 @@ export function buildRequest(signal: Signal, entries: readonly EncodedItem[], re
 }
 
 function writeGroupedRequest(w: ProtoWriter, signal: Exclude<Signal, "profiles">, entries: readonly EncodedItem[], resource: ResourceEncoder): void {
+  // The usual batch: one resource and one scope for all (no grouping maps needed).
+  const head = entries[0];
+  let uniform = head !== undefined;
+  for (let i = 1; uniform && i < entries.length; i++) uniform = entries[i]!.resource === head!.resource && entries[i]!.scope === head!.scope;
+  const groups = uniform ? [[head!.resource, [[head!.scope ?? DEFAULT_SCOPE, entries]]] as const] : group(entries);
   const L = LEVELS[signal];
-  for (const [res, scopes] of group(entries)) {
+  for (const [res, scopes] of groups) {
     const top = w.open(L.top);
     w.bytesField(L.resource, resource(res));
     for (const [scope, list] of scopes) {

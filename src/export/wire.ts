@@ -12,14 +12,36 @@ export const WIRE = { VARINT: 0, FIXED64: 1, LEN: 2, FIXED32: 5 } as const;
 
 const encoder = new TextEncoder();
 
+/**
+ * A buffer for writing: not zero-filled (only bytes written are ever read; a large zeroed Uint8Array cost 15 to
+ * 30 µs per request body here), over memory of its own (allocUnsafeSlow never hands out a slice of Node's shared
+ * pool), and a plain Uint8Array (a Buffer's slice() would be a view, not a copy).
+ */
+function allocate(bytes: number): Uint8Array {
+  const b = Buffer.allocUnsafeSlow(bytes);
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
+}
+
 export class ProtoWriter {
   buf: Uint8Array;
   view: DataView;
   pos = 0;
 
   constructor(initialBytes = INITIAL_BUFFER_BYTES) {
-    this.buf = new Uint8Array(initialBytes);
-    this.view = new DataView(this.buf.buffer);
+    this.buf = allocate(initialBytes);
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
+  }
+
+  /**
+   * Writes on into `buf` from `pos` (an arena holding earlier items); a write that does not fit moves the writer
+   * to a new, larger buffer holding a copy of `buf`, so `buf` is never written past its end.
+   */
+  attach(buf: Uint8Array, pos: number): void {
+    if (this.buf !== buf) {
+      this.buf = buf;
+      this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+    }
+    this.pos = pos;
   }
 
   /** Empties the writer (keeps its buffer). */
@@ -36,10 +58,10 @@ export class ProtoWriter {
     if (this.pos + n <= this.buf.length) return;
     let size = this.buf.length * 2;
     while (size < this.pos + n) size *= 2;
-    const next = new Uint8Array(size);
+    const next = allocate(size);
     next.set(this.buf.subarray(0, this.pos));
     this.buf = next;
-    this.view = new DataView(next.buffer);
+    this.view = new DataView(next.buffer, next.byteOffset, next.byteLength);
   }
 
   /** An unsigned varint of a non-negative safe integer. */

@@ -1,6 +1,6 @@
 /** The encoder: field numbers against the embedded schema, and round trips through protobufjs decoding. */
 import { describe, expect, test } from "bun:test";
-import { F, ItemEncoder, buildRequest } from "../../../src/export/encode";
+import { F, ItemEncoder, buildRequest, writeSpan } from "../../../src/export/encode";
 import type { LogRecordItem, MetricPointItem, ProfileItem, SpanItem } from "../../../src/export/model";
 import { countItems } from "../../../src/export/receiver/count";
 import { decodeRequest } from "../../../src/export/receiver";
@@ -209,4 +209,30 @@ test("ProtoWriter: nested lengths of 127, 128 and 20000 bytes", () => {
     const type = otlpRoot().lookupType("opentelemetry.proto.common.v1.KeyValue");
     expect((type.decode(out) as any).key).toBe("a".repeat(n));
   }
+});
+
+test("items written straight into the arenas: small and oversized items interleaved stay intact, each its own encoding", () => {
+  const resource = new ResourceBuilder("arena-test");
+  const encoder = new ItemEncoder(resource.encoder);
+  const span = (i: number): SpanItem => ({
+    traceId: new Uint8Array(16).fill(i & 0xff),
+    spanId: new Uint8Array(8).fill((i * 7) & 0xff),
+    name: `op ${i}`,
+    startTimeUnixNano: BigInt(i),
+    endTimeUnixNano: BigInt(i + 1),
+    // Every 97th span carries 40 to 300 KB (more than an arena's free space, or than a whole arena).
+    attributes: i % 97 === 0 ? { blob: "x".repeat(40_000 + (i % 5) * 65_000) } : { i },
+  });
+  const n = 3000;
+  const encoded = Array.from({ length: n }, (_, i) => encoder.encode("traces", span(i)));
+  const Span = otlpRoot().lookupType("opentelemetry.proto.trace.v1.Span");
+  for (let i = 0; i < n; i++) {
+    const fresh = new ProtoWriter(64);
+    writeSpan(fresh, span(i));
+    expect(encoded[i]!.bytes).toEqual(fresh.copy());
+    expect((Span.decode(encoded[i]!.bytes) as any).name).toBe(`op ${i}`);
+  }
+  const request = decodeRequest("traces", buildRequest("traces", encoded, resource.encoder)) as any;
+  expect(request.resourceSpans).toHaveLength(1);
+  expect(request.resourceSpans[0].scopeSpans[0].spans.map((s: any) => s.name)).toEqual(Array.from({ length: n }, (_, i) => `op ${i}`));
 });
