@@ -4,7 +4,7 @@
  * .dynsym. Reads only the parts it needs, with positioned reads.
  */
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
-import { SymbolTable, type SymbolEntry } from "./symbol-table";
+import { SymbolTable } from "./symbol-table";
 
 const ELF_MAGIC = 0x464c457f;
 const ELFCLASS64 = 2;
@@ -128,28 +128,55 @@ export class ElfFile implements Disposable {
     return "";
   }
 
-  /** Function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of .symtab and .dynsym, by virtual address. */
+  /** Function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of .symtab and .dynsym, by virtual address; names stay bytes until looked up. */
   symbols(): SymbolTable {
-    const entries: SymbolEntry[] = [];
+    const tables: Array<{ syms: DataView; size: number; strs: Uint8Array }> = [];
+    let max = 0;
+    let textBytes = 0;
     for (const s of this.#sections) {
       if (s.type !== SHT_SYMTAB && s.type !== SHT_DYNSYM) continue;
       const strtab = this.#sections[s.link];
       if (!strtab || s.size > MAX_SECTION_BYTES || strtab.size > MAX_SECTION_BYTES) continue;
       const syms = pread(this.#fd, s.offset, s.size, this.path);
       const strs = new Uint8Array(pread(this.#fd, strtab.offset, strtab.size, this.path).buffer);
-      for (let o = 0; o + SYM_BYTES <= s.size; o += SYM_BYTES) {
+      tables.push({ syms, size: s.size, strs });
+      max += Math.floor(s.size / SYM_BYTES);
+      textBytes += strs.length;
+    }
+    // The function names back to back in one buffer (grown as needed, then cut): a name is a byte range of it.
+    let all = new Uint8Array(Math.max(64, textBytes));
+    let used = 0;
+    const addresses = new Float64Array(max);
+    const sizes = new Float64Array(max);
+    const nameStarts = new Uint32Array(max);
+    const nameEnds = new Uint32Array(max);
+    let count = 0;
+    for (const { syms, size, strs } of tables) {
+      for (let o = 0; o + SYM_BYTES <= size; o += SYM_BYTES) {
         const kind = syms.getUint8(o + 4) & 0xf;
         if (kind !== STT_FUNC && kind !== STT_GNU_IFUNC) continue;
         if (syms.getUint16(o + 6, true) === 0) continue;
         const address = Number(syms.getBigUint64(o + 8, true));
         if (address === 0) continue;
         const nameOff = syms.getUint32(o, true);
+        if (nameOff >= strs.length) continue;
         let end = strs.indexOf(0, nameOff);
         if (end < 0) end = strs.length;
-        entries.push({ address, size: Number(syms.getBigUint64(o + 16, true)), name: Buffer.from(strs.buffer, nameOff, end - nameOff).toString("utf8") });
+        addresses[count] = address;
+        sizes[count] = Number(syms.getBigUint64(o + 16, true));
+        if (used + (end - nameOff) > all.length) {
+          const grown = new Uint8Array(Math.max(all.length * 2, used + (end - nameOff)));
+          grown.set(all.subarray(0, used));
+          all = grown;
+        }
+        all.set(strs.subarray(nameOff, end), used);
+        nameStarts[count] = used;
+        used += end - nameOff;
+        nameEnds[count] = used;
+        count++;
       }
     }
-    return new SymbolTable(entries);
+    return new SymbolTable({ count, addresses, sizes, text: all.slice(0, used), nameStarts, nameEnds });
   }
 
   close(): void {

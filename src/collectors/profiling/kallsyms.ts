@@ -1,41 +1,88 @@
 /** Kernel symbols from /proc/kallsyms (text symbols only), for kernel stack frames. */
 import { readFileSync } from "node:fs";
-import { SymbolTable, type SymbolEntry } from "./symbol-table";
+import { SymbolTable } from "./symbol-table";
+
+const NL = 0x0a;
+const SPACE = 0x20;
+const TAB = 0x09;
+const TWO_32 = 0x1_0000_0000;
+const utf8 = new TextDecoder();
 
 export class KernelSymbols {
   /** Kernel addresses exceed 2^53: the table holds offsets from `#base`. */
   readonly #base: bigint;
   readonly #table: SymbolTable;
-  readonly #modules: Map<string, string>;
+  /** Module names; a symbol's tag is 0 for the kernel image, else 1 + an index here. */
+  readonly #moduleNames: string[] = [];
 
-  /** Parses kallsyms text. Addresses of 0 (kptr_restrict hides them) leave the table empty. */
-  constructor(text: string) {
-    const rows: Array<{ address: bigint; name: string }> = [];
-    this.#modules = new Map();
-    for (const line of text.split("\n")) {
-      const sp1 = line.indexOf(" ");
-      if (sp1 < 0) continue;
-      const type = line.charCodeAt(sp1 + 1) | 0x20;
-      if (type !== 0x74 /* t */ && type !== 0x77 /* w */) continue;
-      const address = BigInt(`0x${line.slice(0, sp1)}`);
-      if (address === 0n) continue;
-      let name = line.slice(sp1 + 3);
-      const tab = name.indexOf("\t");
-      if (tab >= 0) {
-        const module = name.slice(tab + 1).replace(/^\[|\]$/g, "");
-        name = name.slice(0, tab);
-        this.#modules.set(name, module);
+  /** Parses kallsyms (text or bytes), kept as bytes: names are decoded when looked up. Addresses of 0 (kptr_restrict hides them) leave the table empty. */
+  constructor(source: string | Uint8Array) {
+    const text = typeof source === "string" ? new TextEncoder().encode(source) : source;
+    let lines = 0;
+    for (let i = 0; i < text.length; i++) if (text[i] === NL) lines++;
+    lines++;
+    const hi = new Uint32Array(lines);
+    const lo = new Uint32Array(lines);
+    const nameStarts = new Uint32Array(lines);
+    const nameEnds = new Uint32Array(lines);
+    const moduleOf = new Uint16Array(lines);
+    const modules = new Map<string, number>();
+    let n = 0;
+    let minHi = 0xffff_ffff;
+    let minLo = 0xffff_ffff;
+    for (let p = 0; p < text.length; ) {
+      let end = text.indexOf(NL, p);
+      if (end < 0) end = text.length;
+      const line = p;
+      p = end + 1;
+      // "<hex address> <type> <name>[\t[module]]"
+      let i = line;
+      let h = 0;
+      let l = 0;
+      let digits = 0;
+      for (; i < end && text[i] !== SPACE; i++, digits++) {
+        const v = hexValue(text[i]!);
+        if (v < 0) break;
+        const x = l * 16 + v;
+        l = x % TWO_32;
+        h = (h * 16 + Math.floor(x / TWO_32)) % TWO_32;
       }
-      rows.push({ address, name });
+      if (i + 3 > end || text[i] !== SPACE || digits === 0) continue;
+      const type = text[i + 1]! | 0x20;
+      if (type !== 0x74 /* t */ && type !== 0x77 /* w */) continue;
+      if (h === 0 && l === 0) continue;
+      const nameStart = i + 3;
+      let nameEnd = nameStart;
+      while (nameEnd < end && text[nameEnd] !== TAB) nameEnd++;
+      let module = 0;
+      if (nameEnd < end) {
+        let m = utf8.decode(text.subarray(nameEnd + 1, end));
+        if (m.startsWith("[") && m.endsWith("]")) m = m.slice(1, -1);
+        module = modules.get(m) ?? 0;
+        if (!module) {
+          this.#moduleNames.push(m);
+          modules.set(m, (module = this.#moduleNames.length));
+        }
+      }
+      hi[n] = h;
+      lo[n] = l;
+      nameStarts[n] = nameStart;
+      nameEnds[n] = nameEnd;
+      moduleOf[n] = module;
+      if (h < minHi || (h === minHi && l < minLo)) {
+        minHi = h;
+        minLo = l;
+      }
+      n++;
     }
-    let base = rows.length > 0 ? rows[0]!.address : 0n;
-    for (const r of rows) if (r.address < base) base = r.address;
-    this.#base = base;
-    this.#table = new SymbolTable(rows.map((r): SymbolEntry => ({ address: Number(r.address - base), size: 0, name: r.name })));
+    this.#base = n > 0 ? (BigInt(minHi) << 32n) | BigInt(minLo) : 0n;
+    const addresses = new Float64Array(n);
+    for (let k = 0; k < n; k++) addresses[k] = (hi[k]! - minHi) * TWO_32 + (lo[k]! - minLo);
+    this.#table = new SymbolTable({ count: n, addresses, sizes: new Float64Array(n), text, nameStarts, nameEnds, tags: moduleOf });
   }
 
   static read(path = "/proc/kallsyms"): KernelSymbols {
-    return new KernelSymbols(readFileSync(path, "utf8"));
+    return new KernelSymbols(new Uint8Array(readFileSync(path)));
   }
 
   get size(): number {
@@ -45,7 +92,17 @@ export class KernelSymbols {
   /** The function at a kernel address and the module it belongs to ("" for the kernel image). */
   lookup(address: bigint): { name: string; module: string } | undefined {
     if (address < this.#base) return undefined;
-    const name = this.#table.lookup(Number(address - this.#base));
-    return name === undefined ? undefined : { name, module: this.#modules.get(name) ?? "" };
+    const offset = Number(address - this.#base);
+    const i = this.#table.indexOf(offset);
+    if (i < 0) return undefined;
+    const module = this.#table.tagAt(i);
+    return { name: this.#table.nameAt(i), module: module ? this.#moduleNames[module - 1]! : "" };
   }
+}
+
+function hexValue(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const l = c | 0x20;
+  if (l >= 0x61 && l <= 0x66) return l - 0x61 + 10;
+  return -1;
 }

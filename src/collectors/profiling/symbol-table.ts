@@ -1,4 +1,9 @@
-/** A sorted table of function symbols: address -> name, by binary search. Addresses are plain numbers (< 2^53). */
+/**
+ * A sorted table of function symbols: address -> name, by binary search. Addresses are plain numbers (< 2^53).
+ * Large tables (ELF symbol tables, kallsyms) keep their names as bytes of the file's string table and decode a
+ * name when it is looked up: a few typed arrays instead of one string object per symbol (hundreds of thousands
+ * of strings made every collection and heap walk slower).
+ */
 
 export interface SymbolEntry {
   address: number;
@@ -7,33 +12,75 @@ export interface SymbolEntry {
   name: string;
 }
 
+/** Symbols whose names are byte ranges of `text` (UTF-8), in any order; `count` entries of each array are used. */
+export interface PackedSymbols {
+  count: number;
+  addresses: Float64Array;
+  sizes: Float64Array;
+  text: Uint8Array;
+  nameStarts: Uint32Array;
+  nameEnds: Uint32Array;
+  /** A small number per symbol (e.g. the kernel module), returned by tagAt. */
+  tags?: Uint16Array;
+}
+
+const utf8 = new TextDecoder();
+
 export class SymbolTable {
   readonly #addresses: Float64Array;
   readonly #sizes: Float64Array;
-  readonly #names: string[];
+  readonly #names: string[] | undefined;
+  readonly #text: Uint8Array | undefined;
+  readonly #starts: Uint32Array | undefined;
+  readonly #ends: Uint32Array | undefined;
+  readonly #tags: Uint16Array | undefined;
 
-  constructor(entries: SymbolEntry[]) {
-    entries.sort((a, b) => a.address - b.address || b.size - a.size);
-    this.#addresses = new Float64Array(entries.length);
-    this.#sizes = new Float64Array(entries.length);
-    this.#names = new Array<string>(entries.length);
-    entries.forEach((e, i) => {
-      this.#addresses[i] = e.address;
-      this.#sizes[i] = e.size;
-      this.#names[i] = e.name;
-    });
+  constructor(symbols: SymbolEntry[] | PackedSymbols) {
+    if (Array.isArray(symbols)) {
+      const entries = symbols;
+      entries.sort((a, b) => a.address - b.address || b.size - a.size);
+      this.#tags = undefined;
+      this.#addresses = new Float64Array(entries.length);
+      this.#sizes = new Float64Array(entries.length);
+      this.#names = new Array<string>(entries.length);
+      entries.forEach((e, i) => {
+        this.#addresses[i] = e.address;
+        this.#sizes[i] = e.size;
+        this.#names![i] = e.name;
+      });
+      return;
+    }
+    const p = symbols;
+    const order = new Uint32Array(p.count);
+    for (let i = 0; i < p.count; i++) order[i] = i;
+    order.sort((a, b) => p.addresses[a]! - p.addresses[b]! || p.sizes[b]! - p.sizes[a]!);
+    this.#addresses = new Float64Array(p.count);
+    this.#sizes = new Float64Array(p.count);
+    this.#starts = new Uint32Array(p.count);
+    this.#ends = new Uint32Array(p.count);
+    const tags = p.tags ? new Uint16Array(p.count) : undefined;
+    for (let i = 0; i < p.count; i++) {
+      const j = order[i]!;
+      this.#addresses[i] = p.addresses[j]!;
+      this.#sizes[i] = p.sizes[j]!;
+      this.#starts[i] = p.nameStarts[j]!;
+      this.#ends[i] = p.nameEnds[j]!;
+      if (tags) tags[i] = p.tags![j]!;
+    }
+    this.#tags = tags;
+    this.#text = p.text;
   }
 
   get size(): number {
-    return this.#names.length;
+    return this.#addresses.length;
   }
 
-  /** The function containing `address`: the last symbol starting at or before it, if its size covers it (or is unknown). */
-  lookup(address: number): string | undefined {
+  /** The index of the function containing `address`, or -1. */
+  indexOf(address: number): number {
     const a = this.#addresses;
     let lo = 0;
     let hi = a.length - 1;
-    if (hi < 0 || address < a[0]!) return undefined;
+    if (hi < 0 || address < a[0]!) return -1;
     while (lo < hi) {
       const mid = (lo + hi + 1) >>> 1;
       if (a[mid]! <= address) lo = mid;
@@ -43,7 +90,24 @@ export class SymbolTable {
     let i = lo;
     while (i > 0 && a[i - 1] === a[lo]) i--;
     const size = this.#sizes[i]!;
-    if (size > 0 && address >= a[i]! + size) return undefined;
-    return this.#names[i];
+    if (size > 0 && address >= a[i]! + size) return -1;
+    return i;
+  }
+
+  /** The name of the symbol at an index of indexOf. */
+  nameAt(i: number): string {
+    if (this.#names) return this.#names[i]!;
+    return utf8.decode(this.#text!.subarray(this.#starts![i]!, this.#ends![i]!));
+  }
+
+  /** The tag of the symbol at an index of indexOf (0 when the table has none). */
+  tagAt(i: number): number {
+    return this.#tags?.[i] ?? 0;
+  }
+
+  /** The function containing `address`: the last symbol starting at or before it, if its size covers it (or is unknown). */
+  lookup(address: number): string | undefined {
+    const i = this.indexOf(address);
+    return i < 0 ? undefined : this.nameAt(i);
   }
 }
