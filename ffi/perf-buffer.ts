@@ -1,11 +1,13 @@
 /**
  * Perf event array reader (kernels older than 5.8, without BPF ring buffers): libbpf's perf_buffer with
- * JSCallbacks for samples and lost-sample notices, drained with perf_buffer__consume (never waits).
+ * JSCallbacks for samples and lost-sample notices, drained with perf_buffer__consume (never waits). No JS
+ * exception crosses libbpf's frames: a record's error is caught in the sample callback (and, for `consume`,
+ * thrown once libbpf returned).
  */
 import { JSCallback, toArrayBuffer, type Pointer } from "bun:ffi";
 import { LibbpfError } from "./errors";
 import { lastErrno, nativeLib } from "./libbpf";
-import type { RecordHandler, RecordReader } from "./types";
+import type { RecordDecoderFn, RecordReader, RecordHandler } from "./types";
 
 export class PerfBufferReader implements RecordReader {
   readonly kind = "perfbuf" as const;
@@ -14,6 +16,7 @@ export class PerfBufferReader implements RecordReader {
   #sample: JSCallback | undefined;
   #lost: JSCallback | undefined;
   #handler: RecordHandler | undefined;
+  #onError: ((error: unknown) => void) | undefined;
   #count = 0;
   #lostReported = 0;
 
@@ -22,8 +25,12 @@ export class PerfBufferReader implements RecordReader {
     this.#sample = new JSCallback(
       (_ctx: Pointer, _cpu: number, data: Pointer, size: number) => {
         if (!this.#handler) return;
-        this.#handler(new DataView(toArrayBuffer(data, 0, size)), 0, size);
         this.#count++;
+        try {
+          this.#handler(new DataView(toArrayBuffer(data, 0, size)), 0, size);
+        } catch (e) {
+          this.#onError?.(e);
+        }
       },
       { args: ["ptr", "i32", "ptr", "u32"], returns: "void" },
     );
@@ -47,13 +54,28 @@ export class PerfBufferReader implements RecordReader {
     return this.#lostReported;
   }
 
-  /** Drains every CPU's buffer (`maxRecords` is not applied: libbpf reads whole buffers). */
+  /** Drains every CPU's buffer (`maxRecords` is not applied: libbpf reads whole buffers); the first error a record threw is thrown after. */
   consume(onRecord: RecordHandler): number {
+    let first: { error: unknown } | undefined;
+    const n = this.#drain(onRecord, (error) => {
+      first ??= { error };
+    });
+    if (first) throw first.error;
+    return n;
+  }
+
+  consumeDecoded<E>(decode: RecordDecoderFn<E>, sink: (event: E) => void, _maxRecords: number, onError: (error: unknown) => void): number {
+    return this.#drain((view, offset, length) => sink(decode(view, offset, length)), onError);
+  }
+
+  #drain(onRecord: RecordHandler, onError: (error: unknown) => void): number {
     if (!this.#pb) return 0;
     this.#handler = onRecord;
+    this.#onError = onError;
     this.#count = 0;
     const r = nativeLib().bpf.perf_buffer__consume(this.#pb);
     this.#handler = undefined;
+    this.#onError = undefined;
     if (r < 0) throw new LibbpfError("perf_buffer__consume", -r, { subject: this.name });
     return this.#count;
   }

@@ -25,11 +25,22 @@ export interface LibbpfInfo {
 /** Called with each record of a ring or perf buffer; `view` is only valid during the call (copy what you keep). */
 export type RecordHandler = (view: DataView, offset: number, length: number) => void;
 
+/** Decodes one record (valid only during the call) into a value; throws (RangeError by convention) when it cannot. */
+export type RecordDecoderFn<E> = (view: DataView, offset: number, length: number) => E;
+
 /** A reader of records the kernel writes. `consume` never blocks. Closing is idempotent; a closed reader reads nothing. */
 export interface RecordReader extends Disposable {
   readonly kind: "ringbuf" | "perfbuf";
   /** Reads every record available now (at most `maxRecords`), calling `onRecord` for each; returns how many were read. */
   consume(onRecord: RecordHandler, maxRecords?: number): number;
+  /**
+   * The hot path: reads every record available now (at most `maxRecords`) and hands each to `sink(decode(view,
+   * offset, length))`, with no wrapper per record. A record whose decode or sink throws is consumed (never read
+   * again) and its error given to `onError`; reading goes on. Returns the records handed out, failed ones included.
+   */
+  consumeDecoded<E>(decode: RecordDecoderFn<E>, sink: (event: E) => void, maxRecords: number, onError: (error: unknown) => void): number;
+  /** Bytes written by producers and not read yet, when the transport can tell (ring buffers). */
+  pendingBytes?(): number;
   /** Records the kernel reported lost (perf buffer lost samples); ring buffers count losses in a BPF map instead. */
   readonly lostReported: number;
   close(): void;
@@ -93,6 +104,13 @@ export interface BpfMapApi {
   keys?(limit: number): Uint8Array[];
   /** Deletes a key; false when it was absent. Added for the profiler (optional). */
   delete?(key: Uint8Array): boolean;
+  /**
+   * Takes (looks up and deletes) up to `limit` entries of a hash map in a few batch calls
+   * (bpf_map_lookup_and_delete_batch): keys and values packed back to back (key_size and value_size each).
+   * The buffers are reused by the next call. Undefined when the kernel lacks batch operations
+   * (EINVAL/ENOTSUPP): use keys/lookup/delete. Optional.
+   */
+  takeBatch?(limit: number): { count: number; keys: Uint8Array; values: Uint8Array } | undefined;
 }
 
 export interface BpfObjectApi extends Disposable {
@@ -104,13 +122,6 @@ export interface BpfObjectApi extends Disposable {
   /** Names and sizes of the `const volatile` globals in .rodata. */
   constantNames(): string[];
   /** Sets `const volatile` globals by name (before load); throws on an unknown name or a size mismatch. */
-  /**
-   * Takes (looks up and deletes) up to `limit` entries of a hash map in a few batch calls
-   * (bpf_map_lookup_and_delete_batch): keys and values packed back to back (key_size and value_size each).
-   * The buffers are reused by the next call. Undefined when the kernel lacks batch operations
-   * (EINVAL/ENOTSUPP): use keys/lookup/delete. Optional.
-   */
-  takeBatch?(limit: number): { count: number; keys: Uint8Array; values: Uint8Array } | undefined;
   setConstants(values: Record<string, number | bigint>): void;
   /**
    * Loads every autoload program and creates the maps. On failure throws LibbpfError with `subject` = the program

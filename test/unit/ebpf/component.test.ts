@@ -167,7 +167,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
   });
 
   test("poll interval follows the ring size", () => {
-    expect(pollIntervalMs(16 * 1024 * 1024)).toBe(10);
+    expect(pollIntervalMs(16 * 1024 * 1024)).toBe(22);
     expect(pollIntervalMs(4096)).toBe(1);
     expect(pollIntervalMs(2 * 1024 * 1024)).toBe(2);
   });

@@ -1,6 +1,6 @@
 /** Fakes of the ffi/types interfaces (no kernel) and a context for eBPF unit tests. */
 import { LibbpfError } from "../../../ffi/errors";
-import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, RecordHandler, RecordReader } from "../../../ffi/types";
+import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, RecordDecoderFn, RecordHandler, RecordReader } from "../../../ffi/types";
 import type { BaseContext } from "../../../src/agent/context";
 import { parseConfig } from "../../../src/config/load";
 import type { Config } from "../../../src/config/schema";
@@ -44,6 +44,15 @@ export class FakeReader implements RecordReader {
       n++;
     }
     return n;
+  }
+  consumeDecoded<E>(decode: RecordDecoderFn<E>, sink: (event: E) => void, maxRecords: number, onError: (error: unknown) => void): number {
+    return this.consume((view, offset, length) => {
+      try {
+        sink(decode(view, offset, length));
+      } catch (e) {
+        onError(e);
+      }
+    }, maxRecords);
   }
   close(): void {
     this.closed = true;

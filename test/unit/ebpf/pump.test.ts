@@ -1,0 +1,114 @@
+/**
+ * RecordPump over the real ring walk (RingConsumer on a synthetic ring): records reach the handler once each,
+ * counters move per batch, decode and handler errors are told apart, batches are sized by time and the poll
+ * interval by the ring's size and fill.
+ */
+import { describe, expect, test } from "bun:test";
+import type { ReaderBinding } from "../../../src/ebpf/loader";
+import { batchRecords, MAX_RECORDS_PER_BATCH, MIN_RECORDS_PER_BATCH, nextPollIntervalMs, pollIntervalMs, RecordPump, TURN_BUDGET_MS } from "../../../src/ebpf/pump";
+import { FakeRing, record } from "./fake-ring";
+
+const decode = (v: DataView, o: number, len: number): number => {
+  if (len < 4) throw new RangeError(`short: ${len}`);
+  return v.getUint32(o, true);
+};
+
+function binding(ring: FakeRing, dec = decode): ReaderBinding<number> {
+  return { map: "events", kind: "ringbuf", reader: ring.consumer, lostMap: undefined, decode: dec, sizeBytes: ring.size };
+}
+
+async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(2);
+  }
+}
+
+describe("RecordPump", () => {
+  test("drain hands each record to the decoder and the handler once; counters move per batch", () => {
+    const ring = new FakeRing(1 << 16);
+    for (let i = 0; i < 100; i++) ring.push(record(i));
+    ring.push(new Uint8Array(2));
+    const events: number[] = [];
+    const batches: number[] = [];
+    const errors: Error[] = [];
+    const pump = new RecordPump(binding(ring), (e) => events.push(e), (e) => errors.push(e));
+    pump.onBatch = (n) => batches.push(n);
+    expect(pump.drain()).toBe(101);
+    expect(events).toEqual(Array.from({ length: 100 }, (_, i) => i));
+    expect(batches).toEqual([100]);
+    expect(pump.counters).toMatchObject({ received: 100, decodeErrors: 1, handlerErrors: 0 });
+    expect(errors).toEqual([]);
+    expect(pump.drain()).toBe(0);
+    expect(batches).toEqual([100, 0]);
+  });
+
+  test("an event handler that throws: its records are skipped and counted, the first error of a batch is reported", () => {
+    const ring = new FakeRing(1 << 16);
+    for (let i = 0; i < 10; i++) ring.push(record(i));
+    const events: number[] = [];
+    const errors: Error[] = [];
+    const pump = new RecordPump(binding(ring), (e) => {
+      if (e % 3 === 0) throw new TypeError(`bad ${e}`);
+      events.push(e);
+    }, (e) => errors.push(e));
+    pump.drain();
+    expect(events).toEqual([1, 2, 4, 5, 7, 8]);
+    expect(pump.counters).toMatchObject({ received: 6, decodeErrors: 0, handlerErrors: 4 });
+    expect(errors.map((e) => e.message)).toEqual(["bad 0"]);
+  });
+
+  test("polls on a timer, follows up at once while batches fill, never reads a record twice, then stops when closed", async () => {
+    const ring = new FakeRing(1 << 24);
+    const total = 70_000;
+    for (let i = 0; i < total; i++) ring.push(record(i, 56));
+    let next = 0;
+    let outOfOrder = 0;
+    const pump = new RecordPump(binding(ring), (e) => {
+      if (e !== next) outOfOrder++;
+      next = e + 1;
+    }, (e) => {
+      throw e;
+    });
+    expect(pump.intervalMs).toBe(pollIntervalMs(1 << 24));
+    pump.start();
+    await until(() => pump.counters.received === total, "all records");
+    expect(outOfOrder).toBe(0);
+    // 4.5 MB pending (> a quarter of the ring) at the first poll: it halved the interval.
+    expect(pump.currentIntervalMs).toBeLessThan(pump.intervalMs);
+    expect(pump.counters.turns).toBeGreaterThanOrEqual(2);
+    expect(pump.counters.longestTurnMs).toBeGreaterThan(0);
+    await until(() => pump.currentIntervalMs === pump.intervalMs, "interval back to its base once the ring is empty");
+    pump.close();
+    ring.push(record(total));
+    await Bun.sleep(pump.intervalMs * 2);
+    expect(pump.counters.received).toBe(total);
+    expect(pump.drain()).toBe(0);
+  });
+
+  test("poll interval: a third of the ring at the peak producer rate, 1 to 25 ms", () => {
+    expect(pollIntervalMs(16 * 1024 * 1024)).toBe(22);
+    expect(pollIntervalMs(64 * 1024 * 1024)).toBe(25);
+    expect(pollIntervalMs(2 * 1024 * 1024)).toBe(2);
+    expect(pollIntervalMs(4096)).toBe(1);
+  });
+
+  test("poll interval adapts: halves while the ring is found over a quarter full, doubles back to the base while nearly empty", () => {
+    expect(nextPollIntervalMs(22, 22, 0.3)).toBe(11);
+    expect(nextPollIntervalMs(11, 22, 0.3)).toBe(5);
+    expect(nextPollIntervalMs(1, 22, 0.9)).toBe(1);
+    expect(nextPollIntervalMs(5, 22, 0.1)).toBe(5);
+    expect(nextPollIntervalMs(5, 22, 0.01)).toBe(10);
+    expect(nextPollIntervalMs(20, 22, 0)).toBe(22);
+    expect(nextPollIntervalMs(22, 22, 0)).toBe(22);
+  });
+
+  test("batch size: as many records as fit the turn budget at the measured cost, within bounds", () => {
+    expect(batchRecords(20)).toBe(MAX_RECORDS_PER_BATCH);
+    expect(batchRecords(100)).toBe((TURN_BUDGET_MS * 1e6) / 100);
+    expect(batchRecords(1e6)).toBe(MIN_RECORDS_PER_BATCH);
+    expect(batchRecords(0)).toBe(MAX_RECORDS_PER_BATCH);
+    expect(batchRecords(Number.NaN)).toBe(MAX_RECORDS_PER_BATCH);
+  });
+});
