@@ -8,7 +8,7 @@
  * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmits.
  * Records `struct conn_event` go to the ring buffer `conn_events`: OPEN (outbound established, or inbound
  * once its process is known), FAILED (outbound connect that never got established), CLOSED, and PROGRESS
- * (at most every PROGRESS_INTERVAL_S while a connection moves data; user space counts bytes since the
+ * (about every PROGRESS_INTERVAL_UNITS x 1.07 s while a connection moves data; user space counts bytes since the
  * previous report as bytes - reported_*).
  *
  * HTTP: the first HTTP_CAPTURE_BYTES of the bytes a read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg
@@ -42,8 +42,9 @@
 #define CONN_FAILED 2
 #define CONN_CLOSED 3
 #define CONN_PROGRESS 4
-/* A connection moving data reports its byte counts at most this often (so long-lived ones show up before they close). */
-#define PROGRESS_INTERVAL_S 10
+/* A connection moving data reports its byte counts at most this often (so long-lived ones show up before they close): 10 units of 2^30 ns, about 10.7 s. */
+#define PROGRESS_UNIT_SHIFT 30
+#define PROGRESS_INTERVAL_UNITS 10
 
 #define DIR_UNKNOWN 0
 #define DIR_OUTBOUND 1
@@ -96,7 +97,7 @@ struct conn {
   __u8 follow[2];      /* 104: HTTP continuation budget per IO_* direction */
   __u8 sampled;        /* 106: the current HTTP exchange is captured */
   __u8 pad;            /* 107 */
-  __u32 progress_s;    /* 108: bpf_ktime seconds of the last PROGRESS record */
+  __u32 progress_s;    /* 108: bpf_ktime >> PROGRESS_UNIT_SHIFT of the last PROGRESS record */
   __u64 reported_sent; /* 112: bytes_sent already reported in PROGRESS records */
   __u64 reported_recv; /* 120: bytes_recv already reported */
 };
@@ -540,8 +541,9 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
   struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
   if (!regs)
     return 0;
-  long nr = BPF_CORE_READ(regs, orig_ax);
-  __u64 arg2 = BPF_CORE_READ(regs, si);
+  /* Direct loads from the task's pt_regs (a BTF pointer): no helper call per field. */
+  long nr = regs->orig_ax;
+  __u64 arg2 = regs->si;
   if (io == IO_READ) {
     if (nr == NR_READ || nr == NR_RECVFROM)
       return emit_http(c, skp, io, arg2, 0, moved, bpf_ktime_get_ns());
@@ -584,25 +586,23 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   return emit_http(c, skp, io, buf, is_iov, tp->ret, io == IO_READ ? bpf_ktime_get_ns() : enter_ns);
 }
 
-static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_length *tp, __u32 io)
+static __always_inline int on_length(void *ctx, __u64 skp, int ret, int flags, __u32 io)
 {
-  if (tp->protocol != IPPROTO_TCP || tp->ret <= 0)
+  if (io == IO_READ && (flags & MSG_PEEK))
     return 0;
-  if (io == IO_READ && (tp->flags & MSG_PEEK))
-    return 0;
-  __u64 skp = (__u64)tp->sk;
   struct conn *c = conn_for_io(ctx, skp);
   if (!c)
     return 0;
   if (io == IO_READ)
-    __sync_fetch_and_add(&c->bytes_recv, tp->ret);
+    __sync_fetch_and_add(&c->bytes_recv, ret);
   else
-    __sync_fetch_and_add(&c->bytes_sent, tp->ret);
-  __u32 now_s = bpf_ktime_get_ns() / NSEC_PER_SEC;
+    __sync_fetch_and_add(&c->bytes_sent, ret);
+  /* Progress in units of 2^30 ns (about 1.07 s): a shift, not a 64-bit division, on every call. */
+  __u32 now_u = bpf_ktime_get_ns() >> PROGRESS_UNIT_SHIFT;
   if (c->progress_s == 0) {
-    c->progress_s = now_s;
-  } else if (now_s - c->progress_s >= PROGRESS_INTERVAL_S && !(c->flags & FLAG_IGNORED)) {
-    c->progress_s = now_s;
+    c->progress_s = now_u;
+  } else if (now_u - c->progress_s >= PROGRESS_INTERVAL_UNITS && !(c->flags & FLAG_IGNORED)) {
+    c->progress_s = now_u;
     emit_conn(ctx, skp, CONN_PROGRESS, c);
     c->reported_sent = c->bytes_sent;
     c->reported_recv = c->bytes_recv;
@@ -610,7 +610,7 @@ static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_
   if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
     return 0;
   if (capture_http == CAPTURE_SOCKET)
-    return needs_inspection(c, io) ? capture_from_regs(ctx, c, skp, io, tp->ret) : 0;
+    return needs_inspection(c, io) ? capture_from_regs(ctx, c, skp, io, ret) : 0;
   __u64 id = bpf_get_current_pid_tgid();
   struct pending *p = bpf_map_lookup_elem(&pending, &id);
   if (p && p->io == io)
@@ -618,16 +618,42 @@ static __always_inline int on_length(void *ctx, struct trace_event_raw_sock_msg_
   return 0;
 }
 
-SEC("tracepoint/sock/sock_send_length")
-int on_send_length(struct trace_event_raw_sock_msg_length *ctx)
+/*
+ * BTF-enabled tracepoints (kernels with BTF, the default): the kernel calls the program directly with the
+ * tracepoint's arguments, without formatting a trace record first, which the classic tracepoints below do on
+ * every socket read and write of every process.
+ */
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_send_length, struct sock *sk, int ret, int flags)
 {
-  return on_length(ctx, ctx, IO_WRITE);
+  if (ret <= 0 || sk->sk_protocol != IPPROTO_TCP)
+    return 0;
+  return on_length(ctx, (__u64)sk, ret, flags, IO_WRITE);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_recv_length, struct sock *sk, int ret, int flags)
+{
+  if (ret <= 0 || sk->sk_protocol != IPPROTO_TCP)
+    return 0;
+  return on_length(ctx, (__u64)sk, ret, flags, IO_READ);
+}
+
+/* The same through the classic tracepoints, for kernels without BTF. */
+SEC("tracepoint/sock/sock_send_length")
+int on_send_length_tp(struct trace_event_raw_sock_msg_length *ctx)
+{
+  if (ctx->protocol != IPPROTO_TCP || ctx->ret <= 0)
+    return 0;
+  return on_length(ctx, (__u64)ctx->sk, ctx->ret, ctx->flags, IO_WRITE);
 }
 
 SEC("tracepoint/sock/sock_recv_length")
-int on_recv_length(struct trace_event_raw_sock_msg_length *ctx)
+int on_recv_length_tp(struct trace_event_raw_sock_msg_length *ctx)
 {
-  return on_length(ctx, ctx, IO_READ);
+  if (ctx->protocol != IPPROTO_TCP || ctx->ret <= 0)
+    return 0;
+  return on_length(ctx, (__u64)ctx->sk, ctx->ret, ctx->flags, IO_READ);
 }
 
 SEC("tracepoint/tcp/tcp_retransmit_skb")
