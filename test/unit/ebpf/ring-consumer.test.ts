@@ -81,7 +81,7 @@ describe("RingConsumer", () => {
     ring.push(new Uint8Array(2));
     ring.push(record(3));
     const bad = record(4);
-    bad[7] ^= 0xff;
+    bad[7] = bad[7]! ^ 0xff;
     ring.push(bad);
     ring.push(record(5));
     const errors: unknown[] = [];
