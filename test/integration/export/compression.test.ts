@@ -27,7 +27,7 @@ afterEach(() => {
 async function rawServer(acceptEncoding: string): Promise<{ port: number; calls: Captured[] }> {
   const calls: Captured[] = [];
   const server = http2.createServer();
-  server.on("stream", (stream, headers) => {
+  server.on("stream", (stream: http2.ServerHttp2Stream, headers) => {
     const chunks: Buffer[] = [];
     stream.on("data", (c: Buffer) => chunks.push(c));
     stream.on("end", () => {

@@ -218,6 +218,7 @@ test("items written straight into the arenas: small and oversized items interlea
     traceId: new Uint8Array(16).fill(i & 0xff),
     spanId: new Uint8Array(8).fill((i * 7) & 0xff),
     name: `op ${i}`,
+    kind: 1,
     startTimeUnixNano: BigInt(i),
     endTimeUnixNano: BigInt(i + 1),
     // Every 97th span carries 40 to 300 KB (more than an arena's free space, or than a whole arena).
