@@ -75,6 +75,8 @@ export class RecordPump<E> {
   readonly intervalMs: number;
   /** Called after each batch with the records read (for the events metric; once per batch, not per record). */
   onBatch: ((count: number) => void) | undefined;
+  /** Called after each timed turn with its wall time and the records it handed out (bench/ringbuf.ts's turn percentiles). */
+  onTurn: ((ms: number, records: number) => void) | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #immediate: ReturnType<typeof setImmediate> | undefined;
   #closed = false;
@@ -158,6 +160,7 @@ export class RecordPump<E> {
     const ms = performance.now() - t0;
     this.counters.turns++;
     if (ms > this.counters.longestTurnMs) this.counters.longestTurnMs = ms;
+    this.onTurn?.(ms, n);
     if (n >= MIN_TIMED_RECORDS) this.#batchRecords = batchRecords((ms * 1e6) / n);
     this.#schedule(n >= batch);
   }
