@@ -23,7 +23,14 @@ export interface ContainerEntry {
   attributes: Attributes;
   /** Main process of the container as the runtime reports it (host pid namespace), when known. */
   pid?: number;
+  /** IP addresses of the container (Docker networks) or of its pod, for `serviceAt`. */
+  addresses?: string[];
+  /** Service name those addresses answer for (compose service or container name; pod workload or pod name). */
+  service?: string;
 }
+
+/** An IPv4 address seen through an IPv6 socket (`::ffff:a.b.c.d`) as plain IPv4. */
+const unmapV4 = (a: string) => (a.startsWith("::ffff:") && a.includes(".") ? a.slice(7) : a);
 
 export interface DirectoryOptions {
   /** Where /proc is (tests pass a fake tree). */
@@ -49,6 +56,8 @@ export class ContainerDirectory implements WorkloadDirectory {
   readonly #pids = new Map<number, PidEntry>();
   /** Main pid -> container id, rebuilt on the first lookup after a change. */
   #mainPidIndex: Map<number, string> | undefined;
+  /** Address -> service name, rebuilt on the first lookup after a change. */
+  #addressIndex: Map<string, string> | undefined;
   readonly #procRoot: string;
   readonly #maxPids: number;
   readonly #now: () => number;
@@ -77,6 +86,15 @@ export class ContainerDirectory implements WorkloadDirectory {
     return id ? this.forContainer(id) : undefined;
   }
 
+  serviceAt(address: string, _port: number): string | undefined {
+    if (!this.#addressIndex) {
+      const index = new Map<string, string>();
+      for (const s of SOURCES) for (const e of this.#entries[s].values()) if (e.service) for (const a of e.addresses ?? []) index.set(a, e.service);
+      this.#addressIndex = index;
+    }
+    return this.#addressIndex.get(unmapV4(address));
+  }
+
   forgetPid(pid: number): void {
     this.#pids.delete(pid);
   }
@@ -98,6 +116,7 @@ export class ContainerDirectory implements WorkloadDirectory {
     const prev = this.#entries[source].get(id);
     this.#entries[source].set(id, { ...entry, id });
     this.#merged.delete(id);
+    this.#addressIndex = undefined;
     if (prev?.pid !== entry.pid) this.#mainPidIndex = undefined;
     if (prev?.pid && prev.pid !== entry.pid) this.#pids.delete(prev.pid);
   }
@@ -107,6 +126,7 @@ export class ContainerDirectory implements WorkloadDirectory {
     const id = normalizeContainerId(containerId);
     if (!this.#entries[source].delete(id)) return;
     this.#merged.delete(id);
+    this.#addressIndex = undefined;
     this.#mainPidIndex = undefined;
     if (!SOURCES.some((s) => this.#entries[s].has(id))) this.#dropPidsOf(new Set([id]));
   }
@@ -122,6 +142,7 @@ export class ContainerDirectory implements WorkloadDirectory {
     for (const id of this.#entries[source].keys()) if (!next.has(id)) gone.add(id);
     this.#entries[source] = next;
     this.#mainPidIndex = undefined;
+    this.#addressIndex = undefined;
     for (const id of gone) this.#merged.delete(id);
     for (const id of next.keys()) this.#merged.delete(id);
     for (const id of gone) if (SOURCES.some((s) => this.#entries[s].has(id))) gone.delete(id);

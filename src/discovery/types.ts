@@ -11,4 +11,6 @@ export interface WorkloadDirectory {
   forPid(pid: number): Attributes | undefined;
   /** Drops what the pid cache remembers of a process (call it when the process exits, so a reused pid is looked up again). Idempotent. */
   forgetPid?(pid: number): void;
+  /** Name of the service listening at a container or pod address (any port of it), or undefined when discovery does not know the address. Synchronous. */
+  serviceAt?(address: string, port: number): string | undefined;
 }

@@ -72,7 +72,14 @@ export class NetworkCollector implements Component {
   }
 
   #newConnections(c: NetworkConfig): ConnectionTelemetry {
-    return new ConnectionTelemetry({ maxSeries: c.max_series, labeler: this.#labeler, toEpochNs: (ns) => this.#clock.toEpochNs(ns), scope: SCOPE });
+    const workloads = this.#ctx.workloads;
+    return new ConnectionTelemetry({
+      maxSeries: c.max_series,
+      labeler: this.#labeler,
+      toEpochNs: (ns) => this.#clock.toEpochNs(ns),
+      remoteService: (address, port) => workloads?.serviceAt?.(address, port),
+      scope: SCOPE,
+    });
   }
 
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {

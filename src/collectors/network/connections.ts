@@ -1,6 +1,7 @@
 /**
  * TCP connection telemetry from `conn_events`: delta metrics with bounded labels (process name, direction,
- * the service port, never the ephemeral one) and one CLIENT span per outbound connection attempt
+ * the service port, never the ephemeral one; for outbound connections `service.peer.name`, the remote service
+ * where discovery knows its address, else the fixed bucket UNKNOWN_REMOTE_SERVICE, never an address) and one CLIENT span per outbound connection attempt
  * (`CONNECT address:port`, ending when it is established or fails). Label sets beyond `maxSeries` go to one
  * overflow series (`otel.metric.overflow: true`). Pure apart from the random span ids.
  */
@@ -17,6 +18,9 @@ export const METRIC_BYTES = "network.tcp.bytes";
 export const METRIC_RETRANSMITS = "network.tcp.retransmits";
 export const METRIC_CONNECT_DURATION = "network.tcp.connect.duration";
 export const METRIC_CONNECTION_DURATION = "network.tcp.connection.duration";
+
+/** service.peer.name of outbound connections to an address discovery does not know. */
+export const UNKNOWN_REMOTE_SERVICE = "unknown";
 
 /** Connect latency buckets, seconds. */
 export const CONNECT_BOUNDS_SECONDS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -74,7 +78,7 @@ export class ConnectionTelemetry {
       "network.transport": "tcp",
       "server.port": servicePort,
     };
-    const service = outbound ? this.o.remoteService?.(e.remoteAddress, e.remotePort) : undefined;
+    const service = outbound ? (this.o.remoteService?.(e.remoteAddress, e.remotePort) ?? UNKNOWN_REMOTE_SERVICE) : undefined;
     if (service) attributes["service.peer.name"] = service;
     let key = `${processName}\u0000${attributes["network.connection.direction"]}\u0000${servicePort}\u0000${service ?? ""}`;
     if (!this.#series.has(key) && this.#series.size >= this.o.maxSeries) {

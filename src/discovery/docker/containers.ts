@@ -17,7 +17,19 @@ export interface DockerContainer {
   pid: number;
   /** Published (host) ports. */
   publishedPorts: number[];
+  /** Addresses on its Docker networks (absent when the engine did not say). */
+  addresses?: string[];
 }
+
+/** `{ addresses }`: the container's IPv4 and global IPv6 addresses on its networks, when it has any. */
+function networkAddresses(networks: Record<string, { IPAddress?: string; GlobalIPv6Address?: string }> | null | undefined): { addresses?: string[] } {
+  const out: string[] = [];
+  for (const n of Object.values(networks ?? {})) for (const a of [n?.IPAddress, n?.GlobalIPv6Address]) if (a) out.push(a);
+  return out.length > 0 ? { addresses: out } : {};
+}
+
+/** The service name a container's addresses answer for: its compose service, else its name. */
+export const dockerServiceName = (c: DockerContainer) => c.labels[COMPOSE_SERVICE_LABEL] || c.name;
 
 /** Splits `registry:5000/ns/app:1.2@sha256:...` into name and tag. */
 export function splitImage(image: string): { name: string; tag: string | undefined } {
@@ -40,6 +52,7 @@ export function fromSummary(s: EngineContainerSummary, pid: number): DockerConta
     labels: s.Labels ?? {},
     pid,
     publishedPorts: [...ports].sort((a, b) => a - b),
+    ...networkAddresses(s.NetworkSettings?.Networks),
   };
 }
 
@@ -58,6 +71,7 @@ export function fromInspect(i: EngineContainerInspect): DockerContainer {
     labels: i.Config.Labels ?? {},
     pid: i.State.Running ? i.State.Pid : 0,
     publishedPorts: [...ports].sort((a, b) => a - b),
+    ...networkAddresses(i.NetworkSettings?.Networks),
   };
 }
 

@@ -25,6 +25,7 @@ export interface EngineContainerSummary {
   Labels: Record<string, string> | null;
   State: string;
   Ports: EnginePort[] | null;
+  NetworkSettings?: { Networks?: Record<string, { IPAddress?: string; GlobalIPv6Address?: string }> | null } | null;
 }
 
 /** The parts of GET /containers/{id}/json that discovery uses. */
@@ -34,7 +35,10 @@ export interface EngineContainerInspect {
   Image: string;
   State: { Running: boolean; Pid: number };
   Config: { Image: string; Labels: Record<string, string> | null };
-  NetworkSettings?: { Ports?: Record<string, Array<{ HostIp: string; HostPort: string }> | null> | null };
+  NetworkSettings?: {
+    Ports?: Record<string, Array<{ HostIp: string; HostPort: string }> | null> | null;
+    Networks?: Record<string, { IPAddress?: string; GlobalIPv6Address?: string }> | null;
+  };
 }
 
 /** One record of GET /events. */

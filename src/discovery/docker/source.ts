@@ -14,7 +14,7 @@ import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
 import { Backoff, errorText, sleep } from "../backoff";
 import type { ContainerDirectory } from "../directory";
-import { dockerAttributes, fromInspect, fromSummary, type DockerContainer } from "./containers";
+import { dockerAttributes, dockerServiceName, fromInspect, fromSummary, type DockerContainer } from "./containers";
 import { EngineClient, type EngineEvent } from "./engine-client";
 
 export const DOCKER_COMPONENT_ID = "discovery/docker";
@@ -182,7 +182,7 @@ export class DockerSource extends DiscoverySource<Settings> {
     this.generation++;
     this.directory.replace(
       "docker",
-      [...next.values()].map((c) => ({ id: c.id, attributes: dockerAttributes(c), pid: c.pid || undefined })),
+      [...next.values()].map((c) => ({ id: c.id, attributes: dockerAttributes(c), pid: c.pid || undefined, addresses: c.addresses, service: dockerServiceName(c) })),
     );
   }
 
@@ -215,6 +215,6 @@ export class DockerSource extends DiscoverySource<Settings> {
   #put(c: DockerContainer): void {
     this.#containers.set(c.id, c);
     this.generation++;
-    this.directory.set("docker", { id: c.id, attributes: dockerAttributes(c), pid: c.pid || undefined });
+    this.directory.set("docker", { id: c.id, attributes: dockerAttributes(c), pid: c.pid || undefined, addresses: c.addresses, service: dockerServiceName(c) });
   }
 }

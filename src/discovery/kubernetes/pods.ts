@@ -25,6 +25,8 @@ export interface Pod {
     containerStatuses?: PodContainerStatus[];
     initContainerStatuses?: PodContainerStatus[];
     ephemeralContainerStatuses?: PodContainerStatus[];
+    podIP?: string;
+    podIPs?: Array<{ ip: string }>;
   };
 }
 
@@ -91,6 +93,9 @@ export function podContainerEntries(p: Pod, clusterName: string): ContainerEntry
   };
   if (p.spec?.nodeName) podAttrs["k8s.node.name"] = p.spec.nodeName;
   if (clusterName) podAttrs["k8s.cluster.name"] = clusterName;
+  const workload = podAttrs["k8s.deployment.name"] ?? podAttrs["k8s.statefulset.name"] ?? podAttrs["k8s.daemonset.name"] ?? podAttrs["k8s.cronjob.name"] ?? podAttrs["k8s.job.name"];
+  const service = typeof workload === "string" && workload ? workload : (p.metadata?.name ?? "");
+  const addresses = [...new Set([...(p.status?.podIP ? [p.status.podIP] : []), ...(p.status?.podIPs ?? []).map((x) => x.ip)])];
   const entries: ContainerEntry[] = [];
   const statuses = [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? []), ...(p.status?.ephemeralContainerStatuses ?? [])];
   for (const s of statuses) {
@@ -103,7 +108,7 @@ export function podContainerEntries(p: Pod, clusterName: string): ContainerEntry
       attributes["container.image.name"] = name;
       if (tag) attributes["container.image.tags"] = [tag];
     }
-    entries.push({ id, attributes });
+    entries.push(addresses.length > 0 && service ? { id, attributes, addresses, service } : { id, attributes });
   }
   return entries;
 }
@@ -129,6 +134,8 @@ export function trimPod(p: Pod): Pod {
       containerStatuses: trimStatuses(p.status?.containerStatuses),
       initContainerStatuses: trimStatuses(p.status?.initContainerStatuses),
       ephemeralContainerStatuses: trimStatuses(p.status?.ephemeralContainerStatuses),
+      podIP: p.status?.podIP,
+      podIPs: p.status?.podIPs?.map((x) => ({ ip: x.ip })),
     },
   };
 }

@@ -8,7 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { embeddedObject, openBpfRuntime } from "../../../../ffi";
 import { loadProgramSet } from "../../../../src/ebpf/loader";
 import { FeatureProbes } from "../../../../src/ebpf/features";
-import { ConnKind, type NetworkEvent } from "../../../../src/collectors/network/decoders";
+import { ConnKind, type HttpEvent, type NetworkEvent } from "../../../../src/collectors/network/decoders";
 import { lifecyclePrograms, networkSetSpec } from "../../../../src/collectors/network/spec";
 import { expectReleased, until } from "../../ebpf/helpers";
 
@@ -34,7 +34,7 @@ describe("network set on classic tracepoints", () => {
       const drain = () => {
         for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(r.decode(v, o, len) as NetworkEvent));
       };
-      const http = () => events.filter((e) => e.type === "http" && e.pid === process.pid);
+      const http = () => events.filter((e): e is HttpEvent => e.type === "http" && e.pid === process.pid);
       const text = (e: NetworkEvent) => (e.type === "http" ? new TextDecoder().decode(e.data) : "");
       await until(() => (drain(), http().some((e) => text(e).startsWith("HTTP/1.1 200"))), "the server's request and response as http_events");
       expect(http().some((e) => e.io === 0 && text(e).startsWith("GET /classic?x=1 HTTP/1.1"))).toBe(true);

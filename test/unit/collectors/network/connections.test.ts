@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { PerSecondBudget } from "../../../../src/collectors/network/budget";
-import { ConnectionTelemetry, METRIC_BYTES, METRIC_CLOSED, METRIC_CONNECT_DURATION, METRIC_FAILED, METRIC_OPENED } from "../../../../src/collectors/network/connections";
+import { ConnectionTelemetry, UNKNOWN_REMOTE_SERVICE, METRIC_BYTES, METRIC_CLOSED, METRIC_CONNECT_DURATION, METRIC_FAILED, METRIC_OPENED } from "../../../../src/collectors/network/connections";
 import { ConnFlag, ConnKind, Direction, type ConnEvent } from "../../../../src/collectors/network/decoders";
 import { ProcessLabeler } from "../../../../src/collectors/network/labels";
 import type { MetricPointItem } from "../../../../src/export/model";
@@ -68,6 +68,24 @@ describe("connection telemetry", () => {
     expect(pts).toHaveLength(3);
     expect(pts.find((p) => p.attributes!["otel.metric.overflow"] === true)).toMatchObject({ value: 3 });
     expect(t.overflowed).toBe(3);
+  });
+
+  test("outbound series carry service.peer.name: the name discovery knows for the remote address, else one fixed bucket; inbound none", () => {
+    const known = new Map([["10.0.0.2", "postgres"]]);
+    const asked: Array<[string, number]> = [];
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns, remoteService: (a, p) => (asked.push([a, p]), known.get(a)) });
+    t.apply(ev({}));
+    t.apply(ev({ sk: 2n, remoteAddress: "10.9.9.9", remotePort: 443 }));
+    t.apply(ev({ sk: 3n, remoteAddress: "10.9.9.8", remotePort: 443 }));
+    t.apply(ev({ sk: 4n, kind: ConnKind.CLOSED, direction: Direction.INBOUND, flags: 0, localPort: 8080, remoteAddress: "10.0.0.2", remotePort: 61000 }));
+    const opened = t.collect(1n).filter((p) => p.name === METRIC_OPENED);
+    expect(opened.map((p) => [p.attributes!["server.port"], p.attributes!["service.peer.name"], (p as { value: number }).value]).sort()).toEqual([
+      [443, UNKNOWN_REMOTE_SERVICE, 2],
+      [5432, "postgres", 1],
+      [8080, undefined, 1],
+    ]);
+    expect(asked).toEqual([["10.0.0.2", 5432], ["10.9.9.9", 443], ["10.9.9.8", 443]]);
+    for (const p of opened) expect(Object.values(p.attributes!)).not.toContain("10.9.9.9");
   });
 
   test("per-second budget refuses beyond the cap and counts refusals", () => {
