@@ -1,16 +1,22 @@
 /**
- * Text exposition of the metric registry, in the Prometheus 0.0.4 format or OpenMetrics 1.0.0.
+ * Text exposition of the metric registry, in the Prometheus 0.0.4 format or OpenMetrics 1.0.0, written as bytes.
  *
  * prom-client stays the metric store (Counter/Gauge/Histogram), but its own `Registry.metrics()` costs ~160 us of
  * formatting for our ~100 lines under Bun, and its `get()` builds an object per sample (per bucket for histograms).
- * This formatter reads the stored samples (`hashMap`, after the metric's `collect()`) and writes the same text in
- * one pass; the HELP/TYPE lines and the histograms' `le` labels are formatted once per metric and kept. Metric
- * types it does not know (summaries) go through `get()`.
+ * This formatter reads the stored samples (`hashMap`, after the metric's `collect()`) and writes the text in one
+ * pass straight into a byte buffer: the HELP/TYPE lines, sample names and histogram `le` prefixes are encoded once
+ * per metric and kept, a label set's text once per label object, and integers are written digit by digit. Building
+ * the answer as a JavaScript string instead (hundreds of pieces) made flattening it into the response body cost
+ * as much as the formatting. Metric types it does not know (summaries) go through `get()`.
  */
 import type { Registry } from "prom-client";
 
 export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 export const OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/** First buffer size; later scrapes start from the previous answer's size. */
+const INITIAL_BUFFER_BYTES = 16 * 1024;
+const BUFFER_SLACK_BYTES = 1024;
 
 type Labels = Record<string, string | number | undefined>;
 
@@ -47,21 +53,30 @@ interface StoredMetric {
   get(): Promise<MetricObject>;
 }
 
-/** Text of one metric that depends only on its name, help and type (kept until one of them changes). */
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const enc = (s: string) => encoder.encode(s);
+
+/** Bytes of one metric that depend only on its name, help and type (kept until one of them changes). */
 interface Preformatted {
   name: string;
   help: string;
   /** HELP and TYPE lines per format. */
-  headerProm: string;
-  headerOpenMetrics: string;
+  headerProm: Uint8Array;
+  headerOpenMetrics: Uint8Array;
   /** Sample name of counters and gauges per format (OpenMetrics counters end in `_total`). */
-  sampleProm: string;
-  sampleOpenMetrics: string;
-  /** Histograms: `<name>_bucket{le="<bound>"` per upper bound (the label set and `}` follow). */
-  buckets: string[];
+  sampleProm: Uint8Array;
+  sampleOpenMetrics: Uint8Array;
+  /** Histograms: `<name>_bucket{le="<bound>"` per upper bound and for +Inf (the label set and `}` follow). */
+  buckets: Uint8Array[];
+  bucketInf: Uint8Array;
+  sum: Uint8Array;
+  count: Uint8Array;
 }
 
 const preformatted = new WeakMap<StoredMetric, Preformatted>();
+/** `k="v",k2="v2"` of a label object (prom-client keeps one object per label set while the set lives). */
+const labelText = new WeakMap<Labels, Uint8Array>();
 
 const escapeHelp = (s: string) => (/[\\\n]/.test(s) ? s.replace(/\\/g, "\\\\").replace(/\n/g, "\\n") : s);
 const escapeLabel = (s: string) => (/[\\\n"]/.test(s) ? s.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"') : s);
@@ -83,9 +98,89 @@ function formatPairs(labels: Labels | undefined): string {
   return out;
 }
 
-function formatLabels(labels: Labels | undefined): string {
-  const pairs = formatPairs(labels);
-  return pairs ? `{${pairs}}` : "";
+function pairsOf(labels: Labels | undefined): Uint8Array | undefined {
+  if (!labels) return undefined;
+  let b = labelText.get(labels);
+  if (b === undefined) {
+    b = enc(formatPairs(labels));
+    labelText.set(labels, b);
+  }
+  return b.length > 0 ? b : undefined;
+}
+
+const SPACE = 0x20;
+const NEWLINE = 0x0a;
+const COMMA = 0x2c;
+const OPEN = 0x7b;
+const CLOSE = 0x7d;
+const ZERO = 0x30;
+const EOF_LINE = enc("# EOF\n");
+
+/** A growing byte buffer. */
+class Writer {
+  buf: Uint8Array<ArrayBuffer>;
+  n = 0;
+  constructor(size: number) {
+    // Not zero-filled: every byte up to `n` is written before it is read.
+    this.buf = Buffer.allocUnsafe(size);
+  }
+
+  #room(k: number): void {
+    if (this.n + k <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.n + k));
+    next.set(this.buf.subarray(0, this.n));
+    this.buf = next;
+  }
+
+  bytes(b: Uint8Array): void {
+    this.#room(b.length);
+    this.buf.set(b, this.n);
+    this.n += b.length;
+  }
+
+  byte(c: number): void {
+    this.#room(1);
+    this.buf[this.n++] = c;
+  }
+
+  text(s: string): void {
+    this.#room(s.length * 3);
+    this.n += encoder.encodeInto(s, this.buf.subarray(this.n)).written;
+  }
+
+  /** A string known to be ASCII (a formatted number). */
+  ascii(s: string): void {
+    this.#room(s.length);
+    for (let i = 0; i < s.length; i++) this.buf[this.n++] = s.charCodeAt(i);
+  }
+
+  value(v: number): void {
+    if (v >= 0 && v <= Number.MAX_SAFE_INTEGER && Math.floor(v) === v) {
+      // A non-negative integer (every count): its decimal digits, as String(v) writes them below 1e21.
+      let digits = 1;
+      for (let x = v; x >= 10; x = Math.floor(x / 10)) digits++;
+      this.#room(digits);
+      let end = this.n + digits;
+      this.n = end;
+      let x = v;
+      do {
+        this.buf[--end] = ZERO + (x % 10);
+        x = Math.floor(x / 10);
+      } while (x > 0);
+      return;
+    }
+    this.ascii(formatValue(v));
+  }
+
+  /** `{pairs}` or nothing, then a space. */
+  labels(pairs: Uint8Array | undefined): void {
+    if (pairs) {
+      this.byte(OPEN);
+      this.bytes(pairs);
+      this.byte(CLOSE);
+    }
+    this.byte(SPACE);
+  }
 }
 
 function preformat(m: StoredMetric): Preformatted {
@@ -97,71 +192,109 @@ function preformat(m: StoredMetric): Preformatted {
   p = {
     name: m.name,
     help: m.help,
-    headerProm: `# HELP ${m.name} ${help}\n# TYPE ${m.name} ${m.type}\n`,
-    headerOpenMetrics: `# HELP ${family} ${help}\n# TYPE ${family} ${m.type}\n`,
-    sampleProm: m.name,
-    sampleOpenMetrics: counter && !m.name.endsWith("_total") ? `${m.name}_total` : m.name,
-    buckets: (m.upperBounds ?? []).map((b) => `${m.name}_bucket{le="${formatValue(b)}"`),
+    headerProm: enc(`# HELP ${m.name} ${help}\n# TYPE ${m.name} ${m.type}\n`),
+    headerOpenMetrics: enc(`# HELP ${family} ${help}\n# TYPE ${family} ${m.type}\n`),
+    sampleProm: enc(m.name),
+    sampleOpenMetrics: enc(counter && !m.name.endsWith("_total") ? `${m.name}_total` : m.name),
+    buckets: (m.upperBounds ?? []).map((b) => enc(`${m.name}_bucket{le="${formatValue(b)}"`)),
+    bucketInf: enc(`${m.name}_bucket{le="+Inf"`),
+    sum: enc(`${m.name}_sum`),
+    count: enc(`${m.name}_count`),
   };
   preformatted.set(m, p);
   return p;
 }
 
-function histogramLines(m: StoredMetric, p: Preformatted): string {
+/** `<bucket prefix>[,pairs]} value\n` */
+function bucketLine(w: Writer, prefix: Uint8Array, pairs: Uint8Array | undefined, v: number): void {
+  w.bytes(prefix);
+  if (pairs) {
+    w.byte(COMMA);
+    w.bytes(pairs);
+  }
+  w.byte(CLOSE);
+  w.byte(SPACE);
+  w.value(v);
+  w.byte(NEWLINE);
+}
+
+function histogramLines(w: Writer, m: StoredMetric, p: Preformatted): void {
   const bounds = m.upperBounds!;
-  let out = "";
   for (const key in m.hashMap) {
     const s = m.hashMap[key]!;
-    const pairs = formatPairs(s.labels);
-    const rest = pairs ? `,${pairs}} ` : "} ";
+    const pairs = pairsOf(s.labels);
     let acc = 0;
     for (let i = 0; i < bounds.length; i++) {
       acc += s.bucketValues[bounds[i]!]!;
-      out += `${p.buckets[i]}${rest}${formatValue(acc)}\n`;
+      bucketLine(w, p.buckets[i]!, pairs, acc);
     }
-    const braced = pairs ? `{${pairs}} ` : " ";
-    out += `${m.name}_bucket{le="+Inf"${rest}${formatValue(s.count)}\n${m.name}_sum${braced}${formatValue(s.sum)}\n${m.name}_count${braced}${formatValue(s.count)}\n`;
+    bucketLine(w, p.bucketInf, pairs, s.count);
+    w.bytes(p.sum);
+    w.labels(pairs);
+    w.value(s.sum);
+    w.byte(NEWLINE);
+    w.bytes(p.count);
+    w.labels(pairs);
+    w.value(s.count);
+    w.byte(NEWLINE);
   }
-  return out;
 }
 
 /** Any other metric type, from its `get()` result. */
-async function genericLines(m: StoredMetric, openMetrics: boolean): Promise<string> {
+async function genericLines(w: Writer, m: StoredMetric, openMetrics: boolean): Promise<void> {
   const r = await m.get();
   const counter = r.type === "counter";
-  let out = "";
   for (const v of r.values) {
     let name = v.metricName ?? r.name;
     if (openMetrics && counter && !name.endsWith("_total")) name += "_total";
-    out += `${name}${formatLabels(v.labels)} ${formatValue(v.value)}\n`;
+    w.text(name);
+    const pairs = formatPairs(v.labels);
+    w.labels(pairs ? enc(pairs) : undefined);
+    w.value(v.value);
+    w.byte(NEWLINE);
   }
-  return out;
 }
 
-/** Renders every metric of `registry`; `openMetrics` selects OpenMetrics 1.0.0 (counter families without `_total`, `# EOF`). */
-export async function exposition(registry: Registry, openMetrics: boolean): Promise<string> {
+let lastSizeBytes = INITIAL_BUFFER_BYTES;
+
+/**
+ * Renders every metric of `registry` as UTF-8 bytes; `openMetrics` selects OpenMetrics 1.0.0 (counter families
+ * without `_total`, `# EOF`).
+ */
+export async function expositionBytes(registry: Registry, openMetrics: boolean): Promise<Uint8Array<ArrayBuffer>> {
   // The registry holds prom-client Counter/Gauge/Histogram objects; its types describe getMetricsAsArray() loosely.
   const metrics = registry.getMetricsAsArray() as unknown as StoredMetric[];
-  let out = "";
-  for (const m of metrics) {
+  const w = new Writer(lastSizeBytes + BUFFER_SLACK_BYTES);
+  for (let i = 0; i < metrics.length; i++) {
+    const m = metrics[i]!;
     const known = m.type === "counter" || m.type === "gauge" || (m.type === "histogram" && m.upperBounds !== undefined);
     if (known && m.collect) {
       const pending = m.collect();
       if (pending instanceof Promise) await pending;
     }
+    // Prometheus text: one blank line between families, none after the last (as prom-client writes it).
+    if (i > 0 && !openMetrics) w.byte(NEWLINE);
     const p = preformat(m);
-    out += openMetrics ? p.headerOpenMetrics : p.headerProm;
-    if (!known) out += await genericLines(m, openMetrics);
-    else if (m.type === "histogram") out += histogramLines(m, p);
+    w.bytes(openMetrics ? p.headerOpenMetrics : p.headerProm);
+    if (!known) await genericLines(w, m, openMetrics);
+    else if (m.type === "histogram") histogramLines(w, m, p);
     else {
       const name = openMetrics ? p.sampleOpenMetrics : p.sampleProm;
       for (const key in m.hashMap) {
         const s = m.hashMap[key]!;
-        out += `${name}${formatLabels(s.labels)} ${formatValue(s.value)}\n`;
+        w.bytes(name);
+        w.labels(pairsOf(s.labels));
+        w.value(s.value);
+        w.byte(NEWLINE);
       }
     }
-    if (!openMetrics) out += "\n";
   }
-  // Prometheus text: one blank line between families, none after the last (as prom-client writes it).
-  return openMetrics ? `${out}# EOF\n` : out.slice(0, -1);
+  if (openMetrics) w.bytes(EOF_LINE);
+  lastSizeBytes = w.n;
+  return w.buf.subarray(0, w.n);
+}
+
+/** The same exposition as text. */
+export async function exposition(registry: Registry, openMetrics: boolean): Promise<string> {
+  return decoder.decode(await expositionBytes(registry, openMetrics));
 }

@@ -4,7 +4,7 @@
  * the event happens; nothing here is a constant or a once-per-interval guess.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { exposition } from "./exposition";
+import { exposition, expositionBytes } from "./exposition";
 import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
 
@@ -139,6 +139,11 @@ export class AgentMetrics {
   /** The text exposition: Prometheus 0.0.4, or OpenMetrics 1.0.0 when `openMetrics`. */
   render(openMetrics = false): Promise<string> {
     return exposition(this.registry, openMetrics);
+  }
+
+  /** The same exposition as UTF-8 bytes (what the metrics endpoint sends). */
+  renderBytes(openMetrics = false): Promise<Uint8Array<ArrayBuffer>> {
+    return expositionBytes(this.registry, openMetrics);
   }
 
   /** The counters of one export signal. */

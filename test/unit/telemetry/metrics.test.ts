@@ -47,6 +47,15 @@ describe("metric catalogue", () => {
     m.spans.dropped.inc({ reason: "queue_full" }, 2);
     m.exportErrors.inc({ signal: "traces", code: 'we"ird\\' }, 1);
     m.exportLatency.observe({ signal: "logs" }, 0.3);
+    m.exportLatency.observe({ signal: "logs" }, 1234.5);
+    // Values the byte writer formats itself (integers) and those it leaves to String() (fractions, huge, negative, Inf; prom-client writes NaN as `Nan`, we write `NaN`).
+    m.ebpfMapEntries.set({ map: "carte-é\nligne" }, 2 ** 40 + 1);
+    m.ebpfMapEntries.set({ map: "zero" }, 0);
+    m.ebpfMapEntries.set({ map: "neg" }, -3.25);
+    m.ebpfMapEntries.set({ map: "huge" }, 1e21);
+    m.ebpfMapEntries.set({ map: "max" }, Number.MAX_SAFE_INTEGER);
+    m.ebpfMapEntries.set({ map: "inf" }, -Infinity);
+    m.ebpfProgramsLoaded.set(9);
     const stable = (t: string) => t.split("\n").filter((l) => !/process_|go_goroutines/.test(l));
     expect(stable(await m.render())).toEqual(stable(await m.registry.metrics()));
     const om = await m.render(true);
