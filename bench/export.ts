@@ -9,7 +9,10 @@
  * core would sustain), and cores used (CPU seconds / wall seconds; below 1 means waiting on the receiver or on
  * other load of the machine). The receiver's own count is checked against what each side says it sent.
  *
- * Usage: bun bench/export.ts [--spans N] [--rounds R] [--agent-only] [--compression none]   (--agent-only: skip the SDK, e.g. to profile)
+ * gzip levels: the pipeline compresses at otlp.compression_level (default 1, or --level N); the SDK's exporter
+ * has no level setting and grpc-js compresses with zlib's default (6). `--level 6` compares at the same level.
+ *
+ * Usage: bun bench/export.ts [--spans N] [--rounds R] [--agent-only] [--compression none] [--level N]   (--agent-only: skip the SDK, e.g. to profile)
  */
 import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
@@ -35,6 +38,9 @@ const CLOCK_TICKS_PER_SECOND = 100;
 
 /** `--compression none` measures without gzip (both sides); the target is with gzip. */
 const COMPRESSION: "gzip" | "none" = process.argv.includes("--compression") && process.argv[process.argv.indexOf("--compression") + 1] === "none" ? "none" : "gzip";
+
+/** The pipeline's gzip level (otlp.compression_level); undefined: the configuration's default. */
+const LEVEL: number | undefined = process.argv.includes("--level") ? Number(process.argv[process.argv.indexOf("--level") + 1]) : undefined;
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -158,7 +164,7 @@ async function runAgent(port: number, spans: SpanItem[]): Promise<Figures> {
   const base = loadConfig(undefined, {}).config;
   const config = {
     ...base,
-    otlp: { ...base.otlp, endpoint: `127.0.0.1:${port}`, compression: COMPRESSION },
+    otlp: { ...base.otlp, endpoint: `127.0.0.1:${port}`, compression: COMPRESSION, compression_level: LEVEL ?? base.otlp.compression_level },
     queues: { ...base.queues, traces: { ...base.queues.traces, capacity: spans.length, mem_limit: "2GiB", batch_size: BATCH_SIZE } },
   };
   const pipeline = new OtlpPipeline({ config, metrics: new AgentMetrics("bench", new TaskRegistry()), logger: new Logger({ level: "error" }) });
@@ -218,7 +224,9 @@ async function main(): Promise<void> {
   const n = arg("spans", DEFAULT_SPANS);
   const rounds = arg("rounds", DEFAULT_ROUNDS);
   const receiver = await startReceiver();
-  console.log(`export benchmark: ${n} spans per run, batch ${BATCH_SIZE}, ${COMPRESSION}, receiver on 127.0.0.1:${receiver.port}, ${rounds} rounds`);
+  const level = LEVEL ?? loadConfig(undefined, {}).config.otlp.compression_level;
+  const levels = COMPRESSION === "gzip" ? ` (svc-agent level ${level}, SDK grpc-js/zlib default level 6)` : "";
+  console.log(`export benchmark: ${n} spans per run, batch ${BATCH_SIZE}, ${COMPRESSION}${levels}, receiver on 127.0.0.1:${receiver.port}, ${rounds} rounds`);
   console.log(`${"run".padEnd(34)} ${"spans".padStart(8)} ${"spans/s".padStart(12)} ${"CPU µs/span".padStart(14)} ${"spans/CPU-second".padStart(16)} ${"cores".padStart(8)} ${"receiver cores".padStart(14)}`);
   const agentBest: Figures[] = [];
   const sdkBest: Figures[] = [];
