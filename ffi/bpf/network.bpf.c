@@ -426,10 +426,16 @@ static __always_inline int take_exchange_token(void)
   if (!w)
     return 0;
   __u64 now = bpf_ktime_get_ns();
-  if (now - w->start_ns >= NSEC_PER_SEC) {
+  /* Signed: another CPU may have started the window at a time later than the `now` read here; that must not
+   * look like a window a whole u64 old and reset the count again. */
+  if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
     w->start_ns = now;
     w->count = 0;
   }
+  /* Once the window is spent, only read it: refused requests (most of them under load) leave the shared
+   * cache line alone instead of bouncing it between CPUs with an atomic add each. */
+  if (*(volatile __u64 *)&w->count >= http_requests_per_second)
+    return 0;
   return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
 }
 
