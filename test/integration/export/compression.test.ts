@@ -7,9 +7,10 @@
 import { afterEach, expect, test } from "bun:test";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import { gunzipSync } from "node:zlib";
+import { gunzipSync, gzipSync } from "node:zlib";
 import { ResourceBuilder } from "../../../src/export/resource";
 import { ItemEncoder, buildRequest } from "../../../src/export/encode";
+import { frameMessage } from "../../../src/export/gzip-filter";
 import { GrpcTransport } from "../../../src/export/transport";
 import { spans, testConfig } from "./harness";
 
@@ -23,8 +24,8 @@ afterEach(() => {
   for (const c of closers.splice(0).reverse()) c();
 });
 
-/** An HTTP/2 server answering every gRPC call with an empty message and status OK, advertising `acceptEncoding`. */
-async function rawServer(acceptEncoding: string): Promise<{ port: number; calls: Captured[] }> {
+/** An HTTP/2 server answering every gRPC call with `response` (gzipped when asked) and status OK, advertising `acceptEncoding`. */
+async function rawServer(acceptEncoding: string, response: { body: Uint8Array; gzip: boolean } = { body: new Uint8Array(0), gzip: false }): Promise<{ port: number; calls: Captured[] }> {
   const calls: Captured[] = [];
   const server = http2.createServer();
   server.on("stream", (stream: http2.ServerHttp2Stream, headers) => {
@@ -32,9 +33,11 @@ async function rawServer(acceptEncoding: string): Promise<{ port: number; calls:
     stream.on("data", (c: Buffer) => chunks.push(c));
     stream.on("end", () => {
       calls.push({ headers, frame: Buffer.concat(chunks) });
-      stream.respond({ ":status": 200, "content-type": "application/grpc", "grpc-accept-encoding": acceptEncoding }, { waitForTrailers: true });
+      const answer: http2.OutgoingHttpHeaders = { ":status": 200, "content-type": "application/grpc", "grpc-accept-encoding": acceptEncoding };
+      if (response.gzip) answer["grpc-encoding"] = "gzip";
+      stream.respond(answer, { waitForTrailers: true });
       stream.on("wantTrailers", () => stream.sendTrailers({ "grpc-status": "0" }));
-      stream.end(Buffer.alloc(5));
+      stream.end(frameMessage(response.gzip ? gzipSync(response.body) : response.body, response.gzip));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -102,4 +105,12 @@ test("a server that does not accept gzip gets identity from the next call on", a
   expect(server.calls[1]!.headers["grpc-encoding"]).toBeUndefined();
   expect(server.calls[1]!.frame[0]).toBe(0);
   expect(new Uint8Array(server.calls[1]!.frame.subarray(5))).toEqual(new Uint8Array(request));
+});
+
+test("a gzip-compressed answer is decompressed: its partial success is read", async () => {
+  // ExportTraceServiceResponse { partial_success { rejected_spans: 3, error_message: "x" } }
+  const partial = new Uint8Array([0x0a, 0x05, 0x08, 0x03, 0x12, 0x01, 0x78]);
+  const server = await rawServer("identity,gzip", { body: partial, gzip: true });
+  const t = transport(server.port, "gzip", 1);
+  expect(await t.send("traces", body(), Date.now() + 5000)).toEqual({ kind: "success", rejected: 3, message: "x" });
 });
