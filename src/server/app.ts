@@ -7,6 +7,7 @@ import { cors } from "@elysiajs/cors";
 import { Elysia, ElysiaCustomStatusResponse, type AnyElysia } from "elysia";
 import type { Config } from "../config/schema";
 import type { TaskOutcome } from "../telemetry/tasks";
+import { SECURITY_HEADERS } from "./answer";
 import type { ServerDeps } from "./deps";
 import { ApiError, errorResponse, methodNotAllowed, notFound } from "./errors";
 import { API_V1_PREFIX, canonicalPath, pathOf, RequestGuard } from "./guard";
@@ -24,7 +25,6 @@ export function setClientAddress(request: Request, address: string): void {
   clientAddresses.set(request, address);
 }
 
-const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" };
 
 /**
  * Where a request's in-flight operation is kept: on the request's `set` (one object per request, shared by its hooks).

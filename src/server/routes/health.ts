@@ -1,16 +1,20 @@
 /** GET /healthz (liveness) and GET /ready (readiness), answered from the status aggregator. */
-import { Elysia, status } from "elysia";
+import { Elysia } from "elysia";
+import { jsonAnswer } from "../answer";
 import type { ServerDeps } from "../deps";
 import { answer, COMMON_ERRORS, HealthSchema, ReadinessSchema, UnhealthySchema } from "../model";
 
 export function healthRoutes(deps: ServerDeps, prefix = "", check = true) {
+  const healthy = jsonAnswer(HealthSchema, check);
+  const unhealthy = jsonAnswer(UnhealthySchema, check);
+  const readiness = jsonAnswer(ReadinessSchema, check);
   return new Elysia({ name: "routes/health", seed: `${prefix}:${check}`, prefix })
     .get(
       "/healthz",
-      () => {
+      ({ set }) => {
         const h = deps.status.health();
-        if (h.healthy) return { status: "ok" as const };
-        return status(503, { status: "unhealthy" as const, reasons: h.reasons });
+        if (h.healthy) return healthy(set, 200, { status: "ok" });
+        return unhealthy(set, 503, { status: "unhealthy", reasons: h.reasons });
       },
       {
         response: { 200: answer(HealthSchema, check), 503: answer(UnhealthySchema, check), ...COMMON_ERRORS },
@@ -19,10 +23,9 @@ export function healthRoutes(deps: ServerDeps, prefix = "", check = true) {
     )
     .get(
       "/ready",
-      () => {
+      ({ set }) => {
         const r = deps.status.readiness();
-        const body = { status: r.ready ? ("ready" as const) : ("not_ready" as const), checks: r.checks };
-        return r.ready ? body : status(503, body);
+        return readiness(set, r.ready ? 200 : 503, { status: r.ready ? "ready" : "not_ready", checks: r.checks });
       },
       {
         response: { 200: answer(ReadinessSchema, check), 503: answer(ReadinessSchema, check), ...COMMON_ERRORS },

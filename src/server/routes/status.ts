@@ -4,6 +4,7 @@ import { Elysia } from "elysia";
 import { sizeBytes } from "../../config/units";
 import type { Config } from "../../config/schema";
 import { VIEWS, type DiscoveryView, type EbpfView, type ExportView, type ProfilingView } from "../../status/model";
+import { jsonAnswer } from "../answer";
 import type { ServerDeps } from "../deps";
 import { answer, COMMON_ERRORS, DiscoveryViewSchema, EbpfViewSchema, ExportViewSchema, StatusSchema, type StatusBody } from "../model";
 
@@ -103,8 +104,9 @@ export function statusBody(deps: ServerDeps): StatusBody {
 const errors = COMMON_ERRORS;
 
 export function statusRoutes(deps: ServerDeps, prefix = "", check = true) {
+  const status = jsonAnswer(StatusSchema, check);
   return new Elysia({ name: "routes/status", seed: `${prefix}:${check}`, prefix })
-    .get("/status", () => statusBody(deps), {
+    .get("/status", ({ set }) => status(set, 200, statusBody(deps)), {
       response: { 200: answer(StatusSchema, check), ...errors },
       detail: { summary: "Agent status", tags: ["status"] },
     })

@@ -1,0 +1,43 @@
+/**
+ * JSON answers built as Responses with the interface's headers, for the hot routes whose bodies the route builds
+ * field by field (/healthz, /ready, /status). When no hook added headers, Elysia hands a Response over as is; a
+ * plain body would make it build the answer from its per-request header object, converted for every answer.
+ */
+import type { Static, TSchema } from "@sinclair/typebox";
+import { TypeCompiler } from "@sinclair/typebox/compiler";
+import type { Context } from "elysia";
+
+/** On every answer of the interface. */
+export const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" } as const;
+const JSON_CONTENT_TYPE = "application/json;charset=utf-8";
+/** Copied by each Response made from it (Bun copies a Headers init), never changed. */
+const JSON_ANSWER_HEADERS = new Headers({ "content-type": JSON_CONTENT_TYPE, ...SECURITY_HEADERS });
+
+type AnswerSet = Context["set"];
+
+/** Whether `headers` holds exactly the security headers (nothing else added them anything, e.g. CORS). */
+function onlySecurityHeaders(headers: AnswerSet["headers"]): boolean {
+  let n = 0;
+  for (const _ in headers) n++;
+  return n === 2 && headers["x-content-type-options"] === SECURITY_HEADERS["x-content-type-options"] && headers["cache-control"] === SECURITY_HEADERS["cache-control"];
+}
+
+/**
+ * A writer of `schema`'s answers: `(set, status, body) => Response`. With `check` (tests) the body is checked
+ * against the schema first (a mismatch is a 500 through the interface's error handler), as Elysia checks plain bodies.
+ */
+export function jsonAnswer<T extends TSchema>(schema: T, check: boolean): (set: AnswerSet, status: number, body: Static<T>) => Response {
+  const checker = check ? TypeCompiler.Compile(schema) : undefined;
+  return (set, status, body) => {
+    if (checker && !checker.Check(body)) {
+      const problems = [...checker.Errors(body)].map((e) => `${e.path} ${e.message}`).join("; ");
+      throw new Error(`answer does not match its schema: ${problems}`);
+    }
+    const extra = set.headers;
+    // Headers added by a hook (CORS) go with the answer: then the init is an object, converted as Elysia would.
+    const headers = onlySecurityHeaders(extra) ? JSON_ANSWER_HEADERS : { ...(extra as Record<string, string>), "content-type": JSON_CONTENT_TYPE };
+    // The Response carries them; what later hooks add lands in a fresh object that Elysia merges into it.
+    set.headers = {};
+    return new Response(JSON.stringify(body), { status, headers });
+  };
+}
