@@ -16,8 +16,6 @@ import { CompressionFilterFactory } from "@grpc/grpc-js/build/src/compression-fi
 const FRAME_HEADER_BYTES = 5;
 /** grpc-js WriteFlags.NoCompress: the caller asks for this message to be sent uncompressed. */
 const WRITE_FLAG_NO_COMPRESS = 2;
-export const GZIP_LEVEL_MIN = 1;
-export const GZIP_LEVEL_MAX = 9;
 
 const gzipAsync = promisify(gzip) as (data: Uint8Array, options: { level: number }) => Promise<Buffer>;
 
