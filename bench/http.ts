@@ -3,12 +3,15 @@
  * Bun.serve process serving the very same bytes (body and headers captured from the agent), in the same run,
  * with wrk on loopback (one wrk thread, 32 connections). Targets (issue 3): /healthz and /status >= 80% of raw,
  * /metrics >= 30% of raw with the full catalogue.
+ * Requests/s depends on whatever else runs on the machine; the notes also give each server's CPU time per request
+ * (utime + stime from /proc/<pid>/stat over the same runs), which other load changes less.
  *
  * Usage: bun bench/http.ts [--seconds N]
  */
 import { report, type BenchRow } from "./lib/report";
 import { startAgent, startReceiver } from "./lib/agent";
 import { wrkRps } from "./lib/wrk";
+import { readFileSync } from "node:fs";
 
 const SECONDS = Number(process.argv[process.argv.indexOf("--seconds") + 1]) || 3;
 const PATHS = [
@@ -32,6 +35,22 @@ agent:
     cloud:
       enabled: false
 `;
+
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** utime + stime of a process in seconds. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** Requests/s of a wrk run against `url`, and the CPU microseconds per request of the server process `pid`. */
+async function measure(url: string, pid: number): Promise<{ rps: number; cpuUs: number }> {
+  const c0 = cpuSeconds(pid);
+  const rps = await wrkRps(url, { seconds: SECONDS });
+  return { rps, cpuUs: ((cpuSeconds(pid) - c0) * 1e6) / (rps * SECONDS) };
+}
 
 const RAW_SERVER = `
 const pages = JSON.parse(process.env.PAGES);
@@ -60,11 +79,14 @@ try {
   const rawUrl = `http://127.0.0.1:${Number(first.trim())}`;
 
   const rows: BenchRow[] = [];
+  const cpuNotes: string[] = [];
   for (const { path, target } of PATHS) {
     await wrkRps(agent.url + path, { seconds: 1 }); // warm-up (JIT)
     await wrkRps(rawUrl + path, { seconds: 1 });
-    const a = await wrkRps(agent.url + path, { seconds: SECONDS });
-    const b = await wrkRps(rawUrl + path, { seconds: SECONDS });
+    const agentRun = await measure(agent.url + path, agent.pid);
+    const rawRun = await measure(rawUrl + path, raw2.pid);
+    const [a, b] = [agentRun.rps, rawRun.rps];
+    cpuNotes.push(`${path}: ${agentRun.cpuUs.toFixed(1)} us CPU per request (agent) vs ${rawRun.cpuUs.toFixed(1)} (raw), ratio ${(rawRun.cpuUs / agentRun.cpuUs).toFixed(2)}`);
     rows.push({
       name: `GET ${path}`,
       agent: a,
@@ -79,7 +101,7 @@ try {
   report({
     bench: "http: self-telemetry interface vs raw Bun.serve (wrk -t1 -c32, loopback)",
     rows,
-    notes: [`${SECONDS}s per measurement after a 1s warm-up; agent and raw server each a separate process`],
+    notes: [`${SECONDS}s per measurement after a 1s warm-up; agent and raw server each a separate process`, ...cpuNotes],
   });
 } finally {
   await agent.stop();

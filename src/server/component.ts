@@ -37,7 +37,8 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
         fetch: (received, srv) => {
           // With an empty Host header Bun's URL has no scheme and authority ("/admin/reload"), in which the guard
           // and the router found different paths (a read-only token reached /admin and /debug): make it absolute.
-          const req = received.url.startsWith("/") ? new Request(`http://localhost${received.url}`, received) : received;
+          const url = received.url;
+          const req = url.startsWith("/") ? new Request(`http://localhost${url}`, received) : received;
           // The address is read only when the guard needs it (a rate limit per client), from the settings it uses too.
           const limit = deps.config().self_telemetry.rate_limit;
           if (limit.enabled && limit.per_client) {
@@ -45,8 +46,9 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
             if (ip) setClientAddress(req, ip.address);
           }
           // Profiles and traces answer after ?seconds=N (up to 300 s): no idle timeout while they sample.
-          if (req.url.includes("/debug/pprof/")) srv.timeout(received, 0);
-          return app.handle(req);
+          if (url.includes("/debug/pprof/")) srv.timeout(received, 0);
+          // The composed handler itself (app.handle wraps it in one more async call).
+          return app.fetch(req);
         },
         // The guard answers a declared Content-Length over max_body_bytes with 413 and the error object; Bun's own
         // limit (which answers first, with an empty body) sits well above it, as a backstop. No route reads a

@@ -87,7 +87,8 @@ describe("metrics with real parsers", () => {
       prom.kill("SIGTERM");
       await prom.exited;
     }
-  });
+    // Prometheus's first scrape comes ~5 s after its start: more than bun test's default 5 s per test.
+  }, 60_000);
 });
 
 describe("live answers over a socket", () => {
