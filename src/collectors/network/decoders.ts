@@ -145,11 +145,12 @@ class HttpEventRecord implements HttpEvent {
   readonly remotePort: number;
   readonly family: number;
   readonly data: Uint8Array;
-  readonly #view: DataView;
+  /** The record's own copy (an ArrayBuffer, so that no typed array's `buffer` getter is needed: JSC makes that slow). */
+  readonly #record: ArrayBuffer;
 
-  constructor(copy: DataView, captured: number) {
-    const v = copy;
-    this.#view = v;
+  constructor(record: ArrayBuffer, captured: number) {
+    const v = new DataView(record);
+    this.#record = record;
     this.timestampNs = v.getBigUint64(HTTP.timestampNs, true);
     this.sk = v.getBigUint64(HTTP.sk, true);
     this.streamOffset = v.getUint32(HTTP.streamOffset, true) + v.getUint32(HTTP.streamOffset + 4, true) * 2 ** 32;
@@ -162,19 +163,19 @@ class HttpEventRecord implements HttpEvent {
     this.localPort = v.getUint16(HTTP.sport, true);
     this.remotePort = v.getUint16(HTTP.dport, true);
     this.family = v.getUint16(HTTP.family, true);
-    this.data = new Uint8Array(v.buffer, v.byteOffset + HTTP.data, captured);
+    this.data = new Uint8Array(record, HTTP.data, captured);
   }
 
   get localAddress(): string {
-    return addr(this.#view, HTTP.saddr, this.family);
+    return formatAddress(new Uint8Array(this.#record, HTTP.saddr, this.family === AF_INET ? 4 : 16), this.family);
   }
 
   get remoteAddress(): string {
-    return addr(this.#view, HTTP.daddr, this.family);
+    return formatAddress(new Uint8Array(this.#record, HTTP.daddr, this.family === AF_INET ? 4 : 16), this.family);
   }
 
   get comm(): string {
-    return cString(this.#view, HTTP.comm, 16);
+    return cString(new DataView(this.#record), HTTP.comm, 16);
   }
 }
 
@@ -186,9 +187,8 @@ export function decodeHttpEvent(view: DataView, offset: number, length: number):
     throw new RangeError(`http_event: ${captured} captured bytes do not fit a ${length}-byte record`);
   }
   const start = view.byteOffset + offset;
-  const copy = new Uint8Array(HTTP_EVENT_HEADER_BYTES + captured);
-  copy.set(new Uint8Array(view.buffer, start, copy.length));
-  return new HttpEventRecord(new DataView(copy.buffer), captured);
+  const record = view.buffer.slice(start, start + HTTP_EVENT_HEADER_BYTES + captured) as ArrayBuffer;
+  return new HttpEventRecord(record, captured);
 }
 
 /** Size of the records each ring buffer carries, by map name, for the spec. */
