@@ -68,7 +68,10 @@ export class Symbolizer {
    * Frames of file-backed code stay valid while the maps do not change; JIT frames are kept for one period
    * (the runtime may name more code later).
    */
-  readonly #frames = new Map<number, { mapsText: string; maps: ProcessMaps | null; readAt: number; stable: Map<number, ProfileFrame>; period: Map<number, ProfileFrame> }>();
+  readonly #frames = new Map<
+    number,
+    { mapsText: string; maps: ProcessMaps | null; readAt: number; stable: Map<number, ProfileFrame>; period: Map<number, ProfileFrame>; previous: Map<number, ProfileFrame> }
+  >();
   #periods = 0;
   /** JIT sources already refreshed this period. */
   #jitChecked = new Set<string>();
@@ -86,7 +89,10 @@ export class Symbolizer {
     this.#periods++;
     this.#maps = new Map();
     this.#jitChecked = new Set();
-    for (const f of this.#frames.values()) f.period.clear();
+    for (const f of this.#frames.values()) {
+      f.previous = f.period;
+      f.period = new Map();
+    }
   }
 
   /** Forgets a process that ended (its JIT maps). */
@@ -143,8 +149,10 @@ export class Symbolizer {
         const r = this.#userFrame(pid, maps!, a, back);
         const into = r.stable ? cache.stable : cache.period;
         if (into.size >= MAX_CACHED_FRAMES) into.clear();
-        into.set(key, r.frame);
-        frame = r.frame;
+        // A JIT frame named as last period keeps its object (the exporter interns frames by identity).
+        const old = r.stable ? undefined : cache.previous.get(key);
+        frame = old && old.function === r.frame.function && old.binary === r.frame.binary && old.address === r.frame.address ? old : r.frame;
+        into.set(key, frame);
       }
       out[i] = frame;
     }
@@ -194,7 +202,7 @@ export class Symbolizer {
       cache.readAt = this.#periods;
     } else {
       maps ??= parseMaps(text);
-      this.#frames.set(pid, { mapsText: text, maps, readAt: this.#periods, stable: new Map(), period: new Map() });
+      this.#frames.set(pid, { mapsText: text, maps, readAt: this.#periods, stable: new Map(), period: new Map(), previous: new Map() });
     }
     this.#maps.set(pid, maps);
     return maps;
