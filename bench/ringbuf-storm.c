@@ -1,6 +1,7 @@
 /*
- * Producer of bench/ringbuf.ts: waits for a byte on stdin, then calls getppid(2) in a tight loop for
- * argv[1] milliseconds, and prints how many calls it made.
+ * Producer of bench/ringbuf.ts: for each byte read on stdin, calls getppid(2) in a tight loop for argv[1]
+ * milliseconds ('g') or argv[2] milliseconds ('w', a warm-up round), then prints how many calls it made.
+ * Ends at end of input. One process serves several rounds, so a reader filtering on its pid is loaded once.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -16,12 +17,8 @@ static long long now_ns(void)
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static long long storm(long long duration_ns)
 {
-  long long duration_ns = (argc > 1 ? atoll(argv[1]) : 3000) * 1000000LL;
-  char go;
-  if (read(0, &go, 1) != 1)
-    return 1;
   long long end = now_ns() + duration_ns;
   long long calls = 0;
   while (1) {
@@ -31,6 +28,19 @@ int main(int argc, char **argv)
     if (now_ns() >= end)
       break;
   }
-  printf("%lld\n", calls);
+  return calls;
+}
+
+int main(int argc, char **argv)
+{
+  long long round_ns = (argc > 1 ? atoll(argv[1]) : 3000) * 1000000LL;
+  long long warmup_ns = (argc > 2 ? atoll(argv[2]) : 1000) * 1000000LL;
+  char go;
+  while (read(0, &go, 1) == 1) {
+    if (go != 'g' && go != 'w')
+      continue;
+    printf("%lld\n", storm(go == 'w' ? warmup_ns : round_ns));
+    fflush(stdout);
+  }
   return 0;
 }

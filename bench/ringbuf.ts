@@ -16,7 +16,9 @@
  * The event loop is not watched with monitorEventLoopDelay by default: its 1 ms timer costs ~15 ms of CPU per
  * second here (Bun's wakeups cost ~20-75 µs each), which the agent does not pay; `--loop-monitor` turns it on
  * (then CPU per event includes it) and prints its p99/max.
- * The JS readers are warmed up first (2 s storm each, not reported) since the C consumer is compiled ahead of time.
+ * The agent's reader is loaded once per row and warmed up on that same reader and pump (a 2 s storm round, not
+ * reported) before the measured round, as in production where readers live as long as the agent; the C consumer
+ * is compiled ahead of time.
  * Needs root and a build (build/storm.bpf.o). Usage: bun bench/ringbuf.ts [--ms 3000] [--runs 1] [--loop-monitor]
  */
 import { $ } from "bun";
@@ -83,16 +85,37 @@ async function build(): Promise<void> {
 }
 
 const WARMUP_MS = 2000;
-let stormMs = STORM_MS;
 
-function startStorm() {
-  return Bun.spawn([STORM_BIN, String(stormMs)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+type Storm = Bun.Subprocess<"pipe", "pipe", "inherit"> & { round(kind: "g" | "w"): Promise<number> };
+
+/** A storm process serving rounds: 'g' storms STORM_MS, 'w' WARMUP_MS; each round resolves to the calls made. */
+function startStorm(): Storm {
+  const proc = Bun.spawn([STORM_BIN, String(STORM_MS), String(WARMUP_MS)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const lines = (async function* () {
+    const decoder = new TextDecoder();
+    let buf = "";
+    for await (const chunk of proc.stdout) {
+      buf += decoder.decode(chunk, { stream: true });
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+        yield buf.slice(0, i);
+        buf = buf.slice(i + 1);
+      }
+    }
+  })();
+  return Object.assign(proc, {
+    async round(kind: "g" | "w"): Promise<number> {
+      proc.stdin.write(kind);
+      await proc.stdin.flush();
+      const line = await lines.next();
+      if (line.done) throw new Error("storm ended");
+      return Number(line.value.trim());
+    },
+  });
 }
 
-async function stormCalls(storm: ReturnType<typeof startStorm>): Promise<number> {
-  const out = await new Response(storm.stdout).text();
+async function endStorm(storm: Storm): Promise<void> {
+  await storm.stdin.end();
   await storm.exited;
-  return Number(out.trim());
 }
 
 function spec(pid: number, decode: (v: DataView, o: number, len: number) => StormEvent = decodeStorm): ProgramSetSpec<StormEvent> {
@@ -148,6 +171,10 @@ const peekSeqPid = (v: DataView, o: number, len: number): StormEvent => {
   return SHARED_EVENT;
 };
 
+/**
+ * The agent's reader as it runs in production: loaded once and long-lived. A warm-up round (WARMUP_MS, not
+ * reported) runs on the same set and pump before the measured round, so the JIT has settled on this reader.
+ */
 async function agentReader(runtime: BpfRuntime, decodeToObject: boolean): Promise<Result> {
   const storm = startStorm();
   const set = await load(runtime, storm.pid, decodeToObject ? decodeStorm : peekSeqPid);
@@ -155,33 +182,39 @@ async function agentReader(runtime: BpfRuntime, decodeToObject: boolean): Promis
   const pump = new RecordPump(set.readers[0]!, (e) => {
     checksum += e.seq + e.pid;
   }, (e) => console.error(e));
-  const loop = monitorEventLoopDelay({ resolution: 1 });
-  if (LOOP_MONITOR) loop.enable();
   const turns: number[] = [];
   pump.onTurn = (ms) => turns.push(ms);
+  pump.start();
+  await storm.round("w");
+  await drained(() => pump.counters.received);
+  turns.length = 0;
+  const lostMap = set.readers[0]!.lostMap!;
+  const lost0 = Number(lostMap.sumPerCpuU64(0));
+  const received0 = pump.counters.received;
+  const turns0 = pump.counters.turns;
+  const loop = monitorEventLoopDelay({ resolution: 1 });
+  if (LOOP_MONITOR) loop.enable();
   const cpu0 = cpuNs();
   const t0 = performance.now();
-  pump.start();
-  storm.stdin.write("g");
-  await storm.stdin.flush();
-  const produced = await stormCalls(storm);
+  const produced = await storm.round("g");
   await drained(() => pump.counters.received);
   const cpu = cpuNs() - cpu0;
   const seconds = (performance.now() - t0) / 1000;
   loop.disable();
   pump.close();
-  const lost = Number(set.readers[0]!.lostMap!.sumPerCpuU64(0));
+  const lost = Number(lostMap.sumPerCpuU64(0)) - lost0;
   set.close();
-  const events = pump.counters.received;
+  await endStorm(storm);
+  const events = pump.counters.received - received0;
   void checksum;
   const name = decodeToObject ? FULL_DECODE_ROW : DISPATCH_ROW;
-  const c = pump.counters;
+  turns.sort((a, b) => a - b);
   return {
     consumer: name, produced, events, lost, seconds, cpuNsPerEvent: cpu / Math.max(1, events),
     ...(LOOP_MONITOR ? { loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6 } : {}),
-    longestTurnMs: c.longestTurnMs,
-    turnP99Ms: turns.sort((a, b) => a - b)[Math.floor(turns.length * 0.99)] ?? 0,
-    pump: `${c.turns} turns (median ${(turns[Math.floor(turns.length / 2)] ?? 0).toFixed(2)} ms), last batch ${pump.batchRecords} records, poll interval ${pump.currentIntervalMs} ms (base ${pump.intervalMs})`,
+    longestTurnMs: turns[turns.length - 1] ?? 0,
+    turnP99Ms: turns[Math.floor(turns.length * 0.99)] ?? 0,
+    pump: `${pump.counters.turns - turns0} turns (median ${(turns[Math.floor(turns.length / 2)] ?? 0).toFixed(2)} ms), last batch ${pump.batchRecords} records, poll interval ${pump.currentIntervalMs} ms (base ${pump.intervalMs})`,
   };
 }
 
@@ -203,9 +236,7 @@ async function libbpfCallback(runtime: BpfRuntime): Promise<Result> {
   const cpu0 = cpuNs();
   const t0 = performance.now();
   const timer = setInterval(() => reader.consume(onRecord), 20);
-  storm.stdin.write("g");
-  await storm.stdin.flush();
-  const produced = await stormCalls(storm);
+  const produced = await storm.round("g");
   await drained(() => events);
   clearInterval(timer);
   const cpu = cpuNs() - cpu0;
@@ -214,6 +245,7 @@ async function libbpfCallback(runtime: BpfRuntime): Promise<Result> {
   const lost = Number(set.readers[0]!.lostMap!.sumPerCpuU64(0));
   reader.close();
   set.close();
+  await endStorm(storm);
   void checksum;
   return { consumer: "libbpf ring_buffer__consume + JSCallback per record", produced, events, lost, seconds, cpuNsPerEvent: cpu / Math.max(1, events), ...(LOOP_MONITOR ? { loopDelayP99Ms: loop.percentile(99) / 1e6, loopDelayMaxMs: loop.max / 1e6 } : {}) };
 }
@@ -230,9 +262,7 @@ async function cConsumer(mode: "epoll" | "timer"): Promise<Result> {
     out += decoder.decode(value);
   }
   const t0 = performance.now();
-  storm.stdin.write("g");
-  await storm.stdin.flush();
-  const produced = await stormCalls(storm);
+  const produced = await storm.round("g");
   await Bun.sleep(DRAIN_QUIET_MS);
   consumer.kill("SIGINT");
   for (;;) {
@@ -241,6 +271,7 @@ async function cConsumer(mode: "epoll" | "timer"): Promise<Result> {
     out += decoder.decode(value);
   }
   await consumer.exited;
+  await endStorm(storm);
   const seconds = (performance.now() - t0) / 1000;
   const m = /events=(\d+) lost=(\d+) cpu_ns=(\d+)/.exec(out);
   if (!m) throw new Error(`C consumer output: ${out}`);
@@ -291,11 +322,6 @@ try {
   const runtime = await openBpfRuntime(process.env);
   const env = checkEnvironment(systemProbe({ mountFs, memlockLimit, raiseMemlock }));
   if (env.blocked) throw new Error(`eBPF unavailable: ${env.blocked}`);
-  // JIT warm-up of the JS readers (the C consumer is compiled ahead of time); not reported.
-  stormMs = WARMUP_MS;
-  await agentReader(runtime, true);
-  await agentReader(runtime, false);
-  stormMs = STORM_MS;
   for (let run = 0; run < RUNS; run++) {
     const results: Result[] = [];
     results.push(await agentReader(runtime, true));
