@@ -1,7 +1,8 @@
 /**
- * JSON answers built as Responses with the interface's headers, for the hot routes whose bodies the route builds
- * field by field (/healthz, /ready, /status). When no hook added headers, Elysia hands a Response over as is; a
- * plain body would make it build the answer from its per-request header object, converted for every answer.
+ * Answers built as Responses with the interface's headers, for the hot routes: JSON of the bodies the route builds
+ * field by field (/healthz, /ready, /status) and the metrics text. When no hook added headers, Elysia hands a
+ * Response over as is; a plain body would make it build the answer from its per-request header object, converted
+ * for every answer.
  */
 import type { Static, TSchema } from "@sinclair/typebox";
 import { TypeCompiler } from "@sinclair/typebox/compiler";
@@ -10,8 +11,8 @@ import type { Context } from "elysia";
 /** On every answer of the interface. */
 export const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" } as const;
 const JSON_CONTENT_TYPE = "application/json;charset=utf-8";
-/** Copied by each Response made from it (Bun copies a Headers init), never changed. */
-const JSON_ANSWER_HEADERS = new Headers({ "content-type": JSON_CONTENT_TYPE, ...SECURITY_HEADERS });
+/** Prebuilt Headers per content type: each Response made from one copies it (Bun copies a Headers init); never changed. */
+const prebuilt = new Map<string, Headers>();
 
 type AnswerSet = Context["set"];
 
@@ -33,11 +34,25 @@ export function jsonAnswer<T extends TSchema>(schema: T, check: boolean): (set: 
       const problems = [...checker.Errors(body)].map((e) => `${e.path} ${e.message}`).join("; ");
       throw new Error(`answer does not match its schema: ${problems}`);
     }
-    const extra = set.headers;
-    // Headers added by a hook (CORS) go with the answer: then the init is an object, converted as Elysia would.
-    const headers = onlySecurityHeaders(extra) ? JSON_ANSWER_HEADERS : { ...(extra as Record<string, string>), "content-type": JSON_CONTENT_TYPE };
-    // The Response carries them; what later hooks add lands in a fresh object that Elysia merges into it.
-    set.headers = {};
-    return new Response(JSON.stringify(body), { status, headers });
+    return answerResponse(set, status, JSON.stringify(body), JSON_CONTENT_TYPE);
   };
+}
+
+/**
+ * A Response of `body` with the interface's headers and `contentType`, taking over `set.headers`: headers a hook
+ * added (CORS) go with it (then the init is an object, converted as Elysia would); what later hooks add lands in a
+ * fresh object that Elysia merges into it.
+ */
+export function answerResponse(set: AnswerSet, status: number, body: string | Uint8Array<ArrayBuffer>, contentType: string, gzip = false): Response {
+  const extra = set.headers;
+  const own: Record<string, string> = gzip ? { "content-type": contentType, "content-encoding": "gzip", vary: "Accept-Encoding" } : { "content-type": contentType };
+  let headers: Headers | Record<string, string>;
+  if (onlySecurityHeaders(extra)) {
+    const key = gzip ? `${contentType}|gzip` : contentType;
+    let h = prebuilt.get(key);
+    if (!h) prebuilt.set(key, (h = new Headers({ ...own, ...SECURITY_HEADERS })));
+    headers = h;
+  } else headers = { ...(extra as Record<string, string>), ...own };
+  set.headers = {};
+  return new Response(body, { status, headers });
 }

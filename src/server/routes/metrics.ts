@@ -4,6 +4,7 @@
  */
 import { Elysia, t } from "elysia";
 import type { ServerDeps } from "../deps";
+import { answerResponse } from "../answer";
 import { answer, COMMON_ERRORS } from "../model";
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from "../../telemetry/exposition";
 
@@ -13,22 +14,16 @@ const GZIP_MIN_BYTES = 1024;
 export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
   return new Elysia({ name: "routes/metrics", seed: prefix, prefix }).get(
     path,
-    // The answer is built once by Elysia from `set.headers` (returning a Response would make Elysia copy it to
-    // merge the interface's default headers: measured ~20% of a scrape). The body is the text's UTF-8 bytes as the
-    // exposition writes them (a string of hundreds of pieces cost as much to flatten into the body as to format).
+    // The body is the text's UTF-8 bytes as the exposition writes them (a string of hundreds of pieces cost as much
+    // to flatten into the body as to format), in a Response that takes over set.headers (see answerResponse: Elysia
+    // passes it over as is). Elysia's handler type pairs the route's schema (the text) with plain bodies.
     async ({ request, set }) => {
       const openMetrics = (request.headers.get("accept") ?? "").includes(OPENMETRICS);
       const body = await deps.metrics.renderBytes(openMetrics);
-      set.headers["content-type"] = openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE;
-      if (body.length >= GZIP_MIN_BYTES && /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) {
-        // Binary: a Response of its own (the 200 schema documents the text; compression is transport).
-        set.headers["content-encoding"] = "gzip";
-        set.headers.vary = "Accept-Encoding";
-        // Elysia's handler type pairs the route's schema with plain bodies; a Response passes through unchecked.
-        return new Response(Bun.gzipSync(body), { headers: set.headers as Record<string, string> }) as never as string;
-      }
-      // The 200 schema documents the text these bytes encode (it is not checked at run time, see below).
-      return body as never as string;
+      const contentType = openMetrics ? OPENMETRICS_CONTENT_TYPE : PROMETHEUS_CONTENT_TYPE;
+      // Compression is transport: the 200 schema still documents the text.
+      const gzip = body.length >= GZIP_MIN_BYTES && /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "");
+      return answerResponse(set, 200, gzip ? Bun.gzipSync(body) : body, contentType, gzip) as never as string;
     },
     {
       response: {
