@@ -44,6 +44,12 @@ const queue = (capacity: number, batch: number) =>
       mem_limit: Size("64MiB", "Maximum bytes of encoded items queued."),
       batch_size: Type.Integer({ minimum: 1, default: batch, description: "Items per export request." }),
       batch_timeout: Duration("200ms", "Longest wait before a partial batch is sent."),
+      max_in_flight: Type.Integer({
+        minimum: 1,
+        maximum: 64,
+        default: 4,
+        description: "Export requests of this signal outstanding at once: more hide a longer round trip to the backend (batches may then be acknowledged out of order).",
+      }),
       persistent: Type.Boolean({
         default: false,
         description: "Keep the queue in an append-only log under storage.directory too: accepted items survive a crash and a restart (read at start).",

@@ -8,7 +8,7 @@
  * JSON]`; and `cursor`: `[u64 committed sequence number][u32 crc32]`. Every item appended gets the next
  * sequence number. The committed cursor is the lowest sequence number not yet done with: items are done when
  * their batch was exported or dropped for good (permanent error, partial success), never merely when taken,
- * so after a crash only batches in flight (at most MAX_IN_FLIGHT_BATCHES) are sent twice. A segment is deleted
+ * so after a crash only batches in flight (at most queues.<signal>.max_in_flight) are sent twice. A segment is deleted
  * once every record in it lies below the cursor.
  *
  * Durability: each record is one write(2) before the item is accepted (in the page cache: survives kill -9);

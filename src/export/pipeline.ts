@@ -23,9 +23,6 @@ import type { TaskRegistry } from "../telemetry/tasks";
 import type { Transport } from "./transport";
 import type { Attributes, DropReason, SignalAccounting, TelemetryPipeline } from "./types";
 
-/** Batches of one signal outstanding at once (pipelining hides the round trip). */
-export const MAX_IN_FLIGHT_BATCHES = 4;
-
 export type { DropReason, SignalAccounting } from "./types";
 
 /** Called after every export attempt (not for connectivity checks). */
@@ -54,16 +51,19 @@ interface Lane {
 
 /** The configuration's durations, parsed once per (re)load rather than per batch. */
 interface ParsedSettings {
+  /** Batching with `queues.<signal>.max_in_flight` batches outstanding (once there is a transport). */
   batch: Record<Signal, BatcherSettings>;
+  /** The same with nothing sent (no transport yet). */
+  held: Record<Signal, BatcherSettings>;
   backoff: { initialMs: number; maxMs: number };
   timeoutMs: number;
 }
 
 function parseSettings(c: Config): ParsedSettings {
-  const batch = Object.fromEntries(
-    SIGNALS.map((s) => [s, { batchSize: c.queues[s].batch_size, batchTimeoutMs: durationMs(c.queues[s].batch_timeout), maxInFlight: 0 }]),
-  ) as Record<Signal, BatcherSettings>;
-  return { batch, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs: durationMs(c.otlp.timeout) };
+  const settings = (s: Signal, maxInFlight: number): BatcherSettings => ({ batchSize: c.queues[s].batch_size, batchTimeoutMs: durationMs(c.queues[s].batch_timeout), maxInFlight });
+  const batch = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, c.queues[s].max_in_flight)])) as Record<Signal, BatcherSettings>;
+  const held = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, 0)])) as Record<Signal, BatcherSettings>;
+  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs: durationMs(c.otlp.timeout) };
 }
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
@@ -113,11 +113,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     };
     lane.batcher = new Batcher(
       queue,
-      () => {
-        const b = this.#settings.batch[signal];
-        b.maxInFlight = this.#transport ? MAX_IN_FLIGHT_BATCHES : 0;
-        return b;
-      },
+      () => (this.#transport ? this.#settings.batch[signal] : this.#settings.held[signal]),
       (items) => this.#sendBatch(lane, items),
     );
     if (queue instanceof PersistentQueue) {
