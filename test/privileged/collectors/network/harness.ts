@@ -92,7 +92,11 @@ export class Collected {
   }
 }
 
-export function agentYaml(port: number, ebpfYaml: string): string {
+const NO_DOCKER = `    docker:
+      enabled: false`;
+
+/** `dockerYaml` replaces the agent.discovery.docker section (docker discovery is off by default). */
+export function agentYaml(port: number, ebpfYaml: string, dockerYaml = NO_DOCKER): string {
   return `
 self_telemetry:
   listen: 127.0.0.1:0
@@ -109,8 +113,7 @@ agent:
 ${ebpfYaml}
   discovery:
     detect_kubernetes: false
-    docker:
-      enabled: false
+${dockerYaml}
     cloud:
       enabled: false
 `;
@@ -126,18 +129,18 @@ export interface TracingAgent {
 }
 
 /** Starts a receiver and an agent with eBPF on, exporting to it; `extra` is YAML under agent.ebpf. */
-export async function startTracingAgent(ebpfYaml: string): Promise<TracingAgent> {
+export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): Promise<TracingAgent> {
   const collected = new Collected();
   const receiver = new OtlpReceiver({ listen: "127.0.0.1:0", onRequest: (r) => collected.add(r.signal, r.body) });
   const port = await receiver.start();
-  const yaml = agentYaml(port, ebpfYaml);
+  const yaml = agentYaml(port, ebpfYaml, dockerYaml);
   const agent = await inProcessAgent(yaml);
   return {
     agent,
     receiver,
     collected,
     async reconfigure(ebpfYaml: string) {
-      agent.writeConfig(agentYaml(port, ebpfYaml));
+      agent.writeConfig(agentYaml(port, ebpfYaml, dockerYaml));
       return agent.agent.reload("test");
     },
     async stop() {
