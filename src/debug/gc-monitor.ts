@@ -8,6 +8,7 @@
  * misses memory allocated outside the GC heap and is approximate where a collection runs concurrently with
  * allocation.
  */
+import { heapSize } from "bun:jsc";
 import v8 from "node:v8";
 
 /** How often the profiler's records are drained (bounds its memory). */
@@ -48,7 +49,7 @@ export class GcMonitor {
     this.available = typeof Ctor === "function";
     if (!Ctor) return;
     this.#profiler = new Ctor();
-    this.#lastAfter = v8.getHeapStatistics().used_heap_size;
+    this.#lastAfter = heapSize();
     this.#profiler.start();
     this.#timer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
     this.#timer.unref?.();
@@ -71,7 +72,8 @@ export class GcMonitor {
       this.#lastGcMs = Date.now();
     }
     if (records.length > 0) f.lastGcUnixNs = this.#lastGcMs * 1_000_000;
-    const growth = Math.max(0, v8.getHeapStatistics().used_heap_size - this.#lastAfter);
+    // heapSize(), not v8.getHeapStatistics(): the same figure, but the latter walks the heap (~130 ms at 1M objects).
+    const growth = Math.max(0, heapSize() - this.#lastAfter);
     return { ...f, totalAlloc: f.totalAlloc + growth };
   }
 

@@ -2,8 +2,7 @@
  * /debug/vars: the process arguments, runtime memory figures under Go's expvar names, and the agent's own
  * counters. Every figure is measured; `memstats_notes` says what each memstats figure is under this runtime.
  */
-import { heapStats } from "bun:jsc";
-import v8 from "node:v8";
+import { heapSize, heapStats } from "bun:jsc";
 import type { ServerDeps } from "../server/deps";
 import { gcMonitor } from "./gc-monitor";
 import { debugRuntimeFor } from "./runtime";
@@ -35,7 +34,7 @@ export async function debugVars(deps: Pick<ServerDeps, "tasks" | "status" | "met
   return {
     cmdline: commandLine(),
     memstats: {
-      Alloc: Math.round(v8.getHeapStatistics().used_heap_size),
+      Alloc: Math.round(heapSize()),
       TotalAlloc: Math.round(f.totalAlloc),
       Sys: Math.round(mem.rss),
       NumGC: f.numGC,
