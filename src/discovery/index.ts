@@ -13,7 +13,7 @@ import { ContainerDirectory, type DirectoryOptions } from "./directory";
 import { DockerSource } from "./docker/source";
 import { KubernetesSource } from "./kubernetes/source";
 import type { WorkloadDirectory } from "./types";
-import { createDiscoveryView } from "./view";
+import { createDiscoverySummary, createDiscoveryView } from "./view";
 
 export type { WorkloadDirectory } from "./types";
 
@@ -38,6 +38,6 @@ export function createDiscovery(ctx: BaseContext & { pipeline: TelemetryPipeline
   const kubernetes = new KubernetesSource(ctx.config, ctx.env, directory, ctx.pipeline, ctx.tasks);
   const cloud = new CloudSource(ctx.config, ctx.pipeline, ctx.tasks);
   const view = createDiscoveryView({ docker, kubernetes, cloud });
-  ctx.status.provide(VIEWS.discovery, view);
+  ctx.status.provide(VIEWS.discovery, view, createDiscoverySummary({ docker, kubernetes, cloud }));
   return { workloads: directory, components: [cloud, kubernetes, docker], directory, docker, kubernetes, cloud, view };
 }

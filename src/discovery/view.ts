@@ -1,9 +1,9 @@
 /**
  * The combined `discovery` status view (DiscoveryViewSchema): Kubernetes, Docker and cloud state and the
- * discovered services. Derived lists are cached by the sources' generations, so repeated requests cost
- * only the small object assembly.
+ * discovered services. Derived lists are cached (frozen) by the sources' generations, so repeated requests cost
+ * only the small object assembly; /status reads the summary, from the sources' counts.
  */
-import type { DiscoveryView } from "../status/model";
+import type { DiscoverySummary, DiscoveryView } from "../status/model";
 import type { CloudSource } from "./cloud/source";
 import type { DockerSource } from "./docker/source";
 import type { KubernetesSource } from "./kubernetes/source";
@@ -20,15 +20,24 @@ export interface ViewSources {
 }
 
 export function createDiscoveryView(sources: ViewSources): () => DiscoveryView {
-  let cacheKey = "";
-  let cached: DiscoveredService[] = [];
+  let kEnabled: boolean | undefined;
+  let kGeneration = -1;
+  let dEnabled: boolean | undefined;
+  let dGeneration = -1;
+  // Frozen, so the same list can go into every answer until a source changes.
+  let cached: readonly DiscoveredService[] = Object.freeze([]);
   return () => {
     const k = sources.kubernetes.snapshot();
-    const d = sources.docker.snapshot();
-    const key = `${k.enabled}:${sources.kubernetes.generation}:${d.enabled}:${sources.docker.generation}`;
-    if (key !== cacheKey) {
-      cached = k.enabled ? kubernetesServices(k.services.values(), k.pods.values()) : dockerServices(d.containers);
-      cacheKey = key;
+    const docker = sources.docker;
+    const dockerEnabled = docker.enabled;
+    if (k.enabled !== kEnabled || sources.kubernetes.generation !== kGeneration || dockerEnabled !== dEnabled || docker.generation !== dGeneration) {
+      const list = k.enabled ? kubernetesServices(k.services.values(), k.pods.values()) : dockerServices(docker.snapshot().containers);
+      for (const s of list) Object.freeze(Object.freeze(s).ports);
+      cached = Object.freeze(list);
+      kEnabled = k.enabled;
+      kGeneration = sources.kubernetes.generation;
+      dEnabled = dockerEnabled;
+      dGeneration = docker.generation;
     }
     return {
       kubernetes: {
@@ -39,9 +48,23 @@ export function createDiscoveryView(sources: ViewSources): () => DiscoveryView {
         pods_watched: k.pods.size,
         services_watched: k.services.size,
       },
-      docker: { enabled: d.enabled, connected: d.connected, containers: d.containers.length },
+      docker: { enabled: dockerEnabled, connected: docker.connected, containers: docker.containerCount },
       cloud: sources.cloud.snapshot(),
-      discovered_services: cached.map((s) => ({ ...s, ports: [...s.ports] })),
+      discovered_services: cached as DiscoveredService[],
+    };
+  };
+}
+
+/** What /status shows of the discovery view (same values), from the sources' counts: no list built or copied. */
+export function createDiscoverySummary(sources: ViewSources): () => DiscoverySummary {
+  return () => {
+    const k = sources.kubernetes;
+    const d = sources.docker;
+    return {
+      kubernetes: k.enabled && k.connected,
+      docker: d.enabled && d.connected,
+      pods_discovered: k.podCount,
+      containers_discovered: d.containerCount,
     };
   };
 }

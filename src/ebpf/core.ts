@@ -9,7 +9,7 @@ import type { BaseContext } from "../agent/context";
 import type { Config } from "../config/schema";
 import { sizeBytes } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";
-import { VIEWS, type EbpfView } from "../status/model";
+import { VIEWS, type EbpfSummary, type EbpfView } from "../status/model";
 import { checkEnvironment, type EnvironmentProbe, type EnvironmentReport } from "./environment";
 import { FeatureProbes } from "./features";
 import { roundRingbufSize, type LoadedSet } from "./loader";
@@ -67,12 +67,18 @@ export class EbpfCore {
   #closed = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #endTask: (() => void) | undefined;
+  #ringbufText: Config["agent"]["ebpf"]["ringbuf_size"] | undefined;
+  #ringbufBytes = 0;
 
   constructor(ctx: BaseContext, deps: EbpfDeps, processes = new ProcessTable()) {
     this.#ctx = ctx;
     this.#deps = deps;
     this.processes = processes;
-    ctx.status.provide(VIEWS.ebpf, () => this.view());
+    ctx.status.provide(
+      VIEWS.ebpf,
+      () => this.view(),
+      () => this.summary(),
+    );
   }
 
   get config(): Config["agent"]["ebpf"] {
@@ -94,9 +100,14 @@ export class EbpfCore {
     return this.#ctx.tasks.track(name, fn, "operation");
   }
 
-  /** agent.ebpf.ringbuf_size rounded up to a power of two. */
+  /** agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes). */
   ringbufSizeBytes(): number {
-    return roundRingbufSize(sizeBytes(this.config.ringbuf_size));
+    const text = this.config.ringbuf_size;
+    if (text !== this.#ringbufText) {
+      this.#ringbufBytes = roundRingbufSize(sizeBytes(text));
+      this.#ringbufText = text;
+    }
+    return this.#ringbufBytes;
   }
 
   /** Loads libbpf and checks the environment, once; every set awaits the same answer. */
@@ -191,7 +202,7 @@ export class EbpfCore {
 
   #programsLoaded(): number {
     let n = 0;
-    for (const rec of this.#sets.values()) n += rec.programs.filter((p) => p.id > 0).length;
+    for (const rec of this.#sets.values()) for (const p of rec.programs) if (p.id > 0) n++;
     return n;
   }
 
@@ -282,6 +293,11 @@ export class EbpfCore {
       maps: this.#maps.map((m) => ({ ...m })),
       ringbuf: { size: this.ringbufSizeBytes(), events_received: received, events_lost: Number(lost) },
     };
+  }
+
+  /** What /status shows of the view, from the same values, without copying programs or maps. */
+  summary(): EbpfSummary {
+    return { enabled: this.config.enabled, programs_loaded: this.#programsLoaded(), maps_created: this.#maps.length, ringbuf_size: this.ringbufSizeBytes() };
   }
 
   /** Stops the refresher once every set is gone (the components call remove on shutdown). */

@@ -7,7 +7,7 @@ import type { BaseContext } from "../agent/context";
 import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
-import { VIEWS, type ExportView } from "../status/model";
+import { VIEWS, type ExportSummary, type ExportView } from "../status/model";
 import { SIGNALS, type Signal } from "./config";
 import { describe, isUnreachable, readinessReason, type ExportOutcome } from "./outcome";
 import type { OtlpPipeline } from "./pipeline";
@@ -61,6 +61,7 @@ export class OtlpExporterComponent implements Component {
   #lastError: string | null = null;
   #endTask: (() => void) | undefined;
   readonly #view = (): ExportView => this.view();
+  readonly #summary = (): ExportSummary => this.summary();
 
   constructor(ctx: BaseContext, pipeline: OtlpPipeline, options: ExporterOptions = {}) {
     this.#ctx = ctx;
@@ -73,7 +74,7 @@ export class OtlpExporterComponent implements Component {
   async start(host: ComponentHost): Promise<void> {
     this.#host = host;
     this.#pipeline.setTransport(this.#factory(this.#pipeline.config));
-    this.#ctx.status.provide(VIEWS.export, this.#view);
+    this.#ctx.status.provide(VIEWS.export, this.#view, this.#summary);
     this.#endTask = this.#ctx.tasks.begin("exporter/otlp connectivity check");
     host.report("starting", "connecting to the backend");
     this.#schedule(0);
@@ -82,23 +83,37 @@ export class OtlpExporterComponent implements Component {
   /** The `export` status view. */
   view(): ExportView {
     const c = this.#pipeline.config;
-    const acc = this.#pipeline.accounting();
-    const queue = (s: Signal) => ({
-      size: acc[s].queued,
-      capacity: c.queues[s].capacity,
-      exported: acc[s].exported,
-      dropped: acc[s].droppedTotal,
-    });
     return {
       endpoint: c.otlp.endpoint,
       protocol: "grpc",
       tls: !c.otlp.insecure,
       compression: c.otlp.compression,
-      connected: this.#reachable === true && this.#lastError === null && (this.#pipeline.transport?.ready() ?? false),
+      connected: this.#connected(),
       last_export: this.#lastExport,
       last_error: this.#lastError,
-      queues: { traces: queue("traces"), metrics: queue("metrics"), logs: queue("logs") },
+      queues: { traces: this.#queueView(c, "traces"), metrics: this.#queueView(c, "metrics"), logs: this.#queueView(c, "logs") },
     };
+  }
+
+  /** What /status shows of the view (same values), without the queues. */
+  summary(): ExportSummary {
+    const p = this.#pipeline;
+    return {
+      endpoint: p.config.otlp.endpoint,
+      connected: this.#connected(),
+      last_export: this.#lastExport,
+      spans_exported: p.exportedCount("traces"),
+      metrics_exported: p.exportedCount("metrics"),
+    };
+  }
+
+  #queueView(c: Config, s: Signal): ExportView["queues"]["traces"] {
+    const p = this.#pipeline;
+    return { size: p.queuedCount(s), capacity: c.queues[s].capacity, exported: p.exportedCount(s), dropped: p.droppedCount(s) };
+  }
+
+  #connected(): boolean {
+    return this.#reachable === true && this.#lastError === null && (this.#pipeline.transport?.ready() ?? false);
   }
 
   async reload(next: Config, previous: Config): Promise<void> {

@@ -11,7 +11,7 @@ import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
 import { Batcher, type BatcherSettings } from "./batcher";
 import { SIGNALS, queueDirectory, type Signal } from "./config";
-import { ItemEncoder, buildRequest, type EncodedItem } from "./encode";
+import { ItemEncoder, buildRequest, queuedBytes, type EncodedItem } from "./encode";
 import { codeName, type ExportOutcome } from "./outcome";
 import { PersistentQueue } from "./persistent-queue";
 import { SignalQueue } from "./queue";
@@ -46,6 +46,8 @@ interface Lane {
   collected: number;
   exported: number;
   dropped: Record<DropReason, number>;
+  /** Sum of `dropped`, kept as drops are counted. */
+  droppedTotal: number;
   inFlight: number;
 }
 
@@ -109,6 +111,7 @@ export class OtlpPipeline implements TelemetryPipeline {
       collected: 0,
       exported: 0,
       dropped: zeroDrops(),
+      droppedTotal: 0,
       inFlight: 0,
     };
     lane.batcher = new Batcher(
@@ -242,7 +245,7 @@ export class OtlpPipeline implements TelemetryPipeline {
       }
       const r = lane.queue.offer(encoded);
       if (r === "ok") accepted++;
-      else if (r === "mem_limit" && encoded.bytes.length > lane.queue.memLimitBytes) tooBig++;
+      else if (r === "mem_limit" && queuedBytes(encoded) > lane.queue.memLimitBytes) tooBig++;
       else break;
       taken++;
     }
@@ -287,18 +290,32 @@ export class OtlpPipeline implements TelemetryPipeline {
     const out = {} as Record<Signal, SignalAccounting>;
     for (const s of SIGNALS) {
       const l = this.#lanes[s];
-      const dropped = { ...l.dropped };
       out[s] = {
         collected: l.collected,
         exported: l.exported,
-        dropped,
-        droppedTotal: Object.values(dropped).reduce((a, b) => a + b, 0),
+        dropped: { ...l.dropped },
+        droppedTotal: l.droppedTotal,
         queued: l.queue.size,
         queuedBytes: l.queue.bytes,
         inFlight: l.inFlight,
       };
     }
     return out;
+  }
+
+  /** Items of `signal` exported so far, as accounting() counts them (without building it: status views). */
+  exportedCount(signal: Signal): number {
+    return this.#lanes[signal].exported;
+  }
+
+  /** Items of `signal` dropped so far, every reason (accounting()'s droppedTotal). */
+  droppedCount(signal: Signal): number {
+    return this.#lanes[signal].droppedTotal;
+  }
+
+  /** Items of `signal` queued now (accounting()'s queued). */
+  queuedCount(signal: Signal): number {
+    return this.#lanes[signal].queue.size;
   }
 
   /**
@@ -402,6 +419,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   #drop(lane: Lane, reason: DropReason, n: number): void {
     lane.dropped[reason] += n;
+    lane.droppedTotal += n;
     this.#metrics.signal(lane.signal).dropped.inc({ reason }, n);
   }
 

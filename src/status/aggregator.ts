@@ -33,6 +33,7 @@ type Listener = (s: ComponentStatus) => void;
 export class StatusAggregator {
   readonly #components = new Map<string, ComponentStatus>();
   readonly #views = new Map<string, ViewProvider>();
+  readonly #summaries = new Map<string, ViewProvider>();
   readonly #listeners = new Set<Listener>();
   readonly startedAt = new Date();
   /** Health and readiness, recomputed on the first question after a change (probes are hot paths). */
@@ -95,19 +96,34 @@ export class StatusAggregator {
     return { ready: Object.values(checks).every((v) => v === "ok"), checks };
   }
 
-  /** Publishes (or replaces) a named view; the provider must be cheap and synchronous. */
-  provide(view: string, provider: ViewProvider): void {
+  /**
+   * Publishes (or replaces) a named view; the provider must be cheap and synchronous. `summary`, when given,
+   * answers the few figures /status shows of the view without building it (same values at the same instant);
+   * replacing a view without one withdraws the previous summary.
+   */
+  provide(view: string, provider: ViewProvider, summary?: ViewProvider): void {
     this.#views.set(view, provider);
+    if (summary) this.#summaries.set(view, summary);
+    else this.#summaries.delete(view);
   }
 
   /** Removes a named view (its component stopped). */
   withdraw(view: string, provider?: ViewProvider): void {
-    if (provider === undefined || this.#views.get(view) === provider) this.#views.delete(view);
+    if (provider === undefined || this.#views.get(view) === provider) {
+      this.#views.delete(view);
+      this.#summaries.delete(view);
+    }
   }
 
   /** The current snapshot of a view, or undefined when no component publishes it. */
   view<T>(view: string): T | undefined {
     const p = this.#views.get(view);
+    return p ? (p() as T) : undefined;
+  }
+
+  /** The current summary of a view, or undefined when its publisher gave none (then summarise `view`). */
+  summary<T>(view: string): T | undefined {
+    const p = this.#summaries.get(view);
     return p ? (p() as T) : undefined;
   }
 }

@@ -96,5 +96,41 @@ export const ProfilingViewSchema = Type.Object({
 });
 export type ProfilingView = Static<typeof ProfilingViewSchema>;
 
+/**
+ * What GET /status shows of the `ebpf`, `export` and `discovery` views. A subsystem publishes it next to its view
+ * (`provide(name, view, summary)`) from counts it keeps, so /status copies no list; the figures are those of the
+ * full view at the same instant.
+ */
+export interface EbpfSummary {
+  enabled: boolean;
+  /** Programs with a kernel id (> 0). */
+  programs_loaded: number;
+  /** Entries of the view's `maps`. */
+  maps_created: number;
+  /** The view's `ringbuf.size`. */
+  ringbuf_size: number;
+}
+
+export interface ExportSummary {
+  endpoint: string;
+  connected: boolean;
+  last_export: string | null;
+  /** The view's `queues.traces.exported`. */
+  spans_exported: number;
+  /** The view's `queues.metrics.exported`. */
+  metrics_exported: number;
+}
+
+export interface DiscoverySummary {
+  /** kubernetes.enabled && kubernetes.connected */
+  kubernetes: boolean;
+  /** docker.enabled && docker.connected */
+  docker: boolean;
+  /** kubernetes.pods_watched */
+  pods_discovered: number;
+  /** docker.containers */
+  containers_discovered: number;
+}
+
 /** The names under which subsystems publish their views. */
 export const VIEWS = { ebpf: "ebpf", export: "export", discovery: "discovery", profiling: "profiling" } as const;

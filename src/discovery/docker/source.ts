@@ -59,7 +59,17 @@ export class DockerSource extends DiscoverySource<Settings> {
   }
 
   snapshot(): DockerSnapshot {
-    return { enabled: this.settings.enabled !== false, connected: this.#connected, containers: [...this.#containers.values()] };
+    return { enabled: this.enabled, connected: this.#connected, containers: [...this.#containers.values()] };
+  }
+
+  /** snapshot().enabled, without copying the container list. */
+  get enabled(): boolean {
+    return this.settings.enabled !== false;
+  }
+
+  /** snapshot().connected. */
+  get connected(): boolean {
+    return this.#connected;
   }
 
   get containerCount(): number {

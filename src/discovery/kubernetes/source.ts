@@ -98,6 +98,21 @@ export class KubernetesSource extends DiscoverySource<Settings> {
     };
   }
 
+  /** snapshot().enabled. */
+  get enabled(): boolean {
+    return this.#active;
+  }
+
+  /** snapshot().connected. */
+  get connected(): boolean {
+    return this.#connected;
+  }
+
+  /** snapshot().pods.size. */
+  get podCount(): number {
+    return this.#pods.size;
+  }
+
   /** List/watch counters per resource (tests, debug). */
   stats(): Record<string, { lists: number; watches: number; gone: number; bookmarks: number; resourceVersion: string }> {
     const out: Record<string, { lists: number; watches: number; gone: number; bookmarks: number; resourceVersion: string }> = {};

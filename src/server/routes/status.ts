@@ -3,7 +3,7 @@ import { hostname, machine, release } from "node:os";
 import { Elysia } from "elysia";
 import { sizeBytes } from "../../config/units";
 import type { Config } from "../../config/schema";
-import { VIEWS, type DiscoveryView, type EbpfView, type ExportView, type ProfilingView } from "../../status/model";
+import { VIEWS, type DiscoverySummary, type DiscoveryView, type EbpfSummary, type EbpfView, type ExportSummary, type ExportView, type ProfilingView } from "../../status/model";
 import { jsonAnswer } from "../answer";
 import type { ServerDeps } from "../deps";
 import { answer, COMMON_ERRORS, DiscoveryViewSchema, EbpfViewSchema, ExportViewSchema, StatusSchema, type StatusBody } from "../model";
@@ -65,38 +65,74 @@ function loadedPrograms(programs: EbpfView["programs"]): number {
   return n;
 }
 
+/** The summaries the subsystems publish, else derived from their full views (or the disabled defaults). */
+function ebpfSummary(deps: ServerDeps, c: Config): EbpfSummary {
+  const s = deps.status.summary<EbpfSummary>(VIEWS.ebpf);
+  if (s) return s;
+  const v = ebpfView(deps, c);
+  return { enabled: v.enabled, programs_loaded: loadedPrograms(v.programs), maps_created: v.maps.length, ringbuf_size: v.ringbuf.size };
+}
+
+function exportSummary(deps: ServerDeps, c: Config): ExportSummary {
+  const s = deps.status.summary<ExportSummary>(VIEWS.export);
+  if (s) return s;
+  const v = exportView(deps, c);
+  return { endpoint: v.endpoint, connected: v.connected, last_export: v.last_export, spans_exported: v.queues.traces.exported, metrics_exported: v.queues.metrics.exported };
+}
+
+function discoverySummary(deps: ServerDeps, c: Config): DiscoverySummary {
+  const s = deps.status.summary<DiscoverySummary>(VIEWS.discovery);
+  if (s) return s;
+  const v = discoveryView(deps, c);
+  return {
+    kubernetes: v.kubernetes.enabled && v.kubernetes.connected,
+    docker: v.docker.enabled && v.docker.connected,
+    pods_discovered: v.kubernetes.pods_watched,
+    containers_discovered: v.docker.containers,
+  };
+}
+
+/** formatUptime of the last whole second asked for: the text changes once a second, so most answers reuse it. */
+let uptimeSecond = -1;
+let uptimeText = "";
+function uptimeNow(startedAtMs: number): string {
+  const ms = Date.now() - startedAtMs;
+  const second = Math.floor(ms / 1000);
+  if (second !== uptimeSecond) {
+    uptimeText = formatUptime(ms);
+    uptimeSecond = second;
+  }
+  return uptimeText;
+}
+
+/** The /status body, built in one pass with one shape; every figure read now. */
 export function statusBody(deps: ServerDeps): StatusBody {
   const c = deps.config();
-  const ebpf = ebpfView(deps, c);
-  const exp = exportView(deps, c);
-  const disc = discoveryView(deps, c);
+  const ebpf = ebpfSummary(deps, c);
+  const exp = exportSummary(deps, c);
+  const disc = discoverySummary(deps, c);
   const prof = profilingView(deps, c);
   return {
     version: deps.build.version,
     commit: deps.build.commit,
     built: deps.build.built,
-    uptime: formatUptime(Date.now() - deps.startedAt.getTime()),
+    uptime: uptimeNow(deps.startedAt.getTime()),
     mode: c.mode,
     host: HOST,
-    ebpf: {
-      enabled: ebpf.enabled,
-      programs_loaded: loadedPrograms(ebpf.programs),
-      maps_created: ebpf.maps.length,
-      ringbuf_size: ebpf.ringbuf.size,
-    },
+    ebpf: { enabled: ebpf.enabled, programs_loaded: ebpf.programs_loaded, maps_created: ebpf.maps_created, ringbuf_size: ebpf.ringbuf_size },
     profiling: { enabled: prof.enabled, sample_rate: prof.sample_rate, profiles_collected: prof.profiles_collected },
     export: {
       endpoint: exp.endpoint,
       connected: exp.connected,
       last_export: exp.last_export,
-      spans_exported: exp.queues.traces.exported,
-      metrics_exported: exp.queues.metrics.exported,
+      spans_exported: exp.spans_exported,
+      metrics_exported: exp.metrics_exported,
     },
     discovery: {
-      kubernetes: disc.kubernetes.enabled && disc.kubernetes.connected,
-      docker: disc.docker.enabled && disc.docker.connected,
-      pods_discovered: disc.kubernetes.pods_watched,
-      containers_discovered: disc.docker.containers,
+      kubernetes: disc.kubernetes,
+      docker: disc.docker,
+      pods_discovered: disc.pods_discovered,
+      containers_discovered: disc.containers_discovered,
     },
   };
 }
@@ -105,20 +141,23 @@ const errors = COMMON_ERRORS;
 
 export function statusRoutes(deps: ServerDeps, prefix = "", check = true) {
   const status = jsonAnswer(StatusSchema, check);
+  const ebpf = jsonAnswer(EbpfViewSchema, check);
+  const exp = jsonAnswer(ExportViewSchema, check);
+  const discovery = jsonAnswer(DiscoveryViewSchema, check);
   return new Elysia({ name: "routes/status", seed: `${prefix}:${check}`, prefix })
     .get("/status", ({ set }) => status(set, 200, statusBody(deps)), {
       response: { 200: answer(StatusSchema, check), ...errors },
       detail: { summary: "Agent status", tags: ["status"] },
     })
-    .get("/status/ebpf", () => ebpfView(deps, deps.config()), {
+    .get("/status/ebpf", ({ set }) => ebpf(set, 200, ebpfView(deps, deps.config())), {
       response: { 200: answer(EbpfViewSchema, check), ...errors },
       detail: { summary: "eBPF programs, maps and ring buffer", tags: ["status"] },
     })
-    .get("/status/export", () => exportView(deps, deps.config()), {
+    .get("/status/export", ({ set }) => exp(set, 200, exportView(deps, deps.config())), {
       response: { 200: answer(ExportViewSchema, check), ...errors },
       detail: { summary: "Export pipeline and queues", tags: ["status"] },
     })
-    .get("/status/discovery", () => discoveryView(deps, deps.config()), {
+    .get("/status/discovery", ({ set }) => discovery(set, 200, discoveryView(deps, deps.config())), {
       response: { 200: answer(DiscoveryViewSchema, check), ...errors },
       detail: { summary: "Kubernetes, Docker and cloud discovery", tags: ["status"] },
     });
