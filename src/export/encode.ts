@@ -81,10 +81,30 @@ export interface EncodedItem {
   metric?: MetricPointItem;
   /** Metrics: key of the Metric (type, name, unit, description, temporality, monotonic). */
   metricKey?: string;
-  /** Profiles: the item (profiles are encoded with a dictionary shared by the whole request). */
+  /**
+   * Profiles: the item. A profile is encoded once, when its batch is sent, with the dictionary the whole request
+   * shares (`bytes` stays empty; encoding it alone at submit as well would write every profile twice).
+   */
   profile?: ProfileItem;
-  /** Profiles: the encoded Resource `bytes` (a whole request) was built with; a batch of this one item reuses `bytes` while it is unchanged. */
-  resourceBytes?: Uint8Array;
+  /** Bytes the item counts for in queue limits when `bytes` is not its encoding (profiles: estimateProfileBytes). */
+  size?: number;
+}
+
+/** Bytes an item counts for in queue limits. */
+export function queuedBytes(e: EncodedItem): number {
+  return e.size ?? e.bytes.length;
+}
+
+/** Estimated bytes per sample (values, index range, attribute index, framing) and per frame of its stack (index and its share of the dictionary). */
+const PROFILE_BYTES_PER_SAMPLE = 12;
+const PROFILE_BYTES_PER_FRAME = 4;
+const PROFILE_BYTES_FIXED = 64;
+
+/** An estimate of a profile's encoded size, without encoding it (queue limits). */
+export function estimateProfileBytes(p: ProfileItem): number {
+  let n = PROFILE_BYTES_FIXED;
+  for (const s of p.samples) n += PROFILE_BYTES_PER_SAMPLE + PROFILE_BYTES_PER_FRAME * s.stack.length;
+  return n;
 }
 
 /** Writes an AnyValue body. */
@@ -250,7 +270,6 @@ export type ResourceEncoder = (extra: Attributes | undefined) => Uint8Array;
  * and never re-entrantly.
  */
 export class ItemEncoder {
-  readonly #w = new ProtoWriter();
   /** Writes spans, points and records straight into the arenas. */
   readonly #aw = new ProtoWriter(0);
   readonly #resource: ResourceEncoder;
@@ -289,7 +308,6 @@ export class ItemEncoder {
   }
 
   encode(signal: Signal, item: unknown): EncodedItem {
-    const w = this.#w;
     switch (signal) {
       case "traces": {
         const s = item as SpanItem;
@@ -310,17 +328,27 @@ export class ItemEncoder {
         return { bytes: this.#end(signal, arena), scope: r.scope, resource: r.resource };
       }
       case "profiles": {
-        w.reset();
         const p = item as ProfileItem;
-        const entry: EncodedItem = { bytes: EMPTY, scope: p.scope, resource: p.resource, profile: p, resourceBytes: this.#resource(p.resource) };
-        entry.bytes = buildRequest("profiles", [entry], this.#resource, w, true);
-        return entry;
+        validateProfile(p);
+        // The resource is encoded (and cached by the resource encoder) now, so that one it cannot encode is refused at submit.
+        this.#resource(p.resource);
+        return { bytes: EMPTY, scope: p.scope, resource: p.resource, profile: p, size: estimateProfileBytes(p) };
       }
     }
   }
 }
 
 const EMPTY = new Uint8Array(0);
+
+/** Refuses at submit what writeProfilesRequest could not write (the batch would fail as a whole when sent). */
+function validateProfile(p: ProfileItem): void {
+  if (typeof p.timeUnixNano !== "bigint" || typeof p.durationNanos !== "bigint") throw new TypeError("profile: timeUnixNano and durationNanos must be bigints");
+  if (!Array.isArray(p.samples)) throw new TypeError("profile: samples must be an array");
+  for (const s of p.samples) {
+    if (!Array.isArray(s.stack) || !Number.isSafeInteger(s.value)) throw new TypeError("profile: a sample needs a stack array and an integer value");
+    for (const f of s.stack) if (typeof f.function !== "string" || (f.address !== undefined && typeof f.address !== "bigint")) throw new TypeError("profile: a frame needs a function name (and a bigint address)");
+  }
+}
 
 function metricKey(p: MetricPointItem): string {
   const temporality = p.type === "gauge" ? 0 : p.temporality;
@@ -357,12 +385,9 @@ const FRAMING_BYTES_PER_REQUEST = 4096;
  * Assembles the Export<Signal>ServiceRequest of a batch. Without `writer`, the request is written into a buffer
  * sized for it and returned without a copy (the caller owns it); with one, a copy of the writer's bytes.
  */
-export function buildRequest(signal: Signal, entries: readonly EncodedItem[], resource: ResourceEncoder, writer?: ProtoWriter, fresh = false): Uint8Array {
-  // A batch of one profile is the request encoded when it was submitted (unless the resource changed since): encoded once.
-  const only = entries.length === 1 ? entries[0]! : undefined;
-  if (signal === "profiles" && !fresh && only?.resourceBytes && only.bytes.length > 0 && resource(only.resource) === only.resourceBytes) return writer ? only.bytes.slice() : only.bytes;
+export function buildRequest(signal: Signal, entries: readonly EncodedItem[], resource: ResourceEncoder, writer?: ProtoWriter): Uint8Array {
   let estimate = FRAMING_BYTES_PER_REQUEST;
-  if (!writer) for (const e of entries) estimate += e.bytes.length + FRAMING_BYTES_PER_ITEM;
+  if (!writer) for (const e of entries) estimate += queuedBytes(e) + FRAMING_BYTES_PER_ITEM;
   const w = writer ?? new ProtoWriter(estimate);
   w.reset();
   if (signal === "profiles") writeProfilesRequest(w, entries, resource);

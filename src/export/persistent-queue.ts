@@ -20,7 +20,7 @@
 import { closeSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { Attributes } from "./types";
-import type { EncodedItem } from "./encode";
+import { estimateProfileBytes, queuedBytes, type EncodedItem } from "./encode";
 import type { Scope } from "./model";
 import { SignalQueue, type OfferResult } from "./queue";
 
@@ -139,7 +139,7 @@ export class PersistentQueue extends SignalQueue {
   /** Appends the item to the log, then queues it; `disk_full` when it could not be written (nothing queued). */
   override offer(item: EncodedItem): OfferResult {
     if (this.size >= this.capacity) return "queue_full";
-    if (this.bytes + item.bytes.length > this.memLimitBytes) return "mem_limit";
+    if (this.bytes + queuedBytes(item) > this.memLimitBytes) return "mem_limit";
     if (!this.#append(item)) return "disk_full";
     const r = super.offer(item);
     this.#seqs.push(this.#nextSeq);
@@ -368,7 +368,10 @@ export class PersistentQueue extends SignalQueue {
     const item: EncodedItem = { bytes, scope: this.#intern(meta.s), resource: this.#intern(meta.r) };
     if (meta.m !== undefined) item.metric = meta.m;
     if (meta.k !== undefined) item.metricKey = meta.k;
-    if (meta.p !== undefined) item.profile = meta.p;
+    if (meta.p !== undefined) {
+      item.profile = meta.p;
+      item.size = estimateProfileBytes(meta.p);
+    }
     const r = super.offer(item);
     if (r === "queue_full" || r === "mem_limit") {
       this.restoredDropped[r]++;

@@ -1,5 +1,5 @@
 /** The first link of the chain: a bounded FIFO of encoded items of one signal, limited in items and in encoded bytes. */
-import type { EncodedItem } from "./encode";
+import { queuedBytes, type EncodedItem } from "./encode";
 
 /** Compact the backing array once this many taken slots lie before the head. */
 const COMPACT_AFTER_ITEMS = 4096;
@@ -31,9 +31,10 @@ export class SignalQueue {
   /** Appends an item, or says why it does not fit (nothing changes then). */
   offer(item: EncodedItem): OfferResult {
     if (this.size >= this.capacity) return "queue_full";
-    if (this.#bytes + item.bytes.length > this.memLimitBytes) return "mem_limit";
+    const n = queuedBytes(item);
+    if (this.#bytes + n > this.memLimitBytes) return "mem_limit";
     this.#items.push(item);
-    this.#bytes += item.bytes.length;
+    this.#bytes += n;
     return "ok";
   }
 
@@ -42,7 +43,7 @@ export class SignalQueue {
     const end = Math.min(this.#items.length, this.#head + n);
     const out = this.#items.slice(this.#head, end);
     this.#head = end;
-    for (const e of out) this.#bytes -= e.bytes.length;
+    for (const e of out) this.#bytes -= queuedBytes(e);
     if (this.#head === this.#items.length) {
       this.#items = [];
       this.#head = 0;

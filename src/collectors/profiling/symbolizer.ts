@@ -64,13 +64,14 @@ export class Symbolizer {
   /** Kernel frames by address. */
   readonly #kernelFrames = new Map<bigint, ProfileFrame>();
   /**
-   * Per process: the maps text the cached frames were resolved against, and frames by address * 2 + back.
-   * Frames of file-backed code stay valid while the maps do not change; JIT frames are kept for one period
+   * Per process: the maps text the cached frames were resolved against (and the key of its code mappings), and
+   * frames by address * 2 + back. Frames of file-backed code stay valid while the code mappings do not change (data
+   * mappings come and go without dropping them); JIT frames are kept for one period
    * (the runtime may name more code later).
    */
   readonly #frames = new Map<
     number,
-    { mapsText: string; maps: ProcessMaps | null; readAt: number; stable: Map<number, ProfileFrame>; period: Map<number, ProfileFrame>; previous: Map<number, ProfileFrame> }
+    { mapsText: string; codeKey: string; maps: ProcessMaps | null; readAt: number; stable: Map<number, ProfileFrame>; period: Map<number, ProfileFrame>; previous: Map<number, ProfileFrame> }
   >();
   #periods = 0;
   /** JIT sources already refreshed this period. */
@@ -140,10 +141,15 @@ export class Symbolizer {
       const key = a * 2 + back;
       let frame = cache.stable.get(key) ?? cache.period.get(key);
       if (!frame && maps === undefined) {
-        // A miss: the maps may have changed (a library loaded); read them (once this period), then look again.
-        maps = this.#mapsOf(pid);
-        cache = this.#frames.get(pid)!;
-        frame = cache.stable.get(key) ?? cache.period.get(key);
+        if (cache.maps && findMapping(cache.maps.exec, a)) {
+          // An address not seen yet in a mapping already known: resolved against the maps as last read.
+          maps = cache.maps;
+        } else {
+          // Outside every known mapping: the maps changed (a library loaded); read them (once this period), then look again.
+          maps = this.#mapsOf(pid);
+          cache = this.#frames.get(pid)!;
+          frame = cache.stable.get(key) ?? cache.period.get(key);
+        }
       }
       if (!frame) {
         const r = this.#userFrame(pid, maps!, a, back);
@@ -202,7 +208,15 @@ export class Symbolizer {
       cache.readAt = this.#periods;
     } else {
       maps ??= parseMaps(text);
-      this.#frames.set(pid, { mapsText: text, maps, readAt: this.#periods, stable: new Map(), period: new Map(), previous: new Map() });
+      const key = maps ? codeMapsKey(maps) : "";
+      if (cache && cache.codeKey === key) {
+        // Only data mappings changed (heap growth, anonymous memory): the code, and so every cached frame, is as it was.
+        maps = cache.maps;
+        cache.mapsText = text;
+        cache.readAt = this.#periods;
+      } else {
+        this.#frames.set(pid, { mapsText: text, codeKey: key, maps, readAt: this.#periods, stable: new Map(), period: new Map(), previous: new Map() });
+      }
     }
     this.#maps.set(pid, maps);
     return maps;
@@ -289,6 +303,13 @@ export function parseMaps(text: string): ProcessMaps {
   }
   exec.sort((a, b) => a.start - b.start);
   return { exec, jitdumps: [...jitdumps] };
+}
+
+/** What cached frames depend on in a process's maps: its executable mappings and jitdump files. */
+function codeMapsKey(maps: ProcessMaps): string {
+  let key = maps.jitdumps.join("\n");
+  for (const m of maps.exec) key += `\n${m.start}-${m.end} ${m.offset} ${m.path}`;
+  return key;
 }
 
 function findMapping(maps: Mapping[], addr: number): Mapping | undefined {

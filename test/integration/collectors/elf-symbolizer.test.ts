@@ -76,4 +76,39 @@ describe("Symbolizer over a fake /proc", () => {
     const unknown = s.userFrames(101, [0x1234]);
     expect(unknown[0]!.function).toBe("[unknown] 0x1234");
   });
+
+  test("frames stay cached (same objects) while only data mappings change; a changed code mapping resolves again", () => {
+    const proc = join(dir, "proc-remap");
+    mkdirSync(join(proc, "103/root/opt/app"), { recursive: true });
+    copyFileSync(bin, join(proc, "103/root/opt/app/prog"));
+    const textOffset = (() => {
+      using elf = new ElfFile(bin);
+      return elf.info.segments.find((s) => s.fileOffset > 0 && s.vaddr === s.fileOffset)?.fileOffset ?? 0x1000;
+    })();
+    const code = (base: number) =>
+      `${(base + textOffset).toString(16)}-${(base + textOffset + 0x1000).toString(16)} r-xp ${textOffset.toString(16).padStart(8, "0")} fe:00 1 /opt/app/prog\n`;
+    const base = 0x555555554000;
+    const maps = join(proc, "103/maps");
+    writeFileSync(maps, code(base));
+    const s = new Symbolizer({ procRoot: proc, kallsyms: join(dir, "none") });
+    const burn = base + nm(bin, "burn_cpu_in_known_function") + 4;
+    const first = s.userFrames(103, [burn])[0]!;
+    expect(first.function).toBe("burn_cpu_in_known_function");
+    // The heap grows (a new anonymous rw mapping) and the maps are read again (periodic recheck): same frame object.
+    writeFileSync(maps, `${code(base)}7f0000000000-7f0000100000 rw-p 00000000 00:00 0\n`);
+    for (let i = 0; i < 7; i++) s.beginPeriod();
+    expect(s.userFrames(103, [burn])[0]).toBe(first);
+    // An address not seen yet inside the known code mapping resolves without dropping the cache.
+    const main = base + nm(bin, "main") + 1;
+    expect(s.userFrames(103, [main])[0]!.function).toBe("main");
+    expect(s.userFrames(103, [burn])[0]).toBe(first);
+    // The code moves (another base): the old address no longer resolves, the new one does, in a new object.
+    const moved = 0x565555554000;
+    writeFileSync(maps, code(moved));
+    for (let i = 0; i < 7; i++) s.beginPeriod();
+    expect(s.userFrames(103, [burn])[0]!.function).toBe(`[unknown] 0x${burn.toString(16)}`);
+    const again = s.userFrames(103, [moved + nm(bin, "burn_cpu_in_known_function") + 4])[0]!;
+    expect(again.function).toBe("burn_cpu_in_known_function");
+    expect(again).not.toBe(first);
+  });
 });

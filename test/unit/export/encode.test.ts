@@ -1,6 +1,6 @@
 /** The encoder: field numbers against the embedded schema, and round trips through protobufjs decoding. */
 import { describe, expect, test } from "bun:test";
-import { F, ItemEncoder, buildRequest, writeSpan } from "../../../src/export/encode";
+import { F, ItemEncoder, buildRequest, estimateProfileBytes, queuedBytes, writeSpan } from "../../../src/export/encode";
 import type { LogRecordItem, MetricPointItem, ProfileItem, SpanItem } from "../../../src/export/model";
 import { countItems } from "../../../src/export/receiver/count";
 import { decodeRequest } from "../../../src/export/receiver";
@@ -163,7 +163,7 @@ describe("round trips through protobufjs", () => {
     expect(attr).toEqual({ key: "thread.name", value: { stringValue: "w1" } });
   });
 
-  test("profiles: a batch of one profile is the request encoded at submit (encoded once) until the resource changes", () => {
+  test("profiles: encoded once, when the batch is built (nothing at submit but an estimate); the resource as it is at send time", () => {
     const own = new ResourceBuilder("unit");
     const enc = new ItemEncoder(own.encoder);
     const leaf = { function: "leaf", binary: "/bin/app", address: 0x10n };
@@ -179,23 +179,31 @@ describe("round trips through protobufjs", () => {
       ],
     };
     const entry = enc.encode("profiles", p);
-    expect(buildRequest("profiles", [entry], own.encoder)).toBe(entry.bytes);
-    const req = decodeRequest("profiles", entry.bytes) as any;
+    expect(entry.bytes.length).toBe(0);
+    expect(entry.size).toBe(estimateProfileBytes(p));
+    expect(queuedBytes(entry)).toBeGreaterThan(0);
+    const one = buildRequest("profiles", [entry], own.encoder);
+    const req = decodeRequest("profiles", one) as any;
     expect(req.dictionary.locationTable).toHaveLength(3);
     expect(req.dictionary.attributeTable).toHaveLength(2);
     const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
     expect(prof.locationIndices).toEqual([1, 2, 1, 1]);
     expect(prof.sample.map((s: any) => s.attributeIndices)).toEqual([[1], [1]]);
-    // Two profiles share one dictionary, written afresh.
+    // The estimate is of the order of the encoding (queue limits), not an exact size.
+    expect(entry.size!).toBeGreaterThan(one.length / 4);
+    expect(entry.size!).toBeLessThan(one.length * 4);
+    // Two profiles share one dictionary.
     const two = decodeRequest("profiles", buildRequest("profiles", [entry, enc.encode("profiles", p)], own.encoder)) as any;
     expect(two.dictionary.locationTable).toHaveLength(3);
     expect(two.resourceProfiles[0].scopeProfiles[0].profiles).toHaveLength(2);
-    // A changed resource (e.g. discovery) is re-encoded rather than sent stale.
+    // A changed resource (e.g. discovery) is the one sent.
     own.set("test", { "host.id": "h1" });
     const again = buildRequest("profiles", [entry], own.encoder);
-    expect(again).not.toBe(entry.bytes);
     const attrs = (decodeRequest("profiles", again) as any).resourceProfiles[0].resource.attributes.map((a: any) => a.key);
     expect(attrs).toContain("host.id");
+    // What the request could not encode is refused at submit, not when the batch is sent.
+    expect(() => enc.encode("profiles", { ...p, timeUnixNano: 1 as unknown as bigint })).toThrow();
+    expect(() => enc.encode("profiles", { ...p, samples: [{ stack: [{ function: 5 as unknown as string }], value: 1 }] })).toThrow();
   });
 });
 
