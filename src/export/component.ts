@@ -1,7 +1,8 @@
 /**
  * Component `exporter/otlp` (readiness `otlp`): owns the transport of the pipeline, reports whether the
  * backend can be reached (after every export outcome, and by a connectivity check, an empty Export call,
- * while no export has told), publishes the status view `export`, reloads and drains on shutdown.
+ * while no export has told; while connections are refused, the transport's refusal probe answers first and the
+ * call is made only once it no longer says refused), publishes the status view `export`, reloads and drains on shutdown.
  */
 import type { BaseContext } from "../agent/context";
 import type { Config } from "../config/schema";
@@ -22,6 +23,8 @@ const CHANNEL_WATCH_MS = 1000;
 const UNHEALTHY_CHECK_MIN_MS = 20;
 const UNHEALTHY_CHECK_MAX_MS = 5_000;
 const EMPTY_REQUEST = new Uint8Array(0);
+/** readinessReason of a refused connection (checks then probe with Transport.refusedNow first). */
+const REFUSED_REASON = "connection refused";
 
 export interface ExporterOptions {
   /** Overrides IDLE_CHECK_INTERVAL_MS (tests). */
@@ -59,6 +62,8 @@ export class OtlpExporterComponent implements Component {
   #lastOutcomeAt = 0;
   #lastExport: string | null = null;
   #lastError: string | null = null;
+  /** The last outcome was `connection refused`: checks first ask the transport whether that still holds. */
+  #refused = false;
   #endTask: (() => void) | undefined;
   readonly #view = (): ExportView => this.view();
   readonly #summary = (): ExportSummary => this.summary();
@@ -125,6 +130,7 @@ export class OtlpExporterComponent implements Component {
       this.#pipeline.setTransport(transport);
       this.#lastError = null;
       this.#reachable = undefined;
+      this.#refused = false;
       this.#schedule(0);
     }
   }
@@ -172,8 +178,13 @@ export class OtlpExporterComponent implements Component {
     } else this.#lastError = describe(outcome);
     const wasReachable = this.#reachable;
     this.#reachable = !isUnreachable(outcome);
+    this.#refused = false;
     if (this.#reachable) this.#host?.report("ok");
-    else this.#host?.report("recoverable_error", readinessReason(outcome as Exclude<ExportOutcome, { kind: "success" }>));
+    else {
+      const reason = readinessReason(outcome as Exclude<ExportOutcome, { kind: "success" }>);
+      this.#refused = reason === REFUSED_REASON;
+      this.#host?.report("recoverable_error", reason);
+    }
     if (wasReachable !== this.#reachable) this.#schedule(this.#interval());
   }
 
@@ -214,6 +225,11 @@ export class OtlpExporterComponent implements Component {
     this.#checking = true;
     try {
       const timeoutMs = durationMs(this.#pipeline.config.otlp.timeout);
+      // Still refused: what the Export call would answer (same state, same reason), learned for a fraction of its cost.
+      if (this.#refused && transport.refusedNow && (await transport.refusedNow(timeoutMs))) {
+        if (transport === this.#pipeline.transport && this.#refused && !this.#stopped) this.#lastOutcomeAt = performance.now();
+        return;
+      }
       const outcome = await sendWithTimeout(transport, "traces", EMPTY_REQUEST, timeoutMs);
       if (transport === this.#pipeline.transport) this.#apply(outcome);
     } finally {

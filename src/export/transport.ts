@@ -9,6 +9,7 @@ import { checkServerIdentity } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import type { OtlpConfig, Signal } from "./config";
 import { installGzipLevel } from "./gzip-filter";
+import { connectionRefused, directConnection } from "./refusal-probe";
 import { RETRYABLE_CODES, type ExportOutcome } from "./outcome";
 import { SERVICES, otlpType } from "./schema";
 
@@ -47,6 +48,11 @@ export interface Transport {
   send(signal: Signal, body: Uint8Array, deadline: number, abort?: AbortSignal): Promise<ExportOutcome>;
   /** Whether the channel is connected now (READY). */
   ready(): boolean;
+  /**
+   * Optional: resolves true only when the backend refuses a TCP connection now (a cheaper stand-in for an Export
+   * call while connections are refused; see refusal-probe.ts). Absent: callers make the call.
+   */
+  refusedNow?(timeoutMs: number): Promise<boolean>;
   /** Closes the channel once the calls in flight have ended. Idempotent. */
   close(): void;
 }
@@ -66,6 +72,9 @@ const deserialize = (b: Buffer): Buffer => b;
 export class GrpcTransport implements Transport {
   readonly #client: grpc.Client;
   readonly #headers: Record<string, string>;
+  readonly #endpoint: string;
+  /** grpc-js connects to the endpoint itself (no proxy), so a refusal there is the channel's refusal. */
+  readonly #direct = directConnection();
   /** The gzip level in force (undefined: no compression, or grpc-js's own gzip at zlib's default level). */
   readonly compressionLevel: number | undefined;
   #inFlight = 0;
@@ -105,6 +114,12 @@ export class GrpcTransport implements Transport {
     this.#client = new grpc.Client(otlp.endpoint, creds, options);
     this.compressionLevel = otlp.compression === "gzip" && installGzipLevel(this.#client.getChannel(), otlp.compression_level, MAX_RECEIVE_MESSAGE_BYTES) ? otlp.compression_level : undefined;
     this.#headers = { ...otlp.headers };
+    this.#endpoint = otlp.endpoint;
+  }
+
+  refusedNow(timeoutMs: number): Promise<boolean> {
+    if (this.#closed || !this.#direct) return Promise.resolve(false);
+    return connectionRefused(this.#endpoint, timeoutMs);
   }
 
   send(signal: Signal, body: Uint8Array, deadline: number, abort?: AbortSignal): Promise<ExportOutcome> {
