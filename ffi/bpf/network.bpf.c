@@ -2,8 +2,8 @@
 /*
  * Program set `network`: TCP connection lifecycle and the first bytes of HTTP/1.x messages.
  *
- * Connections: `sock/inet_sock_set_state` creates an entry in `conns` (keyed by the kernel's struct sock
- * address) when an outbound connect starts (CLOSE -> SYN_SENT) or an inbound one is established
+ * Connections: `sock/inet_sock_set_state` creates an entry for the socket when an outbound connect starts
+ * (CLOSE -> SYN_SENT) or an inbound one is established
  * (SYN_RECV -> ESTABLISHED); `sock/sock_send_length` and `sock/sock_recv_length` add bytes (and create
  * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmits.
  * Records `struct conn_event` go to the ring buffer `conn_events`: OPEN (outbound established, or inbound
@@ -21,6 +21,12 @@
  *     sock_*_length marks the call as TCP, and the syscall exit copies the bytes.
  * A request starts an exchange; exchanges beyond `http_requests_per_second` are not captured at all
  * (neither request nor response) and are counted in stats[STAT_HTTP_SAMPLED_OUT].
+ *
+ * Where entries live: with kernel BTF (the default) the lifecycle and length programs run as tp_btf and keep
+ * each connection in per-socket storage (`conn_store`, BPF_MAP_TYPE_SK_STORAGE: reached from the socket itself,
+ * no hash lookup on every read and write, freed with the socket; `live_conns` counts entries against
+ * `max_conns`); the classic tracepoint programs (`*_tp`, kernels without BTF, and http_capture `syscalls`,
+ * whose syscall exits have no socket pointer) keep them in the `conns` hash keyed by the struct sock address.
  *
  * The agent's own process (`self_tgid`) is never traced. Layouts are mirrored by
  * src/collectors/network/decoders.ts.
@@ -53,6 +59,8 @@
 #define FLAG_OPEN_REPORTED 1
 #define FLAG_IGNORED 2
 #define FLAG_PREEXISTING 4
+/* An HTTP request was seen on the connection. */
+#define FLAG_HTTP 8
 
 #define HTTP_CAPTURE_BYTES 256
 #define HTTP_FOLLOW_EVENTS 2
@@ -76,6 +84,12 @@ const volatile __u32 self_tgid = 0;
 /* CAPTURE_SYSCALLS: buffers from the syscall tracepoints; CAPTURE_SOCKET: from the syscall's own registers at sock_*_length. */
 const volatile __u32 capture_http = CAPTURE_SOCKET;
 const volatile __u32 http_requests_per_second = 1000;
+/* Entries of conn_store at most (per-socket storage has no max_entries of its own). */
+const volatile __u32 max_conns = 65536;
+
+/* Where a program keeps connections: compile-time argument of the inline helpers, one per program. */
+#define STORE_HASH 0
+#define STORE_SK 1
 
 /* 128 bytes. */
 struct conn {
@@ -96,7 +110,7 @@ struct conn {
   char comm[COMM_LEN]; /*  88 */
   __u8 follow[2];      /* 104: HTTP continuation budget per IO_* direction */
   __u8 sampled;        /* 106: the current HTTP exchange is captured */
-  __u8 pad;            /* 107 */
+  __u8 last_io;        /* 107: IO_* + 1 of the previous call, 0 before the first */
   __u32 progress_s;    /* 108: bpf_ktime >> PROGRESS_UNIT_SHIFT of the last PROGRESS record */
   __u64 reported_sent; /* 112: bytes_sent already reported in PROGRESS records */
   __u64 reported_recv; /* 120: bytes_recv already reported */
@@ -151,6 +165,20 @@ struct {
   __type(key, __u64);
   __type(value, struct conn);
 } conns SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct conn);
+} conn_store SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __s64);
+} live_conns SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -292,24 +320,88 @@ static __always_inline void addrs_from_sk(struct conn *c, struct sock *sk)
   }
 }
 
-SEC("tracepoint/sock/inet_sock_set_state")
-int on_set_state(struct trace_event_raw_inet_sock_set_state *ctx)
+/* The connection entry of socket `sk`, or 0. */
+static __always_inline struct conn *conn_get(__u32 store, void *sk)
 {
-  if (ctx->protocol != IPPROTO_TCP)
-    return 0;
-  __u64 sk = (__u64)ctx->skaddr;
-  int oldstate = ctx->oldstate;
-  int newstate = ctx->newstate;
+  if (store == STORE_SK)
+    return bpf_sk_storage_get(&conn_store, sk, 0, 0);
+  __u64 key = (__u64)sk;
+  return bpf_map_lookup_elem(&conns, &key);
+}
 
+/*
+ * Creates the entry of `sk` from `init` (replacing an existing one when `replace`, else leaving it alone and
+ * returning 0); counts STAT_CONNS_FULL when there is no room.
+ */
+static __always_inline struct conn *conn_create(__u32 store, void *sk, struct conn *init, int replace)
+{
+  if (store == STORE_SK) {
+    struct conn *c = bpf_sk_storage_get(&conn_store, sk, 0, 0);
+    if (c) {
+      if (!replace)
+        return 0;
+      __builtin_memcpy(c, init, sizeof(*c));
+      return c;
+    }
+    __u32 zero = 0;
+    __s64 *live = bpf_map_lookup_elem(&live_conns, &zero);
+    if (!live)
+      return 0;
+    if (*(volatile __s64 *)live >= (__s64)max_conns) {
+      count_stat(STAT_CONNS_FULL);
+      return 0;
+    }
+    c = bpf_sk_storage_get(&conn_store, sk, init, BPF_SK_STORAGE_GET_F_CREATE);
+    if (!c) {
+      count_stat(STAT_CONNS_FULL);
+      return 0;
+    }
+    __sync_fetch_and_add(live, 1);
+    return c;
+  }
+  __u64 key = (__u64)sk;
+  if (bpf_map_update_elem(&conns, &key, init, replace ? BPF_ANY : BPF_NOEXIST) != 0) {
+    if (replace || !bpf_map_lookup_elem(&conns, &key))
+      count_stat(STAT_CONNS_FULL);
+    return 0;
+  }
+  return bpf_map_lookup_elem(&conns, &key);
+}
+
+static __always_inline void conn_delete(__u32 store, void *sk)
+{
+  if (store == STORE_SK) {
+    if (bpf_sk_storage_delete(&conn_store, sk) == 0) {
+      __u32 zero = 0;
+      __s64 *live = bpf_map_lookup_elem(&live_conns, &zero);
+      if (live)
+        __sync_fetch_and_add(live, -1);
+    }
+    return;
+  }
+  __u64 key = (__u64)sk;
+  bpf_map_delete_elem(&conns, &key);
+}
+
+/* Addresses and ports: from the classic tracepoint's record (`tp`) or, for tp_btf programs, from the socket. */
+static __always_inline void conn_addrs(struct conn *c, void *sk, struct trace_event_raw_inet_sock_set_state *tp)
+{
+  if (tp)
+    addrs_from_tp(c, tp);
+  else
+    addrs_from_sk(c, (struct sock *)sk);
+}
+
+static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldstate, int newstate, struct trace_event_raw_inet_sock_set_state *tp)
+{
   if (newstate == TCP_SYN_SENT) {
     /* connect() runs in the calling process: its pid is right here. */
     struct conn c = {};
     c.start_ns = bpf_ktime_get_ns();
     c.direction = DIR_OUTBOUND;
-    addrs_from_tp(&c, ctx);
+    conn_addrs(&c, sk, tp);
     own_by_current(&c);
-    if (bpf_map_update_elem(&conns, &sk, &c, BPF_ANY) != 0)
-      count_stat(STAT_CONNS_FULL);
+    conn_create(store, sk, &c, 1);
     return 0;
   }
   if (newstate == TCP_ESTABLISHED && oldstate == TCP_SYN_RECV) {
@@ -318,55 +410,64 @@ int on_set_state(struct trace_event_raw_inet_sock_set_state *ctx)
     c.start_ns = bpf_ktime_get_ns();
     c.established_ns = c.start_ns;
     c.direction = DIR_INBOUND;
-    addrs_from_tp(&c, ctx);
-    if (bpf_map_update_elem(&conns, &sk, &c, BPF_NOEXIST) != 0)
-      count_stat(STAT_CONNS_FULL);
+    conn_addrs(&c, sk, tp);
+    conn_create(store, sk, &c, 0);
     return 0;
   }
 
-  struct conn *c = bpf_map_lookup_elem(&conns, &sk);
+  struct conn *c = conn_get(store, sk);
   if (!c)
     return 0;
   if (newstate == TCP_ESTABLISHED && oldstate == TCP_SYN_SENT) {
     c->established_ns = bpf_ktime_get_ns();
-    c->dport = ctx->dport;
-    c->sport = ctx->sport;
-    addrs_from_tp(c, ctx);
+    conn_addrs(c, sk, tp);
     if (!(c->flags & FLAG_IGNORED)) {
       c->flags |= FLAG_OPEN_REPORTED;
-      emit_conn(ctx, sk, CONN_OPEN, c);
+      emit_conn(ctx, (__u64)sk, CONN_OPEN, c);
     }
     return 0;
   }
   if (newstate == TCP_CLOSE) {
     if (!(c->flags & FLAG_IGNORED)) {
       __u32 kind = (c->direction == DIR_OUTBOUND && c->established_ns == 0) ? CONN_FAILED : CONN_CLOSED;
-      emit_conn(ctx, sk, kind, c);
+      emit_conn(ctx, (__u64)sk, kind, c);
     }
-    bpf_map_delete_elem(&conns, &sk);
+    conn_delete(store, sk);
   }
   return 0;
 }
 
-/* The connection entry of a TCP socket moving data in the current process, created if the agent missed its start. */
-static __always_inline struct conn *conn_for_io(void *ctx, __u64 skp)
+/* With kernel BTF: the socket itself (per-socket storage), no trace record formatted. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_set_state, const struct sock *sk, const int oldstate, const int newstate)
 {
-  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
+  if (sk->sk_protocol != IPPROTO_TCP)
+    return 0;
+  return set_state(ctx, STORE_SK, (void *)sk, oldstate, newstate, 0);
+}
+
+SEC("tracepoint/sock/inet_sock_set_state")
+int on_set_state_tp(struct trace_event_raw_inet_sock_set_state *ctx)
+{
+  if (ctx->protocol != IPPROTO_TCP)
+    return 0;
+  return set_state(ctx, STORE_HASH, (void *)ctx->skaddr, ctx->oldstate, ctx->newstate, ctx);
+}
+
+/* The connection entry of a TCP socket moving data in the current process, created if the agent missed its start. */
+static __always_inline struct conn *conn_for_io(void *ctx, __u32 store, void *sk)
+{
+  struct conn *c = conn_get(store, sk);
   if (!c) {
-    struct sock *sk = (struct sock *)skp;
     struct conn n = {};
     n.start_ns = bpf_ktime_get_ns();
     n.flags = FLAG_PREEXISTING;
-    addrs_from_sk(&n, sk);
+    addrs_from_sk(&n, (struct sock *)sk);
     if (n.family != AF_INET && n.family != AF_INET6)
       return 0;
-    if (BPF_CORE_READ(sk, __sk_common.skc_state) != TCP_ESTABLISHED)
+    if (BPF_CORE_READ((struct sock *)sk, __sk_common.skc_state) != TCP_ESTABLISHED)
       return 0;
-    if (bpf_map_update_elem(&conns, &skp, &n, BPF_NOEXIST) != 0) {
-      count_stat(STAT_CONNS_FULL);
-      return 0;
-    }
-    c = bpf_map_lookup_elem(&conns, &skp);
+    c = conn_create(store, sk, &n, 0);
     if (!c)
       return 0;
   }
@@ -374,7 +475,7 @@ static __always_inline struct conn *conn_for_io(void *ctx, __u64 skp)
     own_by_current(c);
     if (c->direction == DIR_INBOUND && !(c->flags & FLAG_IGNORED)) {
       c->flags |= FLAG_OPEN_REPORTED;
-      emit_conn(ctx, skp, CONN_OPEN, c);
+      emit_conn(ctx, (__u64)sk, CONN_OPEN, c);
     }
   }
   return c;
@@ -419,13 +520,12 @@ static __always_inline int http_start(const __u8 *d, __u32 n)
 }
 
 /* Takes one unit of the per-second exchange budget. */
-static __always_inline int take_exchange_token(void)
+static __always_inline int take_exchange_token(__u64 now)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&http_rate, &zero);
   if (!w)
     return 0;
-  __u64 now = bpf_ktime_get_ns();
   /* Signed: another CPU may have started the window at a time later than the `now` read here; that must not
    * look like a window a whole u64 old and reset the count again. */
   if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
@@ -437,6 +537,32 @@ static __always_inline int take_exchange_token(void)
   if (*(volatile __u64 *)&w->count >= http_requests_per_second)
     return 0;
   return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
+}
+
+/* Whether the current window of the exchange budget is spent (read only). */
+static __always_inline int budget_spent(__u64 now)
+{
+  __u32 zero = 0;
+  struct rate_window *w = bpf_map_lookup_elem(&http_rate, &zero);
+  if (!w)
+    return 0;
+  return (__s64)(now - w->start_ns) < (__s64)NSEC_PER_SEC && *(volatile __u64 *)&w->count >= http_requests_per_second;
+}
+
+/*
+ * A call on the request side of a connection already seen carrying HTTP, whose exchange is not captured, while
+ * the budget is spent: nothing of it would be captured, so user memory is not read. The first such call after
+ * the other side moved data (a turn: the next request of a keep-alive connection) is counted as a refused
+ * exchange, as reading its first bytes would have; calls continuing the same side (rest of a request,
+ * pipelined requests in further reads) are not.
+ */
+static __always_inline int refused_unread(struct conn *c, __u32 io, __u8 prev_io, __u64 now)
+{
+  if (c->sampled || !(c->flags & FLAG_HTTP) || c->direction == DIR_UNKNOWN || !budget_spent(now))
+    return 0;
+  if (prev_io != io + 1)
+    count_stat(STAT_HTTP_SAMPLED_OUT);
+  return 1;
 }
 
 /*
@@ -456,8 +582,11 @@ static __always_inline int needs_inspection(struct conn *c, __u32 io)
   return 1;
 }
 
-/* Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`. */
-static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 ts)
+/*
+ * Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`;
+ * `now` is the clock read once by the calling program, `ts` the record's timestamp.
+ */
+static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts)
 {
   __u64 len = moved;
   if (is_iov) {
@@ -480,8 +609,9 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   int start = http_start(e->data, head);
   __u8 fidx = io & 1;
   if (start == START_REQUEST) {
+    c->flags |= FLAG_HTTP;
     /* A request (read by a server or written by a client) decides whether its whole exchange is captured. */
-    c->sampled = take_exchange_token();
+    c->sampled = take_exchange_token(now);
     if (!c->sampled)
       count_stat(STAT_HTTP_SAMPLED_OUT);
   }
@@ -540,7 +670,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
 #define NR_RECVMSG 47
 
 /* CAPTURE_SOCKET: the buffer of the syscall running now, from its arguments in the saved user registers. */
-static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 skp, __u32 io, int moved)
+static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 skp, __u32 io, int moved, __u64 now)
 {
 #if defined(__TARGET_ARCH_x86)
   struct task_struct *task = bpf_get_current_task_btf();
@@ -552,20 +682,20 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
   __u64 arg2 = regs->si;
   if (io == IO_READ) {
     if (nr == NR_READ || nr == NR_RECVFROM)
-      return emit_http(c, skp, io, arg2, 0, moved, bpf_ktime_get_ns());
+      return emit_http(c, skp, io, arg2, 0, moved, now, now);
     if (nr == NR_READV)
-      return emit_http(c, skp, io, arg2, 1, moved, bpf_ktime_get_ns());
+      return emit_http(c, skp, io, arg2, 1, moved, now, now);
   } else {
     if (nr == NR_WRITE || nr == NR_SENDTO)
-      return emit_http(c, skp, io, arg2, 0, moved, bpf_ktime_get_ns());
+      return emit_http(c, skp, io, arg2, 0, moved, now, now);
     if (nr == NR_WRITEV)
-      return emit_http(c, skp, io, arg2, 1, moved, bpf_ktime_get_ns());
+      return emit_http(c, skp, io, arg2, 1, moved, now, now);
   }
   if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
     struct user_msghdr msg = {};
     if (bpf_probe_read_user(&msg, sizeof(msg), (void *)arg2) != 0)
       return 0;
-    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, bpf_ktime_get_ns());
+    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, now, now);
   }
 #endif
   return 0;
@@ -586,25 +716,29 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   bpf_map_delete_elem(&pending, &id);
   if (skp == 0 || pio != io || tp->ret <= 0)
     return 0;
-  struct conn *c = bpf_map_lookup_elem(&conns, &skp);
+  struct conn *c = conn_get(STORE_HASH, (void *)skp);
   if (!c || !needs_inspection(c, io))
     return 0;
-  return emit_http(c, skp, io, buf, is_iov, tp->ret, io == IO_READ ? bpf_ktime_get_ns() : enter_ns);
+  __u64 now = bpf_ktime_get_ns();
+  return emit_http(c, skp, io, buf, is_iov, tp->ret, now, io == IO_READ ? now : enter_ns);
 }
 
-static __always_inline int on_length(void *ctx, __u64 skp, int ret, int flags, __u32 io)
+static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, int flags, __u32 io)
 {
   if (io == IO_READ && (flags & MSG_PEEK))
     return 0;
-  struct conn *c = conn_for_io(ctx, skp);
+  __u64 skp = (__u64)sk;
+  struct conn *c = conn_for_io(ctx, store, sk);
   if (!c)
     return 0;
   if (io == IO_READ)
     __sync_fetch_and_add(&c->bytes_recv, ret);
   else
     __sync_fetch_and_add(&c->bytes_sent, ret);
-  /* Progress in units of 2^30 ns (about 1.07 s): a shift, not a 64-bit division, on every call. */
-  __u32 now_u = bpf_ktime_get_ns() >> PROGRESS_UNIT_SHIFT;
+  /* One clock read per call, shared by the progress clock, the exchange budget and the HTTP record; progress in
+   * units of 2^30 ns (about 1.07 s): a shift, not a 64-bit division, on every call. */
+  __u64 now = bpf_ktime_get_ns();
+  __u32 now_u = now >> PROGRESS_UNIT_SHIFT;
   if (c->progress_s == 0) {
     c->progress_s = now_u;
   } else if (now_u - c->progress_s >= PROGRESS_INTERVAL_UNITS && !(c->flags & FLAG_IGNORED)) {
@@ -613,10 +747,15 @@ static __always_inline int on_length(void *ctx, __u64 skp, int ret, int flags, _
     c->reported_sent = c->bytes_sent;
     c->reported_recv = c->bytes_recv;
   }
+  __u8 prev_io = c->last_io;
+  c->last_io = io + 1;
   if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
     return 0;
-  if (capture_http == CAPTURE_SOCKET)
-    return needs_inspection(c, io) ? capture_from_regs(ctx, c, skp, io, ret) : 0;
+  if (capture_http == CAPTURE_SOCKET) {
+    if (!needs_inspection(c, io) || refused_unread(c, io, prev_io, now))
+      return 0;
+    return capture_from_regs(ctx, c, skp, io, ret, now);
+  }
   __u64 id = bpf_get_current_pid_tgid();
   struct pending *p = bpf_map_lookup_elem(&pending, &id);
   if (p && p->io == io)
@@ -627,14 +766,15 @@ static __always_inline int on_length(void *ctx, __u64 skp, int ret, int flags, _
 /*
  * BTF-enabled tracepoints (kernels with BTF, the default): the kernel calls the program directly with the
  * tracepoint's arguments, without formatting a trace record first, which the classic tracepoints below do on
- * every socket read and write of every process.
+ * every socket read and write of every process; the entry is the socket's own storage. Not with
+ * http_capture `syscalls`, whose syscall exits find connections by socket address in `conns`.
  */
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(on_send_length, struct sock *sk, int ret, int flags)
 {
   if (ret <= 0 || sk->sk_protocol != IPPROTO_TCP)
     return 0;
-  return on_length(ctx, (__u64)sk, ret, flags, IO_WRITE);
+  return on_length(ctx, STORE_SK, sk, ret, flags, IO_WRITE);
 }
 
 SEC("tp_btf/sock_recv_length")
@@ -642,16 +782,16 @@ int BPF_PROG(on_recv_length, struct sock *sk, int ret, int flags)
 {
   if (ret <= 0 || sk->sk_protocol != IPPROTO_TCP)
     return 0;
-  return on_length(ctx, (__u64)sk, ret, flags, IO_READ);
+  return on_length(ctx, STORE_SK, sk, ret, flags, IO_READ);
 }
 
-/* The same through the classic tracepoints, for kernels without BTF. */
+/* The same through the classic tracepoints and the `conns` hash. */
 SEC("tracepoint/sock/sock_send_length")
 int on_send_length_tp(struct trace_event_raw_sock_msg_length *ctx)
 {
   if (ctx->protocol != IPPROTO_TCP || ctx->ret <= 0)
     return 0;
-  return on_length(ctx, (__u64)ctx->sk, ctx->ret, ctx->flags, IO_WRITE);
+  return on_length(ctx, STORE_HASH, ctx->sk, ctx->ret, ctx->flags, IO_WRITE);
 }
 
 SEC("tracepoint/sock/sock_recv_length")
@@ -659,14 +799,22 @@ int on_recv_length_tp(struct trace_event_raw_sock_msg_length *ctx)
 {
   if (ctx->protocol != IPPROTO_TCP || ctx->ret <= 0)
     return 0;
-  return on_length(ctx, (__u64)ctx->sk, ctx->ret, ctx->flags, IO_READ);
+  return on_length(ctx, STORE_HASH, ctx->sk, ctx->ret, ctx->flags, IO_READ);
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(on_retransmit, const struct sock *sk)
+{
+  struct conn *c = conn_get(STORE_SK, (void *)sk);
+  if (c)
+    __sync_fetch_and_add(&c->retransmits, 1);
+  return 0;
 }
 
 SEC("tracepoint/tcp/tcp_retransmit_skb")
-int on_retransmit(struct tp_tcp_retransmit *ctx)
+int on_retransmit_tp(struct tp_tcp_retransmit *ctx)
 {
-  __u64 sk = (__u64)ctx->skaddr;
-  struct conn *c = bpf_map_lookup_elem(&conns, &sk);
+  struct conn *c = conn_get(STORE_HASH, (void *)ctx->skaddr);
   if (c)
     __sync_fetch_and_add(&c->retransmits, 1);
   return 0;

@@ -18,7 +18,7 @@ export const EbpfSchema = Type.Object(
             "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev enter/exit tracepoints (any kernel, more overhead).",
         }),
         max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it are not captured in the kernel. Drops are counted." }),
-        max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "Entries of the kernel connection map (conns); connections beyond it are counted and not traced." }),
+        max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
         metrics_interval: Duration("15s", "How often connection metrics are exported."),
       },

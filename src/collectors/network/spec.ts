@@ -1,10 +1,12 @@
 /**
- * The `network` program set as data (ffi/bpf/network.bpf.c): TCP lifecycle tracepoints (required; with
- * http_capture `socket` the sock_*_length ones also capture HTTP bytes; those two run as BTF-enabled
- * tracepoints where the kernel has BTF, which skips formatting a trace record on every socket read and write,
- * and as classic tracepoints otherwise), the HTTP capture syscall tracepoints
- * (optional; only with http_capture `syscalls`), and the kprobe that adds precision where kprobes exist
- * (optional: `attached: false` on kernels without them).
+ * The `network` program set as data (ffi/bpf/network.bpf.c): TCP lifecycle and socket length programs
+ * (required; with http_capture `socket` the length ones also capture HTTP bytes), the HTTP capture syscall
+ * tracepoints (optional; only with http_capture `syscalls`), and the kprobe that adds precision where kprobes
+ * exist (optional: `attached: false` on kernels without them). The lifecycle programs come in two families:
+ * where the kernel has BTF, BTF-enabled tracepoints (tp_btf: no trace record formatted on every socket read
+ * and write) keeping each connection in per-socket storage (no hash lookup per call); otherwise, and with
+ * http_capture `syscalls` (whose syscall exits know only the socket's address), classic tracepoints (`*_tp`)
+ * keeping connections in the `conns` hash.
  */
 import { existsSync } from "node:fs";
 import type { ProgramSetSpec, ProgramSpec } from "../../ebpf/spec";
@@ -18,7 +20,7 @@ export interface NetworkSetOptions {
   httpCapture: "socket" | "syscalls";
   /** HTTP exchanges captured per second in the kernel. */
   httpExchangesPerSecond: number;
-  /** Entries of the `conns` map. */
+  /** Connections tracked at most (entries of `conns`, or of the per-socket storage with kernel BTF). */
   maxConnections: number;
   /** Whether the kernel has BTF (tp_btf programs); defaults to whether /sys/kernel/btf/vmlinux exists. */
   kernelBtf?: boolean;
@@ -31,20 +33,26 @@ export const CaptureMode = { OFF: 0, SYSCALLS: 1, SOCKET: 2 } as const;
 
 const tp = (name: string, category: string, event: string, required: boolean): ProgramSpec => ({ name, attach: { kind: "tracepoint", category, name: event }, required });
 
-/** The lifecycle programs; the socket length ones as tp_btf (`on_*_length`) or classic tracepoints (`on_*_length_tp`). */
-export function lifecyclePrograms(kernelBtf: boolean): ProgramSpec[] {
-  const length: ProgramSpec[] = kernelBtf
+/**
+ * The lifecycle programs: with `socketStorage` (kernel BTF) the tp_btf family on per-socket storage
+ * (`on_set_state`, `on_send_length`, `on_recv_length`, `on_retransmit`), else the classic tracepoints on the
+ * `conns` hash (the same names with `_tp`).
+ */
+export function lifecyclePrograms(socketStorage: boolean): ProgramSpec[] {
+  const family: ProgramSpec[] = socketStorage
     ? [
+        { name: "on_set_state", attach: { kind: "tp_btf" }, required: true },
         { name: "on_send_length", attach: { kind: "tp_btf" }, required: true },
         { name: "on_recv_length", attach: { kind: "tp_btf" }, required: true },
+        { name: "on_retransmit", attach: { kind: "tp_btf" }, required: false },
       ]
-    : [tp("on_send_length_tp", "sock", "sock_send_length", true), tp("on_recv_length_tp", "sock", "sock_recv_length", true)];
-  return [
-    tp("on_set_state", "sock", "inet_sock_set_state", true),
-    ...length,
-    tp("on_retransmit", "tcp", "tcp_retransmit_skb", false),
-    { name: "on_tcp_connect", attach: { kind: "kprobe", func: "tcp_connect" }, required: false },
-  ];
+    : [
+        tp("on_set_state_tp", "sock", "inet_sock_set_state", true),
+        tp("on_send_length_tp", "sock", "sock_send_length", true),
+        tp("on_recv_length_tp", "sock", "sock_recv_length", true),
+        tp("on_retransmit_tp", "tcp", "tcp_retransmit_skb", false),
+      ];
+  return [...family, { name: "on_tcp_connect", attach: { kind: "kprobe", func: "tcp_connect" }, required: false }];
 }
 
 const CAPTURED_SYSCALLS = ["read", "recvfrom", "readv", "write", "sendto", "writev"] as const;
@@ -55,16 +63,19 @@ export const HTTP_PROGRAMS: ProgramSpec[] = CAPTURED_SYSCALLS.flatMap((s) => [
 ]);
 
 export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEvent> {
+  const syscallCapture = o.http && o.httpCapture === "syscalls";
+  const socketStorage = (o.kernelBtf ?? existsSync(VMLINUX_BTF)) && !syscallCapture;
   return {
     name: "network",
     object: "network",
-    programs: [...lifecyclePrograms(o.kernelBtf ?? existsSync(VMLINUX_BTF)), ...(o.http && o.httpCapture === "syscalls" ? HTTP_PROGRAMS : [])],
+    programs: [...lifecyclePrograms(socketStorage), ...(syscallCapture ? HTTP_PROGRAMS : [])],
     ringBuffers: [
       { map: "conn_events", lostMap: "conn_events_lost", decode: decodeConnEvent },
       { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEvent },
     ],
-    constants: { self_tgid: o.selfPid, capture_http: !o.http ? CaptureMode.OFF : o.httpCapture === "syscalls" ? CaptureMode.SYSCALLS : CaptureMode.SOCKET, http_requests_per_second: o.httpExchangesPerSecond },
-    mapSizes: { conns: o.maxConnections },
+    constants: { self_tgid: o.selfPid, capture_http: !o.http ? CaptureMode.OFF : o.httpCapture === "syscalls" ? CaptureMode.SYSCALLS : CaptureMode.SOCKET, http_requests_per_second: o.httpExchangesPerSecond, max_conns: o.maxConnections },
+    // With per-socket storage (max_conns bounds it) the hash is left unused but by the optional kprobe: one entry.
+    mapSizes: { conns: socketStorage ? 1 : o.maxConnections },
   };
 }
 
