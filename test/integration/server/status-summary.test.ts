@@ -1,0 +1,77 @@
+/**
+ * GET /status reads the summaries the subsystems publish next to their views; its figures must be those of the
+ * full views (/status/ebpf, /status/export, /status/discovery) at the same instant. A view replaced without a
+ * summary (here a test's view) is summarised from the view itself, and withdrawing it brings back the defaults.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { VIEWS, type EbpfView } from "../../../src/status/model";
+import { spans } from "../export/harness";
+import { QUIET_CONFIG } from "../../helpers/agent-process";
+import { inProcessAgent, type InProcessAgent } from "../../helpers/in-process";
+import { json, waitUntil } from "../../helpers/wait";
+
+let a: InProcessAgent;
+beforeAll(async () => {
+  a = await inProcessAgent(QUIET_CONFIG);
+});
+afterAll(async () => {
+  await a?.stop();
+});
+
+async function get(path: string) {
+  const r = await a.request(path);
+  expect(r.status).toBe(200);
+  return json(r);
+}
+
+test("/status figures equal the full views' figures", async () => {
+  a.agent.ctx.pipeline.submit("traces", spans(7));
+  await waitUntil(() => a.agent.ctx.pipeline.accounting!().traces.exported === 7, { what: "7 spans exported" });
+  const [status, ebpf, exp, disc] = [await get("/status"), await get("/status/ebpf"), await get("/status/export"), await get("/status/discovery")];
+  expect(a.agent.status.summary(VIEWS.export)).toBeDefined();
+  expect(status.export).toEqual({
+    endpoint: exp.endpoint,
+    connected: exp.connected,
+    last_export: exp.last_export,
+    spans_exported: exp.queues.traces.exported,
+    metrics_exported: exp.queues.metrics.exported,
+  });
+  expect(status.export.spans_exported).toBe(7);
+  expect(status.ebpf).toEqual({
+    enabled: ebpf.enabled,
+    programs_loaded: ebpf.programs.filter((p: { id: number }) => p.id > 0).length,
+    maps_created: ebpf.maps.length,
+    ringbuf_size: ebpf.ringbuf.size,
+  });
+  expect(status.discovery).toEqual({
+    kubernetes: disc.kubernetes.enabled && disc.kubernetes.connected,
+    docker: disc.docker.enabled && disc.docker.connected,
+    pods_discovered: disc.kubernetes.pods_watched,
+    containers_discovered: disc.docker.containers,
+  });
+});
+
+test("a view replaced without a summary is summarised from the view; withdrawn, the defaults come back", async () => {
+  const fake: EbpfView = {
+    enabled: true,
+    programs: [
+      { name: "a", type: "kprobe", attached: true, id: 11 },
+      { name: "b", type: "kprobe", attached: false, id: 0, reason: "not loaded" },
+      { name: "c", type: "tracepoint", attached: true, id: 12 },
+    ],
+    maps: [
+      { name: "m1", type: "hash", entries: 1, max_entries: 8 },
+      { name: "m2", type: "ringbuf", entries: 0, max_entries: 0 },
+    ],
+    ringbuf: { size: 4096, events_received: 3, events_lost: 0 },
+  };
+  a.agent.status.provide(VIEWS.ebpf, () => fake);
+  try {
+    expect(a.agent.status.summary(VIEWS.ebpf)).toBeUndefined();
+    expect((await get("/status")).ebpf).toEqual({ enabled: true, programs_loaded: 2, maps_created: 2, ringbuf_size: 4096 });
+  } finally {
+    a.agent.status.withdraw(VIEWS.ebpf);
+  }
+  // No publisher left: the disabled defaults, never invented figures.
+  expect((await get("/status")).ebpf).toMatchObject({ enabled: false, programs_loaded: 0, maps_created: 0 });
+});
