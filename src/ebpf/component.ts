@@ -96,7 +96,7 @@ export class EbpfSetComponent<E> implements Component {
       return pump;
     });
     this.#core.record(spec.name, { programs: set.programs, loaded: set as LoadedSet<unknown>, pumps: this.#pumps as Array<RecordPump<unknown>> });
-    for (const p of this.#pumps) p.start();
+    for (const p of this.#pumps) p.start(this.#core.ticker);
     this.#def.onAttached?.(set);
     const notAttached = set.programs.filter((p) => !p.attached);
     for (const p of notAttached) host.logger.warn("optional eBPF program not attached", { program: p.name, type: p.type, reason: p.reason });

@@ -14,7 +14,7 @@ import { checkEnvironment, type EnvironmentProbe, type EnvironmentReport } from 
 import { FeatureProbes } from "./features";
 import { roundRingbufSize, type LoadedSet } from "./loader";
 import { ProcessTable } from "./process-table";
-import type { RecordPump } from "./pump";
+import { PollTicker, type RecordPump } from "./pump";
 import type { ProgramStatus } from "./spec";
 
 export const REFRESH_INTERVAL_MS = 2000;
@@ -53,6 +53,8 @@ interface MapView {
 
 export class EbpfCore {
   readonly processes: ProcessTable;
+  /** One poll timer for the ring and perf buffers of every set (wakeups do not grow with the number of rings). */
+  readonly ticker = new PollTicker();
   readonly #ctx: BaseContext;
   readonly #deps: EbpfDeps;
   readonly #sets = new Map<string, SetRecord>();

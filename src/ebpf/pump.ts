@@ -1,14 +1,21 @@
 /**
- * Drains one ring (or perf) buffer reader on the event loop without blocking it. A timer polls the reader; a
- * turn reads at most one batch, handing each record straight to the set's decoder and event handler
+ * Drains ring (or perf) buffer readers on the event loop without blocking it. One PollTicker per agent polls
+ * every pump from one timer, so the wakeups per second do not grow with the number of rings (each wakeup of
+ * the event loop costs Bun ~20-150 µs of CPU here: bench/ringbuf.ts, bench/findings.md). A poll reads at most
+ * one batch per pump, handing each record straight to the set's decoder and event handler
  * (RecordReader.consumeDecoded: no closure, try or counter update per record; counters move once per batch).
  * Batches are bounded by time: a batch holds as many records as the previous turns' cost per record fits in
- * TURN_BUDGET_MS (between MIN_ and MAX_RECORDS_PER_BATCH), and when a turn fills its batch the next one runs at
- * once (setImmediate) so other work interleaves. The poll interval follows the buffer size, so that at the
- * producer rate this machine reaches a ring is at most a third full between polls, and adapts: it halves while
- * polls find the ring more than a quarter full and grows back while they find it nearly empty. Each wakeup of
- * the event loop costs Bun ~75 µs of CPU here (bench/ringbuf.ts), so polling no more often than needed matters.
- * The pump ends when closed.
+ * TURN_BUDGET_MS (between MIN_ and MAX_RECORDS_PER_BATCH), and the pumps whose batch filled get another one at
+ * once (one setImmediate for all of them) so other work interleaves.
+ * Each pump's poll interval follows its buffer's size, so that at the producer rate this machine reaches a ring
+ * is at most a third full between polls, and adapts: it halves while polls find the ring more than a quarter
+ * full and grows back while they find it nearly empty. After IDLE_POLLS_BEFORE_STRETCH polls in a row found the
+ * ring nearly empty, it stretches to the time the peak producer takes to fill half the ring (33 ms for 16 MiB):
+ * a burst starting right after a poll then leaves the ring at most half full at the next one, which finds it
+ * busy and halves the interval, while the pump reads records ten times faster than the peak producer writes
+ * them (bench/ringbuf.ts: 20-30 ns per record read, against ~300 ns between records at 3.3M records/s). The ticker's timer runs at the shortest
+ * interval any pump wants, so one busy ring is polled as often as it needs and the others come along for free.
+ * The timer is one setInterval re-armed only when that interval changes: no timer, closure or promise per poll.
  */
 import type { ReaderBinding } from "./loader";
 
@@ -33,13 +40,27 @@ const SAFE_FILL_FRACTION = 1 / 3;
 const BUSY_FILL_FRACTION = 1 / 4;
 /** A poll finding less than this share pending lets the interval grow back (doubling) to its base. */
 const IDLE_FILL_FRACTION = 1 / 16;
+/** Share of the ring the peak producer may fill between two polls once the ring has been idle for a while. */
+const IDLE_SAFE_FILL_FRACTION = 1 / 2;
+/** Polls in a row finding the ring nearly empty (at its base interval) before the interval stretches. */
+export const IDLE_POLLS_BEFORE_STRETCH = 8;
 const MIN_POLL_INTERVAL_MS = 1;
 const MAX_POLL_INTERVAL_MS = 25;
+const MAX_IDLE_POLL_INTERVAL_MS = 50;
 
 /** Base poll interval for a buffer of `sizeBytes`: the time the peak producer takes to fill a third of it. */
 export function pollIntervalMs(sizeBytes: number): number {
   const fillMs = (sizeBytes * SAFE_FILL_FRACTION) / PEAK_PRODUCER_BYTES_PER_MS;
   return Math.max(MIN_POLL_INTERVAL_MS, Math.min(MAX_POLL_INTERVAL_MS, Math.floor(fillMs)));
+}
+
+/**
+ * Poll interval of a buffer of `sizeBytes` found idle for a while: the time the peak producer takes to fill half
+ * of it (never shorter than the base interval).
+ */
+export function idlePollIntervalMs(sizeBytes: number): number {
+  const fillMs = (sizeBytes * IDLE_SAFE_FILL_FRACTION) / PEAK_PRODUCER_BYTES_PER_MS;
+  return Math.max(pollIntervalMs(sizeBytes), Math.min(MAX_IDLE_POLL_INTERVAL_MS, Math.floor(fillMs)));
 }
 
 /** Records a batch may hold so that a turn costing `nsPerRecord` per record stays within TURN_BUDGET_MS. */
@@ -49,11 +70,18 @@ export function batchRecords(nsPerRecord: number): number {
   return Math.max(MIN_RECORDS_PER_BATCH, Math.min(MAX_RECORDS_PER_BATCH, fit));
 }
 
-/** Next poll interval from the current one and the share of the ring found pending at this poll. */
-export function nextPollIntervalMs(currentMs: number, baseMs: number, pendingFraction: number): number {
-  if (pendingFraction > BUSY_FILL_FRACTION) return Math.max(MIN_POLL_INTERVAL_MS, Math.floor(currentMs / 2));
-  if (pendingFraction < IDLE_FILL_FRACTION) return Math.min(baseMs, currentMs * 2);
-  return currentMs;
+/**
+ * Next poll interval from the current one and the share of the ring found pending at this poll: halved when
+ * busy; when nearly empty doubled back to the base, and stretched to `idleMs` once `idlePolls` polls in a row
+ * (this one included) found it so; back to the base as soon as a poll finds records there in some number.
+ */
+export function nextPollIntervalMs(currentMs: number, baseMs: number, pendingFraction: number, idleMs = baseMs, idlePolls = 0): number {
+  if (pendingFraction > BUSY_FILL_FRACTION) return Math.max(MIN_POLL_INTERVAL_MS, Math.floor(Math.min(currentMs, baseMs) / 2));
+  if (pendingFraction < IDLE_FILL_FRACTION) {
+    if (currentMs < baseMs) return Math.min(baseMs, currentMs * 2);
+    return idlePolls >= IDLE_POLLS_BEFORE_STRETCH ? idleMs : currentMs;
+  }
+  return Math.min(currentMs, baseMs);
 }
 
 export interface PumpCounters {
@@ -69,18 +97,120 @@ export interface PumpCounters {
   longestTurnMs: number;
 }
 
-export class RecordPump<E> {
+/** What the ticker polls: a RecordPump (tests may give fakes). */
+export interface Pollable {
+  /** Interval this pump wants until its next timed poll. */
+  readonly currentIntervalMs: number;
+  /** A timed poll: adapts the interval, reads a batch; true when the batch filled (more is waiting). */
+  poll(): boolean;
+  /** A follow-up batch right after one that filled; true when this one filled too. */
+  followUp(): boolean;
+}
+
+/**
+ * One timer for many pumps: every timed tick polls each pump once; the pumps whose batch filled get follow-up
+ * batches in one setImmediate chain. The timer is a setInterval at the shortest interval any pump wants,
+ * re-armed only when that changes, and stopped while no pump is added.
+ */
+export class PollTicker {
+  readonly #pumps: Pollable[] = [];
+  /** Pumps whose last batch filled, waiting for a follow-up. */
+  #more: Pollable[] = [];
+  #spare: Pollable[] = [];
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #timerMs = 0;
+  #immediate: ReturnType<typeof setImmediate> | undefined;
+  /** Timed ticks taken (for tests and benchmarks: wakeups of the event loop this ticker caused, follow-ups aside). */
+  ticks = 0;
+  readonly #onTimer = (): void => this.#tick();
+  readonly #onImmediate = (): void => this.#followUps();
+
+  /** Pumps polled by this ticker. */
+  get size(): number {
+    return this.#pumps.length;
+  }
+
+  /** Interval of the timer now (0 when stopped). */
+  get intervalMs(): number {
+    return this.#timerMs;
+  }
+
+  add(pump: Pollable): void {
+    if (this.#pumps.includes(pump)) return;
+    this.#pumps.push(pump);
+    this.#arm();
+  }
+
+  remove(pump: Pollable): void {
+    const i = this.#pumps.indexOf(pump);
+    if (i >= 0) this.#pumps.splice(i, 1);
+    const j = this.#more.indexOf(pump);
+    if (j >= 0) this.#more.splice(j, 1);
+    this.#arm();
+  }
+
+  #tick(): void {
+    this.ticks++;
+    const pumps = this.#pumps;
+    for (let i = 0; i < pumps.length; i++) {
+      const p = pumps[i]!;
+      if (p.poll() && !this.#more.includes(p)) this.#more.push(p);
+    }
+    this.#arm();
+    this.#scheduleFollowUps();
+  }
+
+  #followUps(): void {
+    this.#immediate = undefined;
+    const batch = this.#more;
+    this.#more = this.#spare;
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i]!;
+      if (this.#pumps.includes(p) && p.followUp() && !this.#more.includes(p)) this.#more.push(p);
+    }
+    batch.length = 0;
+    this.#spare = batch;
+    this.#scheduleFollowUps();
+  }
+
+  #scheduleFollowUps(): void {
+    if (this.#more.length > 0 && !this.#immediate) this.#immediate = setImmediate(this.#onImmediate);
+  }
+
+  /** (Re)starts the timer at the shortest interval a pump wants; stops everything when no pump is left. */
+  #arm(): void {
+    const pumps = this.#pumps;
+    let want = 0;
+    for (let i = 0; i < pumps.length; i++) {
+      const ms = pumps[i]!.currentIntervalMs;
+      if (want === 0 || ms < want) want = ms;
+    }
+    if (want === this.#timerMs) return;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = want > 0 ? setInterval(this.#onTimer, want) : undefined;
+    this.#timerMs = want;
+    if (want === 0 && this.#immediate) {
+      clearImmediate(this.#immediate);
+      this.#immediate = undefined;
+      this.#more.length = 0;
+    }
+  }
+}
+
+export class RecordPump<E> implements Pollable {
   readonly counters: PumpCounters = { received: 0, decodeErrors: 0, handlerErrors: 0, turns: 0, longestTurnMs: 0 };
   /** Base poll interval (the ring's size at the peak producer rate). */
   readonly intervalMs: number;
+  /** Interval once the ring was found nearly empty IDLE_POLLS_BEFORE_STRETCH polls in a row. */
+  readonly idleIntervalMs: number;
   /** Called after each batch with the records read (for the events metric; once per batch, not per record). */
   onBatch: ((count: number) => void) | undefined;
   /** Called after each timed turn with its wall time and the records it handed out (bench/ringbuf.ts's turn percentiles). */
   onTurn: ((ms: number, records: number) => void) | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #immediate: ReturnType<typeof setImmediate> | undefined;
+  #ticker: PollTicker | undefined;
   #closed = false;
   #currentIntervalMs: number;
+  #idlePolls = 0;
   #batchRecords = FIRST_BATCH_RECORDS;
   #failedInBatch = 0;
   #handlerErrorReported = false;
@@ -93,6 +223,7 @@ export class RecordPump<E> {
     readonly onError: (error: Error) => void,
   ) {
     this.intervalMs = pollIntervalMs(binding.sizeBytes);
+    this.idleIntervalMs = idlePollIntervalMs(binding.sizeBytes);
     this.#currentIntervalMs = this.intervalMs;
     this.#onEvent = onEvent;
     this.#onRecordError = (error) => {
@@ -118,9 +249,11 @@ export class RecordPump<E> {
     return this.#batchRecords;
   }
 
-  start(): void {
-    if (this.#closed || this.#timer || this.#immediate) return;
-    this.#schedule(false);
+  /** Starts polling on `ticker` (shared with other pumps), or on a ticker of its own. */
+  start(ticker: PollTicker = new PollTicker()): void {
+    if (this.#closed || this.#ticker) return;
+    this.#ticker = ticker;
+    ticker.add(this);
   }
 
   /** Reads at most one batch of what is available now (also used for a last drain before close). Returns records read. */
@@ -135,20 +268,22 @@ export class RecordPump<E> {
     return n;
   }
 
-  #schedule(more: boolean): void {
-    if (this.#closed) return;
-    if (more) this.#immediate = setImmediate(() => this.#tick(true));
-    else this.#timer = setTimeout(() => this.#tick(false), this.#currentIntervalMs);
+  poll(): boolean {
+    const reader = this.binding.reader;
+    if (reader.pendingBytes) {
+      const fraction = reader.pendingBytes() / this.binding.sizeBytes;
+      this.#idlePolls = fraction < IDLE_FILL_FRACTION ? this.#idlePolls + 1 : 0;
+      this.#currentIntervalMs = nextPollIntervalMs(this.#currentIntervalMs, this.intervalMs, fraction, this.idleIntervalMs, this.#idlePolls);
+    }
+    return this.#turn();
   }
 
-  #tick(followUp: boolean): void {
-    this.#timer = undefined;
-    this.#immediate = undefined;
-    const reader = this.binding.reader;
-    if (!followUp && reader.pendingBytes) {
-      const fraction = reader.pendingBytes() / this.binding.sizeBytes;
-      this.#currentIntervalMs = nextPollIntervalMs(this.#currentIntervalMs, this.intervalMs, fraction);
-    }
+  followUp(): boolean {
+    return this.#turn();
+  }
+
+  #turn(): boolean {
+    if (this.#closed) return false;
     const batch = this.#batchRecords;
     const t0 = performance.now();
     let n = 0;
@@ -162,15 +297,13 @@ export class RecordPump<E> {
     if (ms > this.counters.longestTurnMs) this.counters.longestTurnMs = ms;
     this.onTurn?.(ms, n);
     if (n >= MIN_TIMED_RECORDS) this.#batchRecords = batchRecords((ms * 1e6) / n);
-    this.#schedule(n >= batch);
+    return n >= batch;
   }
 
-  /** Stops polling. Idempotent; the reader itself is closed by its set. */
+  /** Stops polling (leaves its ticker). Idempotent; the reader itself is closed by its set. */
   close(): void {
     this.#closed = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    if (this.#immediate) clearImmediate(this.#immediate);
-    this.#timer = undefined;
-    this.#immediate = undefined;
+    this.#ticker?.remove(this);
+    this.#ticker = undefined;
   }
 }

@@ -5,7 +5,18 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { ReaderBinding } from "../../../src/ebpf/loader";
-import { batchRecords, MAX_RECORDS_PER_BATCH, MIN_RECORDS_PER_BATCH, nextPollIntervalMs, pollIntervalMs, RecordPump, TURN_BUDGET_MS } from "../../../src/ebpf/pump";
+import {
+  batchRecords,
+  IDLE_POLLS_BEFORE_STRETCH,
+  idlePollIntervalMs,
+  MAX_RECORDS_PER_BATCH,
+  MIN_RECORDS_PER_BATCH,
+  nextPollIntervalMs,
+  PollTicker,
+  pollIntervalMs,
+  RecordPump,
+  TURN_BUDGET_MS,
+} from "../../../src/ebpf/pump";
 import { FakeRing, record } from "./fake-ring";
 
 const decode = (v: DataView, o: number, len: number): number => {
@@ -102,6 +113,73 @@ describe("RecordPump", () => {
     expect(nextPollIntervalMs(5, 22, 0.01)).toBe(10);
     expect(nextPollIntervalMs(20, 22, 0)).toBe(22);
     expect(nextPollIntervalMs(22, 22, 0)).toBe(22);
+  });
+
+  test("idle stretch: after enough nearly-empty polls at the base, half the ring's fill time at the peak rate; busy or moderate polls bring it back", () => {
+    const size = 16 * 1024 * 1024;
+    // 16 MiB at 250 MB/s: half the ring in 33 ms (the base, a third, is 22 ms).
+    expect(idlePollIntervalMs(size)).toBe(33);
+    expect(idlePollIntervalMs(1 << 30)).toBe(50);
+    expect(idlePollIntervalMs(4096)).toBe(pollIntervalMs(4096));
+    expect(nextPollIntervalMs(22, 22, 0, 33, IDLE_POLLS_BEFORE_STRETCH - 1)).toBe(22);
+    expect(nextPollIntervalMs(22, 22, 0, 33, IDLE_POLLS_BEFORE_STRETCH)).toBe(33);
+    expect(nextPollIntervalMs(33, 22, 0, 33, IDLE_POLLS_BEFORE_STRETCH + 5)).toBe(33);
+    expect(nextPollIntervalMs(10, 22, 0, 33, IDLE_POLLS_BEFORE_STRETCH + 5)).toBe(20);
+    expect(nextPollIntervalMs(33, 22, 0.1, 33, 0)).toBe(22);
+    expect(nextPollIntervalMs(33, 22, 0.3, 33, 0)).toBe(11);
+  });
+
+  test("one ticker polls several pumps from one timer; each ring drained in full and in order, the interval is the shortest wanted", async () => {
+    const rings = [new FakeRing(1 << 24), new FakeRing(1 << 16), new FakeRing(1 << 16)];
+    const totals = [70_000, 500, 0];
+    rings.forEach((ring, r) => {
+      for (let i = 0; i < totals[r]!; i++) ring.push(record(i, 56));
+    });
+    const ticker = new PollTicker();
+    const next = [0, 0, 0];
+    let outOfOrder = 0;
+    const pumps = rings.map(
+      (ring, r) =>
+        new RecordPump(binding(ring), (e) => {
+          if (e !== next[r]) outOfOrder++;
+          next[r] = e + 1;
+        }, (e) => {
+          throw e;
+        }),
+    );
+    for (const p of pumps) p.start(ticker);
+    expect(ticker.size).toBe(3);
+    expect(ticker.intervalMs).toBe(Math.min(...pumps.map((p) => p.intervalMs)));
+    await until(() => pumps.every((p, r) => p.counters.received === totals[r]), "all records of every ring");
+    expect(outOfOrder).toBe(0);
+    // The big ring needed follow-ups (70,000 records > one batch); every pump was polled at each timed tick.
+    expect(pumps[0]!.counters.turns).toBeGreaterThan(pumps[2]!.counters.turns);
+    expect(pumps[2]!.counters.turns).toBeGreaterThanOrEqual(ticker.ticks);
+    rings[1]!.push(record(500, 56));
+    await until(() => pumps[1]!.counters.received === 501, "a record written later");
+    for (const p of pumps) p.close();
+    expect(ticker.size).toBe(0);
+    expect(ticker.intervalMs).toBe(0);
+    const ticks = ticker.ticks;
+    rings[2]!.push(record(0, 56));
+    await Bun.sleep(pumps[2]!.intervalMs * 3);
+    expect(ticker.ticks).toBe(ticks);
+    expect(pumps[2]!.counters.received).toBe(0);
+  });
+
+  test("a ring left idle stretches its interval, and the ticker's timer follows it", async () => {
+    const ring = new FakeRing(1 << 21);
+    const pump = new RecordPump(binding(ring), () => {}, (e) => {
+      throw e;
+    });
+    // A small ring so the intervals are short: base 2 ms at 2 MiB, 4 ms once stretched.
+    expect([pump.intervalMs, pump.idleIntervalMs]).toEqual([2, 4]);
+    const ticker = new PollTicker();
+    pump.start(ticker);
+    await until(() => pump.counters.turns > IDLE_POLLS_BEFORE_STRETCH, "idle polls");
+    expect(pump.currentIntervalMs).toBe(pump.idleIntervalMs);
+    expect(ticker.intervalMs).toBe(pump.idleIntervalMs);
+    pump.close();
   });
 
   test("batch size: as many records as fit the turn budget at the measured cost, within bounds", () => {
