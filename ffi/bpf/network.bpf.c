@@ -820,7 +820,11 @@ int on_retransmit_tp(struct tp_tcp_retransmit *ctx)
   return 0;
 }
 
-/* Optional precision where kprobes exist: the owner of a connect, read in the connecting task itself. */
+/*
+ * Optional precision where kprobes exist: the owner of a connect, read in the connecting task itself, for entries
+ * in the `conns` hash (the classic family; kprobes cannot reach per-socket storage, and SYN_SENT already records
+ * the owner in both families).
+ */
 SEC("kprobe/tcp_connect")
 int BPF_KPROBE(on_tcp_connect, struct sock *sk)
 {
