@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-export const BINARY = resolve(import.meta.dir, "../../dist/svc-agent");
+export const BINARY = process.env.SVC_BENCH_BINARY ?? resolve(import.meta.dir, "../../dist/svc-agent");
 
 export interface BenchAgent {
   url: string;
