@@ -42,6 +42,11 @@ interface BinarySymbols {
   segments: LoadSegment[];
   table: SymbolTable;
   buildId: string;
+  /**
+   * Resolved frames by virtual address * 2 + back, shared by every process mapping this binary: a library's frame
+   * is one object whichever process it is seen in (new processes cost no lookups; the exporter interns by object).
+   */
+  frames: Map<number, ProfileFrame>;
 }
 
 /** Counters of what symbolization found (tests and logs). */
@@ -175,10 +180,19 @@ export class Symbolizer {
       const fileOffset = addr - m.start + m.offset;
       if (bin) {
         const vaddr = fileOffsetToVaddr(bin.segments, fileOffset);
+        const key = vaddr === undefined ? -1 : vaddr * 2 + back;
+        const known = bin.frames.get(key);
+        if (known && known.binary === m.path) {
+          this.stats.framesResolved++;
+          return { frame: known, stable: true };
+        }
         const name = vaddr === undefined ? undefined : bin.table.lookup(vaddr - back);
         if (name !== undefined) {
           this.stats.framesResolved++;
-          return { frame: { function: name, address: BigInt(vaddr!), binary: m.path }, stable: true };
+          const frame: ProfileFrame = { function: name, address: BigInt(vaddr!), binary: m.path };
+          if (bin.frames.size >= MAX_CACHED_FRAMES) bin.frames.clear();
+          bin.frames.set(key, frame);
+          return { frame, stable: true };
         }
       }
       this.stats.framesUnresolved++;
@@ -238,7 +252,7 @@ export class Symbolizer {
       try {
         using elf = new ElfFile(path);
         const cached = elf.info.buildId ? this.#byBuildId.get(elf.info.buildId) : undefined;
-        loaded = cached ?? { segments: elf.info.segments, table: elf.symbols(), buildId: elf.info.buildId };
+        loaded = cached ?? { segments: elf.info.segments, table: elf.symbols(), buildId: elf.info.buildId, frames: new Map() };
         if (!cached) {
           this.stats.binariesLoaded++;
           if (loaded.buildId) this.#byBuildId.set(loaded.buildId, loaded);

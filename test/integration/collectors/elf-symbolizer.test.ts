@@ -72,6 +72,8 @@ describe("Symbolizer over a fake /proc", () => {
     expect(frames.map((f) => f.function)).toEqual(["burn_cpu_in_known_function", "main"]);
     expect(frames[0]!.binary).toBe("/opt/app/prog");
     expect(s.userFrames(102, [burn])[0]!.function).toBe("burn_cpu_in_known_function");
+    // Another process mapping the same binary gets the same frame object (the exporter interns frames by object).
+    expect(s.userFrames(102, [burn])[0]).toBe(frames[0]!);
     expect(s.stats.binariesLoaded).toBe(1);
     const unknown = s.userFrames(101, [0x1234]);
     expect(unknown[0]!.function).toBe("[unknown] 0x1234");
@@ -109,6 +111,7 @@ describe("Symbolizer over a fake /proc", () => {
     expect(s.userFrames(103, [burn])[0]!.function).toBe(`[unknown] 0x${burn.toString(16)}`);
     const again = s.userFrames(103, [moved + nm(bin, "burn_cpu_in_known_function") + 4])[0]!;
     expect(again.function).toBe("burn_cpu_in_known_function");
-    expect(again).not.toBe(first);
+    // Same binary, same virtual address: the one frame object of that binary (shared by processes and mappings).
+    expect(again).toBe(first);
   });
 });
