@@ -10,10 +10,14 @@
  */
 import { report, type BenchRow } from "./lib/report";
 import { startAgent, startReceiver } from "./lib/agent";
-import { wrkRps } from "./lib/wrk";
+import { pinProcess, wrkRps } from "./lib/wrk";
 import { readFileSync } from "node:fs";
 
 const SECONDS = Number(process.argv[process.argv.indexOf("--seconds") + 1]) || 3;
+const ROUNDS = process.argv.includes("--rounds") ? Number(process.argv[process.argv.indexOf("--rounds") + 1]) || 3 : 3;
+/** CPU of wrk and CPU of the servers (undefined: no pinning on a single core). */
+const [WRK_CPU, SERVER_CPU] = navigator.hardwareConcurrency >= 2 ? [0, 1] : [undefined, undefined];
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const PATHS = [
   { path: "/healthz", target: 0.8 },
   { path: "/status", target: 0.8 },
@@ -48,7 +52,7 @@ function cpuSeconds(pid: number): number {
 /** Requests/s of a wrk run against `url`, and the CPU microseconds per request of the server process `pid`. */
 async function measure(url: string, pid: number): Promise<{ rps: number; cpuUs: number }> {
   const c0 = cpuSeconds(pid);
-  const rps = await wrkRps(url, { seconds: SECONDS });
+  const rps = await wrkRps(url, { seconds: SECONDS, cpu: WRK_CPU });
   return { rps, cpuUs: ((cpuSeconds(pid) - c0) * 1e6) / (rps * SECONDS) };
 }
 
@@ -77,16 +81,25 @@ try {
   const reader = raw2.stdout.getReader();
   const first = new TextDecoder().decode((await reader.read()).value);
   const rawUrl = `http://127.0.0.1:${Number(first.trim())}`;
+  if (SERVER_CPU !== undefined) for (const pid of [agent.pid, raw2.pid]) pinProcess(pid, SERVER_CPU);
 
   const rows: BenchRow[] = [];
   const cpuNotes: string[] = [];
   for (const { path, target } of PATHS) {
-    await wrkRps(agent.url + path, { seconds: 1 }); // warm-up (JIT)
-    await wrkRps(rawUrl + path, { seconds: 1 });
-    const agentRun = await measure(agent.url + path, agent.pid);
-    const rawRun = await measure(rawUrl + path, raw2.pid);
-    const [a, b] = [agentRun.rps, rawRun.rps];
-    cpuNotes.push(`${path}: ${agentRun.cpuUs.toFixed(1)} us CPU per request (agent) vs ${rawRun.cpuUs.toFixed(1)} (raw), ratio ${(rawRun.cpuUs / agentRun.cpuUs).toFixed(2)}`);
+    await wrkRps(agent.url + path, { seconds: 1, cpu: WRK_CPU }); // warm-up (JIT)
+    await wrkRps(rawUrl + path, { seconds: 1, cpu: WRK_CPU });
+    const agentRuns: Array<{ rps: number; cpuUs: number }> = [];
+    const rawRuns: Array<{ rps: number; cpuUs: number }> = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      agentRuns.push(await measure(agent.url + path, agent.pid));
+      rawRuns.push(await measure(rawUrl + path, raw2.pid));
+    }
+    const [a, b] = [median(agentRuns.map((x) => x.rps)), median(rawRuns.map((x) => x.rps))];
+    const [aCpu, bCpu] = [median(agentRuns.map((x) => x.cpuUs)), median(rawRuns.map((x) => x.cpuUs))];
+    cpuNotes.push(
+      `${path}: requests/s per round agent ${agentRuns.map((x) => Math.round(x.rps)).join(", ")}, raw ${rawRuns.map((x) => Math.round(x.rps)).join(", ")}; ` +
+        `${aCpu.toFixed(1)} us CPU per request (agent) vs ${bCpu.toFixed(1)} (raw), ratio ${(bCpu / aCpu).toFixed(2)}`,
+    );
     rows.push({
       name: `GET ${path}`,
       agent: a,
@@ -99,9 +112,13 @@ try {
   }
   raw2.kill();
   report({
-    bench: "http: self-telemetry interface vs raw Bun.serve (wrk -t1 -c32, loopback)",
+    bench: "http: self-telemetry interface vs raw Bun.serve (wrk -t1 -c32, loopback, medians)",
     rows,
-    notes: [`${SECONDS}s per measurement after a 1s warm-up; agent and raw server each a separate process`, ...cpuNotes],
+    notes: [
+      `${SECONDS}s per measurement after a 1s warm-up, ${ROUNDS} rounds alternating agent and raw, medians; agent and raw server each a separate process` +
+        (SERVER_CPU === undefined ? "" : `; wrk pinned to CPU ${WRK_CPU}, both servers (all threads) to CPU ${SERVER_CPU}`),
+      ...cpuNotes,
+    ],
   });
 } finally {
   await agent.stop();

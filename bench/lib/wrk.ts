@@ -1,6 +1,6 @@
 /** Runs wrk against a URL and returns requests per second (loopback only). */
-export async function wrkRps(url: string, options: { seconds?: number; connections?: number; headers?: Record<string, string> } = {}): Promise<number> {
-  const args = ["wrk", "-t1", `-c${options.connections ?? 32}`, `-d${options.seconds ?? 3}s`];
+export async function wrkRps(url: string, options: { seconds?: number; connections?: number; headers?: Record<string, string>; cpu?: number } = {}): Promise<number> {
+  const args = [...(options.cpu === undefined ? [] : ["taskset", "-c", String(options.cpu)]), "wrk", "-t1", `-c${options.connections ?? 32}`, `-d${options.seconds ?? 3}s`];
   for (const [k, v] of Object.entries(options.headers ?? {})) args.push("-H", `${k}: ${v}`);
   args.push(url);
   const p = Bun.spawn(args, { stdout: "pipe", stderr: "pipe" });
@@ -11,4 +11,11 @@ export async function wrkRps(url: string, options: { seconds?: number; connectio
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
   if (non2xx) throw new Error(`wrk saw ${non2xx[1]} non-2xx answers from ${url}`);
   return Number(m[1]);
+}
+
+/** Pins every thread of process `pid` to `cpu` (taskset -a), so a server under test and the load generator do not
+ * trade places between the cores from one measurement to the next. */
+export function pinProcess(pid: number, cpu: number): void {
+  const r = Bun.spawnSync(["taskset", "-a", "-p", "-c", String(cpu), String(pid)], { stdout: "ignore", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`taskset -a -p -c ${cpu} ${pid}: ${r.stderr.toString().trim()}`);
 }
