@@ -187,6 +187,16 @@ export class OtlpPipeline implements TelemetryPipeline {
     }
   }
 
+  /** `item` encoded, or undefined when it cannot be (logged once per call: `warn` for the first failure). */
+  #encodeOrWarn(signal: Signal, item: unknown, warn: boolean): EncodedItem | undefined {
+    try {
+      return this.#encoder.encode(signal, item);
+    } catch (e) {
+      if (warn) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
+      return undefined;
+    }
+  }
+
   submit(signal: Signal, items: readonly unknown[]): number {
     const lane = this.#lanes[signal];
     if (!lane || items.length === 0) return 0;
@@ -203,12 +213,9 @@ export class OtlpPipeline implements TelemetryPipeline {
     let diskFull = 0;
     let invalid = 0;
     for (const item of items) {
-      let encoded: EncodedItem;
-      try {
-        encoded = this.#encoder.encode(signal, item);
-      } catch (e) {
+      const encoded = this.#encodeOrWarn(signal, item, invalid === 0);
+      if (!encoded) {
         invalid++;
-        if (invalid === 1) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
         continue;
       }
       // After a disk_full the rest of the call is refused too, so that what was accepted is a prefix.
@@ -235,11 +242,9 @@ export class OtlpPipeline implements TelemetryPipeline {
     let tooBig = 0;
     let invalid = 0;
     for (const item of items) {
-      let encoded: EncodedItem;
-      try {
-        encoded = this.#encoder.encode(signal, item);
-      } catch (e) {
-        if (++invalid === 1) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
+      const encoded = this.#encodeOrWarn(signal, item, invalid === 0);
+      if (!encoded) {
+        invalid++;
         taken++;
         continue;
       }
