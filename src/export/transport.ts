@@ -9,7 +9,7 @@ import { checkServerIdentity } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import type { OtlpConfig, Signal } from "./config";
 import { installGzipLevel } from "./gzip-filter";
-import { connectionRefused, directConnection } from "./refusal-probe";
+import { connectionRefused, directConnection, endpointAddress } from "./refusal-probe";
 import { RETRYABLE_CODES, type ExportOutcome } from "./outcome";
 import { SERVICES, otlpType } from "./schema";
 
@@ -85,7 +85,7 @@ export class GrpcTransport implements Transport {
   constructor(o: TransportOptions) {
     const otlp = o.otlp;
     let creds: grpc.ChannelCredentials;
-    const host = otlp.endpoint.slice(0, otlp.endpoint.lastIndexOf(":")).replace(/^\[|\]$/g, "");
+    const host = endpointAddress(otlp.endpoint)?.host ?? "";
     const ipHost = !otlp.insecure && !otlp.tls.server_name && isIP(host) !== 0;
     if (otlp.insecure) creds = grpc.credentials.createInsecure();
     else {
