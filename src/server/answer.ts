@@ -27,15 +27,37 @@ function onlySecurityHeaders(headers: AnswerSet["headers"]): boolean {
  * A writer of `schema`'s answers: `(set, status, body) => Response`. With `check` (tests) the body is checked
  * against the schema first (a mismatch is a 500 through the interface's error handler), as Elysia checks plain bodies.
  */
-export function jsonAnswer<T extends TSchema>(schema: T, check: boolean): (set: AnswerSet, status: number, body: Static<T>) => Response {
+export function jsonAnswer<T extends TSchema>(
+  schema: T,
+  check: boolean,
+  figures?: (body: Static<T>, out: unknown[]) => void,
+): (set: AnswerSet, status: number, body: Static<T>) => Response {
   const checker = check ? TypeCompiler.Compile(schema) : undefined;
+  // With `figures` (a writer of every leaf of the body, in a fixed order): the previous text and its leaves. An
+  // answer whose leaves are all identical to the previous one's reuses its text instead of serialising again.
+  let previous: unknown[] = [];
+  let scratch: unknown[] = [];
+  let previousText: string | undefined;
   return (set, status, body) => {
     if (checker && !checker.Check(body)) {
       const problems = [...checker.Errors(body)].map((e) => `${e.path} ${e.message}`).join("; ");
       throw new Error(`answer does not match its schema: ${problems}`);
     }
-    return answerResponse(set, status, JSON.stringify(body), JSON_CONTENT_TYPE);
+    if (!figures) return answerResponse(set, status, JSON.stringify(body), JSON_CONTENT_TYPE);
+    scratch.length = 0;
+    figures(body, scratch);
+    if (previousText === undefined || !sameFigures(previous, scratch)) {
+      previousText = JSON.stringify(body);
+      [previous, scratch] = [scratch, previous];
+    }
+    return answerResponse(set, status, previousText, JSON_CONTENT_TYPE);
   };
+}
+
+function sameFigures(a: unknown[], b: unknown[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**

@@ -137,10 +137,23 @@ export function statusBody(deps: ServerDeps): StatusBody {
   };
 }
 
+/**
+ * Every leaf of a /status body in a fixed order (for jsonAnswer: an answer with the same leaves reuses the
+ * previous text). A field added to StatusBody must be added here: the status route test compares the answer with
+ * JSON.stringify of a freshly built body after each figure changes.
+ */
+export function statusFigures(b: StatusBody, out: unknown[]): void {
+  out.push(b.version, b.commit, b.built, b.uptime, b.mode, b.host.name, b.host.os, b.host.arch, b.host.kernel);
+  out.push(b.ebpf.enabled, b.ebpf.programs_loaded, b.ebpf.maps_created, b.ebpf.ringbuf_size);
+  out.push(b.profiling.enabled, b.profiling.sample_rate, b.profiling.profiles_collected);
+  out.push(b.export.endpoint, b.export.connected, b.export.last_export, b.export.spans_exported, b.export.metrics_exported);
+  out.push(b.discovery.kubernetes, b.discovery.docker, b.discovery.pods_discovered, b.discovery.containers_discovered);
+}
+
 const errors = COMMON_ERRORS;
 
 export function statusRoutes(deps: ServerDeps, prefix = "", check = true) {
-  const status = jsonAnswer(StatusSchema, check);
+  const status = jsonAnswer(StatusSchema, check, statusFigures);
   const ebpf = jsonAnswer(EbpfViewSchema, check);
   const exp = jsonAnswer(ExportViewSchema, check);
   const discovery = jsonAnswer(DiscoveryViewSchema, check);

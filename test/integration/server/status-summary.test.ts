@@ -4,6 +4,10 @@
  * summary (here a test's view) is summarised from the view itself, and withdrawing it brings back the defaults.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import type { TSchema } from "@sinclair/typebox";
+import { createServer } from "../../../src/server/app";
+import { StatusSchema } from "../../../src/server/model";
+import { statusBody, statusFigures } from "../../../src/server/routes/status";
 import { VIEWS, type EbpfView } from "../../../src/status/model";
 import { spans } from "../export/harness";
 import { QUIET_CONFIG } from "../../helpers/agent-process";
@@ -74,4 +78,32 @@ test("a view replaced without a summary is summarised from the view; withdrawn, 
   }
   // No publisher left: the disabled defaults, never invented figures.
   expect((await get("/status")).ebpf).toMatchObject({ enabled: false, programs_loaded: 0, maps_created: 0 });
+});
+
+test("statusFigures lists every leaf of the /status schema, in order (reused text depends on it)", async () => {
+  const body = await get("/status");
+  const leaves: unknown[] = [];
+  const walk = (schema: TSchema, value: unknown) => {
+    const props = (schema as { properties?: Record<string, TSchema> }).properties;
+    if (!props) return void leaves.push(value);
+    for (const [k, s] of Object.entries(props)) walk(s, (value as Record<string, unknown>)[k]);
+  };
+  walk(StatusSchema, body);
+  const figures: unknown[] = [];
+  statusFigures(body, figures);
+  expect(figures).toEqual(leaves);
+});
+
+test("/status text is reused only while every figure is unchanged, in the listener's mode too", async () => {
+  for (const app of [undefined, createServer(a.deps, { checkAnswers: false })]) {
+    const request = (p: string) => (app ? app.handle(new Request(`http://localhost${p}`)) : a.request(p));
+    const before = await (await request("/status")).text();
+    expect(await (await request("/status")).text()).toBe(before);
+    const exported = a.agent.ctx.pipeline.accounting!().traces.exported;
+    a.agent.ctx.pipeline.submit("traces", spans(3));
+    await waitUntil(() => a.agent.ctx.pipeline.accounting!().traces.exported === exported + 3, { what: "3 more spans exported" });
+    const after = await (await request("/status")).text();
+    expect(JSON.parse(after).export.spans_exported).toBe(JSON.parse(before).export.spans_exported + 3);
+    expect(after).toBe(JSON.stringify(statusBody(a.deps)));
+  }
 });
