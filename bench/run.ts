@@ -50,7 +50,7 @@ const PLANS: Plan[] = [
   { name: "footprint", args: ["--idle", "15", "--load", "15", "--starts", "3"], quickArgs: ["--idle", "2", "--load", "3", "--starts", "1", "--settle", "1"], timeoutS: 150, root: true },
   { name: "scaling", args: [], quickArgs: ["--min-ms", "50", "--series", "1000,10000"], timeoutS: 60 },
   { name: "http", args: ["--seconds", "2", "--rounds", "3"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 90 },
-  { name: "export", args: ["--spans", "100000", "--rounds", "3"], quickArgs: ["--spans", "10000", "--rounds", "1"], timeoutS: 90 },
+  { name: "export", args: ["--spans", "100000", "--rounds", "5"], quickArgs: ["--spans", "10000", "--rounds", "1"], timeoutS: 90 },
   { name: "scaling-export", args: ["--spans", "30000"], quickArgs: ["--spans", "5000", "--batches", "64,512,4096"], timeoutS: 60 },
   { name: "ringbuf", args: ["--ms", "2000"], quickArgs: ["--ms", "500"], timeoutS: 60, root: true },
   { name: "discovery", args: [], quickArgs: ["--sizes", "10,1000"], timeoutS: 90 },
