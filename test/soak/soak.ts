@@ -3,6 +3,7 @@
  *
  *   bun run build && bun test/soak/soak.ts                 # one hour (the issue's soak)
  *   bun test/soak/soak.ts --minutes 5                      # a short one
+ *   bun test/soak/soak.ts --profiles /tmp/heaps            # also save a heap profile every 5 min
  *
  * Runs as root (eBPF). Steady load for the whole run: HTTP requests to a local server every few ms (traced by
  * the eBPF network program: spans and connection metrics), log lines appended to a tailed file, short-lived
@@ -22,6 +23,7 @@ import { spawnAgent } from "../helpers/agent-process";
 
 const args = process.argv.slice(2);
 const MINUTES = Number(args[args.indexOf("--minutes") + 1] || 60) || 60;
+const PROFILE_DIR = args.includes("--profiles") ? args[args.indexOf("--profiles") + 1] : undefined;
 const RUN_MS = MINUTES * 60_000;
 const WARMUP_MS = Math.max(60_000, RUN_MS * 0.1);
 const SAMPLE_EVERY_MS = 10_000;
@@ -159,7 +161,16 @@ while (performance.now() - started < RUN_MS) {
   await (await fetch(`${agent.url}/debug/pprof/heap?gc=1`)).arrayBuffer();
   const s = { t: Math.round((performance.now() - started) / 1000), raw, rss: rssKiB(pid), fds: fds(pid) };
   samples.push(s);
-  console.log(`t=${s.t}s rss=${s.raw} KiB, after gc ${s.rss} KiB fds=${s.fds} http=${httpRequests} lines=${linesWritten} scrapes=${scrapes} reloads=${reloads} sighups=${sighups} received spans=${received.spans} metrics=${received.metrics} logs=${received.logs}`);
+  // The JavaScript heap beside RSS: a heap that stays flat while RSS moves points at allocator retention, a
+  // growing heap or object count at a leak. With --profiles <dir>, a heap profile (object counts by type) is
+  // saved every 5 min, for `go tool pprof -top -diff_base <early> <late>`.
+  const mem = ((await (await fetch(`${agent.url}/debug/vars`)).json()) as { memstats: Record<string, number> }).memstats;
+  const kib = (b: number | undefined) => Math.round((b ?? 0) / 1024);
+  console.log(`t=${s.t}s rss=${s.raw} KiB, after gc ${s.rss} KiB heap=${kib(mem.HeapAlloc)} KiB objects=${mem.HeapObjects} extra=${kib(mem.ExternalAlloc)} KiB arraybuffers=${kib(mem.ArrayBuffers)} KiB fds=${s.fds} http=${httpRequests} lines=${linesWritten} scrapes=${scrapes} reloads=${reloads} sighups=${sighups} received spans=${received.spans} metrics=${received.metrics} logs=${received.logs}`);
+  if (PROFILE_DIR && samples.length % 30 === 0) {
+    const file = join(PROFILE_DIR, `heap-${String(s.t).padStart(5, "0")}s.pb.gz`);
+    writeFileSync(file, new Uint8Array(await (await fetch(`${agent.url}/debug/pprof/heap`)).arrayBuffer()));
+  }
 }
 stop = true;
 await Promise.all(loops);
