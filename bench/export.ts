@@ -14,28 +14,16 @@
  *
  * Usage: bun bench/export.ts [--spans N] [--rounds R] [--agent-only] [--compression none] [--level N]   (--agent-only: skip the SDK, e.g. to profile)
  */
-import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { SpanKind as OtelSpanKind, SpanStatusCode } from "@opentelemetry/api";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { loadConfig } from "../src/config/load";
-import { grpcTransportFor } from "../src/export/component";
-import { SpanKind, StatusCode, type SpanItem } from "../src/export/model";
-import { OtlpPipeline } from "../src/export/pipeline";
-import { Logger } from "../src/log/logger";
-import { AgentMetrics } from "../src/telemetry/metrics";
-import { TaskRegistry } from "../src/telemetry/tasks";
+import { agentSpans, runPipeline, runSdk, sdkSpans, type SideRun } from "./lib/export-sides";
 
 const DEFAULT_SPANS = 200_000;
 const DEFAULT_ROUNDS = 3;
 /** Unmeasured runs of each side before the measured rounds. */
 const WARMUP_RUNS = 5;
 const BATCH_SIZE = 512;
-const SUBMIT_CHUNK = 1_000;
-const FLUSH_TIMEOUT_MS = 120_000;
-const NS_PER_MS = 1_000_000n;
 const CLOCK_TICKS_PER_SECOND = 100;
 
 /** `--compression none` measures without gzip (both sides); the target is with gzip. */
@@ -44,18 +32,21 @@ const COMPRESSION: "gzip" | "none" = process.argv.includes("--compression") && p
 /** The pipeline's gzip level (otlp.compression_level); undefined: the configuration's default. */
 const LEVEL: number | undefined = process.argv.includes("--level") ? Number(process.argv[process.argv.indexOf("--level") + 1]) : undefined;
 
+/** Both sides' settings: the pipeline's gzip level is LEVEL or the configuration's default. */
+const SIDE = { batch: BATCH_SIZE, compression: COMPRESSION, level: LEVEL };
+
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 }
 
-/** Starts the receiver in a child process; resolves with its port and a function giving the spans it has counted. */
 /** CPU seconds used so far by process `pid` (utime + stime from /proc, in clock ticks of 1/100 s). */
 function processCpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
 }
 
+/** Starts the receiver in a child process; resolves with its port and a function giving the spans it has counted. */
 async function startReceiver(): Promise<{ port: number; received: () => number; cpuSeconds: () => number; stop: () => Promise<void> }> {
   const proc = Bun.spawn([process.execPath, resolve(import.meta.dir, "../src/main.ts"), "receive", "--listen", "127.0.0.1:0"], {
     stdout: "pipe",
@@ -90,127 +81,10 @@ async function startReceiver(): Promise<{ port: number; received: () => number; 
   };
 }
 
-const ATTRIBUTE_KEYS = ["http.request.method", "url.path", "http.response.status_code", "server.address", "network.peer.port"];
-
-function agentSpans(n: number): SpanItem[] {
-  const start = BigInt(Date.now()) * NS_PER_MS;
-  const out: SpanItem[] = [];
-  for (let i = 0; i < n; i++) {
-    const traceId = new Uint8Array(16);
-    const spanId = new Uint8Array(8);
-    crypto.getRandomValues(traceId);
-    crypto.getRandomValues(spanId);
-    out.push({
-      traceId,
-      spanId,
-      name: "GET /api/orders",
-      kind: SpanKind.SERVER,
-      startTimeUnixNano: start + BigInt(i) * 1000n,
-      endTimeUnixNano: start + BigInt(i) * 1000n + 2_500_000n,
-      attributes: {
-        [ATTRIBUTE_KEYS[0]!]: "GET",
-        [ATTRIBUTE_KEYS[1]!]: "/api/orders",
-        [ATTRIBUTE_KEYS[2]!]: 200,
-        [ATTRIBUTE_KEYS[3]!]: "orders.internal",
-        [ATTRIBUTE_KEYS[4]!]: 40000 + (i % 1000),
-      },
-      status: { code: StatusCode.OK },
-    });
-  }
-  return out;
-}
-
-function sdkSpans(n: number): ReadableSpan[] {
-  const collected: ReadableSpan[] = [];
-  const provider = new BasicTracerProvider({
-    resource: resourceFromAttributes({ "service.name": "svc-agent-bench" }),
-    spanProcessors: [{ onStart() {}, onEnd: (s: ReadableSpan) => void collected.push(s), forceFlush: async () => {}, shutdown: async () => {} }],
-  });
-  const tracer = provider.getTracer("bench");
-  for (let i = 0; i < n; i++) {
-    const span = tracer.startSpan("GET /api/orders", {
-      kind: OtelSpanKind.SERVER,
-      attributes: {
-        [ATTRIBUTE_KEYS[0]!]: "GET",
-        [ATTRIBUTE_KEYS[1]!]: "/api/orders",
-        [ATTRIBUTE_KEYS[2]!]: 200,
-        [ATTRIBUTE_KEYS[3]!]: "orders.internal",
-        [ATTRIBUTE_KEYS[4]!]: 40000 + (i % 1000),
-      },
-    });
-    span.setStatus({ code: SpanStatusCode.OK });
-    span.end();
-  }
-  return collected;
-}
-
-interface Figures {
-  spans: number;
-  seconds: number;
-  cpuSeconds: number;
+/** A side's run, with the receiver's CPU over it. */
+interface Figures extends SideRun {
   /** CPU seconds the receiver process used meanwhile. */
   receiverCpuSeconds?: number;
-}
-
-function measure<T>(fn: () => Promise<T>): Promise<{ seconds: number; cpuSeconds: number; value: T }> {
-  const cpu0 = process.cpuUsage();
-  const t0 = performance.now();
-  return fn().then((value) => {
-    const seconds = (performance.now() - t0) / 1000;
-    const cpu = process.cpuUsage(cpu0);
-    return { seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6, value };
-  });
-}
-
-async function runAgent(port: number, spans: SpanItem[]): Promise<Figures> {
-  const base = loadConfig(undefined, {}).config;
-  const config = {
-    ...base,
-    otlp: { ...base.otlp, endpoint: `127.0.0.1:${port}`, compression: COMPRESSION, compression_level: LEVEL ?? base.otlp.compression_level },
-    queues: { ...base.queues, traces: { ...base.queues.traces, capacity: spans.length, mem_limit: "2GiB", batch_size: BATCH_SIZE } },
-  };
-  const pipeline = new OtlpPipeline({ config, metrics: new AgentMetrics("bench", new TaskRegistry()), logger: new Logger({ level: "error" }) });
-  pipeline.setTransport(grpcTransportFor(config));
-  await pipeline.flush(1000);
-  const r = await measure(async () => {
-    for (let i = 0; i < spans.length; i += SUBMIT_CHUNK) pipeline.submit("traces", spans.slice(i, i + SUBMIT_CHUNK));
-    return await pipeline.flush(FLUSH_TIMEOUT_MS);
-  });
-  const acc = pipeline.accounting().traces;
-  await pipeline.shutdown(AbortSignal.timeout(5000));
-  if (acc.exported !== spans.length) throw new Error(`agent exported ${acc.exported} of ${spans.length} (dropped ${acc.droppedTotal})`);
-  return { spans: acc.exported, seconds: r.seconds, cpuSeconds: r.cpuSeconds };
-}
-
-async function runSdk(port: number, spans: ReadableSpan[]): Promise<Figures> {
-  const exporter = new OTLPTraceExporter({ url: `http://127.0.0.1:${port}`, compression: COMPRESSION as never });
-  const bsp = new BatchSpanProcessor(exporter, {
-    maxQueueSize: spans.length,
-    maxExportBatchSize: BATCH_SIZE,
-    scheduledDelayMillis: 200,
-    exportTimeoutMillis: 30_000,
-  });
-  let exported = 0;
-  let failed = 0;
-  let allDone: () => void;
-  const done = new Promise<void>((r) => (allDone = r));
-  const originalExport = exporter.export.bind(exporter);
-  exporter.export = (batch, callback) =>
-    originalExport(batch, (result) => {
-      if (result.code === 0) exported += batch.length;
-      else failed += batch.length;
-      if (exported + failed >= spans.length) allDone();
-      callback(result);
-    });
-  // The processor exports one batch after another while a full batch is queued (forceFlush of a large queue
-  // would start every batch at once and hit the exporter's concurrency limit), so wait for the last answer.
-  const r = await measure(async () => {
-    for (const s of spans) bsp.onEnd(s);
-    await done;
-  });
-  await bsp.shutdown();
-  if (exported !== spans.length) throw new Error(`SDK exported ${exported} of ${spans.length}`);
-  return { spans: exported, seconds: r.seconds, cpuSeconds: r.cpuSeconds };
 }
 
 function row(name: string, f: Figures): string {
@@ -226,6 +100,7 @@ async function main(): Promise<void> {
   const n = arg("spans", DEFAULT_SPANS);
   const rounds = arg("rounds", DEFAULT_ROUNDS);
   const receiver = await startReceiver();
+  const endpoint = `127.0.0.1:${receiver.port}`;
   const level = LEVEL ?? loadConfig(undefined, {}).config.otlp.compression_level;
   const levels = COMPRESSION === "gzip" ? ` (svc-agent level ${level}, SDK grpc-js/zlib default level 6)` : "";
   console.log(`export benchmark: ${n} spans per run, batch ${BATCH_SIZE}, ${COMPRESSION}${levels}, receiver on 127.0.0.1:${receiver.port}, ${rounds} rounds`);
@@ -239,19 +114,19 @@ async function main(): Promise<void> {
   // warm-up run left the median of the measured rounds depending on how far the JIT had got; the SDK's rounds
   // stay within 57k-72k from the first.
   for (let i = 0; i < WARMUP_RUNS; i++) {
-    await runAgent(receiver.port, agentSpans(n));
-    if (!only) await runSdk(receiver.port, sdkSpans(n));
+    await runPipeline(endpoint, agentSpans(n), SIDE);
+    if (!only) await runSdk(endpoint, sdkSpans(n), SIDE);
   }
   const warmup = WARMUP_RUNS * n;
   for (let round = 1; round <= rounds; round++) {
     const r0 = receiver.cpuSeconds();
-    const ours = await runAgent(receiver.port, agentSpans(n));
+    const ours: Figures = await runPipeline(endpoint, agentSpans(n), SIDE);
     ours.receiverCpuSeconds = receiver.cpuSeconds() - r0;
     console.log(row(`svc-agent pipeline (round ${round})`, ours));
     agentBest.push(ours);
     if (only) continue;
     const r1 = receiver.cpuSeconds();
-    const theirs = await runSdk(receiver.port, sdkSpans(n));
+    const theirs: Figures = await runSdk(endpoint, sdkSpans(n), SIDE);
     theirs.receiverCpuSeconds = receiver.cpuSeconds() - r1;
     console.log(row(`OTel JS SDK BSP+gRPC (round ${round})`, theirs));
     sdkBest.push(theirs);
