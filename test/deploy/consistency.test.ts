@@ -32,6 +32,7 @@ import Ajv from "ajv";
 import { CHART_DIR, MANIFEST_RENDER, MANIFESTS_PATH, manifestsText } from "../../deploy/kubernetes/generate";
 import { IMAGE_BINARY_PATH, NONROOT_UID } from "../../deploy/container/stage-rootfs";
 import { BINARY, spawnAgent } from "../helpers/agent-process";
+import { closedLoopbackPort } from "../helpers/ports";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const CHART = CHART_DIR;
@@ -205,7 +206,7 @@ describe("Kubernetes manifests and the Helm chart", () => {
     async () => {
       const objs = manifests();
       const res = container(objs).resources;
-      const otlpPort = await freePort();
+      const otlpPort = closedLoopbackPort();
       // A live backend: with a dead one the export queues fill up to their byte bounds, which is not idle.
       const receiver = Bun.spawn([BINARY, "receive", "--listen", `127.0.0.1:${otlpPort}`], { stdout: "ignore", stderr: "ignore" });
       const tree = parseYaml(configMapText(objs)) as Obj;
@@ -495,10 +496,10 @@ describe("systemd unit and sample configuration", () => {
   test.skipIf(!hasBpfPrivileges() || Bun.which("setpriv") === null)(
     "the unit's commands as systemd runs them: ExecStartPre validates, ExecStart serves, ExecReload reloads, KillSignal stops with 0, a bad file exits 2",
     async () => {
-      const port = await freePort();
+      const port = closedLoopbackPort();
       const config = join(dir, "etc-config.yaml");
       // The sample file, bound to a free loopback port and exporting to a live receiver (so SIGTERM drains at once).
-      const otlpPort = await freePort();
+      const otlpPort = closedLoopbackPort();
       const receiver = Bun.spawn([BINARY, "receive", "--listen", `127.0.0.1:${otlpPort}`], { stdout: "ignore", stderr: "ignore" });
       const sample = readFileSync(SAMPLE_CONFIG, "utf8");
       expect(sample).toContain('listen: ":19090"');
@@ -556,7 +557,7 @@ describe("systemd unit and sample configuration", () => {
       const run = async (set: string[]) => {
         const bounding = ["-all", ...set.map((c) => `+${c.replace(/^CAP_/, "").toLowerCase()}`)].join(",");
         const config = join(dir, `config-${set.length}.yaml`);
-        const listenPort = await freePort();
+        const listenPort = closedLoopbackPort();
         writeFileSync(
           config,
           `self_telemetry:\n  listen: 127.0.0.1:${listenPort}\notlp:\n  endpoint: 127.0.0.1:9\nagent:\n  ebpf:\n    enabled: true\n  discovery:\n    detect_kubernetes: false\n    docker:\n      enabled: false\n    cloud:\n      enabled: false\n`,
@@ -588,12 +589,6 @@ describe("systemd unit and sample configuration", () => {
   );
 });
 
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
 
 describe("container image build file", () => {
   test("the Dockerfile runs the staged binary as non-root by default and exposes the default port", () => {

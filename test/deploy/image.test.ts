@@ -27,6 +27,7 @@ import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../helpers/dockerd"
 import { dockerRunArgs, probePort } from "./kubelet-sim";
 import { MANIFESTS_PATH } from "../../deploy/kubernetes/generate";
 import { BINARY } from "../helpers/agent-process";
+import { closedLoopbackPort } from "../helpers/ports";
 import { IMAGE_BINARY_PATH, NONROOT_UID, stageRootfs } from "../../deploy/container/stage-rootfs";
 import type { EbpfView, DiscoveryView } from "../../src/status/model";
 
@@ -45,12 +46,6 @@ const EXPLICIT_PRIVILEGES = ["--cap-add", "SYS_ADMIN", "--cap-add", "SYS_PTRACE"
 const unavailable = dockerdUnavailable() ?? (existsSync(BINARY) ? undefined : `${BINARY} not built`);
 if (unavailable) console.warn(`SKIP container image test: ${unavailable}`);
 
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs: number, detail: () => string = () => ""): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -114,9 +109,9 @@ describe.skipIf(unavailable !== undefined)("container image (real dockerd)", () 
     await dockerd.start();
     dockerd.docker("build", "-q", "-f", DOCKERFILE, "-t", IMAGE, staged.context);
 
-    const otlpPort = await freePort();
+    const otlpPort = closedLoopbackPort();
     receiver = Bun.spawn([BINARY, "receive", "--listen", `127.0.0.1:${otlpPort}`], { stdout: "ignore", stderr: "pipe" });
-    const port = await freePort();
+    const port = closedLoopbackPort();
     base = `http://127.0.0.1:${port}`;
     const config = join(dir, "config.yaml");
     writeFileSync(
@@ -192,7 +187,7 @@ agent:
   });
 
   test("as the default non-root user without privileges, the image serves the HTTP interface (eBPF off)", async () => {
-    const port = await freePort();
+    const port = closedLoopbackPort();
     const config = join(dir, "nonroot.yaml");
     writeFileSync(
       config,

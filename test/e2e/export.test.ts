@@ -8,7 +8,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { BINARY, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
+import { BINARY, closedLoopbackPort, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
 import { waitUntil } from "../helpers/wait";
 
 const LINES = 25;
@@ -113,9 +113,7 @@ describe("agent -> svc-agent receive", () => {
 });
 
 test("an agent whose backend is absent is not ready: otlp failed: connection refused", async () => {
-  const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = probe.port;
-  probe.stop(true);
+  const port = closedLoopbackPort();
   const lonely = await spawnAgent({ config: `${QUIET_CONFIG}backoff:\n  initial: 50ms\n  max: 200ms\n`, env: { OTLP_ENDPOINT: `127.0.0.1:${port}` } });
   try {
     const body = await waitUntil(async () => {

@@ -1,19 +1,13 @@
 /** The refusal probe that stands in for connectivity checks while the backend refuses connections. */
 import { afterEach, describe, expect, test } from "bun:test";
 import { connectionRefused, directConnection, endpointAddress } from "../../../src/export/refusal-probe";
+import { closedLoopbackPort } from "../../helpers/ports";
 
 const listeners: Array<{ stop(): void }> = [];
 afterEach(() => {
   for (const l of listeners.splice(0)) l.stop();
 });
 
-/** A loopback port nobody listens on (listened on, then closed). */
-function closedPort(): number {
-  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = l.port;
-  l.stop(true);
-  return port;
-}
 
 describe("endpointAddress", () => {
   test("host:port and [v6]:port", () => {
@@ -40,7 +34,7 @@ describe("directConnection", () => {
 
 describe("connectionRefused", () => {
   test("true for a closed loopback port", async () => {
-    expect(await connectionRefused(`127.0.0.1:${closedPort()}`, 2000)).toBe(true);
+    expect(await connectionRefused(`127.0.0.1:${closedLoopbackPort()}`, 2000)).toBe(true);
   });
 
   test("false when something listens (the caller then makes the real call)", async () => {

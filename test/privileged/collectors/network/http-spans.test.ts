@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { realpathSync } from "node:fs";
 import { basename } from "node:path";
 import { startTracingAgent, until, type TracingAgent, type DecodedSpan } from "./harness";
+import { closedLoopbackPort } from "../../../helpers/ports";
 
 const SERVER_SCRIPT = `
 const s = Bun.serve({
@@ -37,12 +38,6 @@ function suite(mode: "socket" | "syscalls"): void {
   let refusedCurlPid = 0;
   let started = 0n;
 
-  async function closedPort(): Promise<number> {
-    const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-    const p = l.port;
-    l.stop(true);
-    return p;
-  }
 
   describe(`network tracing on the real kernel (http_capture: ${mode})`, () => {
     beforeAll(async () => {
@@ -71,7 +66,7 @@ function suite(mode: "socket" | "syscalls"): void {
       );
       curlPid = curl.pid;
       expect(await curl.exited).toBe(0);
-      refusedPort = await closedPort();
+      refusedPort = closedLoopbackPort();
       const refused = Bun.spawn(["curl", "-s", "-o", "/dev/null", `http://127.0.0.1:${refusedPort}/nothing`], { stdout: "ignore", stderr: "ignore" });
       refusedCurlPid = refused.pid;
       expect(await refused.exited).toBe(7);

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { TestDockerd, TEST_IMAGE, dockerdUnavailable } from "../../../helpers/dockerd";
+import { closedLoopbackPort } from "../../../helpers/ports";
 import { startTracingAgent, until, type TracingAgent } from "./harness";
 import { METRIC_FAILED, METRIC_OPENED, UNKNOWN_REMOTE_SERVICE } from "../../../../src/collectors/network/connections";
 
@@ -37,9 +38,7 @@ describe.skipIf(unavailable !== undefined)("remote service label from Docker dis
       socket: ${dockerd.socket}`);
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
     await until(() => t.agent.agent.status.component("discovery/docker")?.state === "ok", "discovery/docker ok", 30_000);
-    const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-    port = l.port;
-    l.stop(true);
+    port = closedLoopbackPort();
   });
 
   afterAll(async () => {
