@@ -16,6 +16,7 @@ import { Tracer } from "../src/tracing";
 import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { report, type BenchRow } from "./lib/report";
 import { wrkRps } from "./lib/wrk";
+import { median } from "./lib/stats";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -91,7 +92,6 @@ const measureOnce = async (a: BenchAgent, during?: (url: string) => Promise<unkn
   await side;
   return { rps, cpuUs };
 };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const debugYaml = base("  debug:\n    enabled: true");
 const variants: Array<{ name: string; yaml: string; during?: (url: string) => Promise<unknown> }> = [
   { name: "off", yaml: base("") },

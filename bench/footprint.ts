@@ -22,6 +22,7 @@ import { join, resolve } from "node:path";
 import { BINARY, startReceiver } from "./lib/agent";
 import { argValue } from "./lib/curves";
 import { report, type BenchRow } from "./lib/report";
+import { median } from "./lib/stats";
 
 const IDLE_S = Number(argValue("idle", "10"));
 const LOAD_S = Number(argValue("load", "20"));
@@ -102,7 +103,6 @@ function byLabel(text: string, name: string, label: string): Map<string, number>
   return out;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** Subsystems switched on, cumulatively, by the breakdown runs (the main runs switch every one on). */
 const LAYERS = ["ebpf network+http", "ebpf syscalls", "profiling", "logs", "discovery", "self-tracing"] as const;

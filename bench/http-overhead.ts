@@ -18,6 +18,7 @@
 import { report } from "./lib/report";
 import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { median } from "./lib/stats";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -127,11 +128,6 @@ async function networkProgramIds(agent: BenchAgent): Promise<Set<number>> {
 }
 
 const usPerRequest = (runs: Run[], pick: (r: Run) => number) => median(runs.map((r) => (pick(r) / r.requests) * 1e6));
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
 
 async function metric(agent: BenchAgent, name: string): Promise<number> {
   const text = await (await fetch(`${agent.url}/metrics`)).text();

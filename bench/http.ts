@@ -12,12 +12,12 @@ import { report, type BenchRow } from "./lib/report";
 import { startAgent, startReceiver } from "./lib/agent";
 import { pinProcess, wrkRps } from "./lib/wrk";
 import { readFileSync } from "node:fs";
+import { median } from "./lib/stats";
 
 const SECONDS = Number(process.argv[process.argv.indexOf("--seconds") + 1]) || 3;
 const ROUNDS = process.argv.includes("--rounds") ? Number(process.argv[process.argv.indexOf("--rounds") + 1]) || 3 : 3;
 /** CPU of wrk and CPU of the servers (undefined: no pinning on a single core). */
 const [WRK_CPU, SERVER_CPU] = navigator.hardwareConcurrency >= 2 ? [0, 1] : [undefined, undefined];
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const PATHS = [
   { path: "/healthz", target: 0.8 },
   { path: "/status", target: 0.8 },
