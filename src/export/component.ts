@@ -10,7 +10,7 @@ import { durationMs } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { VIEWS, type ExportSummary, type ExportView } from "../status/model";
 import { SIGNALS, type Signal } from "./config";
-import { describe, isUnreachable, readinessReason, type ExportOutcome } from "./outcome";
+import { describe, isUnreachable, readinessReason, REFUSED_REASON, type ExportOutcome } from "./outcome";
 import type { OtlpPipeline } from "./pipeline";
 import { sendWithTimeout } from "./timeout";
 import { GrpcTransport, type Transport } from "./transport";
@@ -23,8 +23,6 @@ const CHANNEL_WATCH_MS = 1000;
 const UNHEALTHY_CHECK_MIN_MS = 20;
 const UNHEALTHY_CHECK_MAX_MS = 5_000;
 const EMPTY_REQUEST = new Uint8Array(0);
-/** readinessReason of a refused connection (checks then probe with Transport.refusedNow first). */
-const REFUSED_REASON = "connection refused";
 
 export interface ExporterOptions {
   /** Overrides IDLE_CHECK_INTERVAL_MS (tests). */
@@ -182,6 +180,7 @@ export class OtlpExporterComponent implements Component {
     if (this.#reachable) this.#host?.report("ok");
     else {
       const reason = readinessReason(outcome as Exclude<ExportOutcome, { kind: "success" }>);
+      // Refused: later checks probe with Transport.refusedNow first.
       this.#refused = reason === REFUSED_REASON;
       this.#host?.report("recoverable_error", reason);
     }

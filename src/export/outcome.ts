@@ -43,10 +43,13 @@ export function isUnreachable(o: ExportOutcome): boolean {
   return o.kind !== "success" && UNREACHABLE_CODES.has(o.code);
 }
 
+/** readinessReason of a refused connection. */
+export const REFUSED_REASON = "connection refused";
+
 /** A short reason for /ready (`connection refused`, `deadline exceeded`, `unauthenticated`...). */
 export function readinessReason(o: Exclude<ExportOutcome, { kind: "success" }>): string {
   const m = o.message.toLowerCase();
-  if (m.includes("econnrefused") || m.includes("connection refused")) return "connection refused";
+  if (m.includes("econnrefused") || m.includes("connection refused")) return REFUSED_REASON;
   if (m.includes("enotfound") || m.includes("name resolution")) return "name resolution failed";
   if (m.includes("certificate") || m.includes("ssl") || m.includes("tls")) return `tls handshake failed: ${o.message}`;
   return codeName(o.code).toLowerCase().replaceAll("_", " ");
