@@ -8,7 +8,6 @@
  *  3. the CPU profile's own cost: requests/s while /debug/pprof/profile samples, against the same agent idle.
  * Usage: bun bench/debug-overhead.ts [--seconds N] [--ops N] [--rounds R]
  */
-import { readFileSync } from "node:fs";
 import type { Config } from "../src/config/schema";
 import { DebugRuntime } from "../src/debug/runtime";
 import { TaskRegistry } from "../src/telemetry/tasks";
@@ -17,6 +16,7 @@ import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { report, type BenchRow } from "./lib/report";
 import { wrkRps } from "./lib/wrk";
 import { median } from "./lib/stats";
+import { cpuSeconds } from "./lib/proc";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -76,13 +76,6 @@ agent:
 `;
 const receiver = await startReceiver();
 const env = { OTLP_ENDPOINT: receiver.address };
-const CLOCK_TICKS_PER_SECOND = 100;
-/** utime + stime of a process in seconds (/proc/<pid>/stat). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
-}
 /** Requests/s under wrk and the agent's CPU microseconds per request (less sensitive to other load on the machine). */
 const measureOnce = async (a: BenchAgent, during?: (url: string) => Promise<unknown>) => {
   const side = during?.(a.url);

@@ -14,17 +14,16 @@
  *
  * Usage: bun bench/export.ts [--spans N] [--rounds R] [--agent-only] [--compression none] [--level N]   (--agent-only: skip the SDK, e.g. to profile)
  */
-import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { loadConfig } from "../src/config/load";
 import { agentSpans, runPipeline, runSdk, sdkSpans, type SideRun } from "./lib/export-sides";
+import { cpuSeconds } from "./lib/proc";
 
 const DEFAULT_SPANS = 200_000;
 const DEFAULT_ROUNDS = 3;
 /** Unmeasured runs of each side before the measured rounds. */
 const WARMUP_RUNS = 5;
 const BATCH_SIZE = 512;
-const CLOCK_TICKS_PER_SECOND = 100;
 
 /** `--compression none` measures without gzip (both sides); the target is with gzip. */
 const COMPRESSION: "gzip" | "none" = process.argv.includes("--compression") && process.argv[process.argv.indexOf("--compression") + 1] === "none" ? "none" : "gzip";
@@ -38,12 +37,6 @@ const SIDE = { batch: BATCH_SIZE, compression: COMPRESSION, level: LEVEL };
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
-/** CPU seconds used so far by process `pid` (utime + stime from /proc, in clock ticks of 1/100 s). */
-function processCpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
 }
 
 /** Starts the receiver in a child process; resolves with its port and a function giving the spans it has counted. */
@@ -73,7 +66,7 @@ async function startReceiver(): Promise<{ port: number; received: () => number; 
   return {
     port: await port,
     received: () => received,
-    cpuSeconds: () => processCpuSeconds(proc.pid),
+    cpuSeconds: () => cpuSeconds(proc.pid),
     stop: async () => {
       proc.kill("SIGTERM");
       await proc.exited;

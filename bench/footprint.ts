@@ -23,6 +23,7 @@ import { BINARY, startReceiver } from "./lib/agent";
 import { argValue } from "./lib/curves";
 import { report, type BenchRow } from "./lib/report";
 import { median } from "./lib/stats";
+import { cpuSeconds } from "./lib/proc";
 
 const IDLE_S = Number(argValue("idle", "10"));
 const LOAD_S = Number(argValue("load", "20"));
@@ -38,7 +39,6 @@ const READY_TIMEOUT_MS = 30_000;
 const POLL_MS = 1;
 const BREAKDOWN_SETTLE_S = Number(argValue("settle", "3"));
 const RSS_SAMPLE_MS = 250;
-const CLOCK_TICKS_PER_S = 100;
 const MB = 1024 * 1024;
 
 const dir = mkdtempSync(join(tmpdir(), "svc-bench-footprint-"));
@@ -53,11 +53,6 @@ function freePort(): number {
 function rssBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) * 1024 : 0;
-}
-
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_S;
 }
 
 /** Milliseconds from `t0` until GET url answers 200, or `accept` says yes (polled every POLL_MS). */

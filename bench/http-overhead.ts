@@ -19,6 +19,7 @@ import { report } from "./lib/report";
 import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { median } from "./lib/stats";
+import { cpuSeconds } from "./lib/proc";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -61,14 +62,6 @@ const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch(req) { return new Re
 console.log(s.port);
 `;
 
-const CLOCK_TICKS_PER_SECOND = 100;
-
-/** utime + stime of a process in seconds (/proc/<pid>/stat). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
-}
 
 interface Run {
   rps: number;

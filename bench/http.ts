@@ -11,8 +11,8 @@
 import { report, type BenchRow } from "./lib/report";
 import { startAgent, startReceiver } from "./lib/agent";
 import { pinProcess, wrkRps } from "./lib/wrk";
-import { readFileSync } from "node:fs";
 import { median } from "./lib/stats";
+import { cpuSeconds } from "./lib/proc";
 
 const SECONDS = Number(process.argv[process.argv.indexOf("--seconds") + 1]) || 3;
 const ROUNDS = process.argv.includes("--rounds") ? Number(process.argv[process.argv.indexOf("--rounds") + 1]) || 3 : 3;
@@ -40,14 +40,6 @@ agent:
       enabled: false
 `;
 
-const CLOCK_TICKS_PER_SECOND = 100;
-
-/** utime + stime of a process in seconds. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
-}
 
 /** Requests/s of a wrk run against `url`, and the CPU microseconds per request of the server process `pid`. */
 async function measure(url: string, pid: number): Promise<{ rps: number; cpuUs: number }> {

@@ -6,22 +6,17 @@
  * that only reads the same file and splits it into lines (no parsing, no records, no export).
  *   bun run build && bun bench/logs.ts [lines]
  */
-import { closeSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OtlpReceiver } from "../src/export/receiver";
 import { startAgent } from "./lib/agent";
 import { report } from "./lib/report";
+import { cpuSeconds } from "./lib/proc";
 
 const LINES = Number(process.argv[2] ?? 1_000_000);
 const TARGET_LINES_PER_S = 50_000;
-const CLOCK_TICKS_PER_S = 100;
 const TIMEOUT_MS = 300_000;
-
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_S;
-}
 
 function bareReadSplit(path: string): { lines: number; seconds: number } {
   const started = performance.now();

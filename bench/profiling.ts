@@ -14,21 +14,16 @@ import { join, resolve } from "node:path";
 import { OtlpReceiver, decodeRequest } from "../src/export/receiver";
 import { startAgent } from "./lib/agent";
 import { report } from "./lib/report";
+import { cpuSeconds } from "./lib/proc";
 
 const WINDOW_S = Number(process.argv[2] ?? 40);
 const SAMPLE_RATE_HZ = 99;
 /** The default agent.profiling.interval. */
 const INTERVAL = "10s";
 const TARGET_PERCENT = 2;
-const CLOCK_TICKS_PER_S = 100;
 /** Past the first period, whose one-time work (kallsyms, first ELF symbol tables) is reported apart. */
 const SETTLE_MS = 13_000;
 const BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled";
-
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_S;
-}
 
 /** run_time_ns and run_cnt of the loaded program named profile_cpu (bpftool), when stats are on. */
 function programStats(): { ns: number; runs: number } | undefined {
