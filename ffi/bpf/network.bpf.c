@@ -235,6 +235,19 @@ struct {
   __type(value, struct conn_event);
 } conn_scratch SEC(".maps");
 
+/* bpf_ktime_get_ns as of the current jiffy, per CPU (see coarse_now). */
+struct clock_cache {
+  __u64 jiffies;
+  __u64 ns;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct clock_cache);
+} clock_cache SEC(".maps");
+
 /* tcp/tcp_retransmit_skb, as in its format file. */
 struct tp_tcp_retransmit {
   __u64 common;
@@ -256,6 +269,29 @@ struct tp_sys_exit {
   __u32 pad;
   __s64 ret;
 };
+
+/*
+ * The monotonic clock (bpf_ktime_get_ns) as read at most one jiffy ago on this CPU, for the clocks that count in
+ * seconds: the progress reports and the exchange budget's window. Reading the clock itself costs ~45 ns a call
+ * in this VM, more than a quarter of a sock_*_length run (bpf_stats); jiffies is a plain load. Never ahead of
+ * the real clock, so a window found over by it is over. Records take the precise clock.
+ */
+static __always_inline __u64 coarse_now(void)
+{
+  /* Kernels before 5.5 have no bpf_jiffies64: libbpf resolves this check at load time and the dead branch goes. */
+  if (!bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_jiffies64))
+    return bpf_ktime_get_ns();
+  __u32 zero = 0;
+  struct clock_cache *cc = bpf_map_lookup_elem(&clock_cache, &zero);
+  if (!cc)
+    return bpf_ktime_get_ns();
+  __u64 j = bpf_jiffies64();
+  if (cc->jiffies != j) {
+    cc->jiffies = j;
+    cc->ns = bpf_ktime_get_ns();
+  }
+  return cc->ns;
+}
 
 static __always_inline void count_stat(__u32 idx)
 {
@@ -529,7 +565,8 @@ static __always_inline int take_exchange_token(__u64 now)
   /* Signed: another CPU may have started the window at a time later than the `now` read here; that must not
    * look like a window a whole u64 old and reset the count again. */
   if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
-    w->start_ns = now;
+    /* `now` may be up to a jiffy old: the new window starts at the precise time, so none is shorter than a second. */
+    w->start_ns = bpf_ktime_get_ns();
     w->count = 0;
   }
   /* Once the window is spent, only read it: refused requests (most of them under load) leave the shared
@@ -584,7 +621,8 @@ static __always_inline int needs_inspection(struct conn *c, __u32 io)
 
 /*
  * Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`;
- * `now` is the clock read once by the calling program, `ts` the record's timestamp.
+ * `now` is the clock read once by the calling program (coarse_now or precise), `ts` the record's timestamp (0: the
+ * precise clock, read here once the call is known to be captured).
  */
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts)
 {
@@ -632,7 +670,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (n > head && bpf_probe_read_user(e->data, size, (void *)buf) != 0)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
-  e->timestamp_ns = ts;
+  e->timestamp_ns = ts ? ts : bpf_ktime_get_ns();
   e->sk = skp;
   e->stream_off = (io == IO_READ ? c->bytes_recv : c->bytes_sent) - moved;
   e->cgroup_id = bpf_get_current_cgroup_id();
@@ -682,20 +720,20 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
   __u64 arg2 = regs->si;
   if (io == IO_READ) {
     if (nr == NR_READ || nr == NR_RECVFROM)
-      return emit_http(c, skp, io, arg2, 0, moved, now, now);
+      return emit_http(c, skp, io, arg2, 0, moved, now, 0);
     if (nr == NR_READV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, now);
+      return emit_http(c, skp, io, arg2, 1, moved, now, 0);
   } else {
     if (nr == NR_WRITE || nr == NR_SENDTO)
-      return emit_http(c, skp, io, arg2, 0, moved, now, now);
+      return emit_http(c, skp, io, arg2, 0, moved, now, 0);
     if (nr == NR_WRITEV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, now);
+      return emit_http(c, skp, io, arg2, 1, moved, now, 0);
   }
   if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
     struct user_msghdr msg = {};
     if (bpf_probe_read_user(&msg, sizeof(msg), (void *)arg2) != 0)
       return 0;
-    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, now, now);
+    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, now, 0);
   }
 #endif
   return 0;
@@ -735,9 +773,9 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
     __sync_fetch_and_add(&c->bytes_recv, ret);
   else
     __sync_fetch_and_add(&c->bytes_sent, ret);
-  /* One clock read per call, shared by the progress clock, the exchange budget and the HTTP record; progress in
+  /* The clock as of this jiffy (coarse_now), shared by the progress clock and the exchange budget; progress in
    * units of 2^30 ns (about 1.07 s): a shift, not a 64-bit division, on every call. */
-  __u64 now = bpf_ktime_get_ns();
+  __u64 now = coarse_now();
   __u32 now_u = now >> PROGRESS_UNIT_SHIFT;
   if (c->progress_s == 0) {
     c->progress_s = now_u;
