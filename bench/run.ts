@@ -49,7 +49,7 @@ interface Plan {
 const PLANS: Plan[] = [
   { name: "footprint", args: ["--idle", "15", "--load", "15", "--starts", "3"], quickArgs: ["--idle", "2", "--load", "3", "--starts", "1", "--settle", "1"], timeoutS: 150, root: true },
   { name: "scaling", args: [], quickArgs: ["--min-ms", "50", "--series", "1000,10000"], timeoutS: 60 },
-  { name: "http", args: ["--seconds", "2", "--rounds", "5"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 150 },
+  { name: "http", args: [], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 200 },
   { name: "export", args: ["--spans", "100000", "--rounds", "5"], quickArgs: ["--spans", "10000", "--rounds", "1"], timeoutS: 90 },
   { name: "scaling-export", args: ["--spans", "30000"], quickArgs: ["--spans", "5000", "--batches", "64,512,4096"], timeoutS: 60 },
   { name: "ringbuf", args: ["--ms", "2000"], quickArgs: ["--ms", "500"], timeoutS: 60, root: true },
@@ -57,7 +57,7 @@ const PLANS: Plan[] = [
   { name: "logs", args: ["300000"], quickArgs: ["50000"], timeoutS: 60 },
   { name: "debug-overhead", args: ["--seconds", "2", "--ops", "50000", "--rounds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000", "--rounds", "1"], timeoutS: 90 },
   { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
-  { name: "http-overhead", args: ["--seconds", "3", "--rounds", "3"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 120, root: true },
+  { name: "http-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "5"], timeoutS: 480, root: true },
 ];
 
 function arg(name: string): string | undefined {

@@ -8,11 +8,13 @@ export const BINARY = process.env.SVC_BENCH_BINARY ?? resolve(import.meta.dir, "
 export interface BenchAgent {
   url: string;
   pid: number;
+  /** The file the agent was started with (rewrite it, then POST /admin/reload, to change its configuration). */
+  configPath: string;
   stop(): Promise<void>;
 }
 
 /** Spawns `dist/svc-agent receive` on a free port; resolves with its address. */
-export async function startReceiver(): Promise<{ address: string; stop(): Promise<void> }> {
+export async function startReceiver(): Promise<{ address: string; pid: number; stop(): Promise<void> }> {
   const proc = Bun.spawn([BINARY, "receive", "--listen", "127.0.0.1:0"], { stdout: "pipe", stderr: "ignore" });
   const reader = proc.stdout.getReader();
   let text = "";
@@ -25,7 +27,7 @@ export async function startReceiver(): Promise<{ address: string; stop(): Promis
       void (async () => {
         while (!(await reader.read()).done);
       })();
-      return { address: m[1]!, stop: async () => (proc.kill("SIGTERM"), void (await proc.exited)) };
+      return { address: m[1]!, pid: proc.pid, stop: async () => (proc.kill("SIGTERM"), void (await proc.exited)) };
     }
   }
 }
@@ -50,6 +52,7 @@ export async function startAgent(yaml: string, env: Record<string, string> = {})
       return {
         url: `http://${m[1]}`,
         pid: proc.pid,
+        configPath: path,
         stop: async () => {
           proc.kill("SIGTERM");
           await proc.exited;
