@@ -66,7 +66,8 @@ const UNTRACED: State = { name: "untraced (network programs detached, agent stop
 const IDLE: State = { name: "agent running, ebpf/network off", network: false, http: false };
 const NETWORK: State = { name: "ebpf/network, HTTP capture off", network: true, http: false };
 const TRACED: State = { name: "ebpf/network + HTTP tracing", network: true, http: true };
-const STATES = [UNTRACED, IDLE, NETWORK, TRACED];
+/** Traced right after untraced (and before it in the reversed rounds): the pair the target is judged on is measured back to back. */
+const STATES = [UNTRACED, TRACED, NETWORK, IDLE];
 
 const config = (otlp: string, s: State) => `
 self_telemetry:
