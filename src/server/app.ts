@@ -4,7 +4,7 @@
  * and under /api/v1. One onError renders every error as the standard error object.
  */
 import { cors } from "@elysiajs/cors";
-import { Elysia, ElysiaCustomStatusResponse, type AnyElysia } from "elysia";
+import { Elysia, ElysiaCustomStatusResponse, type AnyElysia, type Context } from "elysia";
 import type { Config } from "../config/schema";
 import type { TaskOutcome } from "../telemetry/tasks";
 import { SECURITY_HEADERS } from "./answer";
@@ -34,6 +34,14 @@ export function setClientAddress(request: Request, address: string): void {
 const OPERATION = Symbol("operation");
 type WithOperation = { [OPERATION]?: (outcome?: TaskOutcome) => void };
 
+const statusOutcomes = new Map<number, TaskOutcome>();
+/** The outcome of an HTTP operation that ended with `status`, one frozen object per status. */
+function statusOutcome(status: number): TaskOutcome {
+  let o = statusOutcomes.get(status);
+  if (!o) statusOutcomes.set(status, (o = Object.freeze({ attributes: Object.freeze({ "http.response.status_code": status }) })));
+  return o;
+}
+
 export interface ServerOptions {
   /** Shared across app rebuilds so rate-limit buckets survive a reload that does not change them. */
   guard?: RequestGuard;
@@ -53,9 +61,9 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
   const guard = options.guard ?? new RequestGuard(deps.config);
   const check = options.checkAnswers ?? true;
   const tasks = deps.tasks;
-  /** Ends the request's operation with its HTTP status. */
+  /** Ends the request's operation with its HTTP status (outcome objects shared per status: observers only read them). */
   const endOperation = (set: unknown, status: number) => {
-    (set as WithOperation)[OPERATION]?.({ attributes: { "http.response.status_code": status } });
+    (set as WithOperation)[OPERATION]?.(statusOutcome(status));
   };
 
   const routes = (prefix: string) =>
@@ -71,8 +79,10 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
   // standardHostname false: Elysia otherwise finds the path from the 11th character of the URL, so a short Host
   // header ("ab") made it route a different path than the guard checked (a read-only token reached /admin).
   const app: AnyElysia = new Elysia({ name: "svc-agent", handler: { standardHostname: false } })
-    .onRequest(({ request, set }) => {
-      const path = canonicalPath(pathOf(request.url));
+    // `path` is the one Elysia found in the URL and routes on (its request context has it before routing; its
+    // types do not say so): the guard checks exactly the path the router serves, without parsing the URL again.
+    .onRequest((({ request, set, path: urlPath }: { request: Request; set: Context["set"]; path: string }) => {
+      const path = canonicalPath(urlPath);
       try {
         guard.check(request, path, clientAddresses.get(request) ?? "unknown");
       } catch (e) {
@@ -80,7 +90,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
         throw e;
       }
       (set as WithOperation)[OPERATION] = tasks.begin(`http ${request.method} ${path}`, "operation");
-    })
+    }) as never)
     .headers(SECURITY_HEADERS)
     .use(
       c.cors.enabled

@@ -46,6 +46,12 @@ export class TaskRegistry {
 
   /** Registers a unit of work; call the returned function exactly once when it ends (later calls are no-ops). */
   begin(name: string, kind: TaskInfo["kind"] = "task"): (outcome?: TaskOutcome) => void {
+    // Nobody watching (every HTTP request while debug mode and self-tracing are off): the live entry is all there is.
+    if (this.observers.size === 0 && !this.captureStacks) {
+      const id = this.#nextId++;
+      this.#live.set(id, { id, name, kind, startedAt: Date.now(), stack: undefined });
+      return () => void this.#live.delete(id);
+    }
     return this.#start(name, kind, false).end;
   }
 

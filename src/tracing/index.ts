@@ -11,20 +11,28 @@ export { Tracer, activeSpan, sampledByTraceId, setSpanAttributes, startActive, s
 
 export const TRACING_COMPONENT_ID = "self/tracing";
 
-/** The tracer as a component: it watches the agent's operations from start to shutdown; the settings are read per operation. */
+/**
+ * The tracer as a component: it watches the agent's operations while self_telemetry.tracing is enabled (a reload
+ * turns it on or off); the other settings are read per operation. Not watching while disabled lets every HTTP
+ * request begin and end its operation on the registry's unwatched path.
+ */
 export function createTracing(ctx: AgentContext): Component[] {
   const tracer = new Tracer({ config: () => ctx.config, pipeline: ctx.pipeline });
   let host: ComponentHost | undefined;
+  const apply = (enabled: boolean) => {
+    if (enabled) ctx.tasks.observers.add(tracer);
+    else ctx.tasks.observers.delete(tracer);
+    host?.report(enabled ? "ok" : "disabled");
+  };
   return [
     {
       id: TRACING_COMPONENT_ID,
       async start(h) {
         host = h;
-        ctx.tasks.observers.add(tracer);
-        h.report(ctx.config.self_telemetry.tracing.enabled ? "ok" : "disabled");
+        apply(ctx.config.self_telemetry.tracing.enabled);
       },
       async reload(next) {
-        host?.report(next.self_telemetry.tracing.enabled ? "ok" : "disabled");
+        apply(next.self_telemetry.tracing.enabled);
       },
       async shutdown() {
         ctx.tasks.observers.delete(tracer);

@@ -141,6 +141,27 @@ describe("self-tracing", () => {
     await a.stop();
   }, 60_000);
 
+  test("a reload turns tracing on and off: spans only for the requests made while it was on", async () => {
+    const a = await inProcessAgent(config(false, 1.0));
+    const flushes = async (n: number) => {
+      for (let i = 0; i < n; i++) await a.request("/admin/flush", { method: "POST" });
+      await waitUntil(() => !a.agent.tasks.list().some((t) => t.name.startsWith("http ")), { what: "requests to end" });
+      await a.deps.pipeline.flush(2000);
+    };
+    const traced = () => spansOf(a).filter((s) => s.name === "http POST /admin/flush").length;
+    await flushes(3);
+    expect(traced()).toBe(0);
+    a.writeConfig(config(true, 1.0));
+    await a.agent.reload("test");
+    await flushes(4);
+    await waitUntil(() => traced() >= 4, { what: "spans of the requests made while tracing was on" });
+    a.writeConfig(config(false, 1.0));
+    await a.agent.reload("test");
+    await flushes(5);
+    expect(traced()).toBe(4);
+    await a.stop();
+  }, 30_000);
+
   test("tracing disabled: no spans", async () => {
     const a = await inProcessAgent(config(false, 1.0));
     for (let i = 0; i < 5; i++) await a.request("/admin/flush", { method: "POST" });
