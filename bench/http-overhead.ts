@@ -14,7 +14,9 @@
  * that one-time cost is not the per-request overhead. States, each measured once per round:
  *   untraced: network programs detached and the agent stopped (SIGSTOP): no program runs in the workload's
  *     calls and the agent takes no CPU, as when it does not run at all;
- *   agent running, ebpf/network off; ebpf/network with HTTP capture off; ebpf/network + HTTP tracing.
+ *   agent running, ebpf/network off; ebpf/network with HTTP capture off; ebpf/network + HTTP tracing;
+ *   the traced state's programs with the agent stopped: what the kernel side alone costs the workload, apart
+ *     from the agent's own CPU and its presence on the cores.
  * Requests/s swings with the host (this is a 2-core VM: the same untraced run reads anywhere from 65k to 95k
  * requests/s from one run to the next, and the hypervisor takes CPU at times: the steal rows), so the states
  * alternate in short runs, in reverse order every other round (a drift weighs on every state alike), and the
@@ -40,7 +42,7 @@ const arg = (name: string, fallback: number) => {
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
 const SECONDS = arg("seconds", 2);
-const ROUNDS = arg("rounds", 10);
+const ROUNDS = arg("rounds", 8);
 const WARMUP_SECONDS = arg("warmup", 60);
 const CONNECTIONS = arg("connections", 16);
 const SPANS_PER_SECOND = arg("spans-per-second", 250);
@@ -67,8 +69,10 @@ const UNTRACED: State = { name: "untraced (network programs detached, agent stop
 const IDLE: State = { name: "agent running, ebpf/network off", network: false, http: false };
 const NETWORK: State = { name: "ebpf/network, HTTP capture off", network: true, http: false };
 const TRACED: State = { name: "ebpf/network + HTTP tracing", network: true, http: true };
+/** The traced state's programs attached, the agent stopped: what the kernel side alone costs the workload. */
+const KERNEL_ONLY: State = { name: "ebpf/network + HTTP tracing programs, agent stopped (kernel side alone)", network: true, http: true, stopped: true };
 /** Traced right after untraced (and before it in the reversed rounds): the pair the target is judged on is measured back to back. */
-const STATES = [UNTRACED, TRACED, NETWORK, IDLE];
+const STATES = [UNTRACED, TRACED, KERNEL_ONLY, NETWORK, IDLE];
 
 const config = (otlp: string, s: State) => `
 self_telemetry:
@@ -283,7 +287,7 @@ try {
   const untraced = runs.get(UNTRACED)!;
   const untracedRps = median(untraced.map((r) => r.rps));
   const untracedCpu = perRequest(untraced, (r) => r.serverCpu + r.wrkCpu);
-  const rows = [UNTRACED, IDLE, NETWORK, TRACED].flatMap((s) => {
+  const rows = [UNTRACED, IDLE, NETWORK, TRACED, KERNEL_ONLY].flatMap((s) => {
     const rs = runs.get(s)!;
     const stateRows = [
       { name: `Bun.serve requests/s, ${s.name}`, agent: median(rs.map((r) => r.rps)), ...(s === UNTRACED ? {} : { reference: untracedRps, referenceName: "untraced" }), unit: "req/s" },
@@ -303,8 +307,8 @@ try {
       ...stateRows,
       { name: `agent CPU per request, ${s.name}`, agent: perRequest(rs, (r) => r.agentCpu), unit: "us" },
       { name: `agent CPU, share of one core, ${s.name}`, agent: pct(median(rs.map((r) => r.agentCpu / SECONDS)) ), unit: "%" },
-      ...(s.network ? [{ name: `network BPF programs per request (bpf_stats, one extra run), ${s.name}`, agent: bpfPerRequest.get(s)!, unit: "us" }] : []),
-      ...(s.http ? [{ name: `receiver CPU per request (the benchmark's local backend), ${s.name}`, agent: perRequest(rs, (r) => r.receiverCpu), unit: "us" }] : []),
+      ...(bpfPerRequest.has(s) ? [{ name: `network BPF programs per request (bpf_stats, one extra run), ${s.name}`, agent: bpfPerRequest.get(s)!, unit: "us" }] : []),
+      ...(s === TRACED ? [{ name: `receiver CPU per request (the benchmark's local backend), ${s.name}`, agent: perRequest(rs, (r) => r.receiverCpu), unit: "us" }] : []),
     ];
   });
   const ratioList = (s: State) => {
@@ -318,7 +322,7 @@ try {
     rows,
     notes: [
       `requests/s per round: ${STATES.map((s) => `${s.name}: ${runs.get(s)!.map((r) => Math.round(r.rps)).join(", ")}`).join("; ")}`,
-      `ratios to untraced per round: HTTP tracing ${ratioList(TRACED)}; HTTP capture off ${ratioList(NETWORK)}; agent running, network off ${ratioList(IDLE)}`,
+      `ratios to untraced per round: HTTP tracing ${ratioList(TRACED)}; its programs with the agent stopped ${ratioList(KERNEL_ONLY)}; HTTP capture off ${ratioList(NETWORK)}; agent running, network off ${ratioList(IDLE)}`,
       `agent CPU during the traced warm-up, share of one core per ${WARMUP_CHUNK_SECONDS}s: ${warm.map((x) => `${pct(x)}%`).join(", ")} (its JIT compiling at first)`,
       `spans collected in the traced runs: ${spans} (server and wrk client spans, ${SPANS_PER_SECOND}/s cap); exchanges over the cap (not captured, counted as rate_limit drops): ${rateLimited}`,
       `load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`,
