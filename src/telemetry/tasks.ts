@@ -48,8 +48,7 @@ export class TaskRegistry {
   begin(name: string, kind: TaskInfo["kind"] = "task"): (outcome?: TaskOutcome) => void {
     // Nobody watching (every HTTP request while debug mode and self-tracing are off): the live entry is all there is.
     if (this.observers.size === 0 && !this.captureStacks) {
-      const id = this.#nextId++;
-      this.#live.set(id, { id, name, kind, startedAt: Date.now(), stack: undefined });
+      const id = this.#register(name, kind, undefined).id;
       return () => void this.#live.delete(id);
     }
     return this.#start(name, kind, false).end;
@@ -68,17 +67,23 @@ export class TaskRegistry {
     }
   }
 
+  /** Adds the live entry of a unit beginning now. */
+  #register(name: string, kind: TaskInfo["kind"], stack: string | undefined): TaskInfo {
+    const info: TaskInfo = { id: this.#nextId++, name, kind, startedAt: Date.now(), stack };
+    this.#live.set(info.id, info);
+    return info;
+  }
+
   #start(name: string, kind: TaskInfo["kind"], scoped: boolean) {
-    const id = this.#nextId++;
     const stack = this.captureStacks ? new Error().stack?.split("\n").slice(3).join("\n") : undefined;
-    const info: TaskInfo = { id, name, kind, startedAt: Date.now(), stack };
-    this.#live.set(id, info);
+    const info = this.#register(name, kind, stack);
+    const id = info.id;
     let watches: TaskWatch[] | undefined;
     for (const o of this.observers) {
       const w = o.began(info, scoped);
       if (w) (watches ??= []).push(w);
     }
-    // Unwatched (the usual case, e.g. every HTTP request while self-tracing is off): the live entry is all there is.
+    // No observer took it (e.g. a long-running task, which the tracer leaves alone): the live entry is all there is.
     if (watches === undefined) return { end: () => void this.#live.delete(id), run: unwatched };
     let ended = false;
     const end = (outcome: TaskOutcome = {}) => {
