@@ -34,7 +34,7 @@
 import { report } from "./lib/report";
 import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { median } from "./lib/stats";
+import { median, quantile } from "./lib/stats";
 import { cpuSeconds } from "./lib/proc";
 
 const arg = (name: string, fallback: number) => {
@@ -285,6 +285,8 @@ try {
   switcher.resume();
 
   const untraced = runs.get(UNTRACED)!;
+  /** requests/s of each round of state `s` over the untraced run of the same round. */
+  const ratiosOf = (s: State) => runs.get(s)!.map((r, i) => r.rps / untraced[i]!.rps);
   const untracedRps = median(untraced.map((r) => r.rps));
   const untracedCpu = perRequest(untraced, (r) => r.serverCpu + r.wrkCpu);
   const rows = [UNTRACED, IDLE, NETWORK, TRACED, KERNEL_ONLY].flatMap((s) => {
@@ -295,8 +297,7 @@ try {
       { name: `CPU taken by the hypervisor (steal), ${s.name}`, agent: pct(median(rs.map((r) => r.steal))), unit: "% of machine" },
     ];
     if (s === UNTRACED) return stateRows;
-    const ratios = rs.map((r, i) => r.rps / untraced[i]!.rps);
-    const ratio = median(ratios);
+    const ratio = median(ratiosOf(s));
     return [
       {
         name: `requests/s ${s.name} / untraced, median of the ${ROUNDS} rounds' ratios`,
@@ -306,16 +307,14 @@ try {
       },
       ...stateRows,
       { name: `agent CPU per request, ${s.name}`, agent: perRequest(rs, (r) => r.agentCpu), unit: "us" },
-      { name: `agent CPU, share of one core, ${s.name}`, agent: pct(median(rs.map((r) => r.agentCpu / SECONDS)) ), unit: "%" },
+      { name: `agent CPU, share of one core, ${s.name}`, agent: pct(median(rs.map((r) => r.agentCpu / SECONDS))), unit: "%" },
       ...(bpfPerRequest.has(s) ? [{ name: `network BPF programs per request (bpf_stats, one extra run), ${s.name}`, agent: bpfPerRequest.get(s)!, unit: "us" }] : []),
       ...(s === TRACED ? [{ name: `receiver CPU per request (the benchmark's local backend), ${s.name}`, agent: perRequest(rs, (r) => r.receiverCpu), unit: "us" }] : []),
     ];
   });
   const ratioList = (s: State) => {
-    const ratios = runs.get(s)!.map((r, i) => r.rps / untraced[i]!.rps);
-    const sorted = [...ratios].sort((a, b) => a - b);
-    const q = (f: number) => sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))]!.toFixed(3);
-    return `${ratios.map((x) => x.toFixed(3)).join(", ")} (quartiles ${q(0.25)} / ${q(0.75)})`;
+    const ratios = ratiosOf(s);
+    return `${ratios.map((x) => x.toFixed(3)).join(", ")} (quartiles ${quantile(ratios, 0.25).toFixed(3)} / ${quantile(ratios, 0.75).toFixed(3)})`;
   };
   report({
     bench: `HTTP tracing overhead (wrk -t1 -c${CONNECTIONS}, ${SECONDS}s per state x ${ROUNDS} rounds after a ${WARMUP_SECONDS}s warm-up, medians)`,

@@ -15,7 +15,7 @@
 import { report, type BenchRow } from "./lib/report";
 import { startAgent, startReceiver } from "./lib/agent";
 import { pinProcess, wrkRps } from "./lib/wrk";
-import { median } from "./lib/stats";
+import { median, quantile } from "./lib/stats";
 import { cpuSeconds } from "./lib/proc";
 
 const SECONDS = Number(process.argv[process.argv.indexOf("--seconds") + 1]) || 1;
@@ -94,13 +94,11 @@ try {
     }
     const [a, b] = [median(agentRuns.map((x) => x.rps)), median(rawRuns.map((x) => x.rps))];
     const ratios = agentRuns.map((x, i) => x.rps / rawRuns[i]!.rps);
-    const sorted = [...ratios].sort((x, y) => x - y);
-    const quartile = (f: number) => sorted[Math.min(sorted.length - 1, Math.floor(f * sorted.length))]!.toFixed(2);
     const ratio = median(ratios);
     const [aCpu, bCpu] = [median(agentRuns.map((x) => x.cpuUs)), median(rawRuns.map((x) => x.cpuUs))];
     cpuNotes.push(
       `${path}: requests/s per round agent ${agentRuns.map((x) => Math.round(x.rps)).join(", ")}, raw ${rawRuns.map((x) => Math.round(x.rps)).join(", ")}; ` +
-        `ratios ${ratios.map((x) => x.toFixed(2)).join(", ")} (quartiles ${quartile(0.25)} / ${quartile(0.75)}); ` +
+        `ratios ${ratios.map((x) => x.toFixed(2)).join(", ")} (quartiles ${quantile(ratios, 0.25).toFixed(2)} / ${quantile(ratios, 0.75).toFixed(2)}); ` +
         `${aCpu.toFixed(1)} us CPU per request (agent) vs ${bCpu.toFixed(1)} (raw), ratio ${(bCpu / aCpu).toFixed(2)}`,
     );
     rows.push({

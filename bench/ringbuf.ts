@@ -22,16 +22,16 @@
  * Needs root and a build (build/storm.bpf.o). Usage: bun bench/ringbuf.ts [--ms 3000] [--runs 1] [--loop-monitor]
  */
 import { $ } from "bun";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { mountFs, memlockLimit, openBpfRuntime, raiseMemlock, type BpfRuntime } from "../ffi";
 import { checkEnvironment, systemProbe } from "../src/ebpf/environment";
-import { FeatureProbes } from "../src/ebpf/features";
-import { loadProgramSet, type LoadedSet } from "../src/ebpf/loader";
+import type { LoadedSet } from "../src/ebpf/loader";
 import { RecordPump } from "../src/ebpf/pump";
 import type { ProgramSetSpec } from "../src/ebpf/spec";
+import { loadSetFromFile } from "./lib/bpf";
 import { report, type BenchRow } from "./lib/report";
 
 const ROOT = resolve(import.meta.dir, "..");
@@ -128,16 +128,8 @@ function spec(pid: number, decode: (v: DataView, o: number, len: number) => Stor
   };
 }
 
-async function load(runtime: BpfRuntime, pid: number, decode?: (v: DataView, o: number, len: number) => StormEvent): Promise<LoadedSet<StormEvent>> {
-  const out = await loadProgramSet(spec(pid, decode), {
-    runtime,
-    probes: new FeatureProbes(runtime),
-    objectBytes: async () => new Uint8Array(readFileSync(STORM_OBJECT)),
-    ringbufSizeBytes: RINGBUF_BYTES,
-    useRingbuf: true,
-  });
-  if (!out.ok) throw out.error;
-  return out.set;
+function load(runtime: BpfRuntime, pid: number, decode?: (v: DataView, o: number, len: number) => StormEvent): Promise<LoadedSet<StormEvent>> {
+  return loadSetFromFile(runtime, spec(pid, decode), STORM_OBJECT, RINGBUF_BYTES);
 }
 
 function cpuNs(): number {

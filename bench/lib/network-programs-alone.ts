@@ -9,15 +9,13 @@
  *
  * Usage: bun bench/lib/network-programs-alone.ts [--pairs N] [--seconds S]
  */
-import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { mountFs, memlockLimit, openBpfRuntime, raiseMemlock } from "../../ffi";
 import { networkSetSpec } from "../../src/collectors/network/spec";
 import { checkEnvironment, systemProbe } from "../../src/ebpf/environment";
-import { FeatureProbes } from "../../src/ebpf/features";
-import { loadProgramSet } from "../../src/ebpf/loader";
+import { loadSetFromFile } from "./bpf";
 import { cpuSeconds } from "./proc";
-import { median } from "./stats";
+import { median, quantile } from "./stats";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -36,15 +34,7 @@ const runtime = await openBpfRuntime(process.env);
 
 async function attach(): Promise<() => void> {
   const spec = networkSetSpec({ selfPid: process.pid, http: true, httpCapture: "socket", httpExchangesPerSecond: 250, maxConnections: 65_536 });
-  const out = await loadProgramSet(spec, {
-    runtime,
-    probes: new FeatureProbes(runtime),
-    objectBytes: async () => new Uint8Array(readFileSync(OBJECT)),
-    ringbufSizeBytes: RING_BYTES,
-    useRingbuf: true,
-  });
-  if (!out.ok) throw out.error;
-  const set = out.set;
+  const set = await loadSetFromFile(runtime, spec, OBJECT, RING_BYTES);
   return () => set.close();
 }
 
@@ -83,7 +73,7 @@ try {
     cpuRatios.push(on.usPerRequest / off.usPerRequest);
     console.log(`pair ${i + 1}: detached ${Math.round(off.rps)} req/s ${off.usPerRequest.toFixed(1)} us; attached ${Math.round(on.rps)} req/s ${on.usPerRequest.toFixed(1)} us`);
   }
-  const q = (xs: number[], f: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(f * xs.length))]!.toFixed(3);
+  const q = (xs: number[], f: number) => quantile(xs, f).toFixed(3);
   console.log(`requests/s attached/detached: median ${median(rpsRatios).toFixed(3)} (quartiles ${q(rpsRatios, 0.25)} / ${q(rpsRatios, 0.75)})`);
   console.log(`server + wrk CPU per request attached/detached: median ${median(cpuRatios).toFixed(3)} (quartiles ${q(cpuRatios, 0.25)} / ${q(cpuRatios, 0.75)})`);
 } finally {

@@ -38,7 +38,6 @@ function suite(mode: "socket" | "syscalls"): void {
   let refusedCurlPid = 0;
   let started = 0n;
 
-
   describe(`network tracing on the real kernel (http_capture: ${mode})`, () => {
     beforeAll(async () => {
       t = await startTracingAgent(`    network:
