@@ -32,7 +32,7 @@ const LIBBPF_SYMBOLS = {
   /** __u32 libbpf_minor_version(void); */
   libbpf_minor_version: { args: [], returns: u32 },
   /** libbpf_print_fn_t libbpf_set_print(libbpf_print_fn_t fn); returns the previous callback. */
-  libbpf_set_print: { args: [FN], returns: P },
+  libbpf_set_print: { args: [P], returns: P },
   /** int libbpf_num_possible_cpus(void); negative errno on error. */
   libbpf_num_possible_cpus: { args: [], returns: i32 },
   /** int libbpf_probe_bpf_map_type(enum bpf_map_type, const void *opts); 1 yes, 0 no, <0 errno. */
@@ -154,6 +154,8 @@ const LIBC_SYMBOLS = {
   close: { args: [i32], returns: i32 },
   /** int memfd_create(const char *name, unsigned int flags); -1+errno. */
   memfd_create: { args: [P, u32], returns: i32 },
+  /** int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset); the error number (0 on success). */
+  pthread_sigmask: { args: [i32, P, P], returns: i32 },
 } as const;
 
 /** Dependencies of libbpf, loaded first when the embedded copy is used. */

@@ -8,7 +8,7 @@ import { LibbpfError } from "./errors";
 import { lastErrno, nativeLib, type Native } from "./libbpf";
 import { PerfBufferReader } from "./perf-buffer";
 import { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
-import { openCpuClockEvent, closeFd } from "./system";
+import { closeFd, openCpuClockEvent, withSignalsBlocked } from "./system";
 import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, LibbpfInfo, RecordReader } from "./types";
 
 const OPEN_OPTS_SIZE_BYTES = 80;
@@ -71,6 +71,17 @@ class LibbpfLog {
       { args: ["i32", "ptr", "ptr"], returns: "i32" },
     );
     n.bpf.libbpf_set_print(this.#callback.ptr!);
+  }
+
+  /** Runs `fn` with libbpf's log off (libbpf calls no JavaScript meanwhile). */
+  silenced<T>(fn: () => T): T {
+    const n = nativeLib();
+    n.bpf.libbpf_set_print(null);
+    try {
+      return fn();
+    } finally {
+      n.bpf.libbpf_set_print(this.#callback.ptr!);
+    }
   }
 }
 
@@ -495,11 +506,19 @@ export class BpfObject implements BpfObjectApi {
     }
   }
 
-  load(): void {
+  load(options: { quiet?: boolean } = {}): void {
     if (!this.#handle) throw new LibbpfError("bpf_object__load", 9, { subject: this.name, detail: "object closed" });
+    const handle = this.#handle;
+    if (options.quiet && !this.#log.sink) {
+      // No JavaScript may run while signals are blocked: a sampling profiler that suspends this thread holds its
+      // lock until the signal gets through, and entering JavaScript (libbpf's log callback) takes that lock.
+      const r = this.#log.silenced(() => withSignalsBlocked(() => nativeLib().bpf.bpf_object__load(handle)));
+      if (r < 0) throw new LibbpfError("bpf_object__load", -r, { subject: this.name, detail: "quiet load: libbpf's log was off" });
+      return;
+    }
     const captured: string[] = [];
     this.#log.capture = captured;
-    const r = nativeLib().bpf.bpf_object__load(this.#handle);
+    const r = nativeLib().bpf.bpf_object__load(handle);
     this.#log.capture = undefined;
     if (r < 0) {
       const f = parseLoadFailure(captured);

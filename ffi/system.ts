@@ -57,3 +57,28 @@ export function openCpuClockEvent(cpu: number, frequencyHz: number): number {
 export function closeFd(fd: number): void {
   nativeLib().libc.close(fd);
 }
+
+const SIG_BLOCK = 0;
+const SIG_SETMASK = 2;
+/** glibc's sigset_t: 1024 bits. */
+const SIGSET_BYTES = 128;
+/** Every signal; the kernel leaves SIGKILL and SIGSTOP alone and glibc keeps its own internal ones. */
+const ALL_SIGNALS = new Uint8Array(SIGSET_BYTES).fill(0xff);
+
+/**
+ * Runs `fn` with every signal blocked on the calling thread, then restores the previous mask (a signal that came
+ * meanwhile is delivered then, or at once to another thread of the process). For syscalls that give up with
+ * EAGAIN or EINTR while a signal is pending, such as BPF_PROG_LOAD's verifier. Throws LibbpfError if the mask
+ * cannot be set.
+ */
+export function withSignalsBlocked<T>(fn: () => T): T {
+  const libc = nativeLib().libc;
+  const previous = new Uint8Array(SIGSET_BYTES);
+  const err = libc.pthread_sigmask(SIG_BLOCK, ptr(ALL_SIGNALS), ptr(previous));
+  if (err !== 0) throw new LibbpfError("pthread_sigmask", err, { subject: "block every signal" });
+  try {
+    return fn();
+  } finally {
+    libc.pthread_sigmask(SIG_SETMASK, ptr(previous), null);
+  }
+}

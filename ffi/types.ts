@@ -125,9 +125,12 @@ export interface BpfObjectApi extends Disposable {
   setConstants(values: Record<string, number | bigint>): void;
   /**
    * Loads every autoload program and creates the maps. On failure throws LibbpfError with `subject` = the program
-   * libbpf blamed (when it said) and its verifier log.
+   * libbpf blamed (when it said) and its verifier log. `quiet`: libbpf logs nothing and every signal waits until
+   * the load is done (the verifier gives up with EAGAIN while a signal is pending, and a process under a sampling
+   * profiler or a burst of signals gets one every few milliseconds); a failure then carries no log, so the caller
+   * loads a fresh object again without `quiet` to learn why. Without effect while libbpf's log goes to a sink.
    */
-  load(): void;
+  load(options?: { quiet?: boolean }): void;
   /** Closes maps and programs (links must be closed first). Idempotent. */
   close(): void;
 }

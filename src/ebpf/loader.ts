@@ -129,6 +129,14 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
   }
 
   let object: BpfObjectApi | undefined;
+  const loadedQuietly = (candidate: BpfObjectApi): boolean => {
+    try {
+      candidate.load({ quiet: true });
+      return true;
+    } catch {
+      return false;
+    }
+  };
   for (let attempt = 0; attempt <= spec.programs.length && !object; attempt++) {
     let candidate: BpfObjectApi;
     try {
@@ -138,7 +146,14 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
     }
     try {
       configure(candidate, spec, options, excluded);
-      candidate.load();
+      if (!loadedQuietly(candidate)) {
+        // The quiet load says nothing of why it failed: a fresh copy loads with libbpf's log on (and signals
+        // as they come), which either tells the reason or, if a signal storm was the cause, may just work.
+        candidate.close();
+        candidate = options.runtime.openObject(bytes, spec.object);
+        configure(candidate, spec, options, excluded);
+        candidate.load();
+      }
       object = candidate;
     } catch (e) {
       candidate.close();

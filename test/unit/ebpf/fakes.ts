@@ -163,6 +163,10 @@ export class FakeMap implements BpfMapApi {
 export class FakeObject implements BpfObjectApi {
   loaded = false;
   closed = false;
+  /** How load() was called (quiet or not). */
+  loadedQuietly: boolean | undefined;
+  /** A quiet load fails with EAGAIN (and no log), as the verifier does when a signal is pending. */
+  failQuiet = false;
   constants: Record<string, number | bigint> = {};
   readonly #programs: FakeProgram[];
   readonly #maps: FakeMap[];
@@ -189,9 +193,14 @@ export class FakeObject implements BpfObjectApi {
     for (const k of Object.keys(values)) if (!this.constantSlots.includes(k)) throw new LibbpfError("setConstants", 2, { subject: k });
     Object.assign(this.constants, values);
   }
-  load(): void {
+  load(options: { quiet?: boolean } = {}): void {
+    const quiet = options.quiet === true;
+    this.loadedQuietly = quiet;
+    if (quiet && this.failQuiet) throw new LibbpfError("bpf_object__load", 11, { subject: this.name, detail: "quiet load" });
     for (const p of this.#programs) {
       if (p.autoload && p.template.failLoad) {
+        // A quiet load, like libbpf's with its log off, does not say which program failed or why.
+        if (quiet) throw new LibbpfError("bpf_object__load", p.template.failLoad.errno, { subject: this.name, detail: "quiet load" });
         throw new LibbpfError("bpf_object__load", p.template.failLoad.errno, { subject: p.name, verifierLog: p.template.failLoad.verifierLog });
       }
     }
@@ -210,6 +219,8 @@ export class FakeObject implements BpfObjectApi {
 export class FakeRuntime implements BpfRuntime {
   readonly info = { source: "embedded" as const, path: "/fake/libbpf.so.1", version: "1.1" };
   readonly opened: FakeObject[] = [];
+  /** Quiet loads of this many objects opened from now on fail (see FakeObject.failQuiet). */
+  quietFailures = 0;
   sink: ((level: "warn" | "info" | "debug", line: string) => void) | undefined;
   constructor(
     readonly programs: ProgramTemplate[],
@@ -219,6 +230,10 @@ export class FakeRuntime implements BpfRuntime {
   ) {}
   openObject(_bytes: Uint8Array, name: string): FakeObject {
     const o = new FakeObject(name, this.programs, this.maps, this.constantSlots);
+    if (this.quietFailures > 0) {
+      o.failQuiet = true;
+      this.quietFailures--;
+    }
     this.opened.push(o);
     return o;
   }

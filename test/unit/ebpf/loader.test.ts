@@ -86,13 +86,32 @@ describe("loadProgramSet", () => {
     const { runtime, options, verifierLogs } = setup([{ name: "a" }, { name: "bad", failLoad: { errno: 13, verifierLog: "R0 invalid mem access 'map_value_or_null'" } }]);
     const out = await loadProgramSet(spec([{ name: "a", attach: tp, required: true }, { name: "bad", attach: tp, required: false }]), options);
     if (!out.ok) throw out.error;
-    expect(runtime.opened.length).toBe(2);
-    expect(runtime.opened[0]!.closed).toBe(true);
+    // The quiet load fails without a log, a verbose one on a fresh object says why, the third loads without "bad".
+    expect(runtime.opened.map((o) => [o.loadedQuietly, o.closed])).toEqual([
+      [true, true],
+      [false, true],
+      [true, false],
+    ]);
     const bad = out.set.programs.find((p) => p.name === "bad")!;
     expect(bad).toMatchObject({ attached: false, id: 0 });
     expect(bad.reason).toContain("EACCES");
     expect(verifierLogs).toEqual(["bad: R0 invalid mem access 'map_value_or_null'"]);
     expect(out.set.programs.find((p) => p.name === "a")!.attached).toBe(true);
+  });
+
+  test("objects load quietly first; one whose quiet load fails (a signal storm) loads verbosely on a fresh copy", async () => {
+    const { runtime, options } = setup([{ name: "a" }]);
+    runtime.quietFailures = 1;
+    const out = await loadProgramSet(spec([{ name: "a", attach: tp, required: true }]), options);
+    if (!out.ok) throw out.error;
+    expect(runtime.opened.map((o) => [o.loadedQuietly, o.closed, o.loaded])).toEqual([
+      [true, true, false],
+      [false, false, true],
+    ]);
+    expect(out.set.programs[0]).toMatchObject({ name: "a", attached: true });
+    const again = await loadProgramSet(spec([{ name: "a", attach: tp, required: true }]), options);
+    if (!again.ok) throw again.error;
+    expect(runtime.last.loadedQuietly).toBe(true);
   });
 
   test("a required program the verifier rejects fails the set", async () => {

@@ -1,8 +1,11 @@
 /**
  * Privileged: reloading agent.ebpf.network settings that the kernel side is built with reloads the set:
  * http_capture socket -> syscalls swaps the attached programs; network.enabled false detaches everything.
+ * A reload while a CPU profile samples the agent (GET /debug/pprof/profile) still loads the set: the sampling
+ * thread signals the agent's thread every millisecond, which made the verifier give up with EAGAIN.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { sampleCpu } from "../../../../src/debug/cpu-profile";
 import { startTracingAgent, until, type TracingAgent } from "./harness";
 
 setDefaultTimeout(60_000);
@@ -47,5 +50,22 @@ describe("ebpf/network reload", () => {
     const off = await programs();
     expect(off.has("on_set_state")).toBe(false);
     expect(off.has("on_set_state_tp")).toBe(false);
+  });
+
+  test("the set loads while a CPU profile samples the agent, and the profile completes", async () => {
+    await t.reconfigure(`    network:
+      enabled: false`);
+    await until(() => t.agent.agent.status.component("ebpf/network")?.state === "disabled", "ebpf/network disabled", 30_000);
+    const profile = sampleCpu(3);
+    await Bun.sleep(200);
+    await t.reconfigure(`    network:
+      enabled: true
+      http_capture: socket`);
+    const state = () => t.agent.agent.status.component("ebpf/network");
+    await until(() => state()?.state !== "disabled" && state()?.state !== "starting", "ebpf/network to leave disabled", 30_000);
+    expect(state()?.state, state()?.reason).toBe("ok");
+    expect((await programs()).get("on_send_length")).toBe(true);
+    const p = await profile;
+    expect(p.samples?.length ?? 0).toBeGreaterThan(0);
   });
 });
