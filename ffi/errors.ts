@@ -56,6 +56,16 @@ export class LibbpfError extends Error {
   }
 }
 
+/**
+ * A quiet bpf_object__load (libbpf's log off, signals blocked) failed: it cannot say which program failed or why,
+ * so the caller loads a fresh copy of the object verbosely to learn that.
+ */
+export class QuietLoadError extends LibbpfError {
+  constructor(object: string, errno: number) {
+    super("bpf_object__load", errno, { subject: object, detail: "quiet load: libbpf's log was off" });
+  }
+}
+
 /** libbpf could not be found or loaded at all (no usable system copy, embedded copy unusable). */
 export class LibbpfUnavailableError extends Error {
   override readonly name = "LibbpfUnavailableError";

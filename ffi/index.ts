@@ -8,7 +8,7 @@ import { LibbpfRuntime } from "./object";
 import type { BpfRuntime } from "./types";
 
 export * from "./types";
-export { LibbpfError, LibbpfUnavailableError, errnoName } from "./errors";
+export { LibbpfError, LibbpfUnavailableError, QuietLoadError, errnoName } from "./errors";
 export { memlockLimit, mountFs, raiseMemlock } from "./system";
 export { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
 export { parseLoadFailure } from "./object";

@@ -4,7 +4,7 @@
  */
 import { JSCallback, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { readFileSync } from "node:fs";
-import { LibbpfError } from "./errors";
+import { LibbpfError, QuietLoadError } from "./errors";
 import { lastErrno, nativeLib, type Native } from "./libbpf";
 import { PerfBufferReader } from "./perf-buffer";
 import { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
@@ -513,7 +513,7 @@ export class BpfObject implements BpfObjectApi {
       // No JavaScript may run while signals are blocked: a sampling profiler that suspends this thread holds its
       // lock until the signal gets through, and entering JavaScript (libbpf's log callback) takes that lock.
       const r = this.#log.silenced(() => withSignalsBlocked(() => nativeLib().bpf.bpf_object__load(handle)));
-      if (r < 0) throw new LibbpfError("bpf_object__load", -r, { subject: this.name, detail: "quiet load: libbpf's log was off" });
+      if (r < 0) throw new QuietLoadError(this.name, -r);
       return;
     }
     const captured: string[] = [];

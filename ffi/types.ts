@@ -127,8 +127,9 @@ export interface BpfObjectApi extends Disposable {
    * Loads every autoload program and creates the maps. On failure throws LibbpfError with `subject` = the program
    * libbpf blamed (when it said) and its verifier log. `quiet`: libbpf logs nothing and every signal waits until
    * the load is done (the verifier gives up with EAGAIN while a signal is pending, and a process under a sampling
-   * profiler or a burst of signals gets one every few milliseconds); a failure then carries no log, so the caller
-   * loads a fresh object again without `quiet` to learn why. Without effect while libbpf's log goes to a sink.
+   * profiler or a burst of signals gets one every few milliseconds); such a failure throws QuietLoadError, which
+   * carries no log, so the caller loads a fresh object again without `quiet` to learn why. Without effect while
+   * libbpf's log goes to a sink (a failure then throws the usual LibbpfError).
    */
   load(options?: { quiet?: boolean }): void;
   /** Closes maps and programs (links must be closed first). Idempotent. */

@@ -5,7 +5,7 @@
  * only code that turns them into kernel objects, through the interfaces of ffi/types.ts.
  */
 import { cpus } from "node:os";
-import { LibbpfError } from "../../ffi/errors";
+import { LibbpfError, QuietLoadError } from "../../ffi/errors";
 import type { BpfLinkApi, BpfMapApi, BpfObjectApi, BpfRuntime, RecordReader } from "../../ffi/types";
 import type { FeatureProbes } from "./features";
 import type { ProgramSetSpec, ProgramStatus, RecordDecoder } from "./spec";
@@ -129,14 +129,6 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
   }
 
   let object: BpfObjectApi | undefined;
-  const loadedQuietly = (candidate: BpfObjectApi): boolean => {
-    try {
-      candidate.load({ quiet: true });
-      return true;
-    } catch {
-      return false;
-    }
-  };
   for (let attempt = 0; attempt <= spec.programs.length && !object; attempt++) {
     let candidate: BpfObjectApi;
     try {
@@ -146,7 +138,10 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
     }
     try {
       configure(candidate, spec, options, excluded);
-      if (!loadedQuietly(candidate)) {
+      try {
+        candidate.load({ quiet: true });
+      } catch (e) {
+        if (!(e instanceof QuietLoadError)) throw e;
         // The quiet load says nothing of why it failed: a fresh copy loads with libbpf's log on (and signals
         // as they come), which either tells the reason or, if a signal storm was the cause, may just work.
         candidate.close();

@@ -1,5 +1,5 @@
 /** Fakes of the ffi/types interfaces (no kernel) and a context for eBPF unit tests. */
-import { LibbpfError } from "../../../ffi/errors";
+import { LibbpfError, QuietLoadError } from "../../../ffi/errors";
 import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, RecordDecoderFn, RecordHandler, RecordReader } from "../../../ffi/types";
 import type { BaseContext } from "../../../src/agent/context";
 import { parseConfig } from "../../../src/config/load";
@@ -167,6 +167,8 @@ export class FakeObject implements BpfObjectApi {
   loadedQuietly: boolean | undefined;
   /** A quiet load fails with EAGAIN (and no log), as the verifier does when a signal is pending. */
   failQuiet = false;
+  /** libbpf's log goes to a sink: a quiet load is a verbose one (as BpfObject does). */
+  logToSink = false;
   constants: Record<string, number | bigint> = {};
   readonly #programs: FakeProgram[];
   readonly #maps: FakeMap[];
@@ -194,13 +196,13 @@ export class FakeObject implements BpfObjectApi {
     Object.assign(this.constants, values);
   }
   load(options: { quiet?: boolean } = {}): void {
-    const quiet = options.quiet === true;
+    const quiet = options.quiet === true && !this.logToSink;
     this.loadedQuietly = quiet;
-    if (quiet && this.failQuiet) throw new LibbpfError("bpf_object__load", 11, { subject: this.name, detail: "quiet load" });
+    if (quiet && this.failQuiet) throw new QuietLoadError(this.name, 11);
     for (const p of this.#programs) {
       if (p.autoload && p.template.failLoad) {
         // A quiet load, like libbpf's with its log off, does not say which program failed or why.
-        if (quiet) throw new LibbpfError("bpf_object__load", p.template.failLoad.errno, { subject: this.name, detail: "quiet load" });
+        if (quiet) throw new QuietLoadError(this.name, p.template.failLoad.errno);
         throw new LibbpfError("bpf_object__load", p.template.failLoad.errno, { subject: p.name, verifierLog: p.template.failLoad.verifierLog });
       }
     }
@@ -230,6 +232,7 @@ export class FakeRuntime implements BpfRuntime {
   ) {}
   openObject(_bytes: Uint8Array, name: string): FakeObject {
     const o = new FakeObject(name, this.programs, this.maps, this.constantSlots);
+    o.logToSink = this.sink !== undefined;
     if (this.quietFailures > 0) {
       o.failQuiet = true;
       this.quietFailures--;

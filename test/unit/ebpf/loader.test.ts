@@ -114,6 +114,18 @@ describe("loadProgramSet", () => {
     expect(runtime.last.loadedQuietly).toBe(true);
   });
 
+  test("with libbpf's log going to a sink, loads are verbose at once: a rejected program is not loaded twice to learn why", async () => {
+    const { runtime, options, verifierLogs } = setup([{ name: "a" }, { name: "bad", failLoad: { errno: 13, verifierLog: "log" } }]);
+    runtime.setLogSink(() => {});
+    const out = await loadProgramSet(spec([{ name: "a", attach: tp, required: true }, { name: "bad", attach: tp, required: false }]), options);
+    if (!out.ok) throw out.error;
+    expect(runtime.opened.map((o) => [o.loadedQuietly, o.closed])).toEqual([
+      [false, true],
+      [false, false],
+    ]);
+    expect(verifierLogs).toEqual(["bad: log"]);
+  });
+
   test("a required program the verifier rejects fails the set", async () => {
     const { options, verifierLogs } = setup([{ name: "bad", failLoad: { errno: 13, verifierLog: "log" } }]);
     const out = await loadProgramSet(spec([{ name: "bad", attach: tp, required: true }]), options);
