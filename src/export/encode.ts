@@ -484,8 +484,12 @@ class ProfilesDictionary {
   readonly functions = new Map<number, { index: number; name: number; file: number }>();
   readonly locations = new Map<number, { index: number; mapping: number; address: bigint; fn: number; line: number }>();
   readonly attributes = new Map<string, { index: number; key: number; value: AttributeValue }>();
-  /** Stack index and location indices by the location indices joined. */
-  readonly stacks = new Map<string, { index: number; locations: number[] }>();
+  /** Stacks in index order (from 1). */
+  readonly stacks: number[][] = [];
+  /** Stack indices by a hash of their location indices (a list: hashes may collide). */
+  readonly #stackByHash = new Map<number, number[]>();
+  /** Location indices of the stack being looked up (reused: a new stack is copied out of it). */
+  #scratch: number[] = [];
   /**
    * Location index by frame object: collectors reuse one object per distinct frame (the symbolizer caches
    * them), so most frames cost one identity lookup instead of building string keys.
@@ -493,6 +497,8 @@ class ProfilesDictionary {
   readonly #byFrame = new Map<object, number>();
   /** Attribute indices by attributes object (samples of a thread share one). */
   readonly #byAttributes = new Map<object, number[]>();
+  /** One array per distinct list of attribute indices, so that samples compare them by identity. */
+  readonly #attributeLists = new Map<string, number[]>();
 
   constructor() {
     if (locationIds.size >= MAX_FRAME_IDS || functionIds.size >= MAX_FRAME_IDS) {
@@ -515,7 +521,7 @@ class ProfilesDictionary {
     return a.index;
   }
 
-  /** The attribute indices of an attributes object (computed once per object). */
+  /** The attribute indices of an attributes object (computed once per object; equal lists are one array). */
   attributeIndices(attributes: Attributes): number[] {
     let out = this.#byAttributes.get(attributes);
     if (!out) {
@@ -524,6 +530,10 @@ class ProfilesDictionary {
         const v = attributes[k];
         if (v !== undefined && v !== null) out.push(this.attribute(k, v));
       }
+      const key = out.join(",");
+      const known = this.#attributeLists.get(key);
+      if (known) out = known;
+      else this.#attributeLists.set(key, out);
       this.#byAttributes.set(attributes, out);
     }
     return out;
@@ -531,12 +541,28 @@ class ProfilesDictionary {
 
   /** The stack_table index of a stack (leaf first). */
   stack(frames: readonly Frame[]): number {
-    const locations = new Array<number>(frames.length);
-    for (let i = 0; i < frames.length; i++) locations[i] = this.location(frames[i]!);
-    const key = locations.join(",");
-    let s = this.stacks.get(key);
-    if (!s) this.stacks.set(key, (s = { index: this.stacks.size + 1, locations }));
-    return s.index;
+    const n = frames.length;
+    const locations = this.#scratch;
+    locations.length = n;
+    let hash = n;
+    for (let i = 0; i < n; i++) {
+      const loc = this.location(frames[i]!);
+      locations[i] = loc;
+      hash = (Math.imul(hash, 0x01000193) ^ loc) | 0;
+    }
+    let candidates = this.#stackByHash.get(hash);
+    if (candidates) {
+      for (const index of candidates) {
+        const known = this.stacks[index - 1]!;
+        if (known.length !== n) continue;
+        let i = 0;
+        while (i < n && known[i] === locations[i]) i++;
+        if (i === n) return index;
+      }
+    } else this.#stackByHash.set(hash, (candidates = []));
+    this.stacks.push(locations.slice());
+    candidates.push(this.stacks.length);
+    return this.stacks.length;
   }
 
   location(f: Frame): number {
@@ -616,9 +642,9 @@ class ProfilesDictionary {
       w.end(m);
     }
     w.end(w.open(D.stack_table));
-    for (const s of this.stacks.values()) {
+    for (const locations of this.stacks) {
       const m = w.open(D.stack_table);
-      writePackedVarints(w, F.Stack.location_indices, s.locations);
+      writePackedVarints(w, F.Stack.location_indices, locations);
       w.end(m);
     }
   }
@@ -647,16 +673,23 @@ const NO_ATTRIBUTES: number[] = [];
 function writeProfile(w: ProtoWriter, d: ProfilesDictionary, p: ProfileItem): void {
   const P = F.Profile;
   writeValueType(w, P.sample_type, d, p.sampleType);
-  const samples = new Map<string, { stack: number; attributes: number[]; value: number }>();
+  // Samples by attribute list (one array per distinct list: see attributeIndices), then by stack index.
+  const byAttributes = new Map<number[], Map<number, { stack: number; attributes: number[]; value: number }>>();
+  const samples: Array<{ stack: number; attributes: number[]; value: number }> = [];
   for (const s of p.samples) {
     const stack = d.stack(s.stack);
     const attributes = s.attributes ? d.attributeIndices(s.attributes) : NO_ATTRIBUTES;
-    const key = attributes.length ? `${stack};${attributes.join(",")}` : `${stack}`;
-    const known = samples.get(key);
+    let byStack = byAttributes.get(attributes);
+    if (!byStack) byAttributes.set(attributes, (byStack = new Map()));
+    const known = byStack.get(stack);
     if (known) known.value += s.value;
-    else samples.set(key, { stack, attributes, value: s.value });
+    else {
+      const sample = { stack, attributes, value: s.value };
+      byStack.set(stack, sample);
+      samples.push(sample);
+    }
   }
-  for (const s of samples.values()) {
+  for (const s of samples) {
     const sm = w.open(P.samples);
     w.varintField(F.Sample.stack_index, s.stack);
     writePackedVarints(w, F.Sample.attribute_indices, s.attributes);

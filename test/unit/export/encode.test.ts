@@ -204,6 +204,30 @@ describe("round trips through protobufjs", () => {
     ]);
   });
 
+  test("profiles: many stacks, each once in the stack table, every sample naming its own frames", () => {
+    const frames = Array.from({ length: 50 }, (_, i) => ({ function: `f${i}`, binary: "/bin/app", address: BigInt(i + 1) }));
+    let seed = 7;
+    const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n;
+    const stacks = Array.from({ length: 3000 }, () => Array.from({ length: 1 + rnd(6) }, () => frames[rnd(50)]!));
+    const p: ProfileItem = {
+      sampleType: { type: "samples", unit: "count" },
+      timeUnixNano: 1n,
+      durationNanos: 2n,
+      samples: stacks.map((stack) => ({ stack, value: 1 })),
+    };
+    const req = decodeRequest("profiles", buildRequest("profiles", [encoder.encode("profiles", p)], resource.encoder)) as any;
+    const d = req.dictionary;
+    const names = (s: any) => (d.stackTable[s.stackIndex].locationIndices ?? []).map((l: number) => d.stringTable[d.functionTable[d.locationTable[l].lines[0].functionIndex].nameStrindex]);
+    const distinct = new Set(stacks.map((st) => st.map((f) => f.function).join(",")));
+    expect(d.stackTable).toHaveLength(distinct.size + 1);
+    expect(new Set(d.stackTable.map((s: any) => (s.locationIndices ?? []).join(","))).size).toBe(distinct.size + 1);
+    const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
+    expect(prof.samples).toHaveLength(distinct.size);
+    const weight = new Map<string, number>();
+    for (const st of stacks) weight.set(st.map((f) => f.function).join(","), (weight.get(st.map((f) => f.function).join(",")) ?? 0) + 1);
+    for (const s of prof.samples) expect(Number(s.values[0])).toBe(weight.get(names(s).join(","))!);
+  });
+
   test("profiles: encoded once, when the batch is built (nothing at submit but an estimate); the resource as it is at send time", () => {
     const own = new ResourceBuilder("unit");
     const enc = new ItemEncoder(own.encoder);
