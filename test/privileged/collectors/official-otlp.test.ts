@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { spawnAgent, type AgentProcess } from "../../helpers";
+import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 
 const isRoot = process.getuid?.() === 0;
@@ -56,22 +56,11 @@ beforeAll(async () => {
 
   server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
   rx = await startOfficialReceiver();
-  agent = await spawnAgent({
-    config: `
-self_telemetry:
-  listen: 127.0.0.1:0
-  tracing:
-    enabled: true
-    sample_rate: 1.0
-service_name: official-privileged
-otlp:
-  endpoint: ${rx.endpoint}
-  compression: gzip
-backoff:
-  initial: 50ms
-  max: 500ms
-agent:
-  ebpf:
+  const config = QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n")
+    .replace("otlp:\n", "otlp:\n  compression: gzip\n")
+    .replace(
+      "  ebpf:\n    enabled: false\n",
+      `  ebpf:
     enabled: true
     network:
       enabled: true
@@ -80,20 +69,7 @@ agent:
     syscalls:
       enabled: true
       interval: 1s
-  profiling:
-    enabled: true
-    pid: ${burnerProc.pid}
-    sample_rate: 99
-    interval: 1s
-    pprof_dir: ${pprofDir}
-    pprof_keep: 1000
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-  gpu:
+${profiling(pprofDir, burnerProc.pid)}  gpu:
     enabled: true
     interval: 500ms
     library: ${nvml}
@@ -104,9 +80,19 @@ agent:
     checkpoint_file: ${join(dir, "checkpoint.json")}
     poll_interval: 50ms
 `,
-    timeoutMs: 30_000,
-  });
+    );
+  agent = await spawnAgent({ config: `${config}service_name: official-privileged\n`, env: { OTLP_ENDPOINT: rx.endpoint }, timeoutMs: 30_000 });
 });
+
+/** The agent.profiling block (indented under agent:): one period a second, every pprof file kept. */
+const profiling = (pprofDir: string, pid: number) => `  profiling:
+    enabled: true
+    pid: ${pid}
+    sample_rate: 99
+    interval: 1s
+    pprof_dir: ${pprofDir}
+    pprof_keep: 1000
+`;
 
 const of = (reqs: OfficialRequest[], signal: OfficialRequest["signal"]) => reqs.filter((r) => r.signal === signal);
 const attrs = (list: Array<{ key: string; value: Record<string, unknown> }> | undefined): Record<string, unknown> =>
@@ -226,32 +212,8 @@ describe.skipIf(!isRoot || missing.length > 0)("all four signals of dist/svc-age
   test("profiling every process: requests of many profiles share one dictionary, every index inside it, samples as pprof's", async () => {
     const all = await startOfficialReceiver();
     const everyDir = join(dir, "pprof-every");
-    const every = await spawnAgent({
-      config: `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: ${all.endpoint}
-agent:
-  ebpf:
-    enabled: true
-    network:
-      enabled: false
-  profiling:
-    enabled: true
-    sample_rate: 99
-    interval: 1s
-    pprof_dir: ${everyDir}
-    pprof_keep: 1000
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`,
-      timeoutMs: 30_000,
-    });
+    const config = QUIET_CONFIG.replace("  ebpf:\n    enabled: false\n", `  ebpf:\n    enabled: true\n    network:\n      enabled: false\n${profiling(everyDir, 0)}`);
+    const every = await spawnAgent({ config, env: { OTLP_ENDPOINT: all.endpoint }, timeoutMs: 30_000 });
     try {
       await all.waitFor((reqs) => of(reqs, "profiles").length >= 2, 30_000);
       expect(await every.stop()).toBe(0);
