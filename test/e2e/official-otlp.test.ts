@@ -29,7 +29,7 @@ beforeAll(async () => {
   writeFileSync(join(dir, "app.log"), "");
   rx = await startOfficialReceiver();
   const config = QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n")
-    .replace("otlp:\n", "otlp:\n  compression: gzip\n")
+    .replace("otlp:\n", "otlp:\n  compression: gzip\n  headers:\n    x-e2e: official\n")
     .replace(
       "agent:\n",
       `agent:
@@ -81,6 +81,7 @@ describe.skipIf(missing.length > 0)(`official OTLP decoding (protoc + grpcio)${m
     expect(logLines(reqs)).toEqual(Array.from({ length: LINES }, (_, i) => `official line ${i}`));
     const resource = Object.fromEntries(of(reqs, "logs")[0]!.message.resourceLogs[0].resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
     expect(resource["service.name"]).toBe("e2e-official");
+    expect(of(reqs, "logs")[0]!.metadata?.["x-e2e"]).toBe("official");
 
     expect([...metricNames(reqs)].some((n) => n.startsWith("gpu."))).toBe(true);
     for (const r of of(reqs, "metrics"))

@@ -36,6 +36,8 @@ export interface OfficialRequest {
   /** The request, as protobuf's json_format.MessageToDict gives it. */
   // biome-ignore lint/suspicious/noExplicitAny: a decoded document of whatever the test expects
   message: any;
+  /** Received by the server (not by checkOfficial): the request's gRPC metadata, text keys, lowercase. */
+  metadata?: Record<string, string>;
 }
 
 export const SCRIPT = resolve(import.meta.dir, "receiver.py");

@@ -17,6 +17,7 @@ A report is a JSON object:
                     values and timestamps, or with both of different lengths
     message         the request as google.protobuf.json_format.MessageToDict gives it (camelCase names,
                     64-bit integers as strings, bytes as base64)
+    metadata        serve only: the request's gRPC metadata (text keys, lowercase), e.g. user-agent, headers
 """
 import argparse
 import glob
@@ -177,6 +178,7 @@ def serve(args):
 
         def export(request, context):
             rep = report(sig, request)
+            rep["metadata"] = {k: v for k, v in context.invocation_metadata() if not k.endswith("-bin")}
             with lock:
                 seq[0] += 1
                 n = seq[0]
