@@ -2,7 +2,8 @@
  * e2e: what the compiled agent exports, decoded by the official OTLP schema with code the project did not
  * write (test/helpers/official-receiver: protoc-generated Python stubs, Debian's grpcio). Traces (self-tracing),
  * metrics (GPU metrics from the NVML stand-in) and logs (a tailed file) arrive with no field the schema does not
- * know. The privileged layer does the same for profiles (test/privileged/collectors/official-profiles.test.ts).
+ * know. The receiver's OTLP/HTTP side answers a gzip protobuf POST from curl. The privileged layer does the
+ * same for all four signals (test/privileged/collectors/official-otlp.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
