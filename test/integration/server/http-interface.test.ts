@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import type { Component, ComponentHost } from "../../../src/lifecycle/component";
+import { RESERVED_PATHS } from "../../../src/server/config";
 import { QUIET_CONFIG } from "../../helpers/agent-process";
 import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../../helpers/in-process";
 import { OpenApiChecker } from "../../helpers/openapi";
@@ -226,6 +227,26 @@ describe("health and readiness follow component states", () => {
     const h = await call(a, "GET", "/healthz");
     expect(h.status).toBe(503);
     expect(await json(h)).toEqual({ status: "unhealthy", reasons: ["test/controllable: disk gone"] });
+  });
+});
+
+describe("the metrics path", () => {
+  test("RESERVED_PATHS covers every route the interface serves, so the metrics path is the only free one", () => {
+    const paths = [...new Set(plain.app.routes.map((r) => r.path))];
+    expect(paths.length).toBeGreaterThan(20);
+    const uncovered = paths.filter((p) => p !== "/metrics" && p !== "/api/v1/metrics" && !RESERVED_PATHS.some((r) => p === r || p.startsWith(r + "/")));
+    expect(uncovered).toEqual([]);
+  });
+
+  test("a reload to a path that shadows a route is 400 naming self_telemetry.path; /healthz keeps its answer", async () => {
+    const a = await inProcessAgent();
+    for (const path of ["/healthz", "/status", "/api/v1/ready", "/debug/vars"]) {
+      a.writeConfig(QUIET_CONFIG.replace("self_telemetry:\n", `self_telemetry:\n  path: ${path}\n`));
+      const bad = await expectError(await call(a, "POST", "/admin/reload"), 400, "invalid_request");
+      expect(bad.details.problems.map((p: { path: string }) => p.path)).toEqual(["self_telemetry.path"]);
+    }
+    expect(await json(await call(a, "GET", "/healthz"))).toEqual({ status: "ok" });
+    expect(a.agent.config.self_telemetry.path).toBe("/metrics");
   });
 });
 
