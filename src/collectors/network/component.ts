@@ -55,6 +55,7 @@ export class NetworkCollector implements Component {
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
   /** Spans produced, for tests and the log line at shutdown. */
@@ -202,9 +203,16 @@ export class NetworkCollector implements Component {
     this.#host = host;
     await this.#inner.start(host);
     if (this.#cfg.enabled && this.#ctx.config.agent.ebpf.enabled) this.#startTimers();
+    // A flush (POST /admin/flush) takes the interval's connection metrics and the spans not yet submitted.
+    this.#removeFlushSource ??= this.#ctx.pipeline.addFlushSource?.(() => {
+      this.#flushSpans();
+      this.exportMetrics();
+    });
   }
 
   async shutdown(deadline: AbortSignal): Promise<void> {
+    this.#removeFlushSource?.();
+    this.#removeFlushSource = undefined;
     this.#stopTimers();
     await this.#inner.shutdown(deadline);
     this.#flushSpans();
