@@ -13,6 +13,7 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
+import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall } from "../http/exchanges";
 import { exchangeToSpan, type EndpointMeta } from "../http/spans";
 import { PerSecondBudget } from "./budget";
@@ -138,7 +139,7 @@ export class NetworkCollector implements Component {
   #offer(span: SpanItem): void {
     if (!this.#budget.take()) {
       this.counters.dropped++;
-      this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" });
+      this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
       return;
     }
     this.#pendingSpans.push(span);
@@ -177,7 +178,7 @@ export class NetworkCollector implements Component {
       this.#sampledOutSeen = sampledOut;
       if (delta > 0n) {
         this.counters.kernelSampledOut += Number(delta);
-        this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" }, Number(delta));
+        this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
       }
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
