@@ -141,6 +141,8 @@ export interface ProfileFrame {
   address?: bigint;
   /** The binary or library the frame is in. */
   binary?: string;
+  /** The GNU build id of `binary` (hex), when it has one (sent as the mapping's process.executable.build_id.gnu). */
+  buildId?: string;
 }
 
 export interface ProfileSample {
