@@ -22,6 +22,10 @@ import { attributesOfPath, containerIdOfPath, expandGlobs } from "./paths";
 import { FileTailer, fileKey } from "./tailer";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { hostname } from "node:os";
+import { containerIdentityAttributes } from "../../workloads/identity";
+
+const HOST_NAME = hostname();
 
 const READ_BUFFER_BYTES = 256 * 1024;
 /** Most bytes read from one file per round, so that one busy file does not starve the others. */
@@ -232,12 +236,12 @@ export class TailEngine {
     return f;
   }
 
-  /** Resource attributes: what the path says, overlaid with what discovery knows of the container. */
+  /** Resource: the container's workload identity (src/workloads) from what the path says, overlaid with what discovery knows of the container. */
   #label(f: TailedFile): void {
     const path = f.tailer.path;
     const id = containerIdOfPath(path);
     const known = id ? this.#workloads?.forContainer(id) : undefined;
-    const resource = { ...attributesOfPath(path), ...(known ?? {}) };
+    const resource = containerIdentityAttributes({ ...attributesOfPath(path), ...(known ?? {}) }, HOST_NAME);
     if (JSON.stringify(resource) !== JSON.stringify(f.resource)) f.resource = resource;
     const base = { "log.file.path": path, "log.file.name": path.slice(path.lastIndexOf("/") + 1) };
     f.attributes = { stdout: { ...base, "log.iostream": "stdout" }, stderr: { ...base, "log.iostream": "stderr" }, none: base };

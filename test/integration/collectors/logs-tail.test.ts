@@ -72,7 +72,18 @@ describe("log tailing", () => {
     const joined = byBody.get("two, part a; part b")!;
     expect(joined.attributes).toMatchObject({ "log.iostream": "stderr", "log.file.path": criPath });
     expect(joined.timeUnixNano).toBe(1704164645000000007n);
-    expect(joined.resource).toEqual({ "k8s.pod.name": "web", "k8s.namespace.name": "shop", "k8s.container.name": "nginx", "container.id": ID, "k8s.pod.uid": "uid-1", "container.image.name": "nginx" });
+    // The container's workload identity: named by its container (no label or owner known), instance namespace.pod.container.
+    expect(joined.resource).toEqual({
+      "service.name": "nginx",
+      "service.namespace": "shop",
+      "service.instance.id": "shop.web.nginx",
+      "k8s.pod.name": "web",
+      "k8s.namespace.name": "shop",
+      "k8s.container.name": "nginx",
+      "container.id": ID,
+      "k8s.pod.uid": "uid-1",
+      "container.image.name": "nginx",
+    });
     expect(byBody.get("d1")!.timeUnixNano).toBe(1704164645500000000n);
     expect(byBody.get("split line")!.attributes?.["log.iostream"]).toBe("stderr");
   });

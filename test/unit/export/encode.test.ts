@@ -123,7 +123,12 @@ describe("round trips through protobufjs", () => {
     expect(agentRes.scopeMetrics[0].metrics[1].sum.aggregationTemporality).toBe("AGGREGATION_TEMPORALITY_DELTA");
     const podAttrs = Object.fromEntries(podRes.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
     expect(podAttrs["k8s.pod.name"]).toBe("web-1");
-    expect(podAttrs["service.name"]).toBe("unit");
+    // A workload's resource: the host layer and its own attributes, never the agent's service.name or SDK.
+    expect(podAttrs["service.name"]).toBe("unknown_service");
+    expect(podAttrs["host.name"]).toBeString();
+    expect(podAttrs["telemetry.sdk.name"]).toBeUndefined();
+    const agentAttrs = Object.fromEntries(agentRes.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
+    expect(agentAttrs).toMatchObject({ "service.name": "unit", "telemetry.sdk.name": "svc-agent", "telemetry.sdk.language": "nodejs" });
     expect(podRes.scopeMetrics[0].scope.name).toBe("svc-agent");
     expect(countItems("metrics", body)).toEqual({ resources: 2, scopes: 2, items: 4 });
   });
