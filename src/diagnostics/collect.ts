@@ -6,7 +6,7 @@
  */
 import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import os from "node:os";
-import { REDACTED, redactConfig, secretsOf } from "../config/secrets";
+import { REDACTED, redactConfig, scrubText, secretsOf } from "../config/secrets";
 import { loadConfig, resolveConfigPath } from "../config/load";
 import type { Config } from "../config/schema";
 import { formatAddress, parseListen } from "../server/listen";
@@ -136,7 +136,7 @@ export async function collectBundle(options: CollectOptions): Promise<Bundle> {
 
   // Scrub: no secret value of the configuration leaves in any file, whatever produced it.
   const secrets = config ? secretsOf(config).filter((s) => s.length >= 4) : [];
-  for (const f of files) for (const s of secrets) if (f.data.includes(s)) f.data = f.data.replaceAll(s, REDACTED);
+  for (const f of files) f.data = scrubText(f.data, secrets);
 
   const manifest = {
     created: new Date().toISOString(),

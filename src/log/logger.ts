@@ -3,6 +3,7 @@
  * filtered by level, with a bounded ring of recent records for the diagnostics bundle.
  * Registered secrets (the bearer token, exporter header values) are scrubbed from every record.
  */
+import { scrubText } from "../config/secrets";
 import type { LogSectionConfig } from "./config";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
@@ -10,7 +11,6 @@ export type LogFormat = "json" | "text";
 export type LogContext = Record<string, unknown>;
 
 const LEVEL_RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
-const REDACTED = "[REDACTED]";
 /**
  * Bytes the ring of recent records may hold in all, whatever svc.recent_records says: the oldest records leave
  * first. The ring keeps each record as its written (scrubbed) JSON line, one string, so this is what it costs.
@@ -166,14 +166,9 @@ export class Logger {
   }
 
   #scrub(text: string): string {
-    let out = text;
-    for (const s of this.#core.secrets) {
-      if (out.includes(s)) out = out.replaceAll(s, REDACTED);
-      const escaped = JSON.stringify(s).slice(1, -1);
-      if (escaped !== s && out.includes(escaped)) out = out.replaceAll(escaped, REDACTED);
-    }
-    return out;
+    return scrubText(text, this.#core.secrets);
   }
+
 }
 
 /**

@@ -115,7 +115,8 @@ describe("help", () => {
     const r = run(["help", "nosuch"]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe("");
-    expect(r.stderr).toContain('no help topic "nosuch"; topics: help, run, validate-config, version, receive, diagnostics, config');
+    expect(r.stderr).toContain('svc-agent: no help topic "nosuch"; topics: help, run, validate-config, version, ');
+    expect(r.stderr).toMatch(/topics: .*\bdiagnostics\b.*\bconfig\n/);
   });
 
   test.each(["run", "validate-config", "version", "receive", "diagnostics"])("help %s prints that command's usage", (topic) => {
