@@ -264,6 +264,11 @@ export class EbpfCore {
     this.#sweep = this.#sweepUntilCurrent().finally(() => {
       this.#sweep = undefined;
       if (this.#closed || ![...this.#sets.values()].some((r) => r.loaded)) return;
+      // A set recorded between the loop's last check and here: sweep for it now, not a whole interval later.
+      if (this.#sweepAgain) {
+        void this.sweepMaps();
+        return;
+      }
       if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
       this.#sweepTimer = setTimeout(() => void this.sweepMaps(), MAP_SWEEP_INTERVAL_MS);
     });
