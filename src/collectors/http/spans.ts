@@ -15,6 +15,8 @@ export interface EndpointMeta {
   localPort: number;
   remoteAddress: string;
   remotePort: number;
+  /** The bytes are the plaintext of a TLS connection (read at the TLS library): url.scheme https. */
+  tls?: boolean;
 }
 
 export interface SpanContext {
@@ -60,6 +62,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
     "network.transport": "tcp",
     "network.peer.address": m.remoteAddress,
     "network.peer.port": m.remotePort,
+    "url.scheme": m.tls ? "https" : "http",
   };
   if (x.request.path !== undefined) attributes["url.path"] = x.request.path;
   if (server) {

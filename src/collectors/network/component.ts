@@ -22,6 +22,7 @@ import { ConnectionTelemetry } from "./connections";
 import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "./self";
+import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;
@@ -130,10 +131,36 @@ export class NetworkCollector implements Component {
       data: e.data,
       meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort },
     };
+    this.#onCall(call);
+  }
+
+  #onCall(call: CapturedCall<EndpointMeta>): void {
     for (const x of this.#http.push(call)) {
       this.counters.httpSpans++;
       this.#offer(exchangeToSpan(x, { toEpochNs: (ns) => this.#clock.toEpochNs(ns), describe: (pid, comm) => this.#labeler.describe(pid, comm), scope: SCOPE }));
     }
+  }
+
+  /**
+   * One plaintext call of a TLS connection (the `tls` set): fed to the same exchange tracker and spans as
+   * cleartext, keyed by the SSL object (its socket's bytes are ciphertext), with url.scheme https.
+   */
+  handleTls(e: TlsEvent): void {
+    if (e.pid === this.#selfPid) return;
+    this.#onCall({
+      connection: `tls:${e.pid}:${e.ssl}`,
+      io: e.io,
+      timestampNs: e.timestampNs,
+      streamOffset: e.streamOffset,
+      length: e.length,
+      data: e.data,
+      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true },
+    });
+  }
+
+  /** Forgets the TLS connections of a process that exited. */
+  tlsProcessExited(pid: number): void {
+    this.#http.closeMatching(`tls:${pid}:`);
   }
 
   #offer(span: SpanItem): void {
