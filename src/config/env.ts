@@ -5,6 +5,7 @@
  */
 import { parse as parseYamlScalar } from "yaml";
 import type { ConfigProblem } from "./problems";
+import { isSecretPath } from "./secrets";
 
 const VAR_RE = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{([^}]*)\}?/g;
 const WHOLE_VAR_RE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}$/;
@@ -24,7 +25,8 @@ function substituteString(value: string, path: string, env: Env, problems: Confi
   return value.replace(VAR_RE, (m, name?: string, def?: string, bad?: string) => {
     if (m === "$$") return "$";
     if (bad !== undefined) {
-      problems.push({ path, message: `malformed variable reference ${JSON.stringify(m)}; write \${NAME} or \${NAME:-default}` });
+      const what = isSecretPath(path) ? "a malformed variable reference (value not shown: secret key)" : `malformed variable reference ${JSON.stringify(m)}`;
+      problems.push({ path, message: `${what}; write \${NAME} or \${NAME:-default}` });
       return m;
     }
     const v = env[name!] ?? def;
@@ -70,11 +72,16 @@ export const ENV_OVERRIDES: ReadonlyArray<{ variable: string; path: string[]; ki
 const TRUE_WORDS = new Set(["1", "true", "yes", "on"]);
 const FALSE_WORDS = new Set(["0", "false", "no", "off"]);
 
-/** Applies the SVC_* overrides onto `doc` (mutating it); a malformed value is a problem naming the variable. */
-export function applyEnvOverrides(doc: Record<string, unknown>, env: Env, problems: ConfigProblem[]): void {
+/**
+ * Applies the SVC_* overrides onto `doc` (mutating it); a malformed value is a problem naming the variable.
+ * Returns the dotted key path set by each variable that was given (a problem there comes from the environment).
+ */
+export function applyEnvOverrides(doc: Record<string, unknown>, env: Env, problems: ConfigProblem[]): Map<string, string> {
+  const applied = new Map<string, string>();
   for (const o of ENV_OVERRIDES) {
     const raw = env[o.variable];
     if (raw === undefined || raw === "") continue;
+    applied.set(o.path.join("."), o.variable);
     let value: unknown = raw;
     if (o.kind === "boolean") {
       const w = raw.trim().toLowerCase();
@@ -94,4 +101,5 @@ export function applyEnvOverrides(doc: Record<string, unknown>, env: Env, proble
     }
     node[o.path[o.path.length - 1]!] = value;
   }
+  return applied;
 }

@@ -11,6 +11,7 @@ import { QUIET_CONFIG } from "../../helpers/agent-process";
 import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../../helpers/in-process";
 import { OpenApiChecker } from "../../helpers/openapi";
 import { json } from "../../helpers/wait";
+import { closedLoopbackPort } from "../../helpers/ports";
 
 const TOKEN = "tok-Very-Secret-123";
 const READER = "reader-token-456";
@@ -174,7 +175,9 @@ describe("endpoints", () => {
     expect(r.status).toBe(200);
     const body = await json(r);
     expect(body.status).toBe("ok");
-    expect(Object.keys(body.flushed).sort()).toEqual(["logs", "metrics", "traces"]);
+    expect(Object.keys(body.flushed).sort()).toEqual(["logs", "metrics", "profiles", "traces"]);
+    expect(body.remaining).toEqual({ traces: 0, metrics: 0, logs: 0, profiles: 0 });
+    expect(body.reason).toBeNull();
   });
 
   test("POST /admin/flush exports what is queued and reports the real counts", async () => {
@@ -195,12 +198,25 @@ describe("endpoints", () => {
     expect(a.agent.ctx.pipeline.submit("logs", Array.from({ length: 3 }, (_, i) => log(i)))).toBe(3);
     const before = a.received.length;
     const r = await call(a, "POST", "/admin/flush");
-    expect(await json(r)).toEqual({ status: "ok", flushed: { traces: 7, metrics: 0, logs: 3 } });
+    const none = { traces: 0, metrics: 0, logs: 0, profiles: 0 };
+    expect(await json(r)).toEqual({ status: "ok", flushed: { ...none, traces: 7, logs: 3 }, dropped: none, remaining: none, reason: null, last_error: null });
     const arrived = a.received.slice(before);
     expect(arrived.filter((q) => q.signal === "traces").reduce((n, q) => n + q.items, 0)).toBe(7);
     expect(arrived.filter((q) => q.signal === "logs").reduce((n, q) => n + q.items, 0)).toBe(3);
     const again = await call(a, "POST", "/admin/flush");
-    expect((await json(again)).flushed).toEqual({ traces: 0, metrics: 0, logs: 0 });
+    expect((await json(again)).flushed).toEqual({ traces: 0, metrics: 0, logs: 0, profiles: 0 });
+  });
+
+  test("POST /admin/flush while the backend is down: incomplete, with what remains and why", async () => {
+    const a = await inProcessAgent(QUIET_CONFIG + "backoff:\n  initial: 30s\n  max: 30s\n", { backend: false, env: { OTLP_ENDPOINT: `127.0.0.1:${closedLoopbackPort()}` } });
+    const now = BigInt(Date.now()) * 1_000_000n;
+    const log = (i: number) => ({ timeUnixNano: now, observedTimeUnixNano: now, severityNumber: 9, severityText: "INFO", body: `line ${i}` });
+    expect(a.agent.ctx.pipeline.submit("logs", Array.from({ length: 4 }, (_, i) => log(i)))).toBe(4);
+    const r = await call(a, "POST", "/admin/flush");
+    expect(r.status).toBe(200);
+    const body = await json(r);
+    expect(body).toMatchObject({ status: "incomplete", flushed: { logs: 0 }, remaining: { traces: 0, metrics: 0, logs: 4, profiles: 0 }, reason: "export_failed" });
+    expect(body.last_error).toStartWith("UNAVAILABLE: ");
   });
 
   test("every endpoint is also served under /api/v1", async () => {
