@@ -21,6 +21,8 @@ export interface RetryOptions {
   /** Aborted on shutdown: no further attempts. */
   stop: AbortSignal;
   random?: () => number;
+  /** Called before each attempt after the first (a retried attempt). */
+  onRetry?: () => void;
 }
 
 /** The delay before retry number `attempt` (0-based): initial * 2^attempt, capped at max, with jitter (never above max). */
@@ -55,5 +57,6 @@ export async function sendWithRetry(attempt: Attempt, o: RetryOptions): Promise<
     const { initialMs, maxMs } = o.backoff();
     const delay = last.delayMs ?? backoffDelayMs(n, initialMs, maxMs, o.random);
     if (!(await sleep(delay, o.stop))) return { kind: "abandoned", last };
+    o.onRetry?.();
   }
 }
