@@ -7,7 +7,7 @@ export const REDACTED = "[REDACTED]";
 /** A key whose value is secret wherever it appears. */
 const SECRET_KEY_RE = /(token|secret|password|passwd|key|credential|authorization)/i;
 /** Maps whose every value is secret (exporter headers often carry API keys). */
-const SECRET_MAPS = new Set(["otlp.headers"]);
+const SECRET_MAPS = new Set(["otlp.headers", "otlp.signals.traces.headers", "otlp.signals.metrics.headers", "otlp.signals.logs.headers", "otlp.signals.profiles.headers"]);
 
 /** Every secret string in the configuration (for scrubbing logs). */
 export function secretsOf(config: Config): string[] {
