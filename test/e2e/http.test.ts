@@ -134,6 +134,9 @@ describe("auth and rate limit in the binary", () => {
     const ok = await fetch(`${guarded.url}/config`, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(ok.status).toBe(200);
     expect(await ok.text()).not.toContain(TOKEN);
+    // The scheme's case does not matter (RFC 7235), the token's does.
+    for (const scheme of ["bearer", "BEARER"]) expect((await fetch(`${guarded.url}/status`, { headers: { authorization: `${scheme} ${TOKEN}` } })).status).toBe(200);
+    expect((await fetch(`${guarded.url}/status`, { headers: { authorization: `bearer ${TOKEN.toLowerCase()}` } })).status).toBe(401);
     await fetch(`${guarded.url}/status`, { headers: { authorization: `Bearer ${TOKEN}x` } });
     expect(guarded.stderr()).not.toContain(TOKEN);
   });

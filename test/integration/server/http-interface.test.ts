@@ -316,6 +316,14 @@ describe("authentication", () => {
     expect((await call(a, "POST", "/admin/flush", bearer(TOKEN))).status).toBe(200);
   });
 
+  test("the scheme is case-insensitive (RFC 7235): bearer and BEARER work like Bearer", async () => {
+    for (const scheme of ["bearer", "BEARER", "bEARER"]) {
+      expect((await call(a, "GET", "/status", { authorization: `${scheme} ${TOKEN}` })).status).toBe(200);
+      expect((await call(a, "POST", "/admin/flush", { authorization: `${scheme} ${TOKEN}` })).status).toBe(200);
+      await expectError(await call(a, "POST", "/admin/flush", { authorization: `${scheme} ${READER}` }), 403, "forbidden");
+    }
+  });
+
   test("a read-only token reads but gets 403 forbidden on /admin and /debug", async () => {
     expect((await call(a, "GET", "/status", bearer(READER))).status).toBe(200);
     expect((await call(a, "GET", "/metrics", bearer(READER))).status).toBe(200);
