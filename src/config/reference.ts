@@ -50,6 +50,8 @@ function walk(s: Schema, prefix: string, rows: Row[]): void {
       default: child.default === undefined ? "" : JSON.stringify(child.default),
       meaning: (child.description ?? "").replace(/\|/g, "\\|"),
     });
+    // A list of objects: one row per key of its items, as `list[].key`.
+    if (child.type === "array" && child.items?.type === "object" && child.items.properties) walk(child.items, `${key}[]`, rows);
   }
 }
 

@@ -54,7 +54,7 @@ export const F = {
   ValueType: { type_strindex: 1, unit_strindex: 2 },
   Sample: { stack_index: 1, attribute_indices: 2, link_index: 3, values: 4 },
   Stack: { location_indices: 1 },
-  Mapping: { filename_strindex: 4 },
+  Mapping: { filename_strindex: 4, attribute_indices: 5 },
   Location: { mapping_index: 1, address: 2, lines: 3 },
   Line: { function_index: 1, line: 2 },
   Function: { name_strindex: 1, system_name_strindex: 2, filename_strindex: 3 },
@@ -348,7 +348,9 @@ function validateProfile(p: ProfileItem): void {
   if (!Array.isArray(p.samples)) throw new TypeError("profile: samples must be an array");
   for (const s of p.samples) {
     if (!Array.isArray(s.stack) || !Number.isSafeInteger(s.value)) throw new TypeError("profile: a sample needs a stack array and an integer value");
-    for (const f of s.stack) if (typeof f.function !== "string" || (f.address !== undefined && typeof f.address !== "bigint")) throw new TypeError("profile: a frame needs a function name (and a bigint address)");
+    for (const f of s.stack)
+      if (typeof f.function !== "string" || (f.address !== undefined && typeof f.address !== "bigint") || (f.buildId !== undefined && typeof f.buildId !== "string"))
+        throw new TypeError("profile: a frame needs a function name (and a bigint address, a string build id)");
   }
 }
 
@@ -443,7 +445,10 @@ function writeMetrics(w: ProtoWriter, list: readonly EncodedItem[]): void {
   }
 }
 
-type Frame = { function: string; file?: string; line?: number; address?: bigint; binary?: string };
+type Frame = { function: string; file?: string; line?: number; address?: bigint; binary?: string; buildId?: string };
+
+/** The semantic-conventions attribute of a mapping's GNU build id. */
+const BUILD_ID_ATTRIBUTE = "process.executable.build_id.gnu";
 
 /**
  * Content ids of frames, shared by every request: a frame object's keys are built once in its life (collectors
@@ -461,7 +466,7 @@ function idsOf(f: Frame): { fn: number; loc: number } {
   const fk = `${f.function}\u0000${f.file ?? ""}`;
   let fn = functionIds.get(fk);
   if (fn === undefined) functionIds.set(fk, (fn = functionIds.size));
-  const lk = `${fn}\u0000${f.line ?? 0}\u0000${f.address ?? 0n}\u0000${f.binary ?? ""}`;
+  const lk = `${fn}\u0000${f.line ?? 0}\u0000${f.address ?? 0n}\u0000${f.binary ?? ""}\u0000${f.buildId ?? ""}`;
   let loc = locationIds.get(lk);
   if (loc === undefined) locationIds.set(lk, (loc = locationIds.size));
   frameIds.set(f, (ids = { fn, loc }));
@@ -478,8 +483,8 @@ const ZERO_SPAN_ID = new Uint8Array(8);
  */
 class ProfilesDictionary {
   readonly strings = new Map<string, number>([["", 0]]);
-  /** Mapping index by binary (the mapping's filename). */
-  readonly mappings = new Map<string, number>([["", 0]]);
+  /** Mappings by binary and build id, in index order (index 0: the zero Mapping). */
+  readonly mappings = new Map<string, { index: number; file: number; attributes: number[] }>([["", { index: 0, file: 0, attributes: [] }]]);
   /** By content id (idsOf), in index order. */
   readonly functions = new Map<number, { index: number; name: number; file: number }>();
   readonly locations = new Map<number, { index: number; mapping: number; address: bigint; fn: number; line: number }>();
@@ -577,27 +582,25 @@ class ProfilesDictionary {
     if (loc) return loc.index;
     let fn = this.functions.get(ids.fn);
     if (!fn) this.functions.set(ids.fn, (fn = { index: this.functions.size + 1, name: this.str(f.function), file: this.str(f.file ?? "") }));
-    const mapping = f.binary ? this.#mapping(f.binary) : 0;
+    const mapping = f.binary ? this.#mapping(f.binary, f.buildId) : 0;
     this.locations.set(ids.loc, (loc = { index: this.locations.size + 1, mapping, address: f.address ?? 0n, fn: fn.index, line: f.line ?? 0 }));
     return loc.index;
   }
 
-  #mapping(binary: string): number {
-    let i = this.mappings.get(binary);
-    if (i === undefined) {
-      i = this.mappings.size;
-      this.mappings.set(binary, i);
-      this.str(binary);
-    }
-    return i;
+  #mapping(binary: string, buildId: string | undefined): number {
+    const key = buildId ? `${binary}\u0000${buildId}` : binary;
+    let m = this.mappings.get(key);
+    if (!m) this.mappings.set(key, (m = { index: this.mappings.size, file: this.str(binary), attributes: buildId ? [this.attribute(BUILD_ID_ATTRIBUTE, buildId)] : [] }));
+    return m.index;
   }
 
   /** Writes the tables (every string was interned before: the string table is written as it stands). */
   write(w: ProtoWriter): void {
     const D = F.ProfilesDictionary;
-    for (const [binary, i] of this.mappings) {
+    for (const mapping of this.mappings.values()) {
       const m = w.open(D.mapping_table);
-      if (i !== 0) w.varintField(F.Mapping.filename_strindex, this.str(binary));
+      if (mapping.file) w.varintField(F.Mapping.filename_strindex, mapping.file);
+      writePackedVarints(w, F.Mapping.attribute_indices, mapping.attributes);
       w.end(m);
     }
     w.end(w.open(D.location_table));

@@ -1,18 +1,29 @@
 /**
- * The resource of every export: `service.name` (config `service_name`), `host.name`, `os.type`, then the
- * attributes contributed by sources (`setResourceAttributes`, e.g. discovery), then an item's own `resource`.
+ * The resources of exports, in two layers:
+ * - the host layer, shared by everything: `host.name`, `os.type`, then the attributes contributed by sources
+ *   (`setResourceAttributes`: discovery's cloud.*, host.*, k8s.node.name, k8s.cluster.name);
+ * - on top of it, either the agent's own identity (items without `resource`: self-tracing and anything else about
+ *   the agent itself): `service.name` (config `service_name`) and `telemetry.sdk.*`; or the workload an item is
+ *   about (its `resource`, e.g. from src/workloads), which never inherits the agent's service.name or SDK
+ *   (`service.name` is `unknown_service` when the workload's attributes have none).
  * Encoded once per distinct combination and cached until something changes.
  */
 import { hostname } from "node:os";
+import { BUILD_INFO } from "../version";
 import { encodeResource, type ResourceEncoder } from "./encode";
 import type { Attributes } from "./types";
 
 /** OpenTelemetry semantic conventions' os.type values for the platforms Bun runs on. */
 const OS_TYPES: Record<string, string> = { linux: "linux", darwin: "darwin", win32: "windows", freebsd: "freebsd" };
+/** telemetry.sdk.* of the agent's own telemetry (the SDK is the agent: JavaScript on Bun). */
+export const AGENT_SDK: Attributes = Object.freeze({ "telemetry.sdk.name": "svc-agent", "telemetry.sdk.language": "nodejs", "telemetry.sdk.version": BUILD_INFO.version }) as Attributes;
+/** service.name of a workload resource that names none (the OpenTelemetry default). */
+const UNKNOWN_SERVICE = "unknown_service";
 
 export class ResourceBuilder {
   readonly #sources = new Map<string, Attributes>();
   #serviceName: string;
+  #host: Attributes | undefined;
   #merged: Attributes | undefined;
   #base: Uint8Array | undefined;
   #perExtra = new WeakMap<Attributes, Uint8Array>();
@@ -34,31 +45,42 @@ export class ResourceBuilder {
     this.#invalidate();
   }
 
-  /** The agent's resource attributes now. */
-  attributes(): Attributes {
-    if (this.#merged) return this.#merged;
-    const out: Attributes = {
-      "service.name": this.#serviceName,
-      "host.name": hostname(),
-      "os.type": OS_TYPES[process.platform] ?? process.platform,
-    };
+  /** The host layer now: host.name, os.type and the sources' attributes. */
+  hostAttributes(): Attributes {
+    if (this.#host) return this.#host;
+    const out: Attributes = { "host.name": hostname(), "os.type": OS_TYPES[process.platform] ?? process.platform };
     for (const source of [...this.#sources.keys()].sort()) Object.assign(out, this.#sources.get(source));
-    this.#merged = out;
+    this.#host = out;
     return out;
   }
 
-  /** Encoded Resource for items with `extra` attributes (cached by identity of `extra`). */
+  /** The agent's own resource attributes now. */
+  attributes(): Attributes {
+    if (this.#merged) return this.#merged;
+    this.#merged = { "service.name": this.#serviceName, ...AGENT_SDK, ...this.hostAttributes() };
+    return this.#merged;
+  }
+
+  /** The resource attributes of items about a workload described by `workload`. */
+  workloadAttributes(workload: Attributes): Attributes {
+    const out: Attributes = { ...this.hostAttributes(), ...workload };
+    if (typeof out["service.name"] !== "string" || out["service.name"] === "") out["service.name"] = UNKNOWN_SERVICE;
+    return out;
+  }
+
+  /** Encoded Resource: the agent's own without `extra`, else the workload `extra` over the host layer (cached by identity of `extra`). */
   readonly encoder: ResourceEncoder = (extra) => {
     if (!extra) return (this.#base ??= encodeResource(this.attributes()));
     let b = this.#perExtra.get(extra);
     if (!b) {
-      b = encodeResource({ ...this.attributes(), ...extra });
+      b = encodeResource(this.workloadAttributes(extra));
       this.#perExtra.set(extra, b);
     }
     return b;
   };
 
   #invalidate(): void {
+    this.#host = undefined;
     this.#merged = undefined;
     this.#base = undefined;
     this.#perExtra = new WeakMap();

@@ -28,6 +28,8 @@ export class AgentMetrics {
   readonly metrics: SignalCounters;
   readonly logs: SignalCounters;
   readonly profiles: SignalCounters;
+  /** Log records cut short by collector/logs, by reason (max_line_size, max_lines, max_bytes). */
+  readonly logsTruncated: Counter<"reason">;
   readonly ebpfProgramsLoaded: Gauge;
   readonly ebpfMapEntries: Gauge<"map">;
   readonly ebpfRingbufEvents: Counter<"ringbuf">;
@@ -60,6 +62,12 @@ export class AgentMetrics {
     this.metrics = signal("metrics", "metric data points");
     this.logs = signal("logs", "log records");
     this.profiles = signal("profiles", "profiles");
+    this.logsTruncated = new Counter({
+      name: n("logs_truncated_total"),
+      help: "Log records cut short when read, by reason (max_line_size: a line cut; max_lines, max_bytes: lines of a multiline record dropped).",
+      labelNames: ["reason"],
+      registers,
+    });
 
     this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
     this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });

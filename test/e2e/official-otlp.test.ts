@@ -80,7 +80,11 @@ describe.skipIf(missing.length > 0)(`official OTLP decoding (protoc + grpcio)${m
 
     expect(logLines(reqs)).toEqual(Array.from({ length: LINES }, (_, i) => `official line ${i}`));
     const resource = Object.fromEntries(of(reqs, "logs")[0]!.message.resourceLogs[0].resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
-    expect(resource["service.name"]).toBe("e2e-official");
+    // A host file no workload is known for is not exported as the agent; the agent's own spans are (service_name, telemetry.sdk.*).
+    expect(resource["service.name"]).toBe("unknown_service");
+    const own = of(reqs, "traces").flatMap((r) => r.message.resourceSpans ?? []).find((rs: any) => rs.scopeSpans.some((ss: any) => ss.spans.some((x: any) => x.name.includes("/admin/flush"))));
+    const ownResource = Object.fromEntries(own.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
+    expect(ownResource).toMatchObject({ "service.name": "e2e-official", "telemetry.sdk.name": "svc-agent", "telemetry.sdk.language": "nodejs" });
     expect(of(reqs, "logs")[0]!.metadata?.["x-e2e"]).toBe("official");
 
     expect([...metricNames(reqs)].some((n) => n.startsWith("gpu."))).toBe(true);

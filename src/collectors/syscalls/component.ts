@@ -101,6 +101,7 @@ export class SyscallCollector implements Component {
       topProcesses: this.#cfg.top_processes,
       syscallName: (nr) => this.#name(nr),
       processAttributes: (pid) => this.#labeler.describe(pid, "").attributes,
+      processResource: (pid) => this.#labeler.describe(pid, "").resource,
       startTimeUnixNano: this.#lastExportNs ?? now,
       timeUnixNano: now,
       scope: SCOPE,

@@ -102,6 +102,8 @@ interface DecodedSample {
   pid: unknown;
   stack: string[];
   binary: string;
+  /** The leaf mapping's process.executable.build_id.gnu. */
+  buildId: unknown;
   thread: unknown;
   value: number;
 }
@@ -121,12 +123,17 @@ function samples(reqs: OfficialRequest[]): DecodedSample[] {
           for (const s of p.samples ?? []) {
             const locs: number[] = d.stackTable[s.stackIndex ?? 0].locationIndices ?? [];
             const leaf = d.locationTable[locs[0] ?? 0];
-            const thread = (s.attributeIndices ?? []).map((i: number) => d.attributeTable[i]).find((a: any) => str(a.keyStrindex) === "thread.name");
+            const attribute = (indices: number[] | undefined, key: string) => {
+              const a = (indices ?? []).map((i) => d.attributeTable[i]).find((x: any) => str(x.keyStrindex) === key);
+              return a ? Object.values(a.value)[0] : undefined;
+            };
+            const mapping = d.mappingTable[leaf.mappingIndex ?? 0];
             out.push({
               pid,
               stack: locs.map(fn),
-              binary: str(d.mappingTable[leaf.mappingIndex ?? 0].filenameStrindex),
-              thread: thread ? Object.values(thread.value)[0] : undefined,
+              binary: str(mapping.filenameStrindex),
+              buildId: attribute(mapping.attributeIndices, "process.executable.build_id.gnu"),
+              thread: attribute(s.attributeIndices, "thread.name"),
               value: (s.values ?? []).reduce((a: number, v: string) => a + Number(v), 0),
             });
           }
@@ -198,6 +205,10 @@ describe.skipIf(!isRoot || missing.length > 0)("all four signals of dist/svc-age
     const hot = mine.filter((s) => s.stack[0] === "burn_cpu_in_known_function");
     expect(hot.some((s) => s.stack.indexOf("caller_of_burn") === 1 && s.stack.indexOf("main") === 2)).toBe(true);
     expect(hot.every((s) => s.binary.endsWith("cpu-burner"))).toBe(true);
+    // The mapping's build id is the one readelf reads from the binary's .note.gnu.build-id.
+    const readelf = /Build ID: ([0-9a-f]+)/.exec(Bun.spawnSync(["readelf", "-n", burner]).stdout.toString());
+    expect(readelf).not.toBeNull();
+    expect(new Set(hot.map((s) => s.buildId))).toEqual(new Set([readelf![1]]));
     expect(hot.every((s) => s.thread === "cpu-burner")).toBe(true);
     const otlpTotal = mine.reduce((n, s) => n + s.value, 0);
 

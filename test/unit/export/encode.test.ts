@@ -123,7 +123,12 @@ describe("round trips through protobufjs", () => {
     expect(agentRes.scopeMetrics[0].metrics[1].sum.aggregationTemporality).toBe("AGGREGATION_TEMPORALITY_DELTA");
     const podAttrs = Object.fromEntries(podRes.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
     expect(podAttrs["k8s.pod.name"]).toBe("web-1");
-    expect(podAttrs["service.name"]).toBe("unit");
+    // A workload's resource: the host layer and its own attributes, never the agent's service.name or SDK.
+    expect(podAttrs["service.name"]).toBe("unknown_service");
+    expect(podAttrs["host.name"]).toBeString();
+    expect(podAttrs["telemetry.sdk.name"]).toBeUndefined();
+    const agentAttrs = Object.fromEntries(agentRes.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
+    expect(agentAttrs).toMatchObject({ "service.name": "unit", "telemetry.sdk.name": "svc-agent", "telemetry.sdk.language": "nodejs" });
     expect(podRes.scopeMetrics[0].scope.name).toBe("svc-agent");
     expect(countItems("metrics", body)).toEqual({ resources: 2, scopes: 2, items: 4 });
   });
@@ -147,14 +152,19 @@ describe("round trips through protobufjs", () => {
       timeUnixNano: 100n,
       durationNanos: 1_000_000_000n,
       samples: [
-        { stack: [{ function: "leaf", file: "a.c", line: 10 }, { function: "main", file: "a.c", binary: "/bin/app" }], value: 3, attributes: { "thread.name": "w1" } },
-        { stack: [{ function: "main", file: "a.c", binary: "/bin/app" }], value: 1 },
+        { stack: [{ function: "leaf", file: "a.c", line: 10 }, { function: "main", file: "a.c", binary: "/bin/app", buildId: "ab12" }], value: 3, attributes: { "thread.name": "w1" } },
+        { stack: [{ function: "main", file: "a.c", binary: "/bin/app", buildId: "ab12" }], value: 1 },
       ],
     };
     const req = decodeRequest("profiles", buildRequest("profiles", [encoder.encode("profiles", p)], resource.encoder)) as any;
     const d = req.dictionary;
     expect(d.stringTable[0]).toBe("");
     expect(d.mappingTable).toHaveLength(2);
+    // The binary's mapping: its file name, and its build id as an attribute.
+    expect(d.stringTable[d.mappingTable[1].filenameStrindex]).toBe("/bin/app");
+    const buildId = d.attributeTable[d.mappingTable[1].attributeIndices[0]];
+    expect([d.stringTable[buildId.keyStrindex], buildId.value]).toEqual(["process.executable.build_id.gnu", { stringValue: "ab12" }]);
+    expect(d.locationTable[d.stackTable[1].locationIndices[1]].mappingIndex).toBe(1);
     // Index 0 of every table is present and the zero value.
     expect(d.mappingTable[0]).toEqual({});
     expect(d.locationTable[0]).toEqual({});

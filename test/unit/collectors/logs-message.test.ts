@@ -1,0 +1,89 @@
+/** Severity and time read from log messages (src/collectors/logs/message.ts). */
+import { describe, expect, test } from "bun:test";
+import { logfmtPairs, parseTimeValue, readMessage, severityOfLevel } from "../../../src/collectors/logs/message";
+
+const sev = (m: string) => {
+  const f = readMessage(m);
+  return f.severityNumber === undefined ? undefined : [f.severityNumber, f.severityText];
+};
+
+describe("severity from the message", () => {
+  test("level words map to the data model's ranges (TRACE 1-4, DEBUG 5-8, INFO 9-12, WARN 13-16, ERROR 17-20, FATAL 21-24)", () => {
+    const expected: Record<string, number> = {
+      TRACE: 1, FINEST: 1, DEBUG: 5, FINER: 5, FINE: 6, INFO: 9, NOTICE: 10, WARN: 13, WARNING: 13, ERROR: 17, ERR: 17,
+      SEVERE: 17, CRITICAL: 18, DPANIC: 18, ALERT: 19, PANIC: 19, FATAL: 21, EMERG: 21,
+    };
+    for (const [word, n] of Object.entries(expected)) {
+      expect(severityOfLevel(word)).toBe(n);
+      expect(severityOfLevel(word.toLowerCase())).toBe(n);
+    }
+    expect([10, 20, 30, 40, 50, 60].map((n) => severityOfLevel(n))).toEqual([1, 5, 9, 13, 17, 21]);
+    expect(severityOfLevel("35")).toBeUndefined();
+    expect(severityOfLevel("verbose-ish")).toBeUndefined();
+  });
+
+  test("JSON: the level key wins over words in the message body", () => {
+    expect(sev('{"level":"info","msg":"request failed with ERROR 500"}')).toEqual([9, "info"]);
+    expect(sev('{"msg":"ERROR: disk full","severity":"WARNING"}')).toEqual([13, "WARNING"]);
+    expect(sev('{"log.level":"error","message":"x"}')).toEqual([17, "error"]);
+    expect(sev('{"log":{"level":"debug"},"message":"x"}')).toEqual([5, "debug"]);
+    expect(sev('{"levelname":"CRITICAL","message":"x"}')).toEqual([18, "CRITICAL"]);
+    expect(sev('{"Level":"Warn","Message":"x"}')).toEqual([13, "Warn"]);
+    expect(sev('{"level":50,"time":1704164645123,"msg":"pino"}')).toEqual([17, "50"]);
+    // A JSON line without a level key has no severity, whatever its text says.
+    expect(sev('{"msg":"ERROR everywhere","status":"error"}')).toBeUndefined();
+    // The first level key present decides, even when its value is not a level.
+    expect(sev('{"level":"chatty","severity":"error"}')).toBeUndefined();
+  });
+
+  test("logfmt: level= wins; quoted values are values, not keys", () => {
+    expect(sev('time=2024-01-02T03:04:05Z level=info msg="upstream error level=error"')).toEqual([9, "info"]);
+    expect(sev("ts=1704164645.5 lvl=warn caller=main.go:12 msg=slow")).toEqual([13, "warn"]);
+    expect(sev('msg="no level here, ERROR inside" status=500')).toBeUndefined();
+    expect(logfmtPairs('a=1 b="two \\"q\\" words" c= d')).toEqual(new Map([["a", "1"], ["b", 'two "q" words'], ["c", ""]]));
+  });
+
+  test("plain text: the first level token near the start", () => {
+    expect(sev("2024-01-02 03:04:05,123 ERROR [main] com.acme.Billing - charge failed")).toEqual([17, "ERROR"]);
+    expect(sev("2024-01-02T03:04:05.123Z  INFO 4242 --- [main] o.s.b.App : Started with an error count of 0")).toEqual([9, "INFO"]);
+    expect(sev("12:00:01.123 [http-nio-8080-exec-1] WARN  c.a.Api - slow")).toEqual([13, "WARN"]);
+    expect(sev("WARNING:root:disk almost full")).toEqual([13, "WARNING"]);
+    expect(sev("[Wed Oct 11 14:32:52 2000] [error] [client 127.0.0.1] denied")).toEqual([17, "error"]);
+    expect(sev("2024/01/02 03:04:05 [warn] 12#0: *1 upstream slow")).toEqual([13, "warn"]);
+    expect(sev("I, [2024-01-02T03:04:05.000 #1]  INFO -- : Completed 200")).toEqual([9, "INFO"]);
+    expect(sev("E0102 03:04:05.000000       1 reflector.go:138] watch failed")).toEqual([17, "E"]);
+    expect(sev("2024-01-02T03:04:05.000Z\tdebug\tpkg/x.go:1\tcache miss")).toEqual([5, "debug"]);
+    expect(sev("Error: connect ECONNREFUSED 127.0.0.1:5432")).toEqual([17, "Error"]);
+    expect(sev("2024-01-02 03:04:05 INFO Request error for user 7")).toEqual([9, "INFO"]);
+  });
+
+  test("plain text: words inside a sentence are not levels", () => {
+    expect(sev("No error found in 12 files")).toBeUndefined();
+    expect(sev("GET /api/error 200 12ms")).toBeUndefined();
+    expect(sev("Notice that the cache is cold")).toBeUndefined();
+    expect(sev("user updated their info at 12:00")).toBeUndefined();
+    expect(sev("Traceback (most recent call last):")).toBeUndefined();
+    expect(sev("\tat com.acme.Main.main(Main.java:5)")).toBeUndefined();
+    expect(sev(`${"x ".repeat(10)}ERROR late in the line`)).toBeUndefined();
+    expect(sev("")).toBeUndefined();
+  });
+});
+
+describe("time from the message", () => {
+  test("JSON, logfmt and a leading RFC 3339 time with a zone", () => {
+    expect(readMessage('{"time":"2024-01-02T03:04:05.123456789Z","level":"info"}').timeUnixNano).toBe(1704164645123456789n);
+    expect(readMessage('{"@timestamp":"2024-01-02T04:04:05.5+01:00"}').timeUnixNano).toBe(1704164645500000000n);
+    expect(readMessage('{"level":30,"time":1704164645123,"msg":"pino"}').timeUnixNano).toBe(1704164645123000000n);
+    expect(readMessage('{"ts":1704164645.25,"level":"info"}').timeUnixNano).toBe(1704164645250000000n);
+    expect(readMessage("time=2024-01-02T03:04:05Z level=info msg=x").timeUnixNano).toBe(1704164645000000000n);
+    expect(readMessage("2024-01-02T03:04:05.000001Z INFO x").timeUnixNano).toBe(1704164645000001000n);
+    expect(readMessage("[2024-01-02 03:04:05,250+0000] WARN x").timeUnixNano).toBe(1704164645250000000n);
+  });
+
+  test("no zone, no time", () => {
+    expect(readMessage("2024-01-02 03:04:05,123 ERROR x").timeUnixNano).toBeUndefined();
+    expect(readMessage('{"time":"yesterday"}').timeUnixNano).toBeUndefined();
+    expect(parseTimeValue("2024-13-45T03:04:05Z")).toBeUndefined();
+    expect(parseTimeValue(1704164645123456789)).toBe(BigInt(1704164645123456789));
+  });
+});
