@@ -8,6 +8,7 @@ import { runCommand } from "./cli/run";
 import { validateCommand } from "./cli/validate";
 import { COMMANDS } from "./cli/commands";
 import { configReferenceMarkdown } from "./config/reference";
+import { otelVariablesMarkdown } from "./config/env";
 import { versionText } from "./version";
 
 async function main(argv: string[]): Promise<number> {
@@ -19,7 +20,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (first === "help") {
     const topic = argv[1];
-    if (topic === "config") return print(configReferenceMarkdown());
+    if (topic === "config") return print(`${configReferenceMarkdown()}\n${otelVariablesMarkdown()}`);
     const text = topic === "run" ? RUN_HELP : topic === "validate-config" ? VALIDATE_HELP : topic === "version" ? VERSION_HELP : topic && COMMANDS[topic] ? COMMANDS[topic].help : MAIN_HELP;
     return print(text);
   }

@@ -106,21 +106,42 @@ const OTEL_SIGNALS = [
 const OTEL_PROTOCOLS = new Set(["grpc", "http/protobuf"]);
 const OTEL_COMPRESSIONS = new Set(["gzip", "none"]);
 
-/** Every OpenTelemetry variable the agent reads (documented in the README; `help config` lists them). */
-export const OTEL_VARIABLES: readonly string[] = [
-  "OTEL_SERVICE_NAME",
-  "OTEL_RESOURCE_ATTRIBUTES",
-  "OTEL_EXPORTER_OTLP_ENDPOINT",
-  "OTEL_EXPORTER_OTLP_PROTOCOL",
-  "OTEL_EXPORTER_OTLP_HEADERS",
-  "OTEL_EXPORTER_OTLP_COMPRESSION",
-  "OTEL_EXPORTER_OTLP_TIMEOUT",
-  "OTEL_EXPORTER_OTLP_INSECURE",
-  "OTEL_EXPORTER_OTLP_CERTIFICATE",
-  "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-  "OTEL_EXPORTER_OTLP_CLIENT_KEY",
-  ...OTEL_SIGNALS.flatMap(([v]) => ["ENDPOINT", "PROTOCOL", "HEADERS", "COMPRESSION", "TIMEOUT"].map((k) => `OTEL_EXPORTER_OTLP_${v}_${k}`)),
+/** Every OpenTelemetry variable the agent reads, the key it sets and how its value is read. */
+export const OTEL_VARIABLES: ReadonlyArray<{ variable: string; key: string; value: string }> = [
+  { variable: "OTEL_SERVICE_NAME", key: "service_name", value: "text" },
+  { variable: "OTEL_RESOURCE_ATTRIBUTES", key: "resource_attributes", value: "key=value,... (percent-encoded values); service.name sets service_name unless OTEL_SERVICE_NAME is set" },
+  { variable: "OTEL_EXPORTER_OTLP_ENDPOINT", key: "otlp.endpoint", value: "URL (http/protobuf appends /v1/<signal>) or host:port" },
+  { variable: "OTEL_EXPORTER_OTLP_PROTOCOL", key: "otlp.protocol", value: "grpc or http/protobuf" },
+  { variable: "OTEL_EXPORTER_OTLP_HEADERS", key: "otlp.headers", value: "key=value,... (percent-encoded values), merged over the file's; secret" },
+  { variable: "OTEL_EXPORTER_OTLP_COMPRESSION", key: "otlp.compression", value: "gzip or none" },
+  { variable: "OTEL_EXPORTER_OTLP_TIMEOUT", key: "otlp.timeout", value: "milliseconds" },
+  { variable: "OTEL_EXPORTER_OTLP_INSECURE", key: "otlp.insecure", value: "true or false" },
+  { variable: "OTEL_EXPORTER_OTLP_CERTIFICATE", key: "otlp.tls.ca_file", value: "PEM file path" },
+  { variable: "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", key: "otlp.tls.cert_file", value: "PEM file path" },
+  { variable: "OTEL_EXPORTER_OTLP_CLIENT_KEY", key: "otlp.tls.key_file", value: "PEM file path" },
+  ...OTEL_SIGNALS.flatMap(([v, s]) => [
+    { variable: `OTEL_EXPORTER_OTLP_${v}_ENDPOINT`, key: `otlp.signals.${s}.endpoint`, value: "URL used as it is (no path appended) or host:port" },
+    { variable: `OTEL_EXPORTER_OTLP_${v}_PROTOCOL`, key: `otlp.signals.${s}.protocol`, value: "grpc or http/protobuf" },
+    { variable: `OTEL_EXPORTER_OTLP_${v}_HEADERS`, key: `otlp.signals.${s}.headers`, value: "key=value,...; replaces the generic headers for this signal; secret" },
+    { variable: `OTEL_EXPORTER_OTLP_${v}_COMPRESSION`, key: `otlp.signals.${s}.compression`, value: "gzip or none" },
+    { variable: `OTEL_EXPORTER_OTLP_${v}_TIMEOUT`, key: `otlp.signals.${s}.timeout`, value: "milliseconds" },
+  ]),
 ];
+
+/** The OpenTelemetry variables as a Markdown section (README and `svc-agent help config`). */
+export function otelVariablesMarkdown(): string {
+  const lines = [
+    "OpenTelemetry environment variables override the configuration file: the order is defaults, then the file",
+    "(with `${VAR}` expansion), then the `SVC_*` overrides, then these variables, then validation. An empty variable",
+    "counts as unset. A malformed value is an error naming the variable (a header's value is never printed). Header",
+    "values are secrets wherever they come from: `[REDACTED]` in `/config`, the diagnostics bundle and logs.",
+    "",
+    "| Variable | Sets | Value |",
+    "|---|---|---|",
+  ];
+  for (const o of OTEL_VARIABLES) lines.push(`| \`${o.variable}\` | \`${o.key}\` | ${o.value} |`);
+  return lines.join("\n") + "\n";
+}
 
 /** The object at `path` under `doc`, created when absent; undefined when something else is in the way (validation reports it). */
 function section(doc: Record<string, unknown>, path: readonly string[]): Record<string, unknown> | undefined {

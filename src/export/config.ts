@@ -27,24 +27,34 @@ export const HTTP_PATHS: Record<Signal, string> = {
 const ProtocolSchema = (description: string, withDefault: boolean) =>
   Type.Union([Type.Literal("grpc"), Type.Literal("http/protobuf")], withDefault ? { default: "grpc", description } : { description });
 
-const signalOverrides = (signal: Signal) =>
-  Type.Object(
+const signalOverrides = (signal: Signal) => {
+  const env = `OTEL_EXPORTER_OTLP_${signal.toUpperCase()}`;
+  return Type.Object(
     {
-      protocol: Type.Optional(ProtocolSchema(`Protocol of ${signal} (otlp.protocol when absent).`, false)),
+      protocol: Type.Optional(ProtocolSchema(`Protocol of ${signal} (otlp.protocol when absent). Env: ${env}_PROTOCOL.`, false)),
       endpoint: Type.Optional(
         Type.String({
           minLength: 1,
-          description: `Endpoint of ${signal}, used as it is (http/protobuf: the whole URL, path included); otlp.endpoint when absent.`,
+          description: `Endpoint of ${signal}, used as it is (http/protobuf: the whole URL, path included); otlp.endpoint when absent. Env: ${env}_ENDPOINT.`,
         }),
       ),
-      headers: Type.Optional(Type.Record(Type.String(), Type.String(), { description: `Headers of ${signal} in place of otlp.headers; values are redacted.` })),
-      compression: Type.Optional(Type.Union([Type.Literal("gzip"), Type.Literal("none")], { description: `Compression of ${signal} (otlp.compression when absent).` })),
+      headers: Type.Optional(
+        Type.Record(Type.String(), Type.String(), { description: `Headers of ${signal} in place of otlp.headers; values are redacted. Env: ${env}_HEADERS.` }),
+      ),
+      compression: Type.Optional(
+        Type.Union([Type.Literal("gzip"), Type.Literal("none")], { description: `Compression of ${signal} (otlp.compression when absent). Env: ${env}_COMPRESSION.` }),
+      ),
       timeout: Type.Optional(
-        Type.String({ format: "duration", [UNIT_HINT]: "duration", description: `Deadline of one ${signal} export request (otlp.timeout when absent).` }),
+        Type.String({
+          format: "duration",
+          [UNIT_HINT]: "duration",
+          description: `Deadline of one ${signal} export request (otlp.timeout when absent). Env: ${env}_TIMEOUT (milliseconds).`,
+        }),
       ),
     },
     { additionalProperties: false, default: {} },
   );
+};
 
 export const OtlpSchema = Type.Object(
   {

@@ -70,9 +70,6 @@ function parseSettings(c: Config): ParsedSettings {
   return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs };
 }
 
-/** The source name of `resource_attributes` in the resource (sources apply in name order: discovery/* after it). */
-const CONFIG_RESOURCE_SOURCE = "config/resource_attributes";
-
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
 
 export class OtlpPipeline implements TelemetryPipeline {
@@ -102,7 +99,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#tasks = o.tasks;
     this.onOutcome = o.onOutcome;
     this.resource = new ResourceBuilder(o.config.service_name);
-    this.resource.set(CONFIG_RESOURCE_SOURCE, o.config.resource_attributes);
+    this.resource.setOwnAttributes(o.config.resource_attributes);
     this.#encoder = new ItemEncoder(this.resource.encoder);
     this.#lanes = Object.fromEntries(SIGNALS.map((s) => [s, this.#makeLane(s)])) as Record<Signal, Lane>;
   }
@@ -185,7 +182,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#config = next;
     this.#settings = parseSettings(next);
     this.resource.setServiceName(next.service_name);
-    this.resource.set(CONFIG_RESOURCE_SOURCE, next.resource_attributes);
+    this.resource.setOwnAttributes(next.resource_attributes);
     for (const s of SIGNALS) {
       const q = this.#lanes[s].queue;
       q.capacity = next.queues[s].capacity;

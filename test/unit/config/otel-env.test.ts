@@ -4,7 +4,10 @@
  * redaction of the secrets they bring.
  */
 import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { ConfigError, parseConfig } from "../../../src/config";
+import { OTEL_VARIABLES, otelVariablesMarkdown } from "../../../src/config/env";
 import { redactConfig, secretsOf } from "../../../src/agent/secrets";
 import { signalTarget } from "../../../src/export/config";
 
@@ -161,5 +164,33 @@ describe("OpenTelemetry environment variables", () => {
     expect(shown).not.toContain("metrics-secret");
     expect(shown).not.toContain("t1");
     expect(secretsOf(c)).toEqual(expect.arrayContaining(["generic-secret", "metrics-secret", "t1"]));
+  });
+});
+
+describe("documentation", () => {
+  const SAMPLE: Record<string, string> = { ENDPOINT: "http://h:4318", PROTOCOL: "http/protobuf", HEADERS: "k=v", COMPRESSION: "none", TIMEOUT: "1234" };
+
+  test("every documented variable sets the key it names", () => {
+    const base = parseConfig("", {});
+    const at = (c: unknown, key: string) => key.split(".").reduce((n: unknown, k) => (n as Record<string, unknown> | undefined)?.[k], c);
+    for (const { variable, key } of OTEL_VARIABLES) {
+      const suffix = variable.split("_").pop()!;
+      const value =
+        variable === "OTEL_SERVICE_NAME" ? "svc-x" : variable === "OTEL_RESOURCE_ATTRIBUTES" ? "a=b" : variable === "OTEL_EXPORTER_OTLP_INSECURE" ? "false" : /CERTIFICATE|KEY$/.test(variable) ? "/x.pem" : SAMPLE[suffix]!;
+      const env: Record<string, string> = { [variable]: value };
+      if (/CLIENT_(CERTIFICATE|KEY)$/.test(variable)) Object.assign(env, { OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: "/c.pem", OTEL_EXPORTER_OTLP_CLIENT_KEY: "/k.pem" });
+      if (/CERTIFICATE|KEY$/.test(variable)) env.OTEL_EXPORTER_OTLP_INSECURE = "false";
+      const c = parseConfig("", env);
+      expect({ variable, changed: JSON.stringify(at(c, key)) !== JSON.stringify(at(base, key)) }).toEqual({ variable, changed: true });
+    }
+  });
+
+  test("the README's variable table is the generated one", () => {
+    const readme = readFileSync(join(import.meta.dir, "../../../README.md"), "utf8");
+    const start = readme.indexOf("<!-- otel-env:start -->");
+    const end = readme.indexOf("<!-- otel-env:end -->");
+    expect(start).toBeGreaterThan(-1);
+    // Regenerate with: bun run docs:config
+    expect(readme.slice(start + "<!-- otel-env:start -->".length, end).trim()).toBe(otelVariablesMarkdown().trim());
   });
 });
