@@ -65,6 +65,22 @@ export class OtlpExporterComponent implements Component {
     this.#factory = options.transportFactory ?? transportFor;
     this.#idleCheckMs = options.idleCheckIntervalMs ?? IDLE_CHECK_INTERVAL_MS;
     pipeline.onOutcome = (signal, outcome, latencyMs, items) => this.#onExport(signal, outcome, latencyMs, items);
+    pipeline.onRetryAll = () => this.#reconnectIfDown();
+  }
+
+  /**
+   * Before a flush or the last attempts of shutdown: a transport that is not connected is replaced by a fresh one,
+   * which connects at its first call. The old channel may be inside its reconnect backoff (up to backoff.max),
+   * where every call fails at once even though the backend is back.
+   */
+  #reconnectIfDown(): void {
+    const current = this.#pipeline.transport;
+    if (!current || current.ready()) return;
+    try {
+      this.#pipeline.setTransport(this.#factory(this.#pipeline.config));
+    } catch (e) {
+      this.#ctx.logger.warn("cannot rebuild the OTLP transport; keeping the current one", { component: this.id, error: (e as Error).message });
+    }
   }
 
   async start(host: ComponentHost): Promise<void> {

@@ -33,14 +33,22 @@ export function adminRoutes(deps: ServerDeps, prefix = "") {
     .post(
       "/admin/flush",
       async () => {
-        const flushed = await deps.pipeline.flush(durationMs(deps.config().shutdown_timeout));
-        return { status: "ok" as const, flushed: { traces: flushed.traces, metrics: flushed.metrics, logs: flushed.logs } };
+        const r = await deps.pipeline.flush(durationMs(deps.config().shutdown_timeout));
+        return {
+          status: r.reason ? ("incomplete" as const) : ("ok" as const),
+          flushed: r.exported,
+          dropped: r.dropped,
+          remaining: r.remaining,
+          reason: r.reason ?? null,
+          last_error: r.lastError ?? null,
+        };
       },
       {
         response: { 200: FlushSchema, ...errors },
         detail: {
           summary: "Flush the export queues",
-          description: "Exports everything queued now (bounded by shutdown_timeout) and reports the items exported per kind.",
+          description:
+            "Hands the collectors' pending aggregates (connection, syscall and GPU metrics) to the queues, tries every queued item and every batch waiting to be retried at once (cutting the backoff short), and waits until nothing is pending, every pending batch has failed again, or shutdown_timeout passed. Reports the items exported, dropped and remaining per kind; `status` is `incomplete` with a `reason` when items remain.",
           tags: ["admin"],
         },
       },
