@@ -5,6 +5,7 @@
  */
 import { parse as parseYamlScalar } from "yaml";
 import type { ConfigProblem } from "./problems";
+import { isSecretPath } from "./secrets";
 
 const VAR_RE = /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$\{([^}]*)\}?/g;
 const WHOLE_VAR_RE = /^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}$/;
@@ -24,7 +25,8 @@ function substituteString(value: string, path: string, env: Env, problems: Confi
   return value.replace(VAR_RE, (m, name?: string, def?: string, bad?: string) => {
     if (m === "$$") return "$";
     if (bad !== undefined) {
-      problems.push({ path, message: `malformed variable reference ${JSON.stringify(m)}; write \${NAME} or \${NAME:-default}` });
+      const what = isSecretPath(path) ? "a malformed variable reference (value not shown: secret key)" : `malformed variable reference ${JSON.stringify(m)}`;
+      problems.push({ path, message: `${what}; write \${NAME} or \${NAME:-default}` });
       return m;
     }
     const v = env[name!] ?? def;
@@ -70,11 +72,16 @@ export const ENV_OVERRIDES: ReadonlyArray<{ variable: string; path: string[]; ki
 const TRUE_WORDS = new Set(["1", "true", "yes", "on"]);
 const FALSE_WORDS = new Set(["0", "false", "no", "off"]);
 
-/** Applies the SVC_* overrides onto `doc` (mutating it); a malformed value is a problem naming the variable. */
-export function applyEnvOverrides(doc: Record<string, unknown>, env: Env, problems: ConfigProblem[]): void {
+/**
+ * Applies the SVC_* overrides onto `doc` (mutating it); a malformed value is a problem naming the variable.
+ * Returns the dotted key path set by each variable that was given (a problem there comes from the environment).
+ */
+export function applyEnvOverrides(doc: Record<string, unknown>, env: Env, problems: ConfigProblem[]): Map<string, string> {
+  const applied = new Map<string, string>();
   for (const o of ENV_OVERRIDES) {
     const raw = env[o.variable];
     if (raw === undefined || raw === "") continue;
+    applied.set(o.path.join("."), o.variable);
     let value: unknown = raw;
     if (o.kind === "boolean") {
       const w = raw.trim().toLowerCase();
@@ -94,6 +101,7 @@ export function applyEnvOverrides(doc: Record<string, unknown>, env: Env, proble
     }
     node[o.path[o.path.length - 1]!] = value;
   }
+  return applied;
 }
 
 /** The signals of the per-signal OTEL_EXPORTER_OTLP_<SIGNAL>_* variables, with the `otlp.signals` key each sets. */
@@ -188,13 +196,16 @@ export function parseKeyValueList(variable: string, raw: string, path: string, p
  * go to `otlp.signals.<signal>`; OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES are merged over the
  * file's maps (the variable wins for a key in both); `service.name` in OTEL_RESOURCE_ATTRIBUTES sets
  * `service_name` unless OTEL_SERVICE_NAME is set. An empty variable counts as unset. Problems name the variable.
+ * Records in `applied` the key path each given variable sets (a problem there comes from the environment).
  */
-export function applyOtelEnvironment(doc: Record<string, unknown>, env: Env, problems: ConfigProblem[]): void {
-  const get = (name: string): string | undefined => {
+export function applyOtelEnvironment(doc: Record<string, unknown>, env: Env, problems: ConfigProblem[], applied: Map<string, string> = new Map()): void {
+  const get = (name: string, path?: string): string | undefined => {
     const v = env[name];
-    return v === undefined || v.trim() === "" ? undefined : v.trim();
+    if (v === undefined || v.trim() === "") return undefined;
+    if (path) applied.set(path, name);
+    return v.trim();
   };
-  const attributes = get("OTEL_RESOURCE_ATTRIBUTES");
+  const attributes = get("OTEL_RESOURCE_ATTRIBUTES", "resource_attributes");
   if (attributes !== undefined) {
     const parsed = parseKeyValueList("OTEL_RESOURCE_ATTRIBUTES", attributes, "resource_attributes", problems);
     if (parsed) {
@@ -206,16 +217,16 @@ export function applyOtelEnvironment(doc: Record<string, unknown>, env: Env, pro
       doc.resource_attributes = { ...base, ...parsed };
     }
   }
-  const serviceName = get("OTEL_SERVICE_NAME");
+  const serviceName = get("OTEL_SERVICE_NAME", "service_name");
   if (serviceName !== undefined) doc.service_name = serviceName;
 
   const applyExporter = (prefix: string, path: readonly string[], generic: boolean): void => {
     const keyPath = path.join(".");
-    const endpoint = get(`${prefix}_ENDPOINT`);
-    const protocol = get(`${prefix}_PROTOCOL`);
-    const headers = get(`${prefix}_HEADERS`);
-    const compression = get(`${prefix}_COMPRESSION`);
-    const timeout = get(`${prefix}_TIMEOUT`);
+    const endpoint = get(`${prefix}_ENDPOINT`, `${keyPath}.endpoint`);
+    const protocol = get(`${prefix}_PROTOCOL`, `${keyPath}.protocol`);
+    const headers = get(`${prefix}_HEADERS`, `${keyPath}.headers`);
+    const compression = get(`${prefix}_COMPRESSION`, `${keyPath}.compression`);
+    const timeout = get(`${prefix}_TIMEOUT`, `${keyPath}.timeout`);
     if ([endpoint, protocol, headers, compression, timeout].every((v) => v === undefined)) return;
     const target = section(doc, path);
     if (!target) return;
@@ -244,7 +255,7 @@ export function applyOtelEnvironment(doc: Record<string, unknown>, env: Env, pro
   applyExporter("OTEL_EXPORTER_OTLP", ["otlp"], true);
   for (const [variable, signal] of OTEL_SIGNALS) applyExporter(`OTEL_EXPORTER_OTLP_${variable}`, ["otlp", "signals", signal], false);
 
-  const insecure = get("OTEL_EXPORTER_OTLP_INSECURE");
+  const insecure = get("OTEL_EXPORTER_OTLP_INSECURE", "otlp.insecure");
   if (insecure !== undefined) {
     const w = insecure.toLowerCase();
     if (w === "true" || w === "false") {
@@ -258,7 +269,7 @@ export function applyOtelEnvironment(doc: Record<string, unknown>, env: Env, pro
     ["OTEL_EXPORTER_OTLP_CLIENT_KEY", "key_file"],
   ] as const;
   for (const [variable, key] of files) {
-    const v = get(variable);
+    const v = get(variable, `otlp.tls.${key}`);
     if (v === undefined) continue;
     const tls = section(doc, ["otlp", "tls"]);
     if (tls) tls[key] = v;

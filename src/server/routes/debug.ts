@@ -21,11 +21,6 @@ export function debugRoutes(deps: ServerDeps, prefix = "") {
       response: { 200: DebugVarsSchema, ...errors },
       detail: { summary: "Runtime variables (expvar-like)", tags: ["debug"] },
     })
-    .get("/debug/logs", () => ({ records: deps.logger.recent() }), {
-      beforeHandle: gate,
-      response: { 200: t.Object({ records: t.Array(t.Record(t.String(), t.Unknown())) }), ...errors },
-      detail: { summary: "Recent log records (the logger's ring, secrets scrubbed), oldest first", tags: ["debug"] },
-    })
     .get("/debug/pprof/", ({ request }) => profileResponse(deps, "index", new URL(request.url)), {
       beforeHandle: gate,
       response: { 200: t.String({ description: "HTML index of the profiles." }), ...errors },

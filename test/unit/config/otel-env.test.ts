@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError, parseConfig } from "../../../src/config";
 import { OTEL_VARIABLES, otelVariablesMarkdown } from "../../../src/config/env";
-import { redactConfig, secretsOf } from "../../../src/agent/secrets";
+import { redactConfig, secretsOf } from "../../../src/config/secrets";
 import { signalTarget } from "../../../src/export/config";
 
 function problemsOf(text: string, env: Record<string, string> = {}) {
@@ -64,12 +64,12 @@ describe("otlp.protocol and the endpoint", () => {
     const problems = problemsOf("otlp:\n  protocol: http/json\n  endpoint: ftp://x:1\n  signals:\n    traces:\n      protocol: grpc\n      endpoint: http://x:4317/v1/traces\n      timeout: 0s\n");
     const byPath = Object.fromEntries(problems.map((p) => [p.path, p.message]));
     expect(byPath["otlp.protocol"]).toContain('expected one of "grpc", "http/protobuf"');
-    expect(problemsOf("otlp:\n  endpoint: ftp://x:1\n")[0]).toEqual({ path: "otlp.endpoint", message: 'expected host:port or an http:// or https:// URL, got "ftp://x:1"' });
+    expect(problemsOf("otlp:\n  endpoint: ftp://x:1\n")[0]).toMatchObject({ path: "otlp.endpoint", message: 'expected host:port or an http:// or https:// URL, got "ftp://x:1"' });
     const p2 = Object.fromEntries(problemsOf("otlp:\n  signals:\n    traces:\n      endpoint: http://x:4317/v1/traces\n      timeout: 0s\n").map((p) => [p.path, p.message]));
     expect(p2["otlp.signals.traces.endpoint"]).toContain("a gRPC endpoint has no path");
     expect(p2["otlp.signals.traces.timeout"]).toBe("must be greater than 0");
     expect(problemsOf("otlp:\n  endpoint: http://u:secret@x:1\n  protocol: http/protobuf\n")[0]!.message).not.toContain("secret");
-    expect(problemsOf("otlp:\n  endpoint: http://x:4318\n  tls:\n    ca_file: /ca.pem\n")[0]).toEqual({
+    expect(problemsOf("otlp:\n  endpoint: http://x:4318\n  tls:\n    ca_file: /ca.pem\n")[0]).toMatchObject({
       path: "otlp.endpoint",
       message: "is an http:// URL but otlp.tls settings are given; write https:// to use TLS",
     });
@@ -155,6 +155,8 @@ describe("OpenTelemetry environment variables", () => {
     expect(byPath["otlp.signals.traces.headers"]).toBe("OTEL_EXPORTER_OTLP_TRACES_HEADERS: entry 2 is not key=value");
     expect(byPath["otlp.signals.logs.headers"]).toBe("OTEL_EXPORTER_OTLP_LOGS_HEADERS: entry 1 is not key=value");
     expect(JSON.stringify(problems)).not.toContain("secret");
+    // A value the schema refuses is reported as coming from the variable, not from a place in the file.
+    expect(problemsOf("", { OTEL_EXPORTER_OTLP_ENDPOINT: "ftp://x:1" })[0]).toMatchObject({ path: "otlp.endpoint", variable: "OTEL_EXPORTER_OTLP_ENDPOINT" });
   });
 
   test("headers from the environment are secrets like the file's: redacted in the configuration view, scrubbed from logs", () => {
