@@ -415,16 +415,18 @@ export class TailEngine {
       body: r.body,
       attributes: cut ? { ...f.attributes[streamKey], "log.truncated": true } : f.attributes[streamKey],
     };
-    let time = first.parsed.timeUnixNano;
-    if (this.#c.severity === "auto" || time === undefined) {
-      const fields = readMessage(first.message);
-      time ??= fields.timeUnixNano;
-      if (this.#c.severity === "auto" && fields.severityNumber !== undefined) {
-        item.severityNumber = fields.severityNumber;
-        item.severityText = fields.severityText;
-      }
-    }
+    const fields = readMessage(first.message);
+    const time = first.parsed.timeUnixNano ?? fields.timeUnixNano;
     if (time !== undefined) item.timeUnixNano = time;
+    if (this.#c.severity === "auto") {
+      if (fields.severityNumber !== undefined) item.severityNumber = fields.severityNumber;
+      if (fields.severityText !== undefined) item.severityText = fields.severityText;
+    }
+    if (fields.traceId) {
+      item.traceId = fields.traceId;
+      if (fields.spanId) item.spanId = fields.spanId;
+      if (fields.traceFlags !== undefined) item.flags = fields.traceFlags;
+    }
     this.#pending.push({ item, tailer: f.tailer, generation: r.generation, commit });
   }
 
