@@ -9,6 +9,8 @@ import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
 
 export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
+/** Why collector/logs cut a record short (logs_truncated_total's reason). */
+export const LOG_TRUNCATION_REASONS = ["max_line_size", "max_lines", "max_bytes"] as const;
 export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"] as const;
 /** Span drops before the pipeline: over agent.ebpf.network.max_spans_per_second (the kernel's or user space's budget). */
 export const SPAN_RATE_LIMIT_REASON = "rate_limit";
@@ -75,6 +77,7 @@ export class AgentMetrics {
       labelNames: ["reason"],
       registers,
     });
+    for (const reason of LOG_TRUNCATION_REASONS) this.logsTruncated.inc({ reason }, 0);
 
     this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
     this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });
