@@ -3,11 +3,14 @@
  * exits 1 (it does not share the port through SO_REUSEPORT), whether the address is held by another agent or by a
  * non-Bun process (python, with and without SO_REUSEPORT on its own socket); a reload to a busy address answers
  * 500 and keeps the old one; a reload that keeps the address and changes the body limit rebinds it in place.
+ * A metrics path that would shadow one of the interface's routes is refused before anything starts.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { OtlpReceiver } from "../../src/export/receiver";
-import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers/agent-process";
+import { BINARY, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers/agent-process";
 import { json, waitUntil } from "../helpers/wait";
 
 const TOKEN = "listen-Token-31";
@@ -144,5 +147,20 @@ describe("at reload", () => {
     expect(big.status).toBe(413);
     expect((await json(big)).details).toEqual({ max_body_bytes: 100 });
     expect((await fetch(`${a.url}/admin/flush`, { method: "POST", headers: admin, body: "x".repeat(50), keepalive: false })).status).toBe(200);
+  });
+});
+
+describe("the metrics path", () => {
+  test("a path that would shadow a route (/healthz, /api/v1/status) is refused by the binary, naming the key", () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-path-"));
+    for (const path of ["/healthz", "/api/v1/status"]) {
+      const file = join(dir, "config.yaml");
+      writeFileSync(file, withListen("127.0.0.1:0", `  path: ${path}\n`));
+      const p = Bun.spawnSync([BINARY, "--validate-config", file]);
+      expect(p.exitCode).toBe(2);
+      expect(p.stderr.toString()).toContain(`self_telemetry.path: "${path}" would shadow the interface's own`);
+      const run = Bun.spawnSync([BINARY, "--config", file], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", OTLP_ENDPOINT } });
+      expect(run.exitCode).toBe(2);
+    }
   });
 });

@@ -2,12 +2,17 @@
  * e2e: what the compiled agent exports, decoded by the official OTLP schema with code the project did not
  * write (test/helpers/official-receiver: protoc-generated Python stubs, Debian's grpcio). Traces (self-tracing),
  * metrics (GPU metrics from the NVML stand-in) and logs (a tailed file) arrive with no field the schema does not
- * know. The privileged layer does the same for profiles (test/privileged/collectors/official-profiles.test.ts).
+ * know. The receiver's OTLP/HTTP side answers a gzip protobuf POST from curl. The privileged layer does the
+ * same for all four signals (test/privileged/collectors/official-otlp.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { gzipSync } from "node:zlib";
+import { buildRequest, ItemEncoder } from "../../src/export/encode";
+import type { LogRecordItem } from "../../src/export/model";
+import { ResourceBuilder } from "../../src/export/resource";
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
 import { checkOfficial, missingOfficialTools, PROTO_ROOT, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../helpers/official-receiver";
 
@@ -100,6 +105,26 @@ describe.skipIf(missing.length > 0)(`official OTLP decoding (protoc + grpcio)${m
       expect(Buffer.from(s.traceId, "base64")).toHaveLength(16);
       expect(Buffer.from(s.spanId, "base64")).toHaveLength(8);
       expect(BigInt(s.endTimeUnixNano)).toBeGreaterThanOrEqual(BigInt(s.startTimeUnixNano));
+    }
+  });
+
+  test("its OTLP/HTTP side: a gzip protobuf POST (curl) is decoded and answered with the protobuf response", async () => {
+    const web = await startOfficialReceiver({ http: true });
+    try {
+      const res = new ResourceBuilder("e2e-official-http");
+      const records: LogRecordItem[] = Array.from({ length: 3 }, (_, i) => ({ observedTimeUnixNano: BigInt(i + 1), body: `http line ${i}` }));
+      const enc = new ItemEncoder(res.encoder);
+      const body = gzipSync(buildRequest("logs", records.map((r) => enc.encode("logs", r)), res.encoder));
+      const file = join(dir, "logs.pb.gz");
+      writeFileSync(file, body);
+      const curl = Bun.spawnSync(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{content_type}", "-H", "Content-Type: application/x-protobuf", "-H", "Content-Encoding: gzip", "--data-binary", `@${file}`, `${web.httpEndpoint}/v1/logs`]);
+      expect(curl.stdout.toString()).toBe("200 application/x-protobuf");
+      const [rep] = await web.waitFor((all) => all.length > 0);
+      expect(rep!).toMatchObject({ signal: "logs", transport: "http", unknown_fields: [], table_errors: [] });
+      expect(rep!.metadata?.["content-encoding"]).toBe("gzip");
+      expect(rep!.message.resourceLogs[0].scopeLogs[0].logRecords.map((r: any) => r.body.stringValue)).toEqual(["http line 0", "http line 1", "http line 2"]);
+    } finally {
+      await web.stop();
     }
   });
 

@@ -13,6 +13,7 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
+import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall } from "../http/exchanges";
 import { exchangeToSpan, type EndpointMeta } from "../http/spans";
 import { PerSecondBudget } from "./budget";
@@ -55,6 +56,7 @@ export class NetworkCollector implements Component {
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
   /** Spans produced, for tests and the log line at shutdown. */
@@ -137,7 +139,7 @@ export class NetworkCollector implements Component {
   #offer(span: SpanItem): void {
     if (!this.#budget.take()) {
       this.counters.dropped++;
-      this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" });
+      this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
       return;
     }
     this.#pendingSpans.push(span);
@@ -176,7 +178,7 @@ export class NetworkCollector implements Component {
       this.#sampledOutSeen = sampledOut;
       if (delta > 0n) {
         this.counters.kernelSampledOut += Number(delta);
-        this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" }, Number(delta));
+        this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
       }
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
@@ -202,9 +204,16 @@ export class NetworkCollector implements Component {
     this.#host = host;
     await this.#inner.start(host);
     if (this.#cfg.enabled && this.#ctx.config.agent.ebpf.enabled) this.#startTimers();
+    // A flush (POST /admin/flush) takes the interval's connection metrics and the spans not yet submitted.
+    this.#removeFlushSource ??= this.#ctx.pipeline.addFlushSource?.(() => {
+      this.#flushSpans();
+      this.exportMetrics();
+    });
   }
 
   async shutdown(deadline: AbortSignal): Promise<void> {
+    this.#removeFlushSource?.();
+    this.#removeFlushSource = undefined;
     this.#stopTimers();
     await this.#inner.shutdown(deadline);
     this.#flushSpans();

@@ -14,7 +14,10 @@
  *   reqs[0].message.resourceSpans[0]...   // MessageToDict: camelCase, 64-bit integers as strings, bytes base64
  *   await rx.stop();
  *
- * A body received another way (OTLP/HTTP protobuf, a file) is checked the same way with
+ * With `{ http: true }` it also serves OTLP/HTTP (binary protobuf, gzip accepted) at `rx.httpEndpoint`
+ * (`http://127.0.0.1:port`, paths /v1/traces, /v1/metrics, /v1/logs, /v1development/profiles); each report
+ * says its `transport` and carries the request's headers (or gRPC metadata) in `metadata`.
+ * A body received another way (a file, another server) is checked the same way with
  * `checkOfficial(signal, body)`. `missingOfficialTools()` names what is not installed (tests skip with it).
  */
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
@@ -36,7 +39,9 @@ export interface OfficialRequest {
   /** The request, as protobuf's json_format.MessageToDict gives it. */
   // biome-ignore lint/suspicious/noExplicitAny: a decoded document of whatever the test expects
   message: any;
-  /** Received by the server (not by checkOfficial): the request's gRPC metadata, text keys, lowercase. */
+  /** Received by the server (not by checkOfficial): "grpc" or "http". */
+  transport?: "grpc" | "http";
+  /** Received by the server: the request's gRPC metadata (text keys) or HTTP headers, keys lowercase. */
   metadata?: Record<string, string>;
 }
 
@@ -60,6 +65,8 @@ export interface OfficialReceiver {
   /** host:port to export to (plaintext gRPC). */
   endpoint: string;
   port: number;
+  /** With `http: true`: http://127.0.0.1:port of the OTLP/HTTP server. */
+  httpEndpoint?: string;
   /** Every request received so far, in arrival order. */
   requests(): OfficialRequest[];
   /** Resolves with requests() once `pred` holds for them; rejects after `timeoutMs`. */
@@ -70,11 +77,13 @@ export interface OfficialReceiver {
 export interface OfficialReceiverOptions {
   /** A folder holding an opentelemetry-proto release (`opentelemetry/proto/...`); default: the vendored one. */
   protoRoot?: string;
+  /** Also serve OTLP/HTTP (binary protobuf) on a port of its own. */
+  http?: boolean;
 }
 
 export async function startOfficialReceiver(options: OfficialReceiverOptions = {}): Promise<OfficialReceiver> {
   const out = mkdtempSync(join(tmpdir(), "svc-official-rx-"));
-  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([PYTHON, SCRIPT, "serve", "--proto-root", options.protoRoot ?? PROTO_ROOT, "--out", out], {
+  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([PYTHON, SCRIPT, "serve", "--proto-root", options.protoRoot ?? PROTO_ROOT, "--out", out, ...(options.http ? ["--http-listen", "127.0.0.1:0"] : [])], {
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -96,7 +105,7 @@ export async function startOfficialReceiver(options: OfficialReceiverOptions = {
     text += new TextDecoder().decode(value);
   }
   reader.releaseLock();
-  const port = (JSON.parse(text.split("\n")[0]!) as { port: number }).port;
+  const { port, http_port: httpPort } = JSON.parse(text.split("\n")[0]!) as { port: number; http_port?: number };
 
   const seen = new Map<string, OfficialRequest>();
   const requests = (): OfficialRequest[] => {
@@ -109,6 +118,7 @@ export async function startOfficialReceiver(options: OfficialReceiverOptions = {
   return {
     endpoint: `127.0.0.1:${port}`,
     port,
+    httpEndpoint: httpPort ? `http://127.0.0.1:${httpPort}` : undefined,
     requests,
     async waitFor(pred, timeoutMs = 20_000) {
       const end = performance.now() + timeoutMs;

@@ -154,7 +154,7 @@ function pprofSamples(files: string[]): number {
   return total;
 }
 
-describe.skipIf(!isRoot || missing.length > 0)("all four signals of dist/svc-agent, decoded by the official OTLP schema", () => {
+describe.skipIf(!isRoot || missing.length > 0)(`all four signals of dist/svc-agent, decoded by the official OTLP schema${isRoot ? "" : " (needs root)"}${missing.length ? ` (missing ${missing.join(", ")})` : ""}`, () => {
   test("no unknown field, no index out of range; profiles with their time, the burner's functions and binary, sample counts as pprof's", async () => {
     const pid = burnerProc!.pid;
     for (let i = 0; i < 5; i++) {
