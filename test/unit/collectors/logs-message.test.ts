@@ -87,3 +87,30 @@ describe("time from the message", () => {
     expect(parseTimeValue(1704164645123456789)).toBe(BigInt(1704164645123456789));
   });
 });
+
+describe("other fields of structured messages", () => {
+  test("a level value that is no known level is kept as severity text alone", () => {
+    expect(readMessage('{"level":"verbose","msg":"x"}')).toEqual({ severityText: "verbose" });
+    expect(readMessage("level=notice2 msg=x")).toEqual({ severityText: "notice2" });
+    expect(readMessage('{"level":"a sentence, not a level"}')).toEqual({});
+    expect(readMessage('{"level":{"nested":1}}')).toEqual({});
+  });
+
+  test("trace context from JSON and logfmt (valid, non-zero ids only)", () => {
+    const trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const span = "00f067aa0ba902b7";
+    const f = readMessage(`{"level":"info","trace_id":"${trace}","span_id":"${span}","trace_flags":"01"}`);
+    expect(Buffer.from(f.traceId!).toString("hex")).toBe(trace);
+    expect(Buffer.from(f.spanId!).toString("hex")).toBe(span);
+    expect(f.traceFlags).toBe(1);
+    const ecs = readMessage(`{"log.level":"warn","trace.id":"${trace.toUpperCase()}","span.id":"${span}"}`);
+    expect(Buffer.from(ecs.traceId!).toString("hex")).toBe(trace);
+    const lf = readMessage(`level=info trace_id=${trace} span_id=${span} trace_flags=1 msg=x`);
+    expect([Buffer.from(lf.traceId!).toString("hex"), Buffer.from(lf.spanId!).toString("hex"), lf.traceFlags]).toEqual([trace, span, 1]);
+    expect(readMessage(`{"trace_id":"${"0".repeat(32)}","span_id":"${span}"}`).traceId).toBeUndefined();
+    expect(readMessage('{"trace_id":"not-hex","span_id":"x"}').traceId).toBeUndefined();
+    // A span id without a trace id is not used.
+    expect(readMessage(`{"span_id":"${span}"}`).spanId).toBeUndefined();
+  });
+});
+
