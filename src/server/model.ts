@@ -125,7 +125,10 @@ export function answer<T extends TSchema>(schema: T, check: boolean): T {
   return check ? schema : { ...schema, noValidate: true };
 }
 
-/** Error answers any route can give: 401 (auth on), 429 (rate limit on), 500 (a failure inside the agent). */
-export const COMMON_ERRORS = { 401: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema } as const;
+/**
+ * Error answers any route can give: 401 (auth on), 413 (a declared body over max_body_bytes), 429 (rate limit on),
+ * 500 (a failure inside the agent). Their descriptions and headers are added by the OpenAPI document's builder.
+ */
+export const COMMON_ERRORS = { 401: ErrorSchema, 413: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema } as const;
 /** Plus 403 for routes that read-only tokens may not use. */
 export const PRIVILEGED_ERRORS = { ...COMMON_ERRORS, 403: ErrorSchema } as const;

@@ -9,6 +9,8 @@ import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
 
 export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
+/** Why collector/logs cut a record short (logs_truncated_total's reason). */
+export const LOG_TRUNCATION_REASONS = ["max_line_size", "max_lines", "max_bytes"] as const;
 export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"] as const;
 /** Span drops before the pipeline: over agent.ebpf.network.max_spans_per_second (the kernel's or user space's budget). */
 export const SPAN_RATE_LIMIT_REASON = "rate_limit";
@@ -47,6 +49,7 @@ export class AgentMetrics {
   readonly syscallsDropped: Counter<"reason">;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
+  readonly exportRetries: Counter<"signal">;
   readonly exportLatency: Histogram<"signal">;
   readonly exportBatchSize: Histogram<"signal">;
   readonly exportQueueSize: Gauge<"signal">;
@@ -76,6 +79,7 @@ export class AgentMetrics {
       labelNames: ["reason"],
       registers,
     });
+    for (const reason of LOG_TRUNCATION_REASONS) this.logsTruncated.inc({ reason }, 0);
 
     this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
     this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });
@@ -93,7 +97,13 @@ export class AgentMetrics {
     for (const reason of ["stats_full", "inflight_full"]) this.syscallsDropped.inc({ reason }, 0);
 
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
-    this.exportErrors = new Counter({ name: n("export_errors_total"), help: "Export requests that failed, by gRPC status code name.", labelNames: ["signal", "code"], registers });
+    this.exportErrors = new Counter({
+      name: n("export_errors_total"),
+      help: "Export requests that failed, by gRPC status code name (OTLP/HTTP: the code of the same meaning as the HTTP status).",
+      labelNames: ["signal", "code"],
+      registers,
+    });
+    this.exportRetries = new Counter({ name: n("export_retries_total"), help: "Export attempts that were retries of a batch (after a retryable outcome).", labelNames: ["signal"], registers });
     this.exportLatency = new Histogram({ name: n("export_latency_seconds"), help: "Export request latency, measured from send to answer.", labelNames: ["signal"], buckets: LATENCY_BUCKETS_SECONDS, registers });
     this.exportBatchSize = new Histogram({ name: n("export_batch_size"), help: "Items per export request.", labelNames: ["signal"], buckets: BATCH_SIZE_BUCKETS, registers });
     this.exportQueueSize = new Gauge({ name: n("export_queue_size"), help: "Items currently queued for export.", labelNames: ["signal"], registers });
@@ -103,6 +113,7 @@ export class AgentMetrics {
       for (const reason of DROP_REASONS) counters.dropped.inc({ reason }, 0);
       if (s === "traces") counters.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, 0);
       this.exportRequests.inc({ signal: s }, 0);
+      this.exportRetries.inc({ signal: s }, 0);
       for (const code of EXPORT_ERROR_CODES) this.exportErrors.inc({ signal: s, code }, 0);
       this.exportLatency.zero({ signal: s });
       this.exportBatchSize.zero({ signal: s });

@@ -86,7 +86,7 @@ describe("admin over a socket", () => {
     writeFileSync(agent.configPath, config() + "bogus: 1\n");
     const bad = await fetch(`${agent.url}/admin/reload`, { method: "POST", headers: admin });
     expect(bad.status).toBe(400);
-    expect((await json(bad)).details.problems).toEqual([{ path: "bogus", message: "unknown key" }]);
+    expect((await json(bad)).details.problems).toEqual([{ path: "bogus", message: "unknown key", line: config().split("\n").length, column: 1 }]);
     expect((await fetch(`${agent.url}/debug/vars`, { headers: admin })).status).toBe(404);
 
     writeFileSync(agent.configPath, config("  debug:\n    enabled: true\n"));

@@ -14,6 +14,7 @@ import type { LogRecordItem, Scope } from "../../export/model";
 import type { Attributes, TelemetryPipeline } from "../../export/types";
 import type { WorkloadDirectory } from "../../discovery/types";
 import type { Logger } from "../../log/logger";
+import type { LOG_TRUNCATION_REASONS } from "../../telemetry/metrics";
 import { readCheckpoint, writeCheckpoint, type CheckpointEntry } from "./checkpoint";
 import { readMessage } from "./message";
 import { MultilineAssembler, ruleFor, type AssembledRecord, type LogicalLine, type MultilineRule } from "./multiline";
@@ -69,10 +70,12 @@ interface TailedFile {
   rule: MultilineRule | undefined;
   /** Records being joined, per stream (only with a rule). */
   records: Map<StreamKey, MultilineAssembler>;
+  /** Offset after the last complete line read (every line before it belongs to a record sent or in progress). */
+  lastEnd: number;
 }
 
 /** Why a record was cut short: a line at max_line_size, or lines dropped at a multiline bound. */
-export type TruncationReason = "max_line_size" | "max_lines" | "max_bytes";
+export type TruncationReason = (typeof LOG_TRUNCATION_REASONS)[number];
 
 export interface TailEngineDeps {
   config: LogsConfig;
@@ -229,6 +232,7 @@ export class TailEngine {
       partials: new Map(),
       rule: ruleFor(this.#rules, path),
       records: new Map(),
+      lastEnd: tailer.offset,
     };
     this.#label(f);
     this.#files.set(key, f);
@@ -333,6 +337,7 @@ export class TailEngine {
       if (n < 0) {
         f.partials.clear();
         this.#flushRecords(f);
+        f.lastEnd = 0;
         this.#logger.info("log file truncated; reading it again from the start", { path: t.path });
         continue;
       }
@@ -352,6 +357,7 @@ export class TailEngine {
   /** Turns one line into a record (or part of one); false once the pending limit is reached (reading pauses). */
   #line(f: TailedFile, text: string, start: number, end: number, truncated: boolean): boolean {
     this.stats.linesRead++;
+    f.lastEnd = end;
     const p = parseLine(text, this.#c.format);
     const streamKey: StreamKey = p.stream ?? "none";
     let message = p.message;
@@ -390,10 +396,13 @@ export class TailEngine {
     return this.#pending.length < MAX_PENDING_RECORDS;
   }
 
-  /** Queues a finished record for the pipeline. Its commit offset stops before any record still being assembled. */
+  /**
+   * Queues a finished record for the pipeline. Its commit offset is the end of the last line read, or the start of
+   * the earliest record still being assembled (partial CRI/Docker lines, multiline) when that is earlier.
+   */
   #emit(f: TailedFile, streamKey: StreamKey, r: AssembledRecord): void {
     const first = r.first;
-    let commit = r.end;
+    let commit = f.lastEnd;
     for (const g of f.partials.values()) commit = Math.min(commit, g.startOffset);
     for (const a of f.records.values()) commit = Math.min(commit, a.startOffset ?? commit);
     const cut = r.lineCut || r.truncated !== undefined;
@@ -407,16 +416,18 @@ export class TailEngine {
       body: r.body,
       attributes: cut ? { ...f.attributes[streamKey], "log.truncated": true } : f.attributes[streamKey],
     };
-    let time = first.parsed.timeUnixNano;
-    if (this.#c.severity === "auto" || time === undefined) {
-      const fields = readMessage(first.message);
-      time ??= fields.timeUnixNano;
-      if (this.#c.severity === "auto" && fields.severityNumber !== undefined) {
-        item.severityNumber = fields.severityNumber;
-        item.severityText = fields.severityText;
-      }
-    }
+    const fields = readMessage(first.message);
+    const time = first.parsed.timeUnixNano ?? fields.timeUnixNano;
     if (time !== undefined) item.timeUnixNano = time;
+    if (this.#c.severity === "auto") {
+      if (fields.severityNumber !== undefined) item.severityNumber = fields.severityNumber;
+      if (fields.severityText !== undefined) item.severityText = fields.severityText;
+    }
+    if (fields.traceId) {
+      item.traceId = fields.traceId;
+      if (fields.spanId) item.spanId = fields.spanId;
+      if (fields.traceFlags !== undefined) item.flags = fields.traceFlags;
+    }
     this.#pending.push({ item, tailer: f.tailer, generation: r.generation, commit });
   }
 

@@ -1,5 +1,5 @@
-/** POST /admin/reload and POST /admin/flush. */
-import { Elysia } from "elysia";
+/** POST /admin/reload, POST /admin/flush, and GET /admin/logs (the recent log records, in any mode). */
+import { Elysia, t } from "elysia";
 import { durationMs } from "../../config/units";
 import { ConfigError } from "../../config/problems";
 import type { ServerDeps } from "../deps";
@@ -30,6 +30,15 @@ export function adminRoutes(deps: ServerDeps, prefix = "") {
         },
       },
     )
+    .get("/admin/logs", () => ({ records: deps.logger.recent() }), {
+      response: { 200: t.Object({ records: t.Array(t.Record(t.String(), t.Unknown())) }), ...errors },
+      detail: {
+        summary: "Recent log records",
+        description:
+          "The agent's ring of recent log records, oldest first, as written (secrets scrubbed): at most svc.recent_records records and 1 MiB, a record over 4 KiB shortened. Served in every mode, to full tokens only; the diagnostics bundle saves it.",
+        tags: ["admin"],
+      },
+    })
     .post(
       "/admin/flush",
       async () => {

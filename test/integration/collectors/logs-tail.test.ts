@@ -251,6 +251,53 @@ describe("multiline records and severity", () => {
     expect(p.accepted.logs.every((r) => r.timeUnixNano === 1704164645000000007n)).toBe(true);
   });
 
+  test("Docker json-file: split lines joined first, then each stream's trace lines joined into a record", async () => {
+    const { logs, config } = multilineSetup();
+    const trace = javaTrace(9).split("\n");
+    const docker = (log: string, stream: string, second: number) => JSON.stringify({ log, stream, time: `2024-01-02T03:04:0${second}.25Z` }) + "\n";
+    writeFileSync(
+      join(logs, "docker-json.log"),
+      docker(trace[0]! + "\n", "stderr", 1) +
+        docker("2024-01-02 03:04:05 INFO [main] between\n", "stdout", 2) +
+        docker(trace[1]!.slice(0, 12), "stderr", 3) +
+        docker(trace[1]!.slice(12) + "\n", "stderr", 3) +
+        trace.slice(2).map((l) => docker(l + "\n", "stderr", 4)).join("") +
+        docker("2024-01-02 03:04:09 WARN [main] after\n", "stderr", 5),
+    );
+    const p = new RecordingPipeline();
+    start(config, p);
+    await waitFor("three records", () => p.accepted.logs.length >= 3);
+    // The last record of each stream goes out on its flush timeout: compare in time order.
+    const got = p.accepted.logs.map((r) => [r.attributes?.["log.iostream"], r.body, r.timeUnixNano, r.severityText] as const);
+    expect(got.toSorted((a, b) => Number(a[2]! - b[2]!))).toEqual([
+      ["stderr", javaTrace(9), 1704164641250000000n, "ERROR"],
+      ["stdout", "2024-01-02 03:04:05 INFO [main] between", 1704164642250000000n, "INFO"],
+      ["stderr", "2024-01-02 03:04:09 WARN [main] after", 1704164645250000000n, "WARN"],
+    ]);
+  });
+
+  test("CRI: a record in progress on one stream holds the checkpoint back while the other stream's records go out", async () => {
+    const { logs, config } = multilineSetup("1h");
+    const path = join(logs, `api_shop_java-${ID}.log`);
+    const trace = javaTrace(8).split("\n");
+    writeFileSync(path, cri(trace[0]!, "stderr") + cri("2024-01-02T03:04:05Z INFO a", "stdout") + cri(trace[1]!, "stderr") + cri("2024-01-02T03:04:05Z INFO b", "stdout"));
+    const p = new RecordingPipeline();
+    const e = start(config, p);
+    await waitFor("the first stdout record", () => p.accepted.logs.length >= 1);
+    await rounds(e);
+    await e.checkpointNow();
+    expect(bodies(p)).toEqual(["2024-01-02T03:04:05Z INFO a"]);
+    // Both streams have a record in progress; the stderr one began at offset 0.
+    expect(JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0].offset).toBe(0);
+    appendFileSync(path, cri("2024-01-02T03:04:06Z INFO c", "stdout") + cri("2024-01-02T03:04:06Z WARN d", "stderr"));
+    await waitFor("the trace and b", () => p.accepted.logs.length >= 3);
+    await e.checkpointNow();
+    expect(bodies(p)).toEqual(["2024-01-02T03:04:05Z INFO a", "2024-01-02T03:04:05Z INFO b", trace.slice(0, 2).join("\n")]);
+    // Now the stdout record c (after the trace's lines) is the earliest in progress.
+    const cStart = readFileSync(path, "utf8").indexOf("2024-01-02T03:04:05.000000007Z stdout F 2024-01-02T03:04:06Z INFO c");
+    expect(JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0].offset).toBe(cStart);
+  });
+
   test("stopped while a record is in progress: the checkpoint stops at its start and a restart sends it once, whole", async () => {
     const { logs, config } = multilineSetup("1h");
     const path = join(logs, "java.log");

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
-import { redactConfig, secretsOf } from "../../../src/agent/secrets";
+import { redactConfig, secretsOf } from "../../../src/config/secrets";
 import { parseConfig } from "../../../src/config/load";
 
 const CATALOGUE = [
