@@ -11,7 +11,13 @@ export const REDACTED = "[REDACTED]";
 /** A key whose value is secret wherever it appears. */
 const SECRET_KEY_RE = /(token|secret|password|passwd|key|credential|authorization)/i;
 /** Maps whose every value is secret (exporter headers often carry API keys). */
-const SECRET_MAPS: ReadonlySet<string> = new Set(["otlp.headers"]);
+const SECRET_MAPS: ReadonlySet<string> = new Set([
+  "otlp.headers",
+  "otlp.signals.traces.headers",
+  "otlp.signals.metrics.headers",
+  "otlp.signals.logs.headers",
+  "otlp.signals.profiles.headers",
+]);
 /** Secrets no one writes shorter; shorter strings are not scrubbed from free text (they would mangle it). */
 const SCRUB_MIN_LENGTH = 4;
 /** Characters a client can send in `Authorization: Bearer <token>`: visible ASCII, no space. */

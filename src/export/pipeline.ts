@@ -10,7 +10,7 @@ import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
 import { Batcher, type BatcherSettings } from "./batcher";
-import { SIGNALS, queueDirectory, type Signal } from "./config";
+import { SIGNALS, queueDirectory, signalTarget, type Signal } from "./config";
 import { ItemEncoder, buildRequest, queuedBytes, type EncodedItem } from "./encode";
 import { codeName, describe, type ExportOutcome } from "./outcome";
 import { PersistentQueue } from "./persistent-queue";
@@ -70,14 +70,16 @@ interface ParsedSettings {
   /** The same with nothing sent (no transport yet). */
   held: Record<Signal, BatcherSettings>;
   backoff: { initialMs: number; maxMs: number };
-  timeoutMs: number;
+  /** otlp.timeout, or the signal's own (otlp.signals.<signal>.timeout). */
+  timeoutMs: Record<Signal, number>;
 }
 
 function parseSettings(c: Config): ParsedSettings {
   const settings = (s: Signal, maxInFlight: number): BatcherSettings => ({ batchSize: c.queues[s].batch_size, batchTimeoutMs: durationMs(c.queues[s].batch_timeout), maxInFlight });
   const batch = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, c.queues[s].max_in_flight)])) as Record<Signal, BatcherSettings>;
   const held = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, 0)])) as Record<Signal, BatcherSettings>;
-  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs: durationMs(c.otlp.timeout) };
+  const timeoutMs = Object.fromEntries(SIGNALS.map((s) => [s, signalTarget(c.otlp, s).timeoutMs])) as Record<Signal, number>;
+  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs };
 }
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
@@ -120,6 +122,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#tasks = o.tasks;
     this.onOutcome = o.onOutcome;
     this.resource = new ResourceBuilder(o.config.service_name);
+    this.resource.setOwnAttributes(o.config.resource_attributes);
     this.#encoder = new ItemEncoder(this.resource.encoder);
     this.#lanes = Object.fromEntries(SIGNALS.map((s) => [s, this.#makeLane(s)])) as Record<Signal, Lane>;
   }
@@ -203,6 +206,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#config = next;
     this.#settings = parseSettings(next);
     this.resource.setServiceName(next.service_name);
+    this.resource.setOwnAttributes(next.resource_attributes);
     for (const s of SIGNALS) {
       const q = this.#lanes[s].queue;
       q.capacity = next.queues[s].capacity;
@@ -476,6 +480,7 @@ export class OtlpPipeline implements TelemetryPipeline {
             this.#notifyDrain();
           },
           random: this.#random,
+          onRetry: () => this.#metrics.exportRetries.inc({ signal }),
         },
       );
     } catch (e) {
@@ -504,7 +509,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     const transport = this.#transport!;
     this.#metrics.exportRequests.inc({ signal });
     const started = performance.now();
-    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs, this.#cancelCalls.signal);
+    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs[signal], this.#cancelCalls.signal);
     const latencyMs = performance.now() - started;
     this.#metrics.exportLatency.observe({ signal }, latencyMs / 1000);
     if (outcome.kind !== "success") this.#metrics.exportErrors.inc({ signal, code: codeName(outcome.code) });

@@ -45,6 +45,7 @@ export class AgentMetrics {
   readonly ebpfPerfLost: Counter<"buffer">;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
+  readonly exportRetries: Counter<"signal">;
   readonly exportLatency: Histogram<"signal">;
   readonly exportBatchSize: Histogram<"signal">;
   readonly exportQueueSize: Gauge<"signal">;
@@ -83,7 +84,13 @@ export class AgentMetrics {
     this.ebpfPerfLost = new Counter({ name: n("ebpf_perf_lost_total"), help: "Perf buffer events lost.", labelNames: ["buffer"], registers });
 
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
-    this.exportErrors = new Counter({ name: n("export_errors_total"), help: "Export requests that failed, by gRPC status code name.", labelNames: ["signal", "code"], registers });
+    this.exportErrors = new Counter({
+      name: n("export_errors_total"),
+      help: "Export requests that failed, by gRPC status code name (OTLP/HTTP: the code of the same meaning as the HTTP status).",
+      labelNames: ["signal", "code"],
+      registers,
+    });
+    this.exportRetries = new Counter({ name: n("export_retries_total"), help: "Export attempts that were retries of a batch (after a retryable outcome).", labelNames: ["signal"], registers });
     this.exportLatency = new Histogram({ name: n("export_latency_seconds"), help: "Export request latency, measured from send to answer.", labelNames: ["signal"], buckets: LATENCY_BUCKETS_SECONDS, registers });
     this.exportBatchSize = new Histogram({ name: n("export_batch_size"), help: "Items per export request.", labelNames: ["signal"], buckets: BATCH_SIZE_BUCKETS, registers });
     this.exportQueueSize = new Gauge({ name: n("export_queue_size"), help: "Items currently queued for export.", labelNames: ["signal"], registers });
@@ -93,6 +100,7 @@ export class AgentMetrics {
       for (const reason of DROP_REASONS) counters.dropped.inc({ reason }, 0);
       if (s === "traces") counters.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, 0);
       this.exportRequests.inc({ signal: s }, 0);
+      this.exportRetries.inc({ signal: s }, 0);
       for (const code of EXPORT_ERROR_CODES) this.exportErrors.inc({ signal: s, code }, 0);
       this.exportLatency.zero({ signal: s });
       this.exportBatchSize.zero({ signal: s });

@@ -156,21 +156,22 @@ function readJson(message: string): MessageFields | undefined {
   const nestedLog = byLowerKey.get("log");
   if (typeof nestedLog === "object" && nestedLog !== null && !byLowerKey.has("log.level"))
     byLowerKey.set("log.level", (nestedLog as Record<string, unknown>).level);
+  return structuredFields((k) => byLowerKey.get(k), JSON_LEVEL_KEYS, JSON_TIME_KEYS);
+}
+
+/** Level, time and trace context of a structured line whose fields `get` returns by lower-case key. */
+function structuredFields(get: (key: string) => unknown, levelKeys: readonly string[], timeKeys: readonly string[]): MessageFields {
   const out: MessageFields = {};
-  for (const key of JSON_LEVEL_KEYS) {
-    const v = byLowerKey.get(key);
-    if (v === undefined) continue;
-    setLevel(out, v);
-    break;
-  }
-  for (const key of JSON_TIME_KEYS) {
-    const t = parseTimeValue(byLowerKey.get(key));
+  const level = levelKeys.map(get).find((v) => v !== undefined);
+  if (level !== undefined) setLevel(out, level);
+  for (const key of timeKeys) {
+    const t = parseTimeValue(get(key));
     if (t !== undefined) {
       out.timeUnixNano = t;
       break;
     }
   }
-  setTraceContext(out, (keys) => keys.map((k) => byLowerKey.get(k)).find((v) => v !== undefined));
+  setTraceContext(out, (keys) => keys.map(get).find((v) => v !== undefined));
   return out;
 }
 
@@ -229,22 +230,7 @@ export function logfmtPairs(line: string): Map<string, string> {
 
 function readLogfmt(message: string): MessageFields {
   const pairs = logfmtPairs(message);
-  const out: MessageFields = {};
-  for (const key of LOGFMT_LEVEL_KEYS) {
-    const v = pairs.get(key);
-    if (v === undefined) continue;
-    setLevel(out, v);
-    break;
-  }
-  for (const key of LOGFMT_TIME_KEYS) {
-    const t = parseTimeValue(pairs.get(key));
-    if (t !== undefined) {
-      out.timeUnixNano = t;
-      break;
-    }
-  }
-  setTraceContext(out, (keys) => keys.map((k) => pairs.get(k)).find((v) => v !== undefined));
-  return out;
+  return structuredFields((k) => pairs.get(k), LOGFMT_LEVEL_KEYS, LOGFMT_TIME_KEYS);
 }
 
 function readPlain(message: string): MessageFields {

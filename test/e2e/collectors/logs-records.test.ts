@@ -14,7 +14,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../helpers";
+import { BINARY, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 
 const FIXTURES = resolve(import.meta.dir, "../../fixtures/logs");
@@ -262,3 +262,14 @@ describe.skipIf(missing.length > 0)(`multiline logs through the compiled agent${
     for (const r of all) expect(BigInt(r.observedTimeUnixNano!)).toBeGreaterThan(0n);
   }, 60_000);
 });
+
+test("a start_pattern that is no regular expression: --validate-config names the key and exits 2", () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-logs-bad-"));
+  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, "config.yaml");
+  writeFileSync(path, 'agent:\n  logs:\n    multiline:\n      - include: ["/var/log/*.log"]\n        start_pattern: "^(\\\\d{4}"\n');
+  const r = Bun.spawnSync([BINARY, "--validate-config", path], { stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode).toBe(2);
+  expect(r.stdout.toString() + r.stderr.toString()).toContain("agent.logs.multiline[0].start_pattern: not a valid regular expression: ");
+});
+

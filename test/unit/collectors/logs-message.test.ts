@@ -44,17 +44,20 @@ describe("severity from the message", () => {
   });
 
   test("plain text: the first level token near the start", () => {
-    expect(sev("2024-01-02 03:04:05,123 ERROR [main] com.acme.Billing - charge failed")).toEqual([17, "ERROR"]);
-    expect(sev("2024-01-02T03:04:05.123Z  INFO 4242 --- [main] o.s.b.App : Started with an error count of 0")).toEqual([9, "INFO"]);
-    expect(sev("12:00:01.123 [http-nio-8080-exec-1] WARN  c.a.Api - slow")).toEqual([13, "WARN"]);
-    expect(sev("WARNING:root:disk almost full")).toEqual([13, "WARNING"]);
-    expect(sev("[Wed Oct 11 14:32:52 2000] [error] [client 127.0.0.1] denied")).toEqual([17, "error"]);
-    expect(sev("2024/01/02 03:04:05 [warn] 12#0: *1 upstream slow")).toEqual([13, "warn"]);
-    expect(sev("I, [2024-01-02T03:04:05.000 #1]  INFO -- : Completed 200")).toEqual([9, "INFO"]);
-    expect(sev("E0102 03:04:05.000000       1 reflector.go:138] watch failed")).toEqual([17, "E"]);
-    expect(sev("2024-01-02T03:04:05.000Z\tdebug\tpkg/x.go:1\tcache miss")).toEqual([5, "debug"]);
-    expect(sev("Error: connect ECONNREFUSED 127.0.0.1:5432")).toEqual([17, "Error"]);
-    expect(sev("2024-01-02 03:04:05 INFO Request error for user 7")).toEqual([9, "INFO"]);
+    const cases: Array<[string, number, string]> = [
+      ["2024-01-02 03:04:05,123 ERROR [main] com.acme.Billing - charge failed", 17, "ERROR"],
+      ["2024-01-02T03:04:05.123Z  INFO 4242 --- [main] o.s.b.App : Started with an error count of 0", 9, "INFO"],
+      ["12:00:01.123 [http-nio-8080-exec-1] WARN  c.a.Api - slow", 13, "WARN"],
+      ["WARNING:root:disk almost full", 13, "WARNING"],
+      ["[Wed Oct 11 14:32:52 2000] [error] [client 127.0.0.1] denied", 17, "error"],
+      ["2024/01/02 03:04:05 [warn] 12#0: *1 upstream slow", 13, "warn"],
+      ["I, [2024-01-02T03:04:05.000 #1]  INFO -- : Completed 200", 9, "INFO"],
+      ["E0102 03:04:05.000000       1 reflector.go:138] watch failed", 17, "E"],
+      ["2024-01-02T03:04:05.000Z\tdebug\tpkg/x.go:1\tcache miss", 5, "debug"],
+      ["Error: connect ECONNREFUSED 127.0.0.1:5432", 17, "Error"],
+      ["2024-01-02 03:04:05 INFO Request error for user 7", 9, "INFO"],
+    ];
+    for (const [line, n, text] of cases) expect(sev(line), line).toEqual([n, text]);
   });
 
   test("plain text: words inside a sentence are not levels", () => {
