@@ -179,3 +179,21 @@ describe("process table", () => {
     expect(seeded.forPid(22)!.image).not.toBe(seeded.forPid(20)!.image);
   });
 });
+
+describe("process table after a restart", () => {
+  test("a child forked from a seeded parent (no cgroup id known) and gone before its cgroup is read keeps the parent's container", () => {
+    const cg = `0::/docker/${CID}`;
+    let alive = true;
+    const t = new ProcessTable({
+      cgroupPath: (pid) => (pid === 20 || (pid === 21 && alive) ? cg : undefined),
+      exe: (pid) => (pid === 20 ? "/bin/busybox" : undefined),
+      stat: (pid) => (pid === 20 ? { ppid: 1, comm: "httpd", uid: 0 } : undefined),
+      pids: () => [20],
+    });
+    t.seed();
+    alive = false;
+    t.apply({ kind: "fork", timestampNs: 1n, cgroupId: 99n, pid: 21, tid: 21, ppid: 20, uid: 0, exitCode: 0, comm: "httpd", filename: "" });
+    expect(t.forPid(21)!.image).toBe(t.forPid(20)!.image);
+    expect(t.forPid(21)!.containerId).toBe(CID);
+  });
+});
