@@ -45,6 +45,8 @@ export class AgentMetrics {
   readonly ebpfRingbufLost: Counter<"ringbuf">;
   readonly ebpfPerfEvents: Counter<"buffer">;
   readonly ebpfPerfLost: Counter<"buffer">;
+  /** System calls the `syscalls` program set could not count, by reason (stats_full, inflight_full). */
+  readonly syscallsDropped: Counter<"reason">;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
   readonly exportRetries: Counter<"signal">;
@@ -85,6 +87,14 @@ export class AgentMetrics {
     this.ebpfRingbufLost = new Counter({ name: n("ebpf_ringbuf_lost_total"), help: "Ring buffer events lost (failed reservations in the kernel).", labelNames: ["ringbuf"], registers });
     this.ebpfPerfEvents = new Counter({ name: n("ebpf_perf_events_total"), help: "Perf buffer events received.", labelNames: ["buffer"], registers });
     this.ebpfPerfLost = new Counter({ name: n("ebpf_perf_lost_total"), help: "Perf buffer events lost.", labelNames: ["buffer"], registers });
+
+    this.syscallsDropped = new Counter({
+      name: n("ebpf_syscalls_dropped_total"),
+      help: "System calls not counted by the syscalls program set, by reason (stats_full: the statistics map is full; inflight_full: the in-flight map is full).",
+      labelNames: ["reason"],
+      registers,
+    });
+    for (const reason of ["stats_full", "inflight_full"]) this.syscallsDropped.inc({ reason }, 0);
 
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
     this.exportErrors = new Counter({
