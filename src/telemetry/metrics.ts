@@ -50,7 +50,7 @@ export class AgentMetrics {
       exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),
       dropped: new Counter({
         name: n(`${plural}_dropped_total`),
-        help: `${cap(noun)} dropped, by reason (queue_full, mem_limit, permanent_error, partial_success, shutdown, disk_full).`,
+        help: `${cap(noun)} dropped, by reason (queue_full, mem_limit, permanent_error, partial_success, shutdown, disk_full; spans also rate_limit, http_unparsed, http_unanswered).`,
         labelNames: ["reason"],
         registers,
       }),
