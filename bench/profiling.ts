@@ -50,10 +50,10 @@ const rx = new OtlpReceiver({
     if (r.signal !== "profiles") return;
     profiles += r.items;
     const doc = decodeRequest("profiles", r.body) as {
-      resourceProfiles?: Array<{ scopeProfiles?: Array<{ profiles?: Array<{ sample?: Array<{ values?: string[] }> }> }> }>;
+      resourceProfiles?: Array<{ scopeProfiles?: Array<{ profiles?: Array<{ samples?: Array<{ values?: string[] }> }> }> }>;
       dictionary?: { stringTable?: string[] };
     };
-    for (const rp of doc.resourceProfiles ?? []) for (const sp of rp.scopeProfiles ?? []) for (const p of sp.profiles ?? []) for (const s of p.sample ?? []) samples += Number(s.values?.[0] ?? 0);
+    for (const rp of doc.resourceProfiles ?? []) for (const sp of rp.scopeProfiles ?? []) for (const p of sp.profiles ?? []) for (const s of p.samples ?? []) samples += Number(s.values?.[0] ?? 0);
     if (doc.dictionary?.stringTable?.includes("burn_cpu_in_known_function")) burnerTop++;
   },
 });

@@ -8,6 +8,7 @@ import { runCommand } from "./cli/run";
 import { validateCommand } from "./cli/validate";
 import { COMMANDS } from "./cli/commands";
 import { configReferenceMarkdown } from "./config/reference";
+import { otelVariablesMarkdown } from "./config/env";
 import { versionText } from "./version";
 
 async function main(argv: string[]): Promise<number> {
@@ -18,9 +19,19 @@ async function main(argv: string[]): Promise<number> {
     return print(versionText());
   }
   if (first === "help") {
+    const topics: Record<string, () => string> = {
+      help: () => MAIN_HELP,
+      run: () => RUN_HELP,
+      "validate-config": () => VALIDATE_HELP,
+      version: () => VERSION_HELP,
+      ...Object.fromEntries(Object.entries(COMMANDS).map(([name, c]) => [name, () => c.help])),
+      config: () => `${configReferenceMarkdown()}\n${otelVariablesMarkdown()}`,
+    };
     const topic = argv[1];
-    if (topic === "config") return print(configReferenceMarkdown());
-    const text = topic === "run" ? RUN_HELP : topic === "validate-config" ? VALIDATE_HELP : topic === "version" ? VERSION_HELP : topic && COMMANDS[topic] ? COMMANDS[topic].help : MAIN_HELP;
+    if (topic === undefined || topic === "--help" || topic === "-h") return print(MAIN_HELP);
+    if (argv.length > 2) throw new UsageError(`help takes one topic, got ${argv.length - 1}`);
+    const text = Object.hasOwn(topics, topic) ? topics[topic]!() : undefined;
+    if (text === undefined) throw new UsageError(`no help topic ${JSON.stringify(topic)}; topics: ${Object.keys(topics).join(", ")}`);
     return print(text);
   }
   if (first === "--validate-config" || first === "validate-config") {

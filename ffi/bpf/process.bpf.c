@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Program set `process`: process starts (sched_process_exec) and ends (sched_process_exit of the
- * thread-group leader), one record per event, into the ring buffer `events` (or the perf buffer
+ * Program set `process`: program starts (sched_process_exec), new processes (sched_process_fork of a new
+ * thread group, not of a thread; BTF-enabled, optional) and ends (sched_process_exit of the thread-group
+ * leader), one record per event, into the ring buffer `events` (or the perf buffer
  * `events_perf` on kernels older than 5.8, chosen by the constant `use_perfbuf`).
  * The record layout is `struct process_event`; src/ebpf/sets/process-decoder.ts decodes it.
  */
@@ -9,6 +10,7 @@
 
 #define PROCESS_EXEC 1
 #define PROCESS_EXIT 2
+#define PROCESS_FORK 3
 #define COMM_LEN 16
 #define FILENAME_LEN 256
 
@@ -16,10 +18,10 @@
 struct process_event {
   __u64 timestamp_ns; /*   0: bpf_ktime_get_ns (monotonic) */
   __u64 cgroup_id;    /*   8: cgroup v2 id of the task */
-  __u32 kind;         /*  16: PROCESS_EXEC or PROCESS_EXIT */
-  __u32 pid;          /*  20: tgid */
+  __u32 kind;         /*  16: PROCESS_EXEC, PROCESS_EXIT or PROCESS_FORK */
+  __u32 pid;          /*  20: tgid (fork: the child's) */
   __u32 tid;          /*  24 */
-  __u32 ppid;         /*  28: real_parent's tgid */
+  __u32 ppid;         /*  28: real_parent's tgid (fork: the forking process) */
   __u32 uid;          /*  32 */
   __s32 exit_code;    /*  36: exit status (exit_code >> 8) and signal (& 0x7f) as the kernel keeps it */
   char comm[COMM_LEN];         /*  40 */
@@ -102,6 +104,23 @@ int handle_exit(struct trace_event_raw_sched_process_template *ctx)
     return 0;
   struct task_struct *task = (struct task_struct *)bpf_get_current_task();
   e->exit_code = BPF_CORE_READ(task, exit_code);
+  emit(ctx, e);
+  return 0;
+}
+
+/* Runs in the parent; a new thread of an existing process (child->pid != child->tgid) is not reported. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
+{
+  __u32 child_tgid = BPF_CORE_READ(child, tgid);
+  if (BPF_CORE_READ(child, pid) != child_tgid)
+    return 0;
+  struct process_event *e = fill_common(PROCESS_FORK);
+  if (!e)
+    return 0;
+  e->ppid = e->pid;
+  e->pid = child_tgid;
+  e->tid = child_tgid;
   emit(ctx, e);
   return 0;
 }

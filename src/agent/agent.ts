@@ -2,7 +2,7 @@
  * The agent: builds the shared context and the components from the configuration, starts them
  * downstream first (HTTP server last), reloads atomically, and shuts down in reverse.
  */
-import { ConfigError } from "../config/problems";
+import { ConfigError, formatProblem } from "../config/problems";
 import { loadConfig, type LoadedConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
@@ -14,7 +14,7 @@ import { AgentMetrics } from "../telemetry/metrics";
 import { TaskRegistry } from "../telemetry/tasks";
 import { buildSubsystems } from "./components";
 import type { AgentContext, BaseContext } from "./context";
-import { secretsOf } from "./secrets";
+import { secretsOf } from "../config/secrets";
 
 export interface AgentOptions {
   logger: Logger;
@@ -98,7 +98,7 @@ export class Agent {
         next = this.#withFlags(loadConfig(this.loaded.path, this.#options.env).config);
       } catch (e) {
         const error = e instanceof ConfigError ? e : new ConfigError([{ path: "", message: (e as Error).message }]);
-        this.logger.warn("reload rejected: invalid configuration", { trigger, problems: error.problems.map((p) => `${p.path}: ${p.message}`) });
+        this.logger.warn("reload rejected: invalid configuration", { trigger, problems: error.problems.map(formatProblem) });
         return { ok: false, kind: "invalid", error };
       }
       const previous = this.#config;

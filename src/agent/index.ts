@@ -2,4 +2,3 @@
 export { Agent, type AgentOptions, type ReloadOutcome } from "./agent";
 export type { AgentContext, BaseContext } from "./context";
 export { COLLECTOR_FACTORIES, buildSubsystems, type ComponentFactory } from "./components";
-export { redactConfig, secretsOf, REDACTED } from "./secrets";

@@ -40,7 +40,8 @@ export const VALIDATE_HELP = `Usage: svc-agent --validate-config PATH
 Checks a configuration file without starting anything: YAML syntax, unknown keys, types, durations
 (500ms, 1s, 2m), sizes (64MiB, 16777216), ranges, \${VAR} references, and cross-field rules.
 
-Exit codes: 0 valid (one summary line on stdout), 2 invalid (every problem with its key path on stderr).
+Exit codes: 0 valid (one summary line on stdout), 2 invalid (every problem on stderr with its key path and
+its line and column in the file; a value under a secret key is never shown).
 `;
 
 export const VERSION_HELP = `Usage: svc-agent version | svc-agent --version

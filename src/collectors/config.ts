@@ -6,6 +6,7 @@ import { Duration, Size, durationMs, sizeBytes } from "../config/units";
 const MIN_PROFILING_INTERVAL_MS = 1000;
 const MIN_LOG_LINE_BYTES = 1024;
 const MAX_LOG_LINE_BYTES = 16 * 1024 * 1024;
+const MAX_MULTILINE_BYTES = 64 * 1024 * 1024;
 
 export const ProfilingSchema = Type.Object(
   {
@@ -41,6 +42,25 @@ export const GpuSchema = Type.Object(
 );
 export type GpuConfig = Static<typeof GpuSchema>;
 
+export const MultilineRuleSchema = Type.Object(
+  {
+    include: Type.Array(Type.String({ minLength: 1 }), {
+      minItems: 1,
+      description: "Glob patterns of the files the rule applies to (a file takes the first rule one of whose patterns matches its path).",
+    }),
+    start_pattern: Type.String({
+      minLength: 1,
+      description:
+        "Regular expression (JavaScript syntax) matching the first line of a record; the lines that follow up to the next matching line are joined to it with newlines.",
+    }),
+    max_lines: Type.Integer({ minimum: 1, default: 1000, description: "Most lines in one record; later lines up to the next start line are dropped (log.truncated=true)." }),
+    max_bytes: Size("1MiB", "Most bytes in one record's body; later lines up to the next start line are dropped (log.truncated=true)."),
+    flush_timeout: Duration("1s", "A record in progress is sent when the file was read to its end and no new line came for this long."),
+  },
+  { additionalProperties: false },
+);
+export type MultilineRuleConfig = Static<typeof MultilineRuleSchema>;
+
 export const LogsSchema = Type.Object(
   {
     enabled: Type.Boolean({ default: false, description: "Tail log files and export their lines as OTLP logs." }),
@@ -69,6 +89,15 @@ export const LogsSchema = Type.Object(
     poll_interval: Duration("250ms", "How often tailed files are checked for new data."),
     rescan_interval: Duration("5s", "How often the include patterns are expanded again to find new files."),
     max_line_size: Size("256KiB", "Longest line kept; the rest of a longer line is cut off (the record gets the attribute log.truncated=true)."),
+    severity: Type.Union([Type.Literal("auto"), Type.Literal("none")], {
+      default: "auto",
+      description:
+        "auto: severity_number and severity_text from the message (JSON level/severity keys, logfmt level=, else the first level word near the start of a plain line; README, Log collection); none: left unset.",
+    }),
+    multiline: Type.Array(MultilineRuleSchema, {
+      default: [],
+      description: "Rules that join the lines of a record (stack traces) in the files they match; files no rule matches give one record per line.",
+    }),
   },
   { additionalProperties: false, default: {} },
 );
@@ -85,8 +114,30 @@ export function validateCollectors(c: { profiling: ProfilingConfig; gpu: GpuConf
   const line = sizeBytes(c.logs.max_line_size);
   if (line < MIN_LOG_LINE_BYTES || line > MAX_LOG_LINE_BYTES)
     problems.push({ path: "agent.logs.max_line_size", message: `must be between 1KiB and 16MiB, got ${line} bytes` });
+  c.logs.multiline.forEach((r, i) => {
+    const key = `agent.logs.multiline[${i}]`;
+    const problem = regexProblem(r.start_pattern);
+    if (problem) problems.push({ path: `${key}.start_pattern`, message: `not a valid regular expression: ${problem}` });
+    const bytes = sizeBytes(r.max_bytes);
+    if (bytes < MIN_LOG_LINE_BYTES || bytes > MAX_MULTILINE_BYTES)
+      problems.push({ path: `${key}.max_bytes`, message: `must be between 1KiB and 64MiB, got ${bytes} bytes` });
+    if (durationMs(r.flush_timeout) <= 0) problems.push({ path: `${key}.flush_timeout`, message: "must be greater than 0" });
+    r.include.forEach((p, j) => {
+      if (!p.startsWith("/") && !p.startsWith("**")) problems.push({ path: `${key}.include[${j}]`, message: `must be an absolute pattern or start with **, got ${JSON.stringify(p)}` });
+    });
+  });
   c.logs.include.forEach((p, i) => {
     if (!p.startsWith("/")) problems.push({ path: `agent.logs.include.${i}`, message: `must be an absolute pattern, got ${JSON.stringify(p)}` });
   });
   return problems;
+}
+
+/** Why `pattern` does not compile as a JavaScript regular expression; undefined when it does. */
+function regexProblem(pattern: string): string | undefined {
+  try {
+    new RegExp(pattern);
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
 }

@@ -1,13 +1,17 @@
 /**
- * Loading the configuration: defaults -> YAML with ${VAR} expansion -> environment overrides -> check.
+ * Loading the configuration: defaults -> YAML with ${VAR} expansion -> environment overrides (SVC_*, then the
+ * OpenTelemetry OTEL_* variables) -> check.
  * Every problem is collected with its key path and reported at once in a ConfigError.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
-import { parseDocument } from "yaml";
+import { LineCounter, parseDocument } from "yaml";
 import { ConfigSchema, validateConfig, type Config } from "./schema";
-import { applyEnvOverrides, substituteEnv, type Env } from "./env";
+import { applyEnvOverrides, applyOtelEnvironment, substituteEnv, type Env } from "./env";
+import { applyEndpointDefaults } from "../export/config";
+import { locateProblems } from "./locate";
 import { ConfigError, type ConfigProblem } from "./problems";
+import { mayHoldSecret, rawSecretTexts, scrubText, unsendableTokenProblems } from "./secrets";
 import { UNIT_HINT } from "./units";
 import defaultConfigPath from "./default.yaml" with { type: "file" };
 
@@ -53,32 +57,58 @@ export function loadConfig(path: string | undefined, env: Env = process.env): Lo
   return { config: parseConfig(text, env, path), source: path, path };
 }
 
-/** Validates configuration text; throws ConfigError listing every problem with its key path. */
+/**
+ * Validates configuration text; throws ConfigError listing every problem with its key path and, where the file
+ * has the key, its line and column. No message shows a value written under a secret key, whatever its type.
+ */
 export function parseConfig(text: string, env: Env = process.env, source = "configuration"): Config {
   const problems: ConfigProblem[] = [];
-  const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
   if (doc.errors.length > 0) {
+    const secrets = rawSecretTexts(bestEffortTree(doc));
     throw new ConfigError(
-      doc.errors.map((e) => ({ path: "", message: `YAML: ${e.message.split("\n")[0]}` })),
+      doc.errors.map((e) => {
+        const { line, col } = lineCounter.linePos(e.pos[0]);
+        return { path: "", message: scrubText(`YAML: ${e.message.split("\n")[0]}`, secrets), line, column: col };
+      }),
       source,
     );
   }
   let tree: unknown = doc.toJS() ?? {};
-  if (typeof tree !== "object" || tree === null || Array.isArray(tree))
-    throw new ConfigError([{ path: "", message: "the document must be a mapping of keys" }], source);
+  if (typeof tree !== "object" || tree === null || Array.isArray(tree)) {
+    const { line, col } = lineCounter.linePos(doc.contents?.range?.[0] ?? 0);
+    throw new ConfigError([{ path: "", message: "the document must be a mapping of keys", line, column: col }], source);
+  }
 
   tree = mergeLegacySection(tree as Record<string, unknown>, problems);
   const expanded = substituteEnv(tree, env, problems) as Record<string, unknown>;
-  applyEnvOverrides(expanded, env, problems);
+  const overridden = applyEnvOverrides(expanded, env, problems);
+  applyOtelEnvironment(expanded, env, problems, overridden);
+  applyEndpointDefaults(expanded);
+  const finish = (found: ConfigProblem[]) => {
+    const secrets = rawSecretTexts(expanded);
+    const safe = found.map((p) => ({ ...p, message: scrubText(p.message, secrets) }));
+    return new ConfigError(locateProblems(safe, doc, lineCounter, overridden), source);
+  };
 
   const withDefaults = Value.Default(ConfigSchema, Value.Clone(expanded));
   for (const error of Value.Errors(ConfigSchema, withDefaults)) problems.push(describe(error));
-  if (problems.length > 0) throw new ConfigError(dedupe(problems), source);
+  if (problems.length > 0) throw finish(dedupe(problems));
 
   const config = withDefaults as Config;
-  const crossField = validateConfig(config);
-  if (crossField.length > 0) throw new ConfigError(crossField, source);
+  const crossField = [...validateConfig(config), ...unsendableTokenProblems(config.self_telemetry.auth)];
+  if (crossField.length > 0) throw finish(crossField);
   return config;
+}
+
+/** The document as far as it parsed (for scrubbing messages about a document with syntax errors). */
+function bestEffortTree(doc: ReturnType<typeof parseDocument>): unknown {
+  try {
+    return doc.toJS();
+  } catch {
+    return undefined;
+  }
 }
 
 function mergeLegacySection(tree: Record<string, unknown>, problems: ConfigProblem[]): Record<string, unknown> {
@@ -101,9 +131,17 @@ export function keyPath(pointer: string): string {
   return out;
 }
 
+/** What the value was, for messages: its JSON text, or only its kind under a key that may hold a secret. */
+function shown(path: string, value: unknown): string {
+  if (value === undefined) return "nothing";
+  if (!mayHoldSecret(path)) return JSON.stringify(value);
+  const kind = value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? "a mapping" : `a ${typeof value}`;
+  return `${kind} (value not shown: secret key)`;
+}
+
 function describe(e: ValueError): ConfigProblem {
   const path = keyPath(e.path);
-  const got = e.value === undefined ? "nothing" : JSON.stringify(e.value);
+  const got = shown(path, e.value);
   const unit = (e.schema as Record<string, unknown>)[UNIT_HINT];
   if (unit === "duration") return { path, message: `expected a duration like 500ms, 1s or 2m, got ${got}` };
   if (unit === "size") return { path, message: `expected a size like 64MiB or a byte count like 16777216, got ${got}` };

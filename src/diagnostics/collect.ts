@@ -1,12 +1,12 @@
 /**
  * Gathers the diagnostics bundle's files: the sanitized configuration, what the running agent answers on its
- * configured address (status views, metrics, eBPF programs and maps, recent logs in debug mode), else the eBPF
+ * configured address (status views, metrics, eBPF programs and maps, recent logs; runtime variables in debug mode), else the eBPF
  * objects the kernel lists, and kernel facts. Whatever cannot be collected is listed with the reason. Every file
  * is scrubbed of the configuration's secret values before it is returned.
  */
 import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import os from "node:os";
-import { REDACTED, redactConfig, secretsOf } from "../agent/secrets";
+import { REDACTED, redactConfig, scrubText, secretsOf } from "../config/secrets";
 import { loadConfig, resolveConfigPath } from "../config/load";
 import type { Config } from "../config/schema";
 import { formatAddress, parseListen } from "../server/listen";
@@ -36,7 +36,7 @@ const AGENT_ENDPOINTS: Array<{ path: string; file: string; what: string }> = [
   { path: "/status/discovery", file: "agent/status-discovery.json", what: "discovery status answer" },
   { path: "/config", file: "agent/config.json", what: "the running agent's sanitized configuration" },
   { path: "/debug/vars", file: "agent/vars.json", what: "runtime variables (debug mode only)" },
-  { path: "/debug/logs", file: "agent/logs.json", what: "recent log records of the agent (debug mode only)" },
+  { path: "/admin/logs", file: "agent/logs.json", what: "recent log records of the agent (secrets scrubbed)" },
 ];
 
 export interface BundleFile {
@@ -136,7 +136,7 @@ export async function collectBundle(options: CollectOptions): Promise<Bundle> {
 
   // Scrub: no secret value of the configuration leaves in any file, whatever produced it.
   const secrets = config ? secretsOf(config).filter((s) => s.length >= 4) : [];
-  for (const f of files) for (const s of secrets) if (f.data.includes(s)) f.data = f.data.replaceAll(s, REDACTED);
+  for (const f of files) f.data = scrubText(f.data, secrets);
 
   const manifest = {
     created: new Date().toISOString(),

@@ -12,9 +12,9 @@ Writes a diagnostics bundle (tar.gz) to standard output, or to FILE (created wit
   config.json       the configuration (--config, else SVC_CONFIG, else /etc/svc-agent/config.yaml, else
                     the embedded defaults), secrets replaced by [REDACTED]
   agent/*.json      /healthz, /ready, /status, /status/ebpf (eBPF programs and maps), /status/export,
-                    /status/discovery and /config of the agent running at self_telemetry.listen (with the
-                    configured bearer token when auth is on); /debug/vars and /debug/logs (recent log
-                    records) when that agent runs in debug mode
+                    /status/discovery, /config and /admin/logs (recent log records, logs.json) of the agent
+                    running at self_telemetry.listen (with the configured bearer token when auth is on);
+                    /debug/vars when that agent runs in debug mode
   metrics.txt       a metrics snapshot from the running agent
   ebpf/*.json       when no agent answers: the kernel's eBPF programs and maps (bpftool prog/map list -j)
   kernel.json       uname, /proc/version, BTF, bpffs and tracefs mounts, capabilities, memlock, sysctls

@@ -38,6 +38,7 @@ export class EbpfSetComponent<E> implements Component {
     this.#core = core;
     this.#def = definition;
     this.id = `ebpf/${definition.spec.name}`;
+    core.declareBuffers(definition.spec as ProgramSetSpec<unknown>);
   }
 
   #enabled(config: Config): boolean {

@@ -15,7 +15,7 @@ import { FeatureProbes } from "./features";
 import { roundRingbufSize, type LoadedSet } from "./loader";
 import { ProcessTable } from "./process-table";
 import { PollTicker, type RecordPump } from "./pump";
-import type { ProgramStatus } from "./spec";
+import type { ProgramSetSpec, ProgramStatus } from "./spec";
 
 export const REFRESH_INTERVAL_MS = 2000;
 /** Upper bound of keys counted per hash map per sweep. */
@@ -65,6 +65,8 @@ export class EbpfCore {
   #runtime: BpfRuntime | undefined;
   #maps: MapView[] = [];
   #sweep: Promise<void> | undefined;
+  /** A set was recorded while a sweep ran (whose targets were fixed before it): sweep again as soon as it ends. */
+  #sweepAgain = false;
   #sweepTimer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
   #timer: ReturnType<typeof setInterval> | undefined;
@@ -179,6 +181,21 @@ export class EbpfCore {
     this.#ctx.metrics.ebpfProgramsLoaded.set(this.#programsLoaded());
   }
 
+  /**
+   * Creates the event and lost series of a set's ring buffers (and of their perf buffer fallbacks) at 0, before
+   * any load: a query sees 0 rather than no data until the first event. Called once per set component.
+   */
+  declareBuffers(spec: ProgramSetSpec<unknown>): void {
+    const m = this.#ctx.metrics;
+    for (const rb of spec.ringBuffers) {
+      m.ebpfRingbufEvents.inc({ ringbuf: `${spec.name}/${rb.map}` }, 0);
+      m.ebpfRingbufLost.inc({ ringbuf: `${spec.name}/${rb.map}` }, 0);
+      if (!rb.perfFallback) continue;
+      m.ebpfPerfEvents.inc({ buffer: `${spec.name}/${rb.perfFallback.map}` }, 0);
+      m.ebpfPerfLost.inc({ buffer: `${spec.name}/${rb.perfFallback.map}` }, 0);
+    }
+  }
+
   /** Counts events read by a pump (called once per batch). */
   countEvents(set: string, map: string, kind: "ringbuf" | "perfbuf", n: number): void {
     if (n === 0) return;
@@ -235,16 +252,29 @@ export class EbpfCore {
 
   /**
    * Counts the entries of every map of the loaded sets, a bounded slice per event loop turn, then publishes
-   * the counts (view and ebpf_map_entries) and schedules the next sweep. Concurrent calls share one sweep.
+   * the counts (view and ebpf_map_entries) and schedules the next sweep. A call during a sweep makes another
+   * sweep follow at once (a set loaded meanwhile is counted without waiting MAP_SWEEP_INTERVAL_MS); the promise
+   * settles when the sweeps end.
    */
   sweepMaps(): Promise<void> {
-    this.#sweep ??= this.#runSweep().finally(() => {
+    if (this.#sweep) {
+      this.#sweepAgain = true;
+      return this.#sweep;
+    }
+    this.#sweep = this.#sweepUntilCurrent().finally(() => {
       this.#sweep = undefined;
       if (this.#closed || ![...this.#sets.values()].some((r) => r.loaded)) return;
       if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
       this.#sweepTimer = setTimeout(() => void this.sweepMaps(), MAP_SWEEP_INTERVAL_MS);
     });
     return this.#sweep;
+  }
+
+  async #sweepUntilCurrent(): Promise<void> {
+    do {
+      this.#sweepAgain = false;
+      await this.#runSweep();
+    } while (this.#sweepAgain && !this.#closed);
   }
 
   async #runSweep(): Promise<void> {

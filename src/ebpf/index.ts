@@ -50,6 +50,7 @@ export function ebpfCore(ctx: BaseContext, deps: EbpfDeps = NATIVE_DEPS): EbpfCo
 /** The eBPF components: the `process` set (default). */
 export function createEbpfComponents(ctx: AgentContext, deps: EbpfDeps = NATIVE_DEPS): Component[] {
   const core = ebpfCore(ctx, deps);
+  ctx.workloads?.attachProcesses?.(core.processes);
   return [
     new EbpfSetComponent(core, {
       spec: PROCESS_SET,

@@ -1,8 +1,15 @@
 /**
- * A bounded cache of processes on the host, fed by the `process` program set (exec and exit events) and
+ * A bounded cache of processes on the host, fed by the `process` program set (exec, fork and exit events) and
  * seeded from /proc at start: pid, ppid, comm, executable, uid, cgroup id and container id (from the cgroup
- * path). Collectors read it synchronously with `forPid`. Exited processes stay findable for a while in a
- * smaller second cache, so events that race an exit still resolve.
+ * path). Collectors read it synchronously with `forPid` (or `lookup`, which reads /proc for a process it has
+ * not seen). Exited processes stay findable for a while in a smaller second cache, so events that race an exit
+ * still resolve.
+ *
+ * What a process runs is its `image`: one object shared by the process that exec'd it and every child it forked
+ * without exec'ing (pre-fork servers, per-connection children), so children keep their parent's executable and
+ * container. The executable is always read the same way, from /proc/<pid>/exe (at exec time and when seeding at
+ * start), so a process keeps its name across an agent restart; runc's cloned binary (`/memfd:runc_cloned...`) and
+ * exec-by-descriptor paths (`/dev/fd/N`, `/proc/self/exe`) never become a name (the task name is used instead).
  */
 import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { basename } from "node:path";
@@ -12,6 +19,18 @@ export const PROCESS_TABLE_CAPACITY = 65_536;
 export const EXITED_CAPACITY = 4096;
 const CGROUP_CACHE_CAPACITY = 16_384;
 const CONTAINER_ID_RE = /(?:^|[/:-])([0-9a-f]{64})(?:\.scope)?(?:\/|$)/;
+
+/** What a process runs: shared (same object) by the process that exec'd it and the children it forked without exec. */
+export interface ProcessImage {
+  /** The pid that exec'd it (the first process seen running it when seeded). */
+  readonly pid: number;
+  /** Path of the executable ("" when unknown). */
+  readonly executable: string;
+  /** Base name of the executable, or the task name when the path is unknown. */
+  readonly executableName: string;
+  /** Container id (64 hex), when the image runs in a container. */
+  readonly containerId: string | undefined;
+}
 
 export interface ProcessInfo {
   pid: number;
@@ -29,6 +48,10 @@ export interface ProcessInfo {
   containerId: string | undefined;
   /** Set when the process has exited (ns, monotonic clock of the kernel). */
   exitedAtNs: bigint | undefined;
+  /** What it runs (the parent's image for a child forked without exec). */
+  image: ProcessImage;
+  /** When it was read from /proc by `lookup` (ms; undefined when it came from an event or the seed). */
+  readAtMs?: number;
 }
 
 /** Reads a process's facts from /proc; injectable for tests. Every function returns undefined when the process is gone. */
@@ -41,28 +64,30 @@ export interface ProcSource {
   pids(): number[];
 }
 
-export const procfs: ProcSource = {
+/** A ProcSource reading the proc filesystem mounted at `root`. */
+export function procfsAt(root: string): ProcSource {
+  return {
   cgroupPath(pid) {
     try {
-      return readFileSync(`/proc/${pid}/cgroup`, "utf8");
+      return readFileSync(`${root}/${pid}/cgroup`, "utf8");
     } catch {
       return undefined;
     }
   },
   exe(pid) {
     try {
-      return readlinkSync(`/proc/${pid}/exe`);
+      return readlinkSync(`${root}/${pid}/exe`);
     } catch {
       return undefined;
     }
   },
   stat(pid) {
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const stat = readFileSync(`${root}/${pid}/stat`, "utf8");
       const open = stat.indexOf("(");
       const close = stat.lastIndexOf(")");
       const fields = stat.slice(close + 2).split(" ");
-      const status = readFileSync(`/proc/${pid}/status`, "utf8");
+      const status = readFileSync(`${root}/${pid}/status`, "utf8");
       const uid = /^Uid:\s+(\d+)/m.exec(status);
       return { comm: stat.slice(open + 1, close), ppid: Number(fields[1]), uid: uid ? Number(uid[1]) : 0 };
     } catch {
@@ -71,12 +96,38 @@ export const procfs: ProcSource = {
   },
   pids() {
     try {
-      return readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
+      return readdirSync(root).filter((n) => /^\d+$/.test(n)).map(Number);
     } catch {
       return [];
     }
   },
-};
+  };
+}
+
+export const procfs: ProcSource = procfsAt("/proc");
+
+/** Paths that name no program: exec by descriptor, and runc's cloned binary as /proc/<pid>/exe shows it. */
+const NOT_A_PROGRAM_RE = /^\/(?:proc\/self\/exe|proc\/self\/fd\/\d+|dev\/fd\/\d+|memfd:)/;
+const DELETED_SUFFIX = " (deleted)";
+
+/**
+ * The executable path of a process: /proc/<pid>/exe (without a " (deleted)" suffix), else the path given to
+ * execve when absolute, else "" (never a descriptor path or runc's memfd copy). The same answer at exec time and
+ * when seeding, so names survive an agent restart.
+ */
+export function executablePath(proc: ProcSource, pid: number, execFilename = ""): string {
+  let path = proc.exe(pid);
+  if (path?.endsWith(DELETED_SUFFIX)) path = path.slice(0, -DELETED_SUFFIX.length);
+  if (path && path.startsWith("/") && !NOT_A_PROGRAM_RE.test(path)) return path;
+  if (execFilename.startsWith("/") && !NOT_A_PROGRAM_RE.test(execFilename)) return execFilename;
+  return "";
+}
+
+/** How long a process `lookup` read from /proc (and no event has described since) is trusted before it is read again (pid reuse). */
+export const LOOKUP_TTL_MS = 30_000;
+/** How long "this pid is not in /proc" is remembered by `lookup`. */
+const MISSING_TTL_MS = 1000;
+const MISSING_CAPACITY = 4096;
 
 /**
  * The container id in /proc/<pid>/cgroup text or a single cgroup path (docker, containerd, cri-o, podman
@@ -104,17 +155,41 @@ export class ProcessTable {
   readonly #live = new Map<number, ProcessInfo>();
   readonly #exited = new Map<number, ProcessInfo>();
   readonly #containerByCgroup = new Map<bigint, string | null>();
+  /** pid -> when "not in /proc" stops being believed (ms). */
+  readonly #missing = new Map<number, number>();
   #evicted = 0;
 
   constructor(
     readonly proc: ProcSource = procfs,
     readonly capacity = PROCESS_TABLE_CAPACITY,
     readonly exitedCapacity = EXITED_CAPACITY,
+    readonly now: () => number = Date.now,
   ) {}
 
   /** The process with this pid (running, or exited recently), or undefined. O(1). */
   forPid(pid: number): ProcessInfo | undefined {
     return this.#live.get(pid) ?? this.#exited.get(pid);
+  }
+
+  /**
+   * forPid, else the process read from /proc now and remembered (a child forked before the agent saw it, or
+   * one the table evicted); undefined when /proc has no such process either (remembered for a second).
+   */
+  lookup(pid: number): ProcessInfo | undefined {
+    const known = this.forPid(pid);
+    if (pid <= 0) return undefined;
+    if (known && (known.readAtMs === undefined || known.exitedAtNs !== undefined || this.now() - known.readAtMs < LOOKUP_TTL_MS)) return known;
+    const until = this.#missing.get(pid);
+    if (!known && until !== undefined && until > this.now()) return undefined;
+    const info = this.#read(pid, known?.image);
+    if (!info) {
+      if (known) return known;
+      setBounded(this.#missing, pid, this.now() + MISSING_TTL_MS, MISSING_CAPACITY);
+      return undefined;
+    }
+    this.#missing.delete(pid);
+    this.#put(info);
+    return info;
   }
 
   /** Running processes known. */
@@ -150,65 +225,101 @@ export class ProcessTable {
     }
   }
 
+  /**
+   * A running process as /proc shows it; a child running its parent's executable in its container shares the
+   * parent's image, and a process read again keeps its image while it runs the same thing.
+   */
+  #read(pid: number, previous?: ProcessImage): ProcessInfo | undefined {
+    const st = this.proc.stat(pid);
+    if (!st) return undefined;
+    const executable = executablePath(this.proc, pid);
+    const path = this.proc.cgroupPath(pid);
+    const containerId = path === undefined ? undefined : containerIdFromCgroup(path);
+    const parent = this.forPid(st.ppid);
+    const same = (i: ProcessImage | undefined) => i !== undefined && i.executable === executable && i.containerId === containerId && executable !== "";
+    const image = same(previous) ? previous! : same(parent?.image) ? parent!.image : { pid, executable, executableName: executable ? basename(executable) : st.comm, containerId };
+    return { pid, ppid: st.ppid, comm: st.comm, executable, executableName: image.executableName, uid: st.uid, cgroupId: 0n, containerId, exitedAtNs: undefined, image, readAtMs: this.now() };
+  }
+
+  /** A process described by its image. */
+  static #info(pid: number, ppid: number, comm: string, uid: number, cgroupId: bigint, image: ProcessImage, exitedAtNs?: bigint): ProcessInfo {
+    return { pid, ppid, comm, executable: image.executable, executableName: image.executableName, uid, cgroupId, containerId: image.containerId, exitedAtNs, image };
+  }
+
   /** Applies one event of the `process` set. */
   apply(e: ProcessEvent): void {
     if (e.kind === "exec") {
-      let executable = e.filename;
-      if (!executable.startsWith("/")) executable = this.proc.exe(e.pid) ?? executable;
-      this.#put({
-        pid: e.pid,
-        ppid: e.ppid,
-        comm: e.comm,
-        executable,
-        executableName: executable ? basename(executable) : e.comm,
-        uid: e.uid,
-        cgroupId: e.cgroupId,
-        containerId: this.#containerId(e.pid, e.cgroupId, e.ppid),
-        exitedAtNs: undefined,
-      });
+      const executable = executablePath(this.proc, e.pid, e.filename);
+      const image: ProcessImage = { pid: e.pid, executable, executableName: executable ? basename(executable) : e.comm, containerId: this.#containerId(e.pid, e.cgroupId, e.ppid) };
+      this.#put(ProcessTable.#info(e.pid, e.ppid, e.comm, e.uid, e.cgroupId, image));
+      return;
+    }
+    if (e.kind === "fork") {
+      // The child runs what its parent runs, in the parent's container, until it execs.
+      const parent = this.lookup(e.ppid);
+      this.#missing.delete(e.pid);
+      if (!parent) {
+        this.lookup(e.pid);
+        return;
+      }
+      // A parent that moved to another cgroup after its exec (e.g. into a container's) gives its child that container;
+      // when the child's cgroup cannot be read (gone already, or the parent was seeded without a cgroup id), the parent's.
+      let containerId = parent.image.containerId;
+      if (e.cgroupId !== parent.cgroupId) {
+        const cached = this.#containerByCgroup.get(e.cgroupId);
+        const path = cached === undefined ? this.proc.cgroupPath(e.pid) : undefined;
+        if (cached !== undefined) containerId = cached ?? undefined;
+        else if (path !== undefined) {
+          containerId = containerIdFromCgroup(path);
+          if (e.cgroupId !== 0n) setBounded(this.#containerByCgroup, e.cgroupId, containerId ?? null, CGROUP_CACHE_CAPACITY);
+        }
+      }
+      const image = containerId === parent.image.containerId ? parent.image : { ...parent.image, containerId };
+      this.#put(ProcessTable.#info(e.pid, e.ppid, e.comm, e.uid, e.cgroupId, image));
       return;
     }
     const known = this.#live.get(e.pid);
     this.#live.delete(e.pid);
-    const info: ProcessInfo = known
-      ? { ...known, exitedAtNs: e.timestampNs }
-      : {
-          pid: e.pid,
-          ppid: e.ppid,
-          comm: e.comm,
-          executable: "",
-          executableName: e.comm,
-          uid: e.uid,
-          cgroupId: e.cgroupId,
-          containerId: this.#containerByCgroup.get(e.cgroupId) ?? undefined,
-          exitedAtNs: e.timestampNs,
-        };
+    let info: ProcessInfo;
+    if (known) info = { ...known, exitedAtNs: e.timestampNs };
+    else {
+      const parent = this.forPid(e.ppid);
+      const containerId = this.#containerByCgroup.get(e.cgroupId) ?? undefined;
+      const image = parent && parent.cgroupId === e.cgroupId ? parent.image : { pid: e.pid, executable: "", executableName: e.comm, containerId };
+      info = ProcessTable.#info(e.pid, e.ppid, e.comm, e.uid, e.cgroupId, image, e.timestampNs);
+    }
     setBounded(this.#exited, e.pid, info, this.exitedCapacity);
   }
 
-  /** Adds the processes running now (read from /proc), up to the capacity; returns how many were added. */
+  /**
+   * Adds the processes running now (read from /proc), up to the capacity; returns how many were added. A child
+   * running its parent's executable in the same container shares the parent's image, as if the table had seen it fork.
+   */
   seed(): number {
-    let added = 0;
+    const read = new Map<number, { st: { ppid: number; comm: string; uid: number }; executable: string; containerId: string | undefined }>();
     for (const pid of this.proc.pids()) {
-      if (this.#live.size >= this.capacity) break;
+      if (this.#live.size + read.size >= this.capacity) break;
       if (this.#live.has(pid)) continue;
       const st = this.proc.stat(pid);
       if (!st) continue;
-      const executable = this.proc.exe(pid) ?? "";
       const path = this.proc.cgroupPath(pid);
-      this.#live.set(pid, {
-        pid,
-        ppid: st.ppid,
-        comm: st.comm,
-        executable,
-        executableName: executable ? basename(executable) : st.comm,
-        uid: st.uid,
-        cgroupId: 0n,
-        containerId: path === undefined ? undefined : containerIdFromCgroup(path),
-        exitedAtNs: undefined,
-      });
-      added++;
+      read.set(pid, { st, executable: executablePath(this.proc, pid), containerId: path === undefined ? undefined : containerIdFromCgroup(path) });
     }
-    return added;
+    const images = new Map<number, ProcessImage>();
+    const imageOf = (pid: number, depth: number): ProcessImage => {
+      let image = images.get(pid);
+      if (image) return image;
+      const r = read.get(pid)!;
+      const parent = read.get(r.st.ppid);
+      if (parent && depth < 64 && r.executable !== "" && parent.executable === r.executable && parent.containerId === r.containerId) image = imageOf(r.st.ppid, depth + 1);
+      else image = this.#live.get(r.st.ppid)?.image;
+      if (!image || image.executable !== r.executable || image.containerId !== r.containerId || r.executable === "") {
+        image = { pid, executable: r.executable, executableName: r.executable ? basename(r.executable) : r.st.comm, containerId: r.containerId };
+      }
+      images.set(pid, image);
+      return image;
+    };
+    for (const [pid, r] of read) this.#live.set(pid, ProcessTable.#info(pid, r.st.ppid, r.st.comm, r.st.uid, 0n, imageOf(pid, 0)));
+    return read.size;
   }
 }

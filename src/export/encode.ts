@@ -47,17 +47,19 @@ export const F = {
   ExportProfilesServiceRequest: { resource_profiles: 1, dictionary: 2 },
   ResourceProfiles: { resource: 1, scope_profiles: 2 },
   ScopeProfiles: { scope: 1, profiles: 2 },
-  ProfilesDictionary: { mapping_table: 1, location_table: 2, function_table: 3, link_table: 4, string_table: 5, attribute_table: 6 },
-  Profile: {
-    sample_type: 1, sample: 2, location_indices: 3, time_nanos: 4, duration_nanos: 5, period_type: 6, period: 7, profile_id: 9,
-    attribute_indices: 13,
+  ProfilesDictionary: {
+    mapping_table: 1, location_table: 2, function_table: 3, link_table: 4, string_table: 5, attribute_table: 6, stack_table: 7,
   },
+  Profile: { sample_type: 1, samples: 2, time_unix_nano: 3, duration_nano: 4, period_type: 5, period: 6, profile_id: 7, attribute_indices: 11 },
   ValueType: { type_strindex: 1, unit_strindex: 2 },
-  Sample: { locations_start_index: 1, locations_length: 2, values: 3, attribute_indices: 4 },
-  Mapping: { filename_strindex: 4 },
-  Location: { mapping_index: 1, address: 2, line: 3 },
+  Sample: { stack_index: 1, attribute_indices: 2, link_index: 3, values: 4 },
+  Stack: { location_indices: 1 },
+  Mapping: { filename_strindex: 4, attribute_indices: 5 },
+  Location: { mapping_index: 1, address: 2, lines: 3 },
   Line: { function_index: 1, line: 2 },
   Function: { name_strindex: 1, system_name_strindex: 2, filename_strindex: 3 },
+  ProfilesLink: { trace_id: 1, span_id: 2 },
+  KeyValueAndUnit: { key_strindex: 1, value: 2, unit_strindex: 3 },
 } as const;
 
 /** Size of the arenas encoded items are kept in. */
@@ -346,7 +348,9 @@ function validateProfile(p: ProfileItem): void {
   if (!Array.isArray(p.samples)) throw new TypeError("profile: samples must be an array");
   for (const s of p.samples) {
     if (!Array.isArray(s.stack) || !Number.isSafeInteger(s.value)) throw new TypeError("profile: a sample needs a stack array and an integer value");
-    for (const f of s.stack) if (typeof f.function !== "string" || (f.address !== undefined && typeof f.address !== "bigint")) throw new TypeError("profile: a frame needs a function name (and a bigint address)");
+    for (const f of s.stack)
+      if (typeof f.function !== "string" || (f.address !== undefined && typeof f.address !== "bigint") || (f.buildId !== undefined && typeof f.buildId !== "string"))
+        throw new TypeError("profile: a frame needs a function name (and a bigint address, a string build id)");
   }
 }
 
@@ -441,7 +445,10 @@ function writeMetrics(w: ProtoWriter, list: readonly EncodedItem[]): void {
   }
 }
 
-type Frame = { function: string; file?: string; line?: number; address?: bigint; binary?: string };
+type Frame = { function: string; file?: string; line?: number; address?: bigint; binary?: string; buildId?: string };
+
+/** The semantic-conventions attribute of a mapping's GNU build id. */
+const BUILD_ID_ATTRIBUTE = "process.executable.build_id.gnu";
 
 /**
  * Content ids of frames, shared by every request: a frame object's keys are built once in its life (collectors
@@ -459,21 +466,35 @@ function idsOf(f: Frame): { fn: number; loc: number } {
   const fk = `${f.function}\u0000${f.file ?? ""}`;
   let fn = functionIds.get(fk);
   if (fn === undefined) functionIds.set(fk, (fn = functionIds.size));
-  const lk = `${fn}\u0000${f.line ?? 0}\u0000${f.address ?? 0n}\u0000${f.binary ?? ""}`;
+  const lk = `${fn}\u0000${f.line ?? 0}\u0000${f.address ?? 0n}\u0000${f.binary ?? ""}\u0000${f.buildId ?? ""}`;
   let loc = locationIds.get(lk);
   if (loc === undefined) locationIds.set(lk, (loc = locationIds.size));
   frameIds.set(f, (ids = { fn, loc }));
   return ids;
 }
 
-/** The shared tables of one profiles request; index 0 of every table is the null entry. */
+/** The zero Link of link_table[0]: ids of the lengths the schema gives them, all zero (as the schema recommends). */
+const ZERO_TRACE_ID = new Uint8Array(16);
+const ZERO_SPAN_ID = new Uint8Array(8);
+
+/**
+ * The dictionary (ProfilesDictionary) one profiles request shares. Index 0 of every table is the table's zero
+ * value, present, so that an index of 0 means "none"; entries are unique by value.
+ */
 class ProfilesDictionary {
   readonly strings = new Map<string, number>([["", 0]]);
-  readonly mappings = new Map<string, number>([["", 0]]);
+  /** Mappings by binary and build id, in index order (index 0: the zero Mapping). */
+  readonly mappings = new Map<string, { index: number; file: number; attributes: number[] }>([["", { index: 0, file: 0, attributes: [] }]]);
   /** By content id (idsOf), in index order. */
   readonly functions = new Map<number, { index: number; name: number; file: number }>();
   readonly locations = new Map<number, { index: number; mapping: number; address: bigint; fn: number; line: number }>();
-  readonly attributes = new Map<string, { index: number; key: string; value: AttributeValue }>();
+  readonly attributes = new Map<string, { index: number; key: number; value: AttributeValue }>();
+  /** Stacks in index order (from 1). */
+  readonly stacks: number[][] = [];
+  /** Stack indices by a hash of their location indices (a list: hashes may collide). */
+  readonly #stackByHash = new Map<number, number[]>();
+  /** Location indices of the stack being looked up (reused: a new stack is copied out of it). */
+  #scratch: number[] = [];
   /**
    * Location index by frame object: collectors reuse one object per distinct frame (the symbolizer caches
    * them), so most frames cost one identity lookup instead of building string keys.
@@ -481,6 +502,8 @@ class ProfilesDictionary {
   readonly #byFrame = new Map<object, number>();
   /** Attribute indices by attributes object (samples of a thread share one). */
   readonly #byAttributes = new Map<object, number[]>();
+  /** One array per distinct list of attribute indices, so that samples compare them by identity. */
+  readonly #attributeLists = new Map<string, number[]>();
 
   constructor() {
     if (locationIds.size >= MAX_FRAME_IDS || functionIds.size >= MAX_FRAME_IDS) {
@@ -499,19 +522,52 @@ class ProfilesDictionary {
   attribute(key: string, value: AttributeValue): number {
     const k = `${key}\u0000${JSON.stringify(value)}`;
     let a = this.attributes.get(k);
-    if (!a) this.attributes.set(k, (a = { index: this.attributes.size + 1, key, value }));
+    if (!a) this.attributes.set(k, (a = { index: this.attributes.size + 1, key: this.str(key), value }));
     return a.index;
   }
 
-  /** The attribute indices of an attributes object (computed once per object). */
+  /** The attribute indices of an attributes object (computed once per object; equal lists are one array). */
   attributeIndices(attributes: Attributes): number[] {
     let out = this.#byAttributes.get(attributes);
     if (!out) {
       out = [];
-      for (const k in attributes) out.push(this.attribute(k, attributes[k]!));
+      for (const k in attributes) {
+        const v = attributes[k];
+        if (v !== undefined && v !== null) out.push(this.attribute(k, v));
+      }
+      const key = out.join(",");
+      const known = this.#attributeLists.get(key);
+      if (known) out = known;
+      else this.#attributeLists.set(key, out);
       this.#byAttributes.set(attributes, out);
     }
     return out;
+  }
+
+  /** The stack_table index of a stack (leaf first). */
+  stack(frames: readonly Frame[]): number {
+    const n = frames.length;
+    const locations = this.#scratch;
+    locations.length = n;
+    let hash = n;
+    for (let i = 0; i < n; i++) {
+      const loc = this.location(frames[i]!);
+      locations[i] = loc;
+      hash = (Math.imul(hash, 0x01000193) ^ loc) | 0;
+    }
+    let candidates = this.#stackByHash.get(hash);
+    if (candidates) {
+      for (const index of candidates) {
+        const known = this.stacks[index - 1]!;
+        if (known.length !== n) continue;
+        let i = 0;
+        while (i < n && known[i] === locations[i]) i++;
+        if (i === n) return index;
+      }
+    } else this.#stackByHash.set(hash, (candidates = []));
+    this.stacks.push(locations.slice());
+    candidates.push(this.stacks.length);
+    return this.stacks.length;
   }
 
   location(f: Frame): number {
@@ -526,26 +582,25 @@ class ProfilesDictionary {
     if (loc) return loc.index;
     let fn = this.functions.get(ids.fn);
     if (!fn) this.functions.set(ids.fn, (fn = { index: this.functions.size + 1, name: this.str(f.function), file: this.str(f.file ?? "") }));
-    const mapping = f.binary ? this.#mapping(f.binary) : 0;
+    const mapping = f.binary ? this.#mapping(f.binary, f.buildId) : 0;
     this.locations.set(ids.loc, (loc = { index: this.locations.size + 1, mapping, address: f.address ?? 0n, fn: fn.index, line: f.line ?? 0 }));
     return loc.index;
   }
 
-  #mapping(binary: string): number {
-    let i = this.mappings.get(binary);
-    if (i === undefined) {
-      i = this.mappings.size;
-      this.mappings.set(binary, i);
-      this.str(binary);
-    }
-    return i;
+  #mapping(binary: string, buildId: string | undefined): number {
+    const key = buildId ? `${binary}\u0000${buildId}` : binary;
+    let m = this.mappings.get(key);
+    if (!m) this.mappings.set(key, (m = { index: this.mappings.size, file: this.str(binary), attributes: buildId ? [this.attribute(BUILD_ID_ATTRIBUTE, buildId)] : [] }));
+    return m.index;
   }
 
+  /** Writes the tables (every string was interned before: the string table is written as it stands). */
   write(w: ProtoWriter): void {
     const D = F.ProfilesDictionary;
-    for (const [binary, i] of this.mappings) {
+    for (const mapping of this.mappings.values()) {
       const m = w.open(D.mapping_table);
-      if (i !== 0) w.varintField(F.Mapping.filename_strindex, this.str(binary));
+      if (mapping.file) w.varintField(F.Mapping.filename_strindex, mapping.file);
+      writePackedVarints(w, F.Mapping.attribute_indices, mapping.attributes);
       w.end(m);
     }
     w.end(w.open(D.location_table));
@@ -556,7 +611,7 @@ class ProfilesDictionary {
         w.tag(F.Location.address, WIRE.VARINT);
         w.varintBig(loc.address);
       }
-      const line = w.open(F.Location.line);
+      const line = w.open(F.Location.lines);
       w.varintField(F.Line.function_index, loc.fn);
       if (loc.line) {
         w.tag(F.Line.line, WIRE.VARINT);
@@ -568,15 +623,33 @@ class ProfilesDictionary {
     w.end(w.open(D.function_table));
     for (const fn of this.functions.values()) {
       const m = w.open(D.function_table);
-      w.varintField(F.Function.name_strindex, fn.name);
-      w.varintField(F.Function.system_name_strindex, fn.name);
+      if (fn.name) {
+        w.varintField(F.Function.name_strindex, fn.name);
+        w.varintField(F.Function.system_name_strindex, fn.name);
+      }
       if (fn.file) w.varintField(F.Function.filename_strindex, fn.file);
       w.end(m);
     }
-    w.end(w.open(D.link_table));
+    const link = w.open(D.link_table);
+    w.bytesField(F.ProfilesLink.trace_id, ZERO_TRACE_ID);
+    w.bytesField(F.ProfilesLink.span_id, ZERO_SPAN_ID);
+    w.end(link);
     for (const s of this.strings.keys()) w.stringField(D.string_table, s);
     w.end(w.open(D.attribute_table));
-    for (const a of this.attributes.values()) writeAttributes(w, D.attribute_table, { [a.key]: a.value });
+    for (const a of this.attributes.values()) {
+      const m = w.open(D.attribute_table);
+      w.varintField(F.KeyValueAndUnit.key_strindex, a.key);
+      const v = w.open(F.KeyValueAndUnit.value);
+      writeAnyValue(w, a.value);
+      w.end(v);
+      w.end(m);
+    }
+    w.end(w.open(D.stack_table));
+    for (const locations of this.stacks) {
+      const m = w.open(D.stack_table);
+      writePackedVarints(w, F.Stack.location_indices, locations);
+      w.end(m);
+    }
   }
 }
 
@@ -594,9 +667,54 @@ function writePackedVarints(w: ProtoWriter, field: number, values: readonly numb
   w.end(m);
 }
 
+const NO_ATTRIBUTES: number[] = [];
+
+/**
+ * Writes one Profile. Samples of equal identity (stack and attributes; no links are sent) are combined into one
+ * whose value is their sum, as the schema asks; every sample carries one value (aggregated counts, no timestamps).
+ */
+function writeProfile(w: ProtoWriter, d: ProfilesDictionary, p: ProfileItem): void {
+  const P = F.Profile;
+  writeValueType(w, P.sample_type, d, p.sampleType);
+  // Samples by attribute list (one array per distinct list: see attributeIndices), then by stack index.
+  const byAttributes = new Map<number[], Map<number, { stack: number; attributes: number[]; value: number }>>();
+  const samples: Array<{ stack: number; attributes: number[]; value: number }> = [];
+  for (const s of p.samples) {
+    const stack = d.stack(s.stack);
+    const attributes = s.attributes ? d.attributeIndices(s.attributes) : NO_ATTRIBUTES;
+    let byStack = byAttributes.get(attributes);
+    if (!byStack) byAttributes.set(attributes, (byStack = new Map()));
+    const known = byStack.get(stack);
+    if (known) known.value += s.value;
+    else {
+      const sample = { stack, attributes, value: s.value };
+      byStack.set(stack, sample);
+      samples.push(sample);
+    }
+  }
+  for (const s of samples) {
+    const sm = w.open(P.samples);
+    w.varintField(F.Sample.stack_index, s.stack);
+    writePackedVarints(w, F.Sample.attribute_indices, s.attributes);
+    const values = w.open(F.Sample.values);
+    w.int64(s.value);
+    w.end(values);
+    w.end(sm);
+  }
+  w.fixed64Field(P.time_unix_nano, p.timeUnixNano);
+  w.tag(P.duration_nano, WIRE.VARINT);
+  w.varintBig(p.durationNanos);
+  if (p.periodType) writeValueType(w, P.period_type, d, p.periodType);
+  if (p.period) {
+    w.tag(P.period, WIRE.VARINT);
+    w.int64(p.period);
+  }
+  if (p.profileId) w.bytesField(P.profile_id, p.profileId);
+  if (p.attributes) writePackedVarints(w, P.attribute_indices, d.attributeIndices(p.attributes));
+}
+
 function writeProfilesRequest(w: ProtoWriter, entries: readonly EncodedItem[], resource: ResourceEncoder): void {
   const d = new ProfilesDictionary();
-  const P = F.Profile;
   for (const [res, scopes] of group(entries)) {
     const top = w.open(F.ExportProfilesServiceRequest.resource_profiles);
     w.bytesField(F.ResourceProfiles.resource, resource(res));
@@ -604,35 +722,8 @@ function writeProfilesRequest(w: ProtoWriter, entries: readonly EncodedItem[], r
       const sp = w.open(F.ResourceProfiles.scope_profiles);
       w.bytesField(F.ScopeProfiles.scope, encodeScope(scope));
       for (const e of list) {
-        const p = e.profile!;
         const pm = w.open(F.ScopeProfiles.profiles);
-        writeValueType(w, P.sample_type, d, p.sampleType);
-        const locationIndices: number[] = [];
-        for (const s of p.samples) {
-          const sm = w.open(P.sample);
-          const start = locationIndices.length;
-          for (const f of s.stack) locationIndices.push(d.location(f));
-          w.varintField(F.Sample.locations_start_index, start);
-          w.varintField(F.Sample.locations_length, s.stack.length);
-          const values = w.open(F.Sample.values);
-          w.int64(s.value);
-          w.end(values);
-          if (s.attributes) writePackedVarints(w, F.Sample.attribute_indices, d.attributeIndices(s.attributes));
-          w.end(sm);
-        }
-        writePackedVarints(w, P.location_indices, locationIndices);
-        w.tag(P.time_nanos, WIRE.VARINT);
-        w.varintBig(p.timeUnixNano);
-        w.tag(P.duration_nanos, WIRE.VARINT);
-        w.varintBig(p.durationNanos);
-        if (p.periodType) writeValueType(w, P.period_type, d, p.periodType);
-        if (p.period) {
-          w.tag(P.period, WIRE.VARINT);
-          w.int64(p.period);
-        }
-        if (p.profileId) w.bytesField(P.profile_id, p.profileId);
-        if (p.attributes)
-          writePackedVarints(w, P.attribute_indices, Object.entries(p.attributes).map(([k, v]) => d.attribute(k, v)));
+        writeProfile(w, d, e.profile!);
         w.end(pm);
       }
       w.end(sp);

@@ -6,8 +6,9 @@
  * Conventions: times are nanoseconds since the Unix epoch as `bigint` (OTLP fixed64); ids are raw bytes
  * (trace id 16 bytes, span id 8 bytes); attributes are `Attributes` (integers that are safe integers are
  * sent as int_value, other numbers as double_value). Every item may name its instrumentation `scope`
- * (default: the agent itself) and add `resource` attributes on top of the agent's resource (for example the
- * attributes of the workload it describes); items with equal scope and resource are sent together.
+ * (default: the agent itself) and the `resource` of the workload it is about (src/workloads; it replaces the
+ * agent's own service.name and telemetry.sdk.*, keeping the host attributes); items with equal scope and
+ * resource are sent together.
  */
 import type { Attributes } from "./types";
 
@@ -21,7 +22,7 @@ export interface Scope {
 export interface ItemOrigin {
   /** Producer of the item; defaults to `{ name: "svc-agent" }`. Reuse one object per producer (it is cached by identity). */
   scope?: Scope;
-  /** Attributes added to the agent's resource for this item; reuse one object per workload (cached by identity). */
+  /** The workload the item is about (absent: the agent itself); reuse one object per workload (cached by identity). */
   resource?: Attributes;
 }
 
@@ -141,6 +142,8 @@ export interface ProfileFrame {
   address?: bigint;
   /** The binary or library the frame is in. */
   binary?: string;
+  /** The GNU build id of `binary` (hex), when it has one (sent as the mapping's process.executable.build_id.gnu). */
+  buildId?: string;
 }
 
 export interface ProfileSample {

@@ -10,9 +10,9 @@ import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
 import { Batcher, type BatcherSettings } from "./batcher";
-import { SIGNALS, queueDirectory, type Signal } from "./config";
+import { SIGNALS, queueDirectory, signalTarget, type Signal } from "./config";
 import { ItemEncoder, buildRequest, queuedBytes, type EncodedItem } from "./encode";
-import { codeName, type ExportOutcome } from "./outcome";
+import { codeName, describe, type ExportOutcome } from "./outcome";
 import { PersistentQueue } from "./persistent-queue";
 import { SignalQueue } from "./queue";
 import { ResourceBuilder } from "./resource";
@@ -21,9 +21,9 @@ import { sendWithTimeout } from "./timeout";
 import { suppressTracing } from "../tracing/tracer";
 import type { TaskRegistry } from "../telemetry/tasks";
 import type { Transport } from "./transport";
-import type { Attributes, DropReason, SignalAccounting, TelemetryPipeline } from "./types";
+import type { Attributes, DropReason, FlushResult, SignalAccounting, TelemetryPipeline } from "./types";
 
-export type { DropReason, SignalAccounting } from "./types";
+export type { DropReason, FlushResult, SignalAccounting } from "./types";
 
 /** Called after every export attempt (not for connectivity checks). */
 export type OutcomeListener = (signal: Signal, outcome: ExportOutcome, latencyMs: number, items: number) => void;
@@ -39,8 +39,20 @@ export interface PipelineOptions {
   tasks?: TaskRegistry;
 }
 
+/** A batch between its cut and its end (sent, dropped or abandoned). */
+interface BatchState {
+  /** Waiting for its next attempt (backoff). */
+  waiting: boolean;
+  /** When its latest wait began, as OtlpPipeline's wait counter read then. */
+  waitSeq: number;
+  /** `CODE: message` of its latest retryable outcome. */
+  lastError: string | undefined;
+}
+
 interface Lane {
   signal: Signal;
+  /** Batches in flight (sending or waiting to be retried). */
+  batches: Set<BatchState>;
   queue: SignalQueue;
   batcher: Batcher;
   collected: number;
@@ -58,14 +70,16 @@ interface ParsedSettings {
   /** The same with nothing sent (no transport yet). */
   held: Record<Signal, BatcherSettings>;
   backoff: { initialMs: number; maxMs: number };
-  timeoutMs: number;
+  /** otlp.timeout, or the signal's own (otlp.signals.<signal>.timeout). */
+  timeoutMs: Record<Signal, number>;
 }
 
 function parseSettings(c: Config): ParsedSettings {
   const settings = (s: Signal, maxInFlight: number): BatcherSettings => ({ batchSize: c.queues[s].batch_size, batchTimeoutMs: durationMs(c.queues[s].batch_timeout), maxInFlight });
   const batch = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, c.queues[s].max_in_flight)])) as Record<Signal, BatcherSettings>;
   const held = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, 0)])) as Record<Signal, BatcherSettings>;
-  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs: durationMs(c.otlp.timeout) };
+  const timeoutMs = Object.fromEntries(SIGNALS.map((s) => [s, signalTarget(c.otlp, s).timeoutMs])) as Record<Signal, number>;
+  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs };
 }
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
@@ -81,12 +95,23 @@ export class OtlpPipeline implements TelemetryPipeline {
   readonly #stopRetries = new AbortController();
   readonly #cancelCalls = new AbortController();
   readonly #drainWaiters = new Set<() => void>();
+  readonly #flushSources = new Set<() => void>();
+  /** Aborted (and replaced) to end every backoff wait at once: a flush. */
+  #wake = new AbortController();
+  /** Counts backoff waits begun: a flush knows which batches failed after it began. */
+  #waits = 0;
   #config: Config;
   #settings: ParsedSettings;
   #transport: Transport | undefined;
   #closed = false;
   #shutdown: Promise<void> | undefined;
   onOutcome: OutcomeListener | undefined;
+  /**
+   * Called when every pending item is about to be tried at once (a flush, the start of shutdown), before the
+   * attempts: the exporter replaces a transport that is not connected, so that the attempts do not fail at once
+   * inside the channel's reconnect backoff.
+   */
+  onRetryAll: (() => void) | undefined;
 
   constructor(o: PipelineOptions) {
     this.#config = o.config;
@@ -97,6 +122,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#tasks = o.tasks;
     this.onOutcome = o.onOutcome;
     this.resource = new ResourceBuilder(o.config.service_name);
+    this.resource.setOwnAttributes(o.config.resource_attributes);
     this.#encoder = new ItemEncoder(this.resource.encoder);
     this.#lanes = Object.fromEntries(SIGNALS.map((s) => [s, this.#makeLane(s)])) as Record<Signal, Lane>;
   }
@@ -107,6 +133,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     const lane: Lane = {
       signal,
       queue,
+      batches: new Set(),
       batcher: undefined as unknown as Batcher,
       collected: 0,
       exported: 0,
@@ -179,6 +206,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#config = next;
     this.#settings = parseSettings(next);
     this.resource.setServiceName(next.service_name);
+    this.resource.setOwnAttributes(next.resource_attributes);
     for (const s of SIGNALS) {
       const q = this.#lanes[s].queue;
       q.capacity = next.queues[s].capacity;
@@ -277,17 +305,71 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.resource.set(source, attributes);
   }
 
-  async flush(timeoutMs: number): Promise<Record<Signal, number>> {
-    const before = Object.fromEntries(SIGNALS.map((s) => [s, this.#lanes[s].exported])) as Record<Signal, number>;
-    if (this.#transport && !this.#closed) {
-      for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
+  addFlushSource(pull: () => void): () => void {
+    const entry = () => pull();
+    this.#flushSources.add(entry);
+    return () => void this.#flushSources.delete(entry);
+  }
+
+  async flush(timeoutMs: number): Promise<FlushResult> {
+    const perSignal = (f: (l: Lane) => number) => Object.fromEntries(SIGNALS.map((s) => [s, f(this.#lanes[s])])) as Record<Signal, number>;
+    const exportedBefore = perSignal((l) => l.exported);
+    const droppedBefore = perSignal((l) => l.droppedTotal);
+    for (const pull of this.#flushSources) {
       try {
-        await this.#waitDrained(AbortSignal.timeout(Math.max(0, timeoutMs)));
+        pull();
+      } catch (e) {
+        this.#logger.warn("flush: a collector could not hand over its pending data", { error: (e as Error).message });
+      }
+    }
+    const running = this.#transport !== undefined && !this.#closed;
+    const since = this.#waits;
+    if (running) {
+      this.onRetryAll?.();
+      for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
+      this.#wakeAll();
+      try {
+        await this.#waitFor(() => this.#drained() || this.#allFailedSince(since), AbortSignal.timeout(Math.max(0, timeoutMs)));
       } finally {
         for (const s of SIGNALS) this.#lanes[s].batcher.urgent(false);
       }
     }
-    return Object.fromEntries(SIGNALS.map((s) => [s, this.#lanes[s].exported - before[s]])) as Record<Signal, number>;
+    const result: FlushResult = {
+      exported: perSignal((l) => l.exported - exportedBefore[l.signal]),
+      dropped: perSignal((l) => l.droppedTotal - droppedBefore[l.signal]),
+      remaining: perSignal((l) => l.queue.size + l.inFlight),
+    };
+    if (!SIGNALS.some((s) => result.remaining[s] > 0)) return result;
+    result.reason = !running ? "not_running" : this.#allFailedSince(since) ? "export_failed" : "timeout";
+    const lastError = this.#lastError();
+    if (lastError) result.lastError = lastError;
+    return result;
+  }
+
+  /** Ends every backoff wait now (the batches are tried again at once). */
+  #wakeAll(): void {
+    const w = this.#wake;
+    this.#wake = new AbortController();
+    w.abort();
+  }
+
+  /** Whether something is pending and every batch in flight failed after wait number `since` and is waiting again. */
+  #allFailedSince(since: number): boolean {
+    let any = false;
+    for (const s of SIGNALS) {
+      for (const b of this.#lanes[s].batches) {
+        if (!b.waiting || b.waitSeq <= since) return false;
+        any = true;
+      }
+    }
+    return any;
+  }
+
+  /** The latest error among the batches waiting to be retried. */
+  #lastError(): string | undefined {
+    let best: BatchState | undefined;
+    for (const s of SIGNALS) for (const b of this.#lanes[s].batches) if (b.lastError && (!best || b.waitSeq > best.waitSeq)) best = b;
+    return best?.lastError;
   }
 
   /** The counts of every signal now; `collected = exported + droppedTotal + queued + inFlight` holds for each. */
@@ -324,7 +406,8 @@ export class OtlpPipeline implements TelemetryPipeline {
   }
 
   /**
-   * Stops retries, drains the queues (one attempt per batch) until `deadline`, then cancels what is in flight;
+   * Stops retries (a batch waiting to be retried is tried once more at once), drains the queues (one attempt per
+   * batch) until `deadline`, then cancels what is in flight;
    * everything not exported is dropped as `shutdown`. Idempotent; submits from now on are dropped.
    */
   shutdown(deadline: AbortSignal): Promise<void> {
@@ -334,6 +417,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   async #doShutdown(deadline: AbortSignal): Promise<void> {
     this.#closed = true;
+    if (this.#transport) this.onRetryAll?.();
     this.#stopRetries.abort();
     if (this.#transport) {
       for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
@@ -372,22 +456,39 @@ export class OtlpPipeline implements TelemetryPipeline {
   async #sendBatchNow(lane: Lane, items: EncodedItem[]): Promise<void> {
     const n = items.length;
     const signal = lane.signal;
+    const batch: BatchState = { waiting: false, waitSeq: 0, lastError: undefined };
+    lane.batches.add(batch);
     lane.inFlight += n;
     this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
     this.#metrics.exportBatchSize.observe({ signal }, n);
     let result: RetryResult;
     try {
       const body = buildRequest(signal, items, this.resource.encoder);
-      result = await sendWithRetry(() => this.#attempt(signal, body, n), {
-        backoff: () => this.#settings.backoff,
-        stop: this.#stopRetries.signal,
-        random: this.#random,
-      });
+      result = await sendWithRetry(
+        () => {
+          batch.waiting = false;
+          return this.#attempt(signal, body, n);
+        },
+        {
+          backoff: () => this.#settings.backoff,
+          stop: this.#stopRetries.signal,
+          wake: () => this.#wake.signal,
+          onWait: (outcome) => {
+            batch.waiting = true;
+            batch.waitSeq = ++this.#waits;
+            if (outcome.kind !== "success") batch.lastError = describe(outcome);
+            this.#notifyDrain();
+          },
+          random: this.#random,
+          onRetry: () => this.#metrics.exportRetries.inc({ signal }),
+        },
+      );
     } catch (e) {
       this.#logger.error("export batch failed unexpectedly", { signal, error: (e as Error).message });
       result = { kind: "failure", code: 2, message: (e as Error).message };
     }
     lane.inFlight -= n;
+    lane.batches.delete(batch);
     // Exported or dropped for good: a persistent queue may forget the batch (not when abandoned at shutdown: sent again at the next start).
     if ((result.kind === "success" || result.kind === "failure") && lane.queue instanceof PersistentQueue) lane.queue.done(items);
     if (result.kind === "success") {
@@ -408,7 +509,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     const transport = this.#transport!;
     this.#metrics.exportRequests.inc({ signal });
     const started = performance.now();
-    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs, this.#cancelCalls.signal);
+    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs[signal], this.#cancelCalls.signal);
     const latencyMs = performance.now() - started;
     this.#metrics.exportLatency.observe({ signal }, latencyMs / 1000);
     if (outcome.kind !== "success") this.#metrics.exportErrors.inc({ signal, code: codeName(outcome.code) });

@@ -1,7 +1,8 @@
 /**
  * The third link: resends a batch while the outcome is retryable, waiting the server's RetryInfo delay or an
- * exponential backoff with jitter between `backoff.initial` and `backoff.max`. Gives up when `stop` aborts
- * (shutdown): the batch is then `abandoned`.
+ * exponential backoff with jitter between `backoff.initial` and `backoff.max`. A wait ends early when `wake`
+ * aborts (a flush: the batch is tried again at once) or when `stop` aborts (shutdown: the batch gets one last
+ * attempt, and is `abandoned` if that one is retryable too).
  */
 import type { ExportOutcome } from "./outcome";
 
@@ -18,9 +19,15 @@ export type RetryResult = ExportOutcome | { kind: "abandoned"; last: ExportOutco
 export interface RetryOptions {
   /** Current backoff range (read at every wait, so a reload applies to batches already retrying). */
   backoff: () => { initialMs: number; maxMs: number };
-  /** Aborted on shutdown: no further attempts. */
+  /** Aborted on shutdown: a waiting batch is tried once more at once; a retryable outcome after it is final. */
   stop: AbortSignal;
+  /** Read at the start of every wait; when the signal it gives aborts, the wait ends and the batch is tried again. */
+  wake?: () => AbortSignal;
+  /** Called when a retryable outcome sends the batch into a wait of `delayMs`. */
+  onWait?: (outcome: ExportOutcome, delayMs: number) => void;
   random?: () => number;
+  /** Called before each attempt after the first (a retried attempt). */
+  onRetry?: () => void;
 }
 
 /** The delay before retry number `attempt` (0-based): initial * 2^attempt, capped at max, with jitter (never above max). */
@@ -30,30 +37,29 @@ export function backoffDelayMs(attempt: number, initialMs: number, maxMs: number
   return Math.min(maxMs, jittered);
 }
 
-function sleep(ms: number, stop: AbortSignal): Promise<boolean> {
-  if (stop.aborted) return Promise.resolve(false);
+/** Waits `ms`, or less when one of `signals` aborts. */
+function sleep(ms: number, signals: AbortSignal[]): Promise<void> {
+  if (signals.some((s) => s.aborted)) return Promise.resolve();
   return new Promise((resolve) => {
-    const onAbort = () => {
+    const done = () => {
       clearTimeout(timer);
-      resolve(false);
+      for (const s of signals) s.removeEventListener("abort", done);
+      resolve();
     };
-    const timer = setTimeout(() => {
-      stop.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, ms);
-    stop.addEventListener("abort", onAbort, { once: true });
+    const timer = setTimeout(done, ms);
+    for (const s of signals) s.addEventListener("abort", done, { once: true });
   });
 }
 
 export async function sendWithRetry(attempt: Attempt, o: RetryOptions): Promise<RetryResult> {
-  let last: ExportOutcome | undefined;
   for (let n = 0; ; n++) {
-    if (o.stop.aborted && last) return { kind: "abandoned", last };
-    last = await attempt();
+    const last = await attempt();
     if (last.kind !== "retryable") return last;
     if (o.stop.aborted) return { kind: "abandoned", last };
     const { initialMs, maxMs } = o.backoff();
     const delay = last.delayMs ?? backoffDelayMs(n, initialMs, maxMs, o.random);
-    if (!(await sleep(delay, o.stop))) return { kind: "abandoned", last };
+    o.onWait?.(last, delay);
+    await sleep(delay, o.wake ? [o.stop, o.wake()] : [o.stop]);
+    o.onRetry?.();
   }
 }

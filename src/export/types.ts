@@ -25,6 +25,29 @@ export interface SignalAccounting {
   inFlight: number;
 }
 
+/** Why a flush ended with items still pending. */
+export type FlushShortfall =
+  /** Every pending batch was tried after the flush began and failed again (the backend is down or refusing). */
+  | "export_failed"
+  /** The timeout passed while items were still queued or being sent. */
+  | "timeout"
+  /** The exporter is not running (not started yet, or shutting down). */
+  | "not_running";
+
+/** What one flush came to. */
+export interface FlushResult {
+  /** Items exported while the flush ran, per signal. */
+  exported: Record<Signal, number>;
+  /** Items dropped for good while it ran (permanent errors, partial success), per signal. */
+  dropped: Record<Signal, number>;
+  /** Items still queued or being sent when it ended, per signal. */
+  remaining: Record<Signal, number>;
+  /** Why items remain; undefined when none do. */
+  reason?: FlushShortfall;
+  /** The last export error of a batch still pending (`CODE: message`), when there is one. */
+  lastError?: string;
+}
+
 export interface TelemetryPipeline {
   /**
    * Offers items of one signal for export. Items that do not fit (queue capacity, mem_limit) are dropped
@@ -45,8 +68,17 @@ export interface TelemetryPipeline {
    * counted. Optional (additive): without it, producers use submit (which counts and drops what is refused).
    */
   offer?(signal: Signal, items: readonly unknown[]): number;
-  /** Exports everything queued now, bounded by `timeoutMs`; resolves with the items exported per signal. */
-  flush(timeoutMs: number): Promise<Record<Signal, number>>;
+  /**
+   * Pulls what the flush sources hold into the queues, tries every queued and retrying item at once (cutting
+   * backoff waits short), and waits until nothing is pending, every pending batch has failed again since the
+   * flush began, or `timeoutMs` passed. Resolves with what was exported, what remains and why.
+   */
+  flush(timeoutMs: number): Promise<FlushResult>;
+  /**
+   * Registers `pull`, called at the start of every flush to submit what a collector aggregates between its own
+   * exports (delta metrics). Returns the function that unregisters it. Optional (additive).
+   */
+  addFlushSource?(pull: () => void): () => void;
   /** Sets (replaces) the resource attributes contributed by `source` (e.g. "discovery/cloud"); they go on every export. */
   setResourceAttributes(source: string, attributes: Attributes): void;
   /**

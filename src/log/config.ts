@@ -18,7 +18,7 @@ export const LogSectionSchema = Type.Object(
       minimum: 0,
       maximum: 100_000,
       default: 1000,
-      description: "How many recent log records are kept in memory for the diagnostics bundle.",
+      description: "How many recent log records are kept in memory (GET /admin/logs, the diagnostics bundle), in every mode; at most 1 MiB in all whatever this says, a record over 4 KiB kept shortened.",
     }),
   },
   { additionalProperties: false, default: {} },

@@ -34,6 +34,9 @@ export function setClientAddress(request: Request, address: string): void {
 const OPERATION = Symbol("operation");
 type WithOperation = { [OPERATION]?: (outcome?: TaskOutcome) => void };
 
+/** How long a browser may cache a preflight's answer. */
+const CORS_MAX_AGE_SECONDS = "600";
+
 const statusOutcomes = new Map<number, TaskOutcome>();
 /** The outcome of an HTTP operation that ended with `status`, one frozen object per status. */
 function statusOutcome(status: number): TaskOutcome {
@@ -76,9 +79,30 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
       .use(adminRoutes(deps, prefix));
 
   let document: Record<string, unknown> | undefined;
+  const corsOn = c.cors.enabled;
   // standardHostname false: Elysia otherwise finds the path from the 11th character of the URL, so a short Host
   // header ("ab") made it route a different path than the guard checked (a read-only token reached /admin).
   const app: AnyElysia = new Elysia({ name: "svc-agent", handler: { standardHostname: false } })
+    .headers(SECURITY_HEADERS)
+    // CORS before the guard: the headers it puts on the request's answer go on every answer to an allowed origin,
+    // the guard's 401, 403, 413 and 429 included (a browser script can read them). Its preflight route is off (a
+    // catch-all OPTIONS route made every unknown path a 405): preflights are answered below, after the guard, so
+    // they are rate limited like any request.
+    .use(
+      corsOn
+        ? cors({
+            origin: c.cors.allowed_origins,
+            methods: ["GET", "POST", "OPTIONS"],
+            allowedHeaders: ["Authorization", "Content-Type"],
+            exposeHeaders: ["Retry-After", "WWW-Authenticate", "Allow"],
+            // Browsers refuse `Access-Control-Allow-Origin: *` together with credentials; the bearer token travels in
+            // an Authorization header, which needs no credentials mode. So: "*" answers "*" without credentials, a
+            // list of origins answers the matching origin with credentials allowed.
+            credentials: !c.cors.allowed_origins.includes("*"),
+            preflight: false,
+          })
+        : new Elysia({ name: "cors-disabled" }),
+    )
     // `path` is the one Elysia found in the URL and routes on (its request context has it before routing; its
     // types do not say so): the guard checks exactly the path the router serves, without parsing the URL again.
     .onRequest((({ request, set, path: urlPath }: { request: Request; set: Context["set"]; path: string }) => {
@@ -89,20 +113,13 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
         if (e instanceof ApiError) return errorResponse(e);
         throw e;
       }
+      // The CORS layer has set the origin, methods and headers on `set`.
+      if (corsOn && request.method === "OPTIONS") {
+        set.headers["access-control-max-age"] = CORS_MAX_AGE_SECONDS;
+        return new Response(null, { status: 204 });
+      }
       (set as WithOperation)[OPERATION] = tasks.begin(`http ${request.method} ${path}`, "operation");
     }) as never)
-    .headers(SECURITY_HEADERS)
-    .use(
-      c.cors.enabled
-        ? cors({
-            origin: c.cors.allowed_origins,
-            methods: ["GET", "POST", "OPTIONS"],
-            allowedHeaders: ["Authorization", "Content-Type"],
-            exposeHeaders: ["Retry-After", "WWW-Authenticate"],
-            maxAge: 600,
-          })
-        : new Elysia({ name: "cors-disabled" }),
-    )
     // The in-flight operation ends when the handler has produced its answer (an afterResponse hook would cost a
     // setImmediate per request: measured ~8 us of the ~30 us the interface adds to a probe).
     .onAfterHandle({ as: "global" }, ({ set, response }) => {
@@ -117,7 +134,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
       endOperation(set, status);
     })
     .onError({ as: "global" }, ({ code, error, request, set }) => {
-      const response = renderError(code, error, request, app, deps);
+      const response = renderError(code, error, request, app, deps, corsOn);
       endOperation(set, response.status);
       return response;
     })
@@ -130,14 +147,15 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
 
 export type App = ReturnType<typeof createServer>;
 
-function renderError(code: string | number, error: unknown, request: Request, app: AnyElysia, deps: ServerDeps): Response {
+function renderError(code: string | number, error: unknown, request: Request, app: AnyElysia, deps: ServerDeps, corsOn: boolean): Response {
   // Not new URL(): an empty Host header gives "http:///path", which it refuses (a 500 from Bun's fallback).
   const url = { pathname: pathOf(request.url) };
   if (error instanceof ApiError) return errorResponse(error);
   switch (code) {
     case "NOT_FOUND": {
       const allow = allowedMethods(app, url.pathname);
-      if (allow.length > 0) return errorResponse(methodNotAllowed(request.method, url.pathname, allow));
+      // With CORS on, OPTIONS is answered on every path (preflights).
+      if (allow.length > 0) return errorResponse(methodNotAllowed(request.method, url.pathname, corsOn ? [...allow, "OPTIONS"].sort() : allow));
       return errorResponse(notFound(url.pathname));
     }
     case "VALIDATION": {

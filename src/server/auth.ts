@@ -15,12 +15,13 @@ export class TokenChecker {
   }
 
   /**
-   * What the Authorization header grants. Only the exact form `Bearer <token>` counts: no padding,
-   * no other case of the token. Every candidate is compared (constant time in the token's content).
+   * What the Authorization header grants. Only the form `Bearer <token>` counts, the scheme in any case (RFC 7235:
+   * auth-scheme is case-insensitive), one space, the token exactly: no padding, no other case of the token.
+   * Every candidate is compared (constant time in the token's content).
    */
   check(header: string | null): { access: Access; reason: string } {
     if (header === null || header === "") return { access: "none", reason: "missing Authorization header" };
-    if (!header.startsWith("Bearer ")) return { access: "none", reason: "Authorization must be of the form 'Bearer <token>'" };
+    if (header.length < 7 || header.slice(0, 7).toLowerCase() !== "bearer ") return { access: "none", reason: "Authorization must be of the form 'Bearer <token>'" };
     const presented = digest(header.slice(7));
     const full = timingSafeEqual(presented, this.#full);
     let readOnly = false;

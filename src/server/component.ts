@@ -1,7 +1,9 @@
 /**
  * The HTTP interface as a component: binds self_telemetry.listen at start (failure is a permanent error
- * that stops the agent, never only a log line). A reload rebuilds the routes (metrics path, CORS) and
- * rebinds when the address changes, binding the new address before releasing the old one.
+ * that stops the agent, never only a log line). The listener owns its address alone: no SO_REUSEPORT, so a
+ * second process (another agent included) cannot bind it too and take half of its requests. A reload rebuilds
+ * the routes (metrics path, CORS) and rebinds when the address changes, binding the new address before
+ * releasing the old one; a reload that keeps the address but changes Bun's own limits rebinds it in place.
  */
 import type { Config } from "../config/schema";
 import type { Component, ComponentHost } from "../lifecycle/component";
@@ -21,6 +23,12 @@ const OLD_LISTENER_GRACE_MS = 1000;
 
 type BunServer = ReturnType<typeof Bun.serve>;
 
+/** Whether `listen` names the address `server` is bound to (port 0 never does: it picks a new port). */
+function holds(server: BunServer, listen: string): boolean {
+  const { hostname, port } = parseListen(listen);
+  return port !== 0 && port === server.port && hostname === server.hostname;
+}
+
 export function createHttpServerComponent(deps: ServerDeps): Component {
   let server: BunServer | undefined;
   let host: ComponentHost | undefined;
@@ -34,6 +42,9 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
       return Bun.serve({
         hostname,
         port,
+        // Bun sets SO_REUSEPORT unless told not to when `development` is false: two agents on one address then
+        // both listen and the kernel splits connections between them.
+        reusePort: false,
         fetch: (received, srv) => {
           // With an empty Host header Bun's URL has no scheme and authority ("/admin/reload"), in which the guard
           // and the router found different paths (a read-only token reached /admin and /debug): make it absolute.
@@ -58,7 +69,8 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
         development: false,
       });
     } catch (e) {
-      throw new Error(`cannot listen on ${c.self_telemetry.listen}: ${(e as Error).message}`);
+      const why = (e as { code?: string }).code === "EADDRINUSE" ? "address already in use" : (e as Error).message;
+      throw new Error(`cannot listen on ${c.self_telemetry.listen}: ${why}`);
     }
   };
 
@@ -83,14 +95,39 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
       const a = next.self_telemetry;
       const b = previous.self_telemetry;
       const rebind = a.enabled !== b.enabled || a.listen !== b.listen || a.max_body_bytes !== b.max_body_bytes;
-      // Bind first: if the new address is taken, this throws and nothing has changed.
-      const fresh = rebind && a.enabled ? bind(next) : undefined;
-      // Routes are rebuilt with next's build-time settings (metrics path, CORS origins); the rest is read per request.
-      app = createServer(deps, { guard, settings: next, checkAnswers: false });
+      // Routes are built first (a bad setting throws before the listener changes), with next's build-time settings
+      // (metrics path, CORS origins); the rest is read per request.
+      const nextApp = createServer(deps, { guard, settings: next, checkAnswers: false });
+      let fresh: BunServer | undefined;
+      let old = server;
+      if (rebind && a.enabled && old && holds(old, a.listen)) {
+        // The address this listener holds (new limits, which Bun's server.reload does not change, or the port that
+        // listen: ...:0 picked, now written down): it cannot be bound twice, so the old listener closes first
+        // (requests in flight finish) and, if the new bind fails, the previous configuration is bound again.
+        old.stop(false);
+        try {
+          fresh = bind(next);
+        } catch (e) {
+          try {
+            server = bind(previous);
+          } catch (again) {
+            server = undefined;
+            host?.report("permanent_error", (again as Error).message);
+          }
+          throw e;
+        }
+        old = undefined;
+      } else if (rebind && a.enabled) {
+        // Bind first: if the new address is taken, this throws and nothing has changed.
+        fresh = bind(next);
+      }
+      app = nextApp;
       if (!rebind) return;
-      const old = server;
       server = fresh;
-      if (old) setTimeout(() => old.stop(false), OLD_LISTENER_GRACE_MS).unref();
+      if (old) {
+        const closing = old;
+        setTimeout(() => closing.stop(false), OLD_LISTENER_GRACE_MS).unref();
+      }
       if (fresh) {
         announce(fresh);
         host?.report("ok");

@@ -78,13 +78,27 @@ export const ReloadSchema = t.Object({
   message: t.String(),
 });
 
+const FlushCounts = (what: string) =>
+  t.Object(
+    {
+      traces: Type.Integer({ minimum: 0 }),
+      metrics: Type.Integer({ minimum: 0 }),
+      logs: Type.Integer({ minimum: 0 }),
+      profiles: Type.Integer({ minimum: 0 }),
+    },
+    { description: what },
+  );
+
 export const FlushSchema = t.Object({
-  status: t.Literal("ok"),
-  flushed: t.Object({
-    traces: Type.Integer({ minimum: 0 }),
-    metrics: Type.Integer({ minimum: 0 }),
-    logs: Type.Integer({ minimum: 0 }),
+  status: t.Union([t.Literal("ok"), t.Literal("incomplete")], { description: "`ok`: nothing remains pending; `incomplete`: items remain (see `reason`)." }),
+  flushed: FlushCounts("Items exported while the flush ran, per kind."),
+  dropped: FlushCounts("Items dropped for good while it ran (permanent errors, partial success), per kind."),
+  remaining: FlushCounts("Items still queued or being sent when it ended, per kind."),
+  reason: t.Union([t.Literal("export_failed"), t.Literal("timeout"), t.Literal("not_running"), t.Null()], {
+    description:
+      "Why items remain (null when none do): `export_failed`, every pending batch was tried after the flush began and failed again; `timeout`, shutdown_timeout passed while items were being sent; `not_running`, the exporter is not running.",
   }),
+  last_error: t.Union([t.String(), t.Null()], { description: "The last export error of a batch still pending (`CODE: message`), or null." }),
 });
 
 export const DebugVarsSchema = t.Object(
@@ -111,7 +125,10 @@ export function answer<T extends TSchema>(schema: T, check: boolean): T {
   return check ? schema : { ...schema, noValidate: true };
 }
 
-/** Error answers any route can give: 401 (auth on), 429 (rate limit on), 500 (a failure inside the agent). */
-export const COMMON_ERRORS = { 401: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema } as const;
+/**
+ * Error answers any route can give: 401 (auth on), 413 (a declared body over max_body_bytes), 429 (rate limit on),
+ * 500 (a failure inside the agent). Their descriptions and headers are added by the OpenAPI document's builder.
+ */
+export const COMMON_ERRORS = { 401: ErrorSchema, 413: ErrorSchema, 429: ErrorSchema, 500: ErrorSchema } as const;
 /** Plus 403 for routes that read-only tokens may not use. */
 export const PRIVILEGED_ERRORS = { ...COMMON_ERRORS, 403: ErrorSchema } as const;

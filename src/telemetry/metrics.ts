@@ -10,6 +10,18 @@ import type { TaskRegistry } from "./tasks";
 
 export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
 export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"] as const;
+/** Span drops before the pipeline: over agent.ebpf.network.max_spans_per_second (the kernel's or user space's budget). */
+export const SPAN_RATE_LIMIT_REASON = "rate_limit";
+/** Span drops of HTTP exchanges lost after capture: a message head that did not parse, a request never answered. */
+export const SPAN_HTTP_UNPARSED_REASON = "http_unparsed";
+export const SPAN_HTTP_UNANSWERED_REASON = "http_unanswered";
+/** Drop reasons of spans only, beside DROP_REASONS. */
+const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON] as const;
+/** The `code` values of export_errors_total: gRPC status code names other than OK. */
+export const EXPORT_ERROR_CODES = [
+  "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+  "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+] as const;
 
 const LATENCY_BUCKETS_SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const BATCH_SIZE_BUCKETS = [1, 8, 32, 128, 256, 512, 1024, 2048, 4096, 8192];
@@ -28,6 +40,8 @@ export class AgentMetrics {
   readonly metrics: SignalCounters;
   readonly logs: SignalCounters;
   readonly profiles: SignalCounters;
+  /** Log records cut short by collector/logs, by reason (max_line_size, max_lines, max_bytes). */
+  readonly logsTruncated: Counter<"reason">;
   readonly ebpfProgramsLoaded: Gauge;
   readonly ebpfMapEntries: Gauge<"map">;
   readonly ebpfRingbufEvents: Counter<"ringbuf">;
@@ -36,6 +50,7 @@ export class AgentMetrics {
   readonly ebpfPerfLost: Counter<"buffer">;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
+  readonly exportRetries: Counter<"signal">;
   readonly exportLatency: Histogram<"signal">;
   readonly exportBatchSize: Histogram<"signal">;
   readonly exportQueueSize: Gauge<"signal">;
@@ -50,7 +65,7 @@ export class AgentMetrics {
       exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),
       dropped: new Counter({
         name: n(`${plural}_dropped_total`),
-        help: `${cap(noun)} dropped, by reason (queue_full, mem_limit, permanent_error, partial_success, shutdown, disk_full; spans also rate_limit, http_unparsed, http_unanswered).`,
+        help: `${cap(noun)} dropped, by reason (${[...DROP_REASONS, ...(plural === "spans" ? SPAN_DROP_REASONS : [])].join(", ")}).`,
         labelNames: ["reason"],
         registers,
       }),
@@ -59,6 +74,12 @@ export class AgentMetrics {
     this.metrics = signal("metrics", "metric data points");
     this.logs = signal("logs", "log records");
     this.profiles = signal("profiles", "profiles");
+    this.logsTruncated = new Counter({
+      name: n("logs_truncated_total"),
+      help: "Log records cut short when read, by reason (max_line_size: a line cut; max_lines, max_bytes: lines of a multiline record dropped).",
+      labelNames: ["reason"],
+      registers,
+    });
 
     this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
     this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });
@@ -68,12 +89,26 @@ export class AgentMetrics {
     this.ebpfPerfLost = new Counter({ name: n("ebpf_perf_lost_total"), help: "Perf buffer events lost.", labelNames: ["buffer"], registers });
 
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
-    this.exportErrors = new Counter({ name: n("export_errors_total"), help: "Export requests that failed, by gRPC status code name.", labelNames: ["signal", "code"], registers });
+    this.exportErrors = new Counter({
+      name: n("export_errors_total"),
+      help: "Export requests that failed, by gRPC status code name (OTLP/HTTP: the code of the same meaning as the HTTP status).",
+      labelNames: ["signal", "code"],
+      registers,
+    });
+    this.exportRetries = new Counter({ name: n("export_retries_total"), help: "Export attempts that were retries of a batch (after a retryable outcome).", labelNames: ["signal"], registers });
     this.exportLatency = new Histogram({ name: n("export_latency_seconds"), help: "Export request latency, measured from send to answer.", labelNames: ["signal"], buckets: LATENCY_BUCKETS_SECONDS, registers });
     this.exportBatchSize = new Histogram({ name: n("export_batch_size"), help: "Items per export request.", labelNames: ["signal"], buckets: BATCH_SIZE_BUCKETS, registers });
     this.exportQueueSize = new Gauge({ name: n("export_queue_size"), help: "Items currently queued for export.", labelNames: ["signal"], registers });
+    // Every series with known label values exists from the start at 0, so that queries and alerts see 0, not no data.
     for (const s of EXPORT_SIGNALS) {
+      const counters = this.signal(s);
+      for (const reason of DROP_REASONS) counters.dropped.inc({ reason }, 0);
+      if (s === "traces") for (const reason of SPAN_DROP_REASONS) counters.dropped.inc({ reason }, 0);
       this.exportRequests.inc({ signal: s }, 0);
+      this.exportRetries.inc({ signal: s }, 0);
+      for (const code of EXPORT_ERROR_CODES) this.exportErrors.inc({ signal: s, code }, 0);
+      this.exportLatency.zero({ signal: s });
+      this.exportBatchSize.zero({ signal: s });
       this.exportQueueSize.set({ signal: s }, 0);
     }
 

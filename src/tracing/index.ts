@@ -7,7 +7,7 @@ import type { AgentContext } from "../agent/context";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { Tracer } from "./tracer";
 
-export { Tracer, activeSpan, sampledByTraceId, setSpanAttributes, startActive, suppressTracing, SELF_RESOURCE, TRACER_SCOPE } from "./tracer";
+export { Tracer, activeSpan, sampledByTraceId, setSpanAttributes, startActive, suppressTracing, TRACER_SCOPE } from "./tracer";
 
 export const TRACING_COMPONENT_ID = "self/tracing";
 

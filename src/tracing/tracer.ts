@@ -12,7 +12,6 @@ import type { TelemetryPipeline } from "../export/types";
 import type { TaskInfo, TaskObserver, TaskOutcome, TaskRegistry, TaskWatch } from "../telemetry/tasks";
 
 export const TRACER_SCOPE = { name: "svc-agent/self-tracing" } as const;
-export const SELF_RESOURCE = { "service.name": "svc-agent" } as const;
 /** SpanKind values (OTLP). */
 const KIND_INTERNAL = 1;
 const KIND_SERVER = 2;
@@ -146,7 +145,6 @@ export class Tracer implements TaskObserver {
       endTimeUnixNano: end < start ? start : end,
       attributes,
       scope: TRACER_SCOPE,
-      resource: SELF_RESOURCE,
     };
     if (parent) item.parentSpanId = parent.spanId;
     if (failed) item.status = { code: STATUS_ERROR, message: outcome.error !== undefined ? String((outcome.error as Error)?.message ?? outcome.error) : "server error" };

@@ -1,7 +1,7 @@
 /**
  * `svc-agent diagnostics` of the compiled binary: the bundle unpacks with tar, its manifest lists exactly its
- * files, it works with a running agent (auth on, debug on: status, metrics, eBPF list and logs from the agent)
- * and without one (eBPF objects from the kernel, the rest listed as not collected), and a planted token appears
+ * files, it works with a running agent (auth on, debug on: status, metrics, eBPF list and logs from the agent;
+ * debug off: the recent logs still, only the debug-mode runtime variables missing) and without one (eBPF objects from the kernel, the rest listed as not collected), and a planted token appears
  * in no file of the unpacked bundle.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -131,6 +131,33 @@ describe("with a running agent (auth on, debug mode)", () => {
     const out = join(dir, "stdout.tar.gz");
     writeFileSync(out, r.stdout);
     checkBundle(await unpack(out));
+  }, 30_000);
+});
+
+describe("with a running agent not in debug mode", () => {
+  test("the recent log records are in the bundle; only the runtime variables are listed as not collected", async () => {
+    const configPath = join(dir, "no-debug.yaml");
+    writeFileSync(configPath, configFor(await freePort()));
+    const agent = await spawnAgent({ args: ["--config", configPath], env: { API_TOKEN: TOKEN } });
+    try {
+      writeFileSync(configPath, "bogus_key_for_a_logged_refusal: 1\n" + configFor(Number(new URL(agent.url).port)));
+      expect((await fetch(`${agent.url}/admin/reload`, { method: "POST", headers: { authorization: `Bearer ${TOKEN}` } })).status).toBe(400);
+      writeFileSync(configPath, configFor(Number(new URL(agent.url).port)));
+      const out = join(dir, "no-debug.tar.gz");
+      const r = await diagnostics(["--config", configPath, "--output", out], { API_TOKEN: TOKEN });
+      expect(r.code).toBe(0);
+      const root = await unpack(out);
+      const manifest = checkBundle(root);
+      expect(manifest.agent).toMatchObject({ answered: true, auth: true });
+      const logs = JSON.parse(readFileSync(join(root, "agent/logs.json"), "utf8")) as { records: Array<{ msg: string; problems?: string[] }> };
+      expect(logs.records.some((l) => l.msg === "listening")).toBe(true);
+      const refused = logs.records.find((l) => l.msg === "reload rejected: invalid configuration");
+      expect(refused?.problems).toEqual(["bogus_key_for_a_logged_refusal: unknown key (line 1, column 1)"]);
+      expect(manifest.not_collected.map((m) => m.item)).toEqual(["agent/vars.json"]);
+      expect(manifest.not_collected[0]!.reason).toContain("not in debug mode");
+    } finally {
+      expect(await agent.stop()).toBe(0);
+    }
   }, 30_000);
 });
 

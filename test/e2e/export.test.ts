@@ -101,7 +101,9 @@ describe("agent -> svc-agent receive", () => {
     expect(first.encoding).toBe("gzip");
     expect(first.metadata["x-api-key"]).toBe("e2e-secret");
     const resource = Object.fromEntries(first.request.resourceLogs[0].resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
-    expect(resource["service.name"]).toBe("e2e-export");
+    // A host file no workload is known for: not exported as the agent itself (its service_name is e2e-export).
+    expect(resource["service.name"]).toBe("unknown_service");
+    expect(resource["host.name"]).toBeString();
     expect(receiverOut).toMatch(/ logs \d+ log_records resources=1 scopes=1 bytes=\d+ encoding=gzip peer=/);
     const view = (await (await fetch(`${agent.url}/status/export`)).json()) as Record<string, any>;
     expect(view.queues.logs.exported).toBeGreaterThanOrEqual(LINES);

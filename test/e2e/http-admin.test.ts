@@ -71,11 +71,22 @@ describe("admin over a socket", () => {
     expect(pre.headers.get("access-control-allow-origin")).toBe("https://console.example");
   });
 
+  test("CORS: a 401 to an allowed origin carries the CORS headers; unknown paths stay 404", async () => {
+    const denied = await fetch(`${agent.url}/status`, { headers: { origin: "https://console.example" } });
+    expect(denied.status).toBe(401);
+    expect(denied.headers.get("access-control-allow-origin")).toBe("https://console.example");
+    expect(denied.headers.get("access-control-expose-headers")).toContain("WWW-Authenticate");
+    const missing = await fetch(`${agent.url}/no/such/path`, { headers: { ...admin, origin: "https://console.example" } });
+    expect(missing.status).toBe(404);
+    expect((await json(missing)).error).toBe("not_found");
+    expect(missing.headers.get("allow")).toBeNull();
+  });
+
   test("reload: invalid file 400 with key paths, nothing changed; valid file 200 and applied (debug mode on)", async () => {
     writeFileSync(agent.configPath, config() + "bogus: 1\n");
     const bad = await fetch(`${agent.url}/admin/reload`, { method: "POST", headers: admin });
     expect(bad.status).toBe(400);
-    expect((await json(bad)).details.problems).toEqual([{ path: "bogus", message: "unknown key" }]);
+    expect((await json(bad)).details.problems).toEqual([{ path: "bogus", message: "unknown key", line: config().split("\n").length, column: 1 }]);
     expect((await fetch(`${agent.url}/debug/vars`, { headers: admin })).status).toBe(404);
 
     writeFileSync(agent.configPath, config("  debug:\n    enabled: true\n"));

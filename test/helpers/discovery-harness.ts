@@ -42,7 +42,10 @@ export function discoveryHarness(yaml: string, env: Record<string, string | unde
   const resources = new Map<string, Attributes>();
   const pipeline: TelemetryPipeline = {
     submit: () => 0,
-    flush: async () => ({ traces: 0, metrics: 0, logs: 0, profiles: 0 }),
+    flush: async () => {
+      const none = { traces: 0, metrics: 0, logs: 0, profiles: 0 };
+      return { exported: none, dropped: none, remaining: none };
+    },
     setResourceAttributes: (source, attributes) => resources.set(source, { ...attributes }),
   };
   const ctx = {

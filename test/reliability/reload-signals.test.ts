@@ -2,6 +2,9 @@
  * Reload and signals.
  * - 1,000 invalid reloads in a row (POST /admin/reload with an invalid file) against the compiled agent: each
  *   is a 400 naming the key, the configuration in force is unchanged, and RSS stays flat (see RSS_GROWTH_KIB).
+ * - 1,000 invalid reloads of a file with many problems, in-process: the JavaScript heap (size and object count
+ *   after Bun.gc(true)) stays flat; the refusals' log records are held by the ring of recent records, at most
+ *   RECENT_MAX_BYTES (see HEAP_FLAT_BYTES).
  * - Reloads under load lose nothing (in-process agent, real OTLP receiver, spans submitted steadily while the
  *   batch size, compression (a new transport) and backoff change every 100 ms).
  * - SIGHUP storms (valid and invalid file): the agent stays up, answers, keeps a valid configuration.
@@ -12,7 +15,9 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { heapStats } from "bun:jsc";
 import { OtlpReceiver, decodeRequest } from "../../src/export/receiver";
+import { Logger, RECENT_MAX_BYTES } from "../../src/log/logger";
 import { spawnAgent } from "../helpers/agent-process";
 import { inProcessAgent, stopAllAgents } from "../helpers/in-process";
 import { json, waitUntil } from "../helpers/wait";
@@ -22,8 +27,8 @@ import { rssKiB, suiteConfig } from "./lib/agent-config";
 const INVALID_RELOADS = 1000;
 /**
  * Reloads before the measured ones: each refused reload logs a warning into the ring of recent log records
- * (svc.recent_records, 1,000 by default), which grows until full (~2.8 MiB measured over 800 records); the
- * warm-up fills it, and takes JIT and allocator growth out of the figure too.
+ * (svc.recent_records, 1,000 by default, at most RECENT_MAX_BYTES), which grows until full; the warm-up fills it,
+ * and takes JIT and allocator growth out of the figure too.
  */
 const WARMUP_RELOADS = 1000;
 /**
@@ -86,6 +91,57 @@ describe("invalid reloads", () => {
     }
   }, 120_000);
 });
+
+/** Problems in the file of the heap test: a refusal's log record is then ~3.5 KiB (an operator's badly broken file). */
+const MANY_PROBLEMS = 40;
+/**
+ * Reloads before the heap is first measured (JIT, structure caches): enough refusals to fill the ring of recent
+ * records up to RECENT_MAX_BYTES (~400 of these records).
+ */
+const HEAP_WARMUP_RELOADS = 500;
+/** svc.recent_records in the heap test: more records than the test makes, so only RECENT_MAX_BYTES bounds the ring. */
+const HEAP_TEST_RECENT_RECORDS = 100_000;
+/**
+ * Allowed heap growth over 1,000 invalid reloads once the ring is full. The refusals' records used to be kept whole
+ * as objects (~40 strings and an array each: ~4 KiB of heap per reload for this file, ~9 KiB for bigger ones),
+ * bounded by svc.recent_records alone: 1,000 reloads added ~4 MiB and ~40,000 objects here.
+ */
+const HEAP_FLAT_BYTES = 512 * 1024;
+/** Allowed growth in live objects over 1,000 invalid reloads: one ring line each, with room for noise. */
+const HEAP_FLAT_OBJECTS = 3 * INVALID_RELOADS;
+
+test(`${INVALID_RELOADS} invalid reloads of a file with ${MANY_PROBLEMS} problems leave the heap flat after a full collection`, async () => {
+  const valid = suiteConfig({ extra: `svc:\n  recent_records: ${HEAP_TEST_RECENT_RECORDS}` });
+  const a = await inProcessAgent(valid, { backend: false, logger: new Logger({ sink: () => {} }) });
+  try {
+    let invalid = valid + "\nqueues:\n  traces:\n    capacity: -5\n";
+    for (let i = 0; i < MANY_PROBLEMS; i++) invalid += `an_unknown_key_of_a_broken_file_number_${i}: ${i}\n`;
+    a.writeConfig(invalid);
+    const reload = async () => {
+      const r = await a.request("/admin/reload", { method: "POST" });
+      expect(r.status).toBe(400);
+      await r.arrayBuffer();
+    };
+    const measure = () => {
+      Bun.gc(true);
+      Bun.gc(true);
+      const s = heapStats();
+      return { bytes: s.heapSize, objects: s.objectCount };
+    };
+    for (let i = 0; i < HEAP_WARMUP_RELOADS; i++) await reload();
+    const start = measure();
+    for (let i = 0; i < INVALID_RELOADS; i++) await reload();
+    const end = measure();
+    console.log(
+      `${INVALID_RELOADS} invalid reloads (${MANY_PROBLEMS} problems each): heap ${start.bytes} -> ${end.bytes} bytes (${((end.bytes - start.bytes) / INVALID_RELOADS).toFixed(0)} per reload), objects ${start.objects} -> ${end.objects}; ring ${a.agent.logger.recentBytes} bytes`,
+    );
+    expect(a.agent.logger.recentBytes).toBeLessThanOrEqual(RECENT_MAX_BYTES);
+    expect(end.bytes - start.bytes).toBeLessThan(HEAP_FLAT_BYTES);
+    expect(end.objects - start.objects).toBeLessThan(HEAP_FLAT_OBJECTS);
+  } finally {
+    await a.stop();
+  }
+}, 120_000);
 
 test("reloads under load lose nothing: batch size, compression (new transport) and backoff change every 100 ms", async () => {
   const ids = new Set<string>();

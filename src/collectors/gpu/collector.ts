@@ -53,6 +53,7 @@ export class GpuCollector implements Component {
   #nvml: NvmlApi | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
   #endTask: (() => void) | undefined;
+  #removeFlushSource: (() => void) | undefined;
   /** The last readings (tests, debugging). */
   lastReadings: GpuReading[] = [];
   /** Metric points submitted so far. */
@@ -66,6 +67,10 @@ export class GpuCollector implements Component {
   async start(host: ComponentHost): Promise<void> {
     this.#host = host;
     this.#begin(this.#ctx.config);
+    // A flush (POST /admin/flush) takes a reading now, so that it exports the devices' current state.
+    this.#removeFlushSource ??= this.#ctx.pipeline.addFlushSource?.(() => {
+      if (this.#timer) this.poll();
+    });
   }
 
   #begin(config: Config): void {
@@ -136,6 +141,8 @@ export class GpuCollector implements Component {
   }
 
   async shutdown(): Promise<void> {
+    this.#removeFlushSource?.();
+    this.#removeFlushSource = undefined;
     this.#stop();
   }
 

@@ -1,7 +1,8 @@
 /**
  * Log collection (`collector/logs`, config `agent.logs`): tails container log files (CRI and Docker JSON line
  * formats), follows rotation and truncation, keeps read positions in a checkpoint file, labels records with
- * container and Kubernetes attributes and exports them as OTLP logs. Backpressure pauses reading.
+ * container and Kubernetes attributes and exports them as OTLP logs. Severity and time are read from the message
+ * (message.ts); multiline rules join stack traces into one record (multiline.ts). Backpressure pauses reading.
  */
 import type { AgentContext } from "../../agent/context";
 import type { Config } from "../../config/schema";
@@ -10,6 +11,8 @@ import { TailEngine } from "./tail-engine";
 
 export { TailEngine, LOGS_SCOPE } from "./tail-engine";
 export { parseLine, parseCri, parseDocker, parseRfc3339Nano } from "./parse";
+export { readMessage, severityOfLevel, parseTimeValue } from "./message";
+export { MultilineAssembler } from "./multiline";
 
 /** Deadline of the final checkpoint flush when a reload replaces the tailer. */
 const RELOAD_STOP_MS = 5000;
@@ -31,6 +34,7 @@ export function createLogsCollector(ctx: AgentContext): Component {
       workloads: ctx.workloads,
       logger: h.logger,
       onProblem: (p) => (p ? h.report("recoverable_error", p) : h.report("ok")),
+      onTruncated: (reason) => ctx.metrics.logsTruncated.inc({ reason }),
     });
     next.start();
     engine = next;

@@ -15,11 +15,17 @@ import type { Attributes, TelemetryPipeline } from "../../export/types";
 import type { WorkloadDirectory } from "../../discovery/types";
 import type { Logger } from "../../log/logger";
 import { readCheckpoint, writeCheckpoint, type CheckpointEntry } from "./checkpoint";
+import { readMessage } from "./message";
+import { MultilineAssembler, ruleFor, type AssembledRecord, type LogicalLine, type MultilineRule } from "./multiline";
 import { parseLine, type ParsedLine } from "./parse";
 import { attributesOfPath, containerIdOfPath, expandGlobs } from "./paths";
 import { FileTailer, fileKey } from "./tailer";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { hostname } from "node:os";
+import { containerIdentityAttributes } from "../../workloads/identity";
+
+const HOST_NAME = hostname();
 
 const READ_BUFFER_BYTES = 256 * 1024;
 /** Most bytes read from one file per round, so that one busy file does not starve the others. */
@@ -52,12 +58,23 @@ interface PartialGroup {
   first: ParsedLine;
 }
 
+type StreamKey = "stdout" | "stderr" | "none";
+
 interface TailedFile {
   tailer: FileTailer;
   resource: Attributes;
-  attributes: { stdout: Attributes; stderr: Attributes; none: Attributes };
-  partials: Map<string, PartialGroup>;
+  attributes: Record<StreamKey, Attributes>;
+  partials: Map<StreamKey, PartialGroup>;
+  /** The multiline rule of this file, if one matches its path. */
+  rule: MultilineRule | undefined;
+  /** Records being joined, per stream (only with a rule). */
+  records: Map<StreamKey, MultilineAssembler>;
+  /** Offset after the last complete line read (every line before it belongs to a record sent or in progress). */
+  lastEnd: number;
 }
+
+/** Why a record was cut short: a line at max_line_size, or lines dropped at a multiline bound. */
+export type TruncationReason = "max_line_size" | "max_lines" | "max_bytes";
 
 export interface TailEngineDeps {
   config: LogsConfig;
@@ -66,6 +83,8 @@ export interface TailEngineDeps {
   logger: Logger;
   /** Called when the engine's health changes (checkpoint unwritable, files unreadable...). */
   onProblem?: (problem: string | undefined) => void;
+  /** Called once per record cut short, per reason (the agent counts them in logs_truncated_total). */
+  onTruncated?: (reason: TruncationReason) => void;
 }
 
 /** Figures for tests and benchmarks. */
@@ -78,6 +97,10 @@ export interface TailEngineStats {
   pending: number;
   checkpointsWritten: number;
   backpressurePauses: number;
+  /** Records cut short, by reason. */
+  truncated: Record<TruncationReason, number>;
+  /** Records made of more than one line by a multiline rule. */
+  multilineRecords: number;
 }
 
 export class TailEngine {
@@ -86,6 +109,8 @@ export class TailEngine {
   readonly #workloads: WorkloadDirectory | undefined;
   readonly #logger: Logger;
   readonly #onProblem: (p: string | undefined) => void;
+  readonly #onTruncated: (reason: TruncationReason) => void;
+  readonly #rules: MultilineRule[];
   readonly #files = new Map<string, TailedFile>();
   readonly #pending: Pending[] = [];
   readonly #buf = Buffer.allocUnsafe(READ_BUFFER_BYTES);
@@ -102,7 +127,17 @@ export class TailEngine {
   #checkpointBusy: Promise<void> = Promise.resolve();
   #flushing = false;
   #lastCheckpointError: string | undefined;
-  readonly stats: TailEngineStats = { rounds: 0, files: 0, linesRead: 0, recordsAccepted: 0, pending: 0, checkpointsWritten: 0, backpressurePauses: 0 };
+  readonly stats: TailEngineStats = {
+    rounds: 0,
+    files: 0,
+    linesRead: 0,
+    recordsAccepted: 0,
+    pending: 0,
+    checkpointsWritten: 0,
+    backpressurePauses: 0,
+    truncated: { max_line_size: 0, max_lines: 0, max_bytes: 0 },
+    multilineRecords: 0,
+  };
 
   constructor(deps: TailEngineDeps) {
     this.#c = deps.config;
@@ -110,6 +145,15 @@ export class TailEngine {
     this.#workloads = deps.workloads;
     this.#logger = deps.logger;
     this.#onProblem = deps.onProblem ?? (() => {});
+    this.#onTruncated = deps.onTruncated ?? (() => {});
+    this.#rules = deps.config.multiline.map((r, index) => ({
+      index,
+      include: r.include.map((g) => new Bun.Glob(g)),
+      start: new RegExp(r.start_pattern),
+      maxLines: r.max_lines,
+      maxBytes: sizeBytes(r.max_bytes),
+      flushTimeoutMs: durationMs(r.flush_timeout),
+    }));
     this.#maxLine = sizeBytes(deps.config.max_line_size);
     this.#pollMs = durationMs(deps.config.poll_interval);
     this.#rescanMs = durationMs(deps.config.rescan_interval);
@@ -180,19 +224,27 @@ export class TailEngine {
       tailer.close();
       tailer = new FileTailer(path, key, offset, this.#maxLine);
     }
-    const f: TailedFile = { tailer, resource: {}, attributes: { stdout: {}, stderr: {}, none: {} }, partials: new Map() };
+    const f: TailedFile = {
+      tailer,
+      resource: {},
+      attributes: { stdout: {}, stderr: {}, none: {} },
+      partials: new Map(),
+      rule: ruleFor(this.#rules, path),
+      records: new Map(),
+      lastEnd: tailer.offset,
+    };
     this.#label(f);
     this.#files.set(key, f);
     this.stats.files = this.#files.size;
     return f;
   }
 
-  /** Resource attributes: what the path says, overlaid with what discovery knows of the container. */
+  /** Resource: the container's workload identity (src/workloads) from what the path says, overlaid with what discovery knows of the container. */
   #label(f: TailedFile): void {
     const path = f.tailer.path;
     const id = containerIdOfPath(path);
     const known = id ? this.#workloads?.forContainer(id) : undefined;
-    const resource = { ...attributesOfPath(path), ...(known ?? {}) };
+    const resource = containerIdentityAttributes({ ...attributesOfPath(path), ...(known ?? {}) }, HOST_NAME);
     if (JSON.stringify(resource) !== JSON.stringify(f.resource)) f.resource = resource;
     const base = { "log.file.path": path, "log.file.name": path.slice(path.lastIndexOf("/") + 1) };
     f.attributes = { stdout: { ...base, "log.iostream": "stdout" }, stderr: { ...base, "log.iostream": "stderr" }, none: base };
@@ -223,6 +275,8 @@ export class TailEngine {
           await new Promise((r) => setImmediate(r));
           if (signal.aborted) return;
         }
+        this.#flushIdle();
+        this.#offer();
         this.stats.rounds++;
         const blocked = this.#pending.length > 0;
         await this.#sleep(blocked ? BACKPRESSURE_RETRY_MS : busy ? 0 : this.#pollMs);
@@ -281,13 +335,15 @@ export class TailEngine {
       const n = t.read(this.#buf, MAX_BYTES_PER_FILE_ROUND, (text, start, end, truncated) => this.#line(f, text, start, end, truncated));
       if (n < 0) {
         f.partials.clear();
+        this.#flushRecords(f);
+        f.lastEnd = 0;
         this.#logger.info("log file truncated; reading it again from the start", { path: t.path });
         continue;
       }
       total += n;
       if (t.draining) {
         if (n > 0) t.idlePolls = 0;
-        else if (++t.idlePolls >= DRAIN_IDLE_POLLS && !this.#pending.some((p) => p.tailer === t)) {
+        else if (++t.idlePolls >= DRAIN_IDLE_POLLS && (this.#flushRecords(f), !this.#pending.some((p) => p.tailer === t))) {
           t.close();
           this.#files.delete(t.key);
           this.stats.files = this.#files.size;
@@ -300,11 +356,13 @@ export class TailEngine {
   /** Turns one line into a record (or part of one); false once the pending limit is reached (reading pauses). */
   #line(f: TailedFile, text: string, start: number, end: number, truncated: boolean): boolean {
     this.stats.linesRead++;
+    f.lastEnd = end;
     const p = parseLine(text, this.#c.format);
-    const streamKey = p.stream ?? "none";
+    const streamKey: StreamKey = p.stream ?? "none";
     let message = p.message;
     let first = p;
     let cut = truncated;
+    let lineStart = start;
     const group = f.partials.get(streamKey);
     if (p.partial) {
       if (group) {
@@ -318,24 +376,83 @@ export class TailEngine {
       group.parts.push(message);
       message = group.parts.join("");
       first = group.first;
+      lineStart = group.startOffset;
       if (group.bytes + p.message.length > this.#maxLine) {
         message = message.slice(0, this.#maxLine);
         cut = true;
       }
     }
-    let commit = end;
+    const line: LogicalLine = { message, parsed: first, start: lineStart, end, cut, readAtNs: this.#nowNs };
+    const generation = f.tailer.generation;
+    if (!f.rule) {
+      this.#emit(f, streamKey, { body: message, first: line, end, lines: 1, lineCut: cut, truncated: undefined, generation });
+    } else {
+      let assembler = f.records.get(streamKey);
+      if (!assembler) f.records.set(streamKey, (assembler = new MultilineAssembler(f.rule)));
+      const done = assembler.push(line, Date.now(), generation);
+      if (done) this.#emit(f, streamKey, done);
+    }
+    return this.#pending.length < MAX_PENDING_RECORDS;
+  }
+
+  /**
+   * Queues a finished record for the pipeline. Its commit offset is the end of the last line read, or the start of
+   * the earliest record still being assembled (partial CRI/Docker lines, multiline) when that is earlier.
+   */
+  #emit(f: TailedFile, streamKey: StreamKey, r: AssembledRecord): void {
+    const first = r.first;
+    let commit = f.lastEnd;
     for (const g of f.partials.values()) commit = Math.min(commit, g.startOffset);
-    const attributes = cut ? { ...f.attributes[streamKey], "log.truncated": true } : f.attributes[streamKey];
+    for (const a of f.records.values()) commit = Math.min(commit, a.startOffset ?? commit);
+    const cut = r.lineCut || r.truncated !== undefined;
+    if (r.lineCut) this.#truncated("max_line_size");
+    if (r.truncated) this.#truncated(r.truncated);
+    if (r.lines > 1) this.stats.multilineRecords++;
     const item: LogRecordItem = {
       scope: LOGS_SCOPE,
       resource: f.resource,
-      observedTimeUnixNano: this.#nowNs,
-      body: message,
-      attributes,
+      observedTimeUnixNano: first.readAtNs,
+      body: r.body,
+      attributes: cut ? { ...f.attributes[streamKey], "log.truncated": true } : f.attributes[streamKey],
     };
-    if (first.timeUnixNano !== undefined) item.timeUnixNano = first.timeUnixNano;
-    this.#pending.push({ item, tailer: f.tailer, generation: f.tailer.generation, commit });
-    return this.#pending.length < MAX_PENDING_RECORDS;
+    const fields = readMessage(first.message);
+    const time = first.parsed.timeUnixNano ?? fields.timeUnixNano;
+    if (time !== undefined) item.timeUnixNano = time;
+    if (this.#c.severity === "auto") {
+      if (fields.severityNumber !== undefined) item.severityNumber = fields.severityNumber;
+      if (fields.severityText !== undefined) item.severityText = fields.severityText;
+    }
+    if (fields.traceId) {
+      item.traceId = fields.traceId;
+      if (fields.spanId) item.spanId = fields.spanId;
+      if (fields.traceFlags !== undefined) item.flags = fields.traceFlags;
+    }
+    this.#pending.push({ item, tailer: f.tailer, generation: r.generation, commit });
+  }
+
+  #truncated(reason: TruncationReason): void {
+    this.stats.truncated[reason]++;
+    this.#onTruncated(reason);
+  }
+
+  /** Ends the multiline records of files read to their end that had no new line for their rule's flush timeout. */
+  #flushIdle(): void {
+    const now = Date.now();
+    for (const f of this.#files.values()) {
+      if (f.records.size === 0 || f.tailer.offset < f.tailer.size()) continue;
+      for (const [stream, a] of f.records) {
+        const done = a.flushIfIdle(now);
+        if (done) this.#emit(f, stream, done);
+      }
+    }
+  }
+
+  /** Ends every multiline record of a file now (it is closing, or was truncated). */
+  #flushRecords(f: TailedFile): void {
+    for (const [stream, a] of f.records) {
+      const done = a.flush();
+      if (done) this.#emit(f, stream, done);
+    }
   }
 
   /**

@@ -15,6 +15,7 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
+import { SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
 import { PerSecondBudget } from "./budget";
@@ -60,6 +61,7 @@ export class NetworkCollector implements Component {
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
   readonly #httpDropsSeen = { unparsed: 0, unanswered: 0 };
@@ -164,14 +166,14 @@ export class NetworkCollector implements Component {
     const unanswered = c.unanswered - this.#httpDropsSeen.unanswered;
     this.#httpDropsSeen.unparsed = c.unparsed;
     this.#httpDropsSeen.unanswered = c.unanswered;
-    if (unparsed > 0) this.#ctx.metrics.spans.dropped.inc({ reason: "http_unparsed" }, unparsed);
-    if (unanswered > 0) this.#ctx.metrics.spans.dropped.inc({ reason: "http_unanswered" }, unanswered);
+    if (unparsed > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNPARSED_REASON }, unparsed);
+    if (unanswered > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNANSWERED_REASON }, unanswered);
   }
 
   #offer(span: SpanItem): void {
     if (!this.#budget.take()) {
       this.counters.dropped++;
-      this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" });
+      this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
       return;
     }
     this.#pendingSpans.push(span);
@@ -213,7 +215,7 @@ export class NetworkCollector implements Component {
       this.#sampledOutSeen = sampledOut;
       if (delta > 0n) {
         this.counters.kernelSampledOut += Number(delta);
-        this.#ctx.metrics.spans.dropped.inc({ reason: "rate_limit" }, Number(delta));
+        this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
       }
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
@@ -239,9 +241,16 @@ export class NetworkCollector implements Component {
     this.#host = host;
     await this.#inner.start(host);
     if (this.#cfg.enabled && this.#ctx.config.agent.ebpf.enabled) this.#startTimers();
+    // A flush (POST /admin/flush) takes the interval's connection metrics and the spans not yet submitted.
+    this.#removeFlushSource ??= this.#ctx.pipeline.addFlushSource?.(() => {
+      this.#flushSpans();
+      this.exportMetrics();
+    });
   }
 
   async shutdown(deadline: AbortSignal): Promise<void> {
+    this.#removeFlushSource?.();
+    this.#removeFlushSource = undefined;
     this.#stopTimers();
     await this.#inner.shutdown(deadline);
     /* Responses still open end at their last call seen; requests never answered are counted. */

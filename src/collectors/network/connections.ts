@@ -3,12 +3,14 @@
  * the service port, never the ephemeral one; for outbound connections `service.peer.name`, the remote service
  * where discovery knows its address, else the fixed bucket UNKNOWN_REMOTE_SERVICE, never an address) and one CLIENT span per outbound connection attempt
  * (`CONNECT address:port`, ending when it is established or fails). Label sets beyond `maxSeries` go to one
- * overflow series (`otel.metric.overflow: true`). Pure apart from the random span ids.
+ * overflow series (`otel.metric.overflow: true`). Series are per workload: each point carries the resource of the
+ * process it counts (the overflow series: unknown_service). Pure apart from the random span ids.
  */
 import type { Attributes } from "../../export/types";
 import { SpanKind, StatusCode, Temporality, type MetricPointItem, type Scope, type SpanItem } from "../../export/model";
 import { AF_INET, ConnFlag, ConnKind, Direction, type ConnEvent } from "./decoders";
 import type { ProcessLabeler } from "./labels";
+import { UNKNOWN_WORKLOAD } from "../../workloads/identity";
 import { randomId } from "../http/spans";
 
 export const METRIC_OPENED = "network.tcp.connections.opened";
@@ -29,6 +31,8 @@ export const LIFETIME_BOUNDS_SECONDS = [0.001, 0.01, 0.1, 1, 10, 60, 300, 1800, 
 
 interface Series {
   attributes: Attributes;
+  /** The workload the series is about (its points' resource). */
+  resource: Attributes | undefined;
   opened: number;
   closed: number;
   failed: number;
@@ -65,6 +69,9 @@ export interface ConnectionOptions {
 
 export class ConnectionTelemetry {
   #series = new Map<string, Series>();
+  /** A small number per workload resource object, for series keys. */
+  #resourceKeys = new WeakMap<Attributes, number>();
+  #nextResourceKey = 1;
   #intervalStartNs: bigint;
   /** Label sets folded into the overflow series since creation. */
   overflowed = 0;
@@ -73,7 +80,14 @@ export class ConnectionTelemetry {
     this.#intervalStartNs = o.startEpochNs;
   }
 
-  #seriesFor(e: ConnEvent, processName: string): Series {
+  #resourceKey(resource: Attributes | undefined): number {
+    if (!resource) return 0;
+    let k = this.#resourceKeys.get(resource);
+    if (k === undefined) this.#resourceKeys.set(resource, (k = this.#nextResourceKey++));
+    return k;
+  }
+
+  #seriesFor(e: ConnEvent, processName: string, resource: Attributes | undefined): Series {
     const outbound = e.direction === Direction.OUTBOUND;
     const servicePort = outbound ? e.remotePort : e.localPort;
     const attributes: Attributes = {
@@ -84,20 +98,20 @@ export class ConnectionTelemetry {
     };
     const service = outbound ? (this.o.remoteService?.(e.remoteAddress, e.remotePort) ?? UNKNOWN_REMOTE_SERVICE) : undefined;
     if (service) attributes["service.peer.name"] = service;
-    let key = `${processName}\u0000${attributes["network.connection.direction"]}\u0000${servicePort}\u0000${service ?? ""}`;
+    let key = `${this.#resourceKey(resource)}\u0000${processName}\u0000${attributes["network.connection.direction"]}\u0000${servicePort}\u0000${service ?? ""}`;
     if (!this.#series.has(key) && this.#series.size >= this.o.maxSeries) {
       this.overflowed++;
       key = "\u0000overflow";
-      if (!this.#series.has(key)) this.#series.set(key, this.#empty({ "otel.metric.overflow": true }));
+      if (!this.#series.has(key)) this.#series.set(key, this.#empty({ "otel.metric.overflow": true }, UNKNOWN_WORKLOAD));
     }
     let s = this.#series.get(key);
-    if (!s) this.#series.set(key, (s = this.#empty(attributes)));
+    if (!s) this.#series.set(key, (s = this.#empty(attributes, resource)));
     return s;
   }
 
-  #empty(attributes: Attributes): Series {
+  #empty(attributes: Attributes, resource: Attributes | undefined): Series {
     return {
-      attributes, opened: 0, closed: 0, failed: 0, bytesSent: 0, bytesRecv: 0, retransmits: 0,
+      attributes, resource, opened: 0, closed: 0, failed: 0, bytesSent: 0, bytesRecv: 0, retransmits: 0,
       connect: new Array<number>(CONNECT_BOUNDS_SECONDS.length + 1).fill(0), connectSum: 0, connectCount: 0,
       lifetime: new Array<number>(LIFETIME_BOUNDS_SECONDS.length + 1).fill(0), lifetimeSum: 0, lifetimeCount: 0,
     };
@@ -107,7 +121,7 @@ export class ConnectionTelemetry {
   apply(e: ConnEvent): SpanItem | undefined {
     if (e.flags & ConnFlag.IGNORED) return undefined;
     const who = this.o.labeler.describe(e.pid, e.comm);
-    const s = this.#seriesFor(e, who.name);
+    const s = this.#seriesFor(e, who.name, who.resource);
     const reportedOpen = (e.flags & ConnFlag.OPEN_REPORTED) !== 0;
     switch (e.kind) {
       case ConnKind.OPEN:
@@ -183,10 +197,11 @@ export class ConnectionTelemetry {
     this.#intervalStartNs = nowEpochNs;
     const out: MetricPointItem[] = [];
     const base = { startTimeUnixNano: start, timeUnixNano: nowEpochNs, ...(this.o.scope ? { scope: this.o.scope } : {}) };
-    const sum = (name: string, unit: string, description: string, value: number, attributes: Attributes) =>
-      out.push({ type: "sum", name, unit, description, value, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...base });
     for (const s of this.#series.values()) {
       const a = s.attributes;
+      const of = s.resource ? { resource: s.resource } : {};
+      const sum = (name: string, unit: string, description: string, value: number, attributes: Attributes) =>
+        out.push({ type: "sum", name, unit, description, value, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...base, ...of });
       if (s.opened) sum(METRIC_OPENED, "{connection}", "TCP connections opened.", s.opened, a);
       if (s.closed) sum(METRIC_CLOSED, "{connection}", "TCP connections closed.", s.closed, a);
       if (s.failed) sum(METRIC_FAILED, "{connection}", "Outbound TCP connects that never got established.", s.failed, a);
@@ -194,10 +209,10 @@ export class ConnectionTelemetry {
       if (s.bytesRecv) sum(METRIC_BYTES, "By", "Bytes moved by TCP connections (reported at most every 10 s while open, and at close).", s.bytesRecv, { ...a, "network.io.direction": "receive" });
       if (s.retransmits) sum(METRIC_RETRANSMITS, "{segment}", "TCP segments retransmitted.", s.retransmits, a);
       if (s.connectCount) {
-        out.push({ type: "histogram", name: METRIC_CONNECT_DURATION, unit: "s", description: "Outbound TCP connect latency (SYN sent to established).", temporality: Temporality.DELTA, count: s.connectCount, sum: s.connectSum, bucketCounts: s.connect, explicitBounds: CONNECT_BOUNDS_SECONDS, attributes: a, ...base });
+        out.push({ type: "histogram", name: METRIC_CONNECT_DURATION, unit: "s", description: "Outbound TCP connect latency (SYN sent to established).", temporality: Temporality.DELTA, count: s.connectCount, sum: s.connectSum, bucketCounts: s.connect, explicitBounds: CONNECT_BOUNDS_SECONDS, attributes: a, ...base, ...of });
       }
       if (s.lifetimeCount) {
-        out.push({ type: "histogram", name: METRIC_CONNECTION_DURATION, unit: "s", description: "TCP connection lifetime (established to closed).", temporality: Temporality.DELTA, count: s.lifetimeCount, sum: s.lifetimeSum, bucketCounts: s.lifetime, explicitBounds: LIFETIME_BOUNDS_SECONDS, attributes: a, ...base });
+        out.push({ type: "histogram", name: METRIC_CONNECTION_DURATION, unit: "s", description: "TCP connection lifetime (established to closed).", temporality: Temporality.DELTA, count: s.lifetimeCount, sum: s.lifetimeSum, bucketCounts: s.lifetime, explicitBounds: LIFETIME_BOUNDS_SECONDS, attributes: a, ...base, ...of });
       }
     }
     this.#series.clear();

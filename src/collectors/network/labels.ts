@@ -4,6 +4,7 @@
  * resource). Bounded by those caches; synchronous.
  */
 import type { Attributes } from "../../export/types";
+import { UNKNOWN_WORKLOAD } from "../../workloads/identity";
 
 /** What the collectors need of the eBPF process table (ProcessTable satisfies it). */
 export interface ProcessLookup {
@@ -20,7 +21,7 @@ export interface ProcessLabels {
   name: string;
   /** process.pid, process.executable.name, container.id when known. */
   attributes: Attributes;
-  /** Workload attributes from discovery (same object for the same workload), for the item's resource. */
+  /** The workload's resource (src/workloads; same object for the same workload); undefined for the agent itself. */
   resource: Attributes | undefined;
 }
 
@@ -34,7 +35,7 @@ export class ProcessLabeler {
 
   /** Labels of process `pid` whose kernel task name is `comm` (pid 0: the process was never seen). */
   describe(pid: number, comm: string): ProcessLabels {
-    if (pid === 0) return { name: UNKNOWN_PROCESS, attributes: { "process.executable.name": UNKNOWN_PROCESS }, resource: undefined };
+    if (pid === 0) return { name: UNKNOWN_PROCESS, attributes: { "process.executable.name": UNKNOWN_PROCESS }, resource: UNKNOWN_WORKLOAD };
     const info = this.processes?.forPid(pid);
     const name = info?.executableName || comm || UNKNOWN_PROCESS;
     const attributes: Attributes = { "process.pid": pid, "process.executable.name": name };

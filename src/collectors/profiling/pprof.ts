@@ -28,7 +28,7 @@ export function encodePprof(items: readonly ProfileItem[]): Uint8Array {
         const binary = f.binary ?? "";
         let mapping = mappings.get(binary);
         if (!mapping) {
-          mapping = new Mapping({ id: mappings.size + 1, filename: s(binary), hasFunctions: true });
+          mapping = new Mapping({ id: mappings.size + 1, filename: s(binary), buildId: s(f.buildId ?? ""), hasFunctions: true });
           mappings.set(binary, mapping);
         }
         const fkey = `${binary}\0${f.function}`;

@@ -19,6 +19,10 @@ import type { BpfMapApi } from "../../../ffi/types";
 import { decodeComm, decodeCount, decodeProfileKey, decodeStack, decodeUserStack, NO_STACK, PROFILE_ERRORS, PROFILE_KEY_BYTES } from "./decode";
 import { encodePprof } from "./pprof";
 import { Symbolizer } from "./symbolizer";
+import { ownKernelPid } from "../network/self";
+
+/** The agent's own pid: its profiles go under the agent's own resource. */
+const SELF_PID = ownKernelPid();
 
 export const PROFILE_SET_NAME = "profile";
 export const PROFILING_SCOPE: Scope = { name: "svc-agent/profiling" };
@@ -356,17 +360,20 @@ export class ProfilingCollector implements Component {
     return a;
   }
 
-  /** Resource attributes of a process (one object per process, reused: the pipeline caches by identity). */
-  #resource(pid: number, threadComm: string): Attributes {
+  /** The resource of a process's profile: its workload (src/workloads), else one object per process, reused (the pipeline caches by identity); undefined for the agent itself. */
+  #resource(pid: number, threadComm: string): Attributes | undefined {
+    if (pid === SELF_PID) return undefined;
     let comm = threadComm;
     try {
       comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim() || threadComm;
     } catch {
       // The process ended: keep the thread's name.
     }
+    const workload = this.#ctx.workloads.forPid(pid);
+    if (workload?.["service.name"] !== undefined) return workload;
     const known = this.#resources.get(pid);
     if (known && known.comm === comm) return known.attributes;
-    const attributes: Attributes = { ...(this.#ctx.workloads.forPid(pid) ?? {}), "process.pid": pid, "process.executable.name": comm };
+    const attributes: Attributes = { ...(workload ?? {}), "process.pid": pid, "process.executable.name": comm };
     this.#resources.set(pid, { comm, attributes });
     return attributes;
   }

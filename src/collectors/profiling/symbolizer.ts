@@ -190,13 +190,16 @@ export class Symbolizer {
         if (name !== undefined) {
           this.stats.framesResolved++;
           const frame: ProfileFrame = { function: name, address: BigInt(vaddr!), binary: m.path };
+          if (bin.buildId) frame.buildId = bin.buildId;
           if (bin.frames.size >= MAX_CACHED_FRAMES) bin.frames.clear();
           bin.frames.set(key, frame);
           return { frame, stable: true };
         }
       }
       this.stats.framesUnresolved++;
-      return { frame: { function: `${basename(m.path)}+0x${fileOffset.toString(16)}`, address, binary: m.path }, stable: true };
+      const frame: ProfileFrame = { function: `${basename(m.path)}+0x${fileOffset.toString(16)}`, address, binary: m.path };
+      if (bin?.buildId) frame.buildId = bin.buildId;
+      return { frame, stable: true };
     }
     const jit = this.#jitLookup(pid, maps, addr - back);
     if (jit !== undefined) {

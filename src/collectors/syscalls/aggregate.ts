@@ -1,10 +1,11 @@
 /**
  * Turns snapshots of the kernel's cumulative per-(process, syscall) statistics into delta metric points:
  * the `topProcesses` processes with the most calls in the interval get their own series, every other process
- * is summed into one `other` group. Pure: the caller reads the map, names processes and stamps times.
+ * is summed into one `other` group (resource: unknown_service). Each point carries its process's workload resource. Pure: the caller reads the map, names processes and stamps times.
  */
 import type { Attributes } from "../../export/types";
 import { Temporality, type MetricPointItem, type Scope } from "../../export/model";
+import { UNKNOWN_WORKLOAD } from "../../workloads/identity";
 import { SC_BOUNDS_SECONDS, SC_BUCKETS, type SyscallKey, type SyscallStats } from "./decoders";
 
 export const METRIC_COUNT = "process.syscall.count";
@@ -24,6 +25,8 @@ export interface AggregateOptions {
   syscallName(nr: number): string;
   /** Attributes of process `pid` (at least process.executable.name). */
   processAttributes(pid: number): Attributes;
+  /** The resource of process `pid`'s points (its workload; src/workloads), undefined for the agent itself. */
+  processResource?(pid: number): Attributes | undefined;
   startTimeUnixNano: bigint;
   timeUnixNano: bigint;
   scope?: Scope;
@@ -80,11 +83,11 @@ export class SyscallAggregator {
     const totals = [...perPid.entries()].map(([pid, m]) => ({ pid, total: [...m.values()].reduce((s, d) => s + d.count, 0) }));
     totals.sort((a, b) => b.total - a.total || a.pid - b.pid);
     const top = new Set(totals.slice(0, o.topProcesses).map((t) => t.pid));
-    const groups: Array<{ attrs: Attributes; perNr: Map<number, Delta> }> = [];
+    const groups: Array<{ attrs: Attributes; resource: Attributes | undefined; perNr: Map<number, Delta> }> = [];
     const other = new Map<number, Delta>();
     for (const [pid, m] of perPid) {
       if (top.has(pid)) {
-        groups.push({ attrs: { ...o.processAttributes(pid), "process.pid": pid }, perNr: m });
+        groups.push({ attrs: { ...o.processAttributes(pid), "process.pid": pid }, resource: o.processResource?.(pid), perNr: m });
         continue;
       }
       for (const [nr, d] of m) {
@@ -93,15 +96,16 @@ export class SyscallAggregator {
         other.set(nr, acc);
       }
     }
-    if (other.size > 0) groups.push({ attrs: { "process.executable.name": OTHER_GROUP }, perNr: other });
+    if (other.size > 0) groups.push({ attrs: { "process.executable.name": OTHER_GROUP }, resource: o.processResource ? UNKNOWN_WORKLOAD : undefined, perNr: other });
 
     const out: MetricPointItem[] = [];
     const common = { startTimeUnixNano: o.startTimeUnixNano, timeUnixNano: o.timeUnixNano, ...(o.scope ? { scope: o.scope } : {}) };
     for (const g of groups) {
+      const of = g.resource ? { resource: g.resource } : {};
       for (const [nr, d] of g.perNr) {
         const attributes: Attributes = { ...g.attrs, "syscall.name": o.syscallName(nr) };
-        out.push({ type: "sum", name: METRIC_COUNT, unit: "{call}", description: "System calls made.", value: d.count, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...common });
-        out.push({ type: "sum", name: METRIC_ERRORS, unit: "{call}", description: "System calls that returned an error.", value: d.errors, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...common });
+        out.push({ type: "sum", name: METRIC_COUNT, unit: "{call}", description: "System calls made.", value: d.count, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...common, ...of });
+        out.push({ type: "sum", name: METRIC_ERRORS, unit: "{call}", description: "System calls that returned an error.", value: d.errors, integer: true, temporality: Temporality.DELTA, monotonic: true, attributes, ...common, ...of });
         out.push({
           type: "histogram",
           name: METRIC_DURATION,
@@ -114,6 +118,7 @@ export class SyscallAggregator {
           explicitBounds: [...SC_BOUNDS_SECONDS],
           attributes,
           ...common,
+          ...of,
         });
       }
     }

@@ -48,6 +48,7 @@ export class SyscallCollector implements Component {
   #aggregator = new SyscallAggregator();
   #lastExportNs: bigint | undefined;
   #droppedSeen = 0n;
+  #removeFlushSource: (() => void) | undefined;
   readonly counters = { exports: 0, points: 0, deletedEntries: 0, droppedCalls: 0 };
 
   constructor(ctx: AgentContext, core: EbpfCore, o: SyscallCollectorOptions = {}) {
@@ -101,6 +102,7 @@ export class SyscallCollector implements Component {
       topProcesses: this.#cfg.top_processes,
       syscallName: (nr) => this.#name(nr),
       processAttributes: (pid) => this.#labeler.describe(pid, "").attributes,
+      processResource: (pid) => this.#labeler.describe(pid, "").resource,
       startTimeUnixNano: this.#lastExportNs ?? now,
       timeUnixNano: now,
       scope: SCOPE,
@@ -151,9 +153,15 @@ export class SyscallCollector implements Component {
     this.#host = host;
     await this.#inner.start(host);
     if (this.#cfg.enabled && this.#ctx.config.agent.ebpf.enabled) this.#startTimer();
+    // A flush (POST /admin/flush) exports the statistics counted since the last interval.
+    this.#removeFlushSource ??= this.#ctx.pipeline.addFlushSource?.(() => {
+      if (this.#timer) this.collect();
+    });
   }
 
   async shutdown(deadline: AbortSignal): Promise<void> {
+    this.#removeFlushSource?.();
+    this.#removeFlushSource = undefined;
     this.#stopTimer();
     await this.#inner.shutdown(deadline);
   }

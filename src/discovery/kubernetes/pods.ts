@@ -8,6 +8,7 @@ import type { Attributes } from "../../export/types";
 import { normalizeContainerId, type ContainerEntry } from "../directory";
 import { splitImage } from "../docker/containers";
 import type { KubeObjectMeta } from "./api-client";
+import { APP_NAME_ATTRIBUTE, APP_NAME_LABEL } from "../../workloads/identity";
 
 export interface PodContainerStatus {
   name: string;
@@ -92,6 +93,9 @@ export function podContainerEntries(p: Pod, clusterName: string): ContainerEntry
     ...workloadAttributes(p),
   };
   if (p.spec?.nodeName) podAttrs["k8s.node.name"] = p.spec.nodeName;
+  // The label that names the application comes first in the workload's service.name (src/workloads/identity.ts).
+  const appName = p.metadata?.labels?.[APP_NAME_LABEL];
+  if (appName) podAttrs[APP_NAME_ATTRIBUTE] = appName;
   if (clusterName) podAttrs["k8s.cluster.name"] = clusterName;
   const workload = podAttrs["k8s.deployment.name"] ?? podAttrs["k8s.statefulset.name"] ?? podAttrs["k8s.daemonset.name"] ?? podAttrs["k8s.cronjob.name"] ?? podAttrs["k8s.job.name"];
   const service = typeof workload === "string" && workload ? workload : (p.metadata?.name ?? "");

@@ -3,7 +3,7 @@
 export const PROCESS_EVENT_LAYOUT = {
   timestampNs: 0, // __u64
   cgroupId: 8, // __u64
-  kind: 16, // __u32: 1 exec, 2 exit
+  kind: 16, // __u32: 1 exec, 2 exit, 3 fork
   pid: 20, // __u32 (tgid)
   tid: 24, // __u32
   ppid: 28, // __u32
@@ -16,10 +16,11 @@ export const PROCESS_EVENT_LAYOUT = {
 
 const COMM_BYTES = 16;
 const FILENAME_BYTES = 256;
-const KINDS = { 1: "exec", 2: "exit" } as const;
+const KINDS = { 1: "exec", 2: "exit", 3: "fork" } as const;
 
 export interface ProcessEvent {
-  kind: "exec" | "exit";
+  /** exec: a process started a program; exit: a process ended; fork: a new process (not a thread), `pid` the child and `ppid` its parent. */
+  kind: "exec" | "exit" | "fork";
   timestampNs: bigint;
   cgroupId: bigint;
   pid: number;

@@ -1,5 +1,5 @@
-/** POST /admin/reload and POST /admin/flush. */
-import { Elysia } from "elysia";
+/** POST /admin/reload, POST /admin/flush, and GET /admin/logs (the recent log records, in any mode). */
+import { Elysia, t } from "elysia";
 import { durationMs } from "../../config/units";
 import { ConfigError } from "../../config/problems";
 import type { ServerDeps } from "../deps";
@@ -30,17 +30,34 @@ export function adminRoutes(deps: ServerDeps, prefix = "") {
         },
       },
     )
+    .get("/admin/logs", () => ({ records: deps.logger.recent() }), {
+      response: { 200: t.Object({ records: t.Array(t.Record(t.String(), t.Unknown())) }), ...errors },
+      detail: {
+        summary: "Recent log records",
+        description:
+          "The agent's ring of recent log records, oldest first, as written (secrets scrubbed): at most svc.recent_records records and 1 MiB, a record over 4 KiB shortened. Served in every mode, to full tokens only; the diagnostics bundle saves it.",
+        tags: ["admin"],
+      },
+    })
     .post(
       "/admin/flush",
       async () => {
-        const flushed = await deps.pipeline.flush(durationMs(deps.config().shutdown_timeout));
-        return { status: "ok" as const, flushed: { traces: flushed.traces, metrics: flushed.metrics, logs: flushed.logs } };
+        const r = await deps.pipeline.flush(durationMs(deps.config().shutdown_timeout));
+        return {
+          status: r.reason ? ("incomplete" as const) : ("ok" as const),
+          flushed: r.exported,
+          dropped: r.dropped,
+          remaining: r.remaining,
+          reason: r.reason ?? null,
+          last_error: r.lastError ?? null,
+        };
       },
       {
         response: { 200: FlushSchema, ...errors },
         detail: {
           summary: "Flush the export queues",
-          description: "Exports everything queued now (bounded by shutdown_timeout) and reports the items exported per kind.",
+          description:
+            "Hands the collectors' pending aggregates (connection, syscall and GPU metrics) to the queues, tries every queued item and every batch waiting to be retried at once (cutting the backoff short), and waits until nothing is pending, every pending batch has failed again, or shutdown_timeout passed. Reports the items exported, dropped and remaining per kind; `status` is `incomplete` with a `reason` when items remain.",
           tags: ["admin"],
         },
       },

@@ -1,6 +1,6 @@
 /** GET /config: the running configuration with every secret replaced by one fixed text. */
 import { Elysia } from "elysia";
-import { redactConfig } from "../../agent/secrets";
+import { redactConfig } from "../../config/secrets";
 import { ConfigSchema } from "../../config/schema";
 import type { ServerDeps } from "../deps";
 import { COMMON_ERRORS } from "../model";

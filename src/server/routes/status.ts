@@ -3,6 +3,7 @@ import { hostname, machine, release } from "node:os";
 import { Elysia } from "elysia";
 import { sizeBytes } from "../../config/units";
 import type { Config } from "../../config/schema";
+import { signalTarget } from "../../export/config";
 import { VIEWS, type DiscoverySummary, type DiscoveryView, type EbpfSummary, type EbpfView, type ExportSummary, type ExportView, type ProfilingView } from "../../status/model";
 import { jsonAnswer } from "../answer";
 import type { ServerDeps } from "../deps";
@@ -33,8 +34,8 @@ function exportView(deps: ServerDeps, c: Config): ExportView {
   return (
     deps.status.view<ExportView>(VIEWS.export) ?? {
       endpoint: c.otlp.endpoint,
-      protocol: "grpc",
-      tls: !c.otlp.insecure,
+      protocol: c.otlp.protocol,
+      tls: !signalTarget(c.otlp, "traces").insecure,
       compression: c.otlp.compression,
       connected: false,
       last_export: null,

@@ -1,6 +1,6 @@
 /** Fakes shared by the collector tests: a pipeline that records what it accepts, and bounded polling. */
 import type { Signal } from "../../../src/export/config";
-import type { TelemetryPipeline } from "../../../src/export/types";
+import type { FlushResult, TelemetryPipeline } from "../../../src/export/types";
 import type { SignalItems } from "../../../src/export/model";
 
 /** A pipeline that keeps accepted items per signal. `capacity` bounds unconsumed items (a slow backend drains them with `drain`). */
@@ -29,9 +29,17 @@ export class RecordingPipeline implements TelemetryPipeline {
   drain(n: number): void {
     this.queued = Math.max(0, this.queued - n);
   }
-  async flush(): Promise<Record<Signal, number>> {
+  readonly flushSources = new Set<() => void>();
+  addFlushSource(pull: () => void): () => void {
+    const entry = () => pull();
+    this.flushSources.add(entry);
+    return () => void this.flushSources.delete(entry);
+  }
+  async flush(): Promise<FlushResult> {
     this.flushCalls++;
-    return { traces: 0, metrics: 0, logs: 0, profiles: 0 };
+    for (const pull of this.flushSources) pull();
+    const none = { traces: 0, metrics: 0, logs: 0, profiles: 0 };
+    return { exported: none, dropped: none, remaining: none };
   }
   setResourceAttributes(): void {}
 }

@@ -104,6 +104,23 @@ describe("GPU collector", () => {
     expect(host.last().reason).toBe("device 1 temperature: nvmlDeviceGetTemperature failed: NVML_ERROR_NO_PERMISSION: Insufficient Permissions");
   });
 
+  test("a flush takes a reading at once (interval 1h); none after shutdown, none when disabled", async () => {
+    const ctx = fakeContext(enabled(libs.ok!));
+    const c = new GpuCollector(ctx, { open: openNvml });
+    await c.start(recordingHost());
+    const used = () => (ctx.pipeline.accepted.metrics as GaugePointItem[]).filter((p) => p.name === "gpu.memory.used" && p.attributes?.["gpu.index"] === 0).length;
+    expect(used()).toBe(1);
+    await ctx.pipeline.flush();
+    expect(used()).toBe(2);
+    await c.shutdown();
+    await ctx.pipeline.flush();
+    expect(used()).toBe(2);
+    const off = fakeContext("");
+    await new GpuCollector(off, { open: openNvml }).start(recordingHost());
+    await off.pipeline.flush();
+    expect(off.pipeline.accepted.metrics).toHaveLength(0);
+  });
+
   test("no library, no driver, no devices: the reason is reported, nothing is exported", async () => {
     for (const [library, reason] of [
       ["libnvidia-ml-absent.so.1", "NVML library libnvidia-ml-absent.so.1 not found"],

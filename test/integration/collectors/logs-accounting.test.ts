@@ -34,6 +34,8 @@ function logsConfig(dir: string): LogsConfig {
     poll_interval: "10ms",
     rescan_interval: "20ms",
     max_line_size: "8KiB",
+    severity: "auto",
+    multiline: [],
   };
 }
 

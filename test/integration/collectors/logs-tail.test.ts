@@ -34,6 +34,8 @@ function setup(overrides: Partial<LogsConfig> = {}) {
     poll_interval: "10ms",
     rescan_interval: "20ms",
     max_line_size: "1KiB",
+    severity: "auto",
+    multiline: [],
     ...overrides,
   };
   return { dir, logs: join(dir, "logs"), config };
@@ -70,7 +72,18 @@ describe("log tailing", () => {
     const joined = byBody.get("two, part a; part b")!;
     expect(joined.attributes).toMatchObject({ "log.iostream": "stderr", "log.file.path": criPath });
     expect(joined.timeUnixNano).toBe(1704164645000000007n);
-    expect(joined.resource).toEqual({ "k8s.pod.name": "web", "k8s.namespace.name": "shop", "k8s.container.name": "nginx", "container.id": ID, "k8s.pod.uid": "uid-1", "container.image.name": "nginx" });
+    // The container's workload identity: named by its container (no label or owner known), instance namespace.pod.container.
+    expect(joined.resource).toEqual({
+      "service.name": "nginx",
+      "service.namespace": "shop",
+      "service.instance.id": "shop.web.nginx",
+      "k8s.pod.name": "web",
+      "k8s.namespace.name": "shop",
+      "k8s.container.name": "nginx",
+      "container.id": ID,
+      "k8s.pod.uid": "uid-1",
+      "container.image.name": "nginx",
+    });
     expect(byBody.get("d1")!.timeUnixNano).toBe(1704164645500000000n);
     expect(byBody.get("split line")!.attributes?.["log.iostream"]).toBe("stderr");
   });
@@ -183,5 +196,121 @@ describe("log tailing", () => {
       p.drain(50);
     }
     expect(bodies(p)).toEqual(lines("n", 1000));
+  });
+});
+
+describe("multiline records and severity", () => {
+  const START = String.raw`^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}`;
+  const javaTrace = (i: number) =>
+    [
+      `2024-01-02 03:04:05,${String(i).padStart(3, "0")} ERROR [main] com.acme.App - request ${i} failed`,
+      `java.lang.IllegalStateException: boom ${i}`,
+      "\tat com.acme.App.handle(App.java:42)",
+      "\tat com.acme.App.main(App.java:7)",
+      `Caused by: java.io.IOException: disk ${i}`,
+      "\t... 2 more",
+    ].join("\n");
+  const info = (i: number) => `2024-01-02 03:04:06,000 INFO [main] com.acme.App - ok ${i} (no error)`;
+
+  function multilineSetup(flushTimeout = "200ms", bounds: { max_lines?: number; max_bytes?: string } = {}) {
+    const s = setup();
+    s.config.multiline = [
+      { include: [join(s.logs, "other-*.log")], start_pattern: "^never$", max_lines: 1000, max_bytes: "1MiB", flush_timeout: "1h" },
+      { include: [join(s.logs, "*.log")], start_pattern: START, max_lines: bounds.max_lines ?? 1000, max_bytes: bounds.max_bytes ?? "1MiB", flush_timeout: flushTimeout },
+    ];
+    return s;
+  }
+
+  test("Java traces become one record each, severity from their first line; the last one comes after the flush timeout", async () => {
+    const { logs, config } = multilineSetup();
+    writeFileSync(join(logs, "java.log"), [javaTrace(1), info(2), javaTrace(3)].join("\n") + "\n");
+    const p = new RecordingPipeline();
+    const e = start(config, p);
+    await waitFor("the first two records", () => p.accepted.logs.length >= 2);
+    await waitFor("the last record after the flush timeout", () => p.accepted.logs.length >= 3);
+    await rounds(e);
+    expect(bodies(p)).toEqual([javaTrace(1), info(2), javaTrace(3)]);
+    expect(p.accepted.logs.map((r) => [r.severityNumber, r.severityText])).toEqual([[17, "ERROR"], [9, "INFO"], [17, "ERROR"]]);
+    expect(e.stats.multilineRecords).toBe(2);
+  });
+
+  test("CRI: each stream joins its own lines (partials first), and keeps the runtime's time", async () => {
+    const { logs, config } = multilineSetup();
+    const trace = javaTrace(7).split("\n");
+    writeFileSync(
+      join(logs, `api_shop_java-${ID}.log`),
+      cri(trace[0]!, "stderr") + cri("2024-01-02T03:04:05Z INFO stdout line", "stdout") + cri(trace[1]!.slice(0, 10), "stderr", "P") + cri(trace[1]!.slice(10), "stderr") +
+        trace.slice(2).map((l) => cri(l, "stderr")).join("") + cri("2024-01-02T03:04:06Z WARN next", "stderr"),
+    );
+    const p = new RecordingPipeline();
+    start(config, p);
+    await waitFor("three records", () => p.accepted.logs.length >= 3);
+    const byStream = (s: string) => p.accepted.logs.filter((r) => r.attributes?.["log.iostream"] === s).map((r) => r.body);
+    expect(byStream("stderr")).toEqual([javaTrace(7), "2024-01-02T03:04:06Z WARN next"]);
+    expect(byStream("stdout")).toEqual(["2024-01-02T03:04:05Z INFO stdout line"]);
+    expect(p.accepted.logs.every((r) => r.timeUnixNano === 1704164645000000007n)).toBe(true);
+  });
+
+  test("CRI: a record in progress on one stream holds the checkpoint back while the other stream's records go out", async () => {
+    const { logs, config } = multilineSetup("1h");
+    const path = join(logs, `api_shop_java-${ID}.log`);
+    const trace = javaTrace(8).split("\n");
+    writeFileSync(path, cri(trace[0]!, "stderr") + cri("2024-01-02T03:04:05Z INFO a", "stdout") + cri(trace[1]!, "stderr") + cri("2024-01-02T03:04:05Z INFO b", "stdout"));
+    const p = new RecordingPipeline();
+    const e = start(config, p);
+    await waitFor("the first stdout record", () => p.accepted.logs.length >= 1);
+    await rounds(e);
+    await e.checkpointNow();
+    expect(bodies(p)).toEqual(["2024-01-02T03:04:05Z INFO a"]);
+    // Both streams have a record in progress; the stderr one began at offset 0.
+    expect(JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0].offset).toBe(0);
+    appendFileSync(path, cri("2024-01-02T03:04:06Z INFO c", "stdout") + cri("2024-01-02T03:04:06Z WARN d", "stderr"));
+    await waitFor("the trace and b", () => p.accepted.logs.length >= 3);
+    await e.checkpointNow();
+    expect(bodies(p)).toEqual(["2024-01-02T03:04:05Z INFO a", "2024-01-02T03:04:05Z INFO b", trace.slice(0, 2).join("\n")]);
+    // Now the stdout record c (after the trace's lines) is the earliest in progress.
+    const cStart = readFileSync(path, "utf8").indexOf("2024-01-02T03:04:05.000000007Z stdout F 2024-01-02T03:04:06Z INFO c");
+    expect(JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0].offset).toBe(cStart);
+  });
+
+  test("stopped while a record is in progress: the checkpoint stops at its start and a restart sends it once, whole", async () => {
+    const { logs, config } = multilineSetup("1h");
+    const path = join(logs, "java.log");
+    writeFileSync(path, [info(0), javaTrace(1)].join("\n") + "\n");
+    const p1 = new RecordingPipeline();
+    const e1 = start(config, p1);
+    await waitFor("the first record", () => p1.accepted.logs.length >= 1);
+    await rounds(e1);
+    await e1.stop(1000);
+    engines.splice(engines.indexOf(e1), 1);
+    expect(bodies(p1)).toEqual([info(0)]);
+    const saved = JSON.parse(readFileSync(config.checkpoint_file, "utf8"));
+    expect(saved.files[0].offset).toBe(Buffer.byteLength(info(0)) + 1);
+    // While stopped, the trace goes on; then a new record starts.
+    appendFileSync(path, "\tat com.acme.Late.frame(Late.java:1)\n" + info(2) + "\n");
+    const p2 = new RecordingPipeline();
+    start({ ...config, multiline: config.multiline.map((r) => ({ ...r, flush_timeout: "100ms" })) }, p2);
+    await waitFor("the rest", () => p2.accepted.logs.length >= 2);
+    expect(bodies(p2)).toEqual([javaTrace(1) + "\n\tat com.acme.Late.frame(Late.java:1)", info(2)]);
+  });
+
+  test("max_lines and max_bytes: the rest of the record is dropped up to the next start line, flagged and counted", async () => {
+    const { logs, config } = multilineSetup("100ms", { max_lines: 3 });
+    writeFileSync(join(logs, "java.log"), [javaTrace(1), info(2)].join("\n") + "\n");
+    const p = new RecordingPipeline();
+    const e = start(config, p);
+    await waitFor("two records", () => p.accepted.logs.length >= 2);
+    expect(bodies(p)).toEqual([javaTrace(1).split("\n").slice(0, 3).join("\n"), info(2)]);
+    expect(p.accepted.logs.map((r) => r.attributes?.["log.truncated"])).toEqual([true, undefined]);
+    expect(e.stats.truncated).toEqual({ max_line_size: 0, max_lines: 1, max_bytes: 0 });
+  });
+
+  test("severity none leaves records without severity", async () => {
+    const { logs, config } = setup({ severity: "none" });
+    writeFileSync(join(logs, "a.log"), "ERROR one\n" + '{"level":"warn"}\n');
+    const p = new RecordingPipeline();
+    start(config, p);
+    await waitFor("two records", () => p.accepted.logs.length >= 2);
+    expect(p.accepted.logs.map((r) => r.severityNumber)).toEqual([undefined, undefined]);
   });
 });

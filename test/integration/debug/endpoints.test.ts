@@ -1,4 +1,4 @@
-/** /debug/* in-process: profile.proto answers, /debug/logs (debug only, scrubbed, privileged), vars' GC figures. */
+/** /debug/* in-process: profile.proto answers, /admin/logs (every mode, scrubbed, privileged), vars' GC figures. */
 import { afterAll, expect, test } from "bun:test";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
@@ -23,19 +23,19 @@ test("profiles decode as gzipped profile.proto with the expected sample types", 
   await a.stop();
 });
 
-test("/debug/logs: 404 without debug mode; with it, recent records with the token scrubbed; read-only tokens refused", async () => {
-  const plain = await inProcessAgent(authConfig, { backend: false });
-  expect((await plain.request("/debug/logs", auth(TOKEN))).status).toBe(404);
-  await plain.stop();
-
-  const a = await inProcessAgent(authConfig, { forceDebug: true, backend: false });
+test("/admin/logs: recent records without debug mode, the token scrubbed; no token 401, read-only tokens 403; /debug/logs is gone", async () => {
+  const a = await inProcessAgent(authConfig, { backend: false });
+  expect(a.agent.config.self_telemetry.debug.enabled).toBe(false);
   a.agent.logger.info("a record that mentions the token", { token_echo: TOKEN });
-  expect((await a.request("/debug/logs")).status).toBe(401);
-  expect((await a.request("/debug/logs", auth(READ_ONLY))).status).toBe(403);
-  const r = await a.request("/debug/logs", auth(TOKEN));
+  expect((await a.request("/admin/logs")).status).toBe(401);
+  expect((await a.request("/admin/logs", auth(READ_ONLY))).status).toBe(403);
+  expect((await a.request("/debug/logs", auth(TOKEN))).status).toBe(404);
+  const r = await a.request("/admin/logs", auth(TOKEN));
   expect(r.status).toBe(200);
   const text = await r.text();
-  expect(text).toContain("a record that mentions the token");
+  const records = (JSON.parse(text) as { records: Array<Record<string, unknown>> }).records;
+  expect(records.at(-1)).toMatchObject({ level: "info", msg: "a record that mentions the token", token_echo: "[REDACTED]" });
+  expect(records.some((x) => x.msg === "starting")).toBe(true);
   expect(text).not.toContain(TOKEN);
   await a.stop();
 });

@@ -64,7 +64,7 @@ describe("TLS", () => {
     open.push(h);
     await h.start();
     h.pipeline.submit("traces", spans(3));
-    expect(await h.pipeline.flush(5000)).toMatchObject({ traces: 3 });
+    expect((await h.pipeline.flush(5000)).exported).toMatchObject({ traces: 3 });
     expect(backend.items()).toBe(3);
     expect(h.component.view().tls).toBe(true);
     await waitUntil(() => h.readiness() === "ok", { what: "ready" });
@@ -85,7 +85,7 @@ describe("TLS", () => {
     open.push(h);
     await h.start();
     h.pipeline.submit("logs", [{ observedTimeUnixNano: 5n, body: "over mTLS" }]);
-    expect(await h.pipeline.flush(5000)).toMatchObject({ logs: 1 });
+    expect((await h.pipeline.flush(5000)).exported).toMatchObject({ logs: 1 });
     expect(backend.items("logs")).toBe(1);
   });
 

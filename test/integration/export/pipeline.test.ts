@@ -4,17 +4,20 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
-import { TestBackend, expectExactAccounting, harness, spans, testConfig, waitUntil, type Harness } from "./harness";
+import { PROTOCOLS, TestBackend, expectExactAccounting, harness, spans, testConfig, waitUntil, type Harness } from "./harness";
+import type { Protocol } from "../../../src/export/config";
+import { OtlpReceiver } from "../../../src/export/receiver";
+import { closedLoopbackPort } from "../../helpers/ports";
 
 const open: Array<{ stop(): Promise<void> }> = [];
 afterEach(async () => {
   for (const o of open.splice(0).reverse()) await o.stop();
 });
 
-async function setup(configOver: Parameters<typeof testConfig>[0] = {}, backendOptions = {}) {
-  const backend = await new TestBackend(backendOptions).start();
+async function setup(configOver: Parameters<typeof testConfig>[0] = {}, backendOptions = {}, protocol: Protocol = "grpc") {
+  const backend = await new TestBackend({ ...backendOptions, protocol }).start();
   open.push(backend);
-  const h = harness(testConfig({ ...configOver, otlp: { endpoint: backend.endpoint, ...configOver.otlp } }));
+  const h = harness(testConfig({ ...configOver, otlp: { endpoint: backend.endpoint, protocol, ...configOver.otlp } }));
   open.push(h);
   await h.start();
   return { backend, h };
@@ -28,7 +31,7 @@ describe("batching", () => {
     expect(backend.requests.map((r) => r.items)).toEqual([10, 10]);
     expect(h.pipeline.accounting().traces.queued).toBe(5);
     await expectExactAccounting(h);
-    expect(await h.pipeline.flush(5000)).toEqual({ traces: 5, metrics: 0, logs: 0, profiles: 0 });
+    expect((await h.pipeline.flush(5000)).exported).toEqual({ traces: 5, metrics: 0, logs: 0, profiles: 0 });
     expect(backend.requests.map((r) => r.items)).toEqual([10, 10, 5]);
     await expectExactAccounting(h);
   });
@@ -45,45 +48,63 @@ describe("batching", () => {
   });
 });
 
-describe("transport", () => {
-  test("gzip on the wire when otlp.compression is gzip, identity when none", async () => {
-    const gz = await setup({ otlp: { compression: "gzip" } });
-    gz.h.pipeline.submit("traces", spans(5));
-    await gz.h.pipeline.flush(5000);
-    expect(gz.backend.requests[0]!.encoding).toBe("gzip");
-    const plain = await setup({ otlp: { compression: "none" } });
-    plain.h.pipeline.submit("traces", spans(5));
-    await plain.h.pipeline.flush(5000);
-    expect(plain.backend.requests[0]!.encoding).toBe("identity");
-    await expectExactAccounting(gz.h);
-  });
+for (const protocol of PROTOCOLS) {
+  describe(`transport over ${protocol}`, () => {
+    test("gzip on the wire when otlp.compression is gzip, identity when none", async () => {
+      const gz = await setup({ otlp: { compression: "gzip" } }, {}, protocol);
+      gz.h.pipeline.submit("traces", spans(5));
+      await gz.h.pipeline.flush(5000);
+      expect(gz.backend.requests[0]!.encoding).toBe("gzip");
+      const plain = await setup({ otlp: { compression: "none" } }, {}, protocol);
+      plain.h.pipeline.submit("traces", spans(5));
+      await plain.h.pipeline.flush(5000);
+      expect(plain.backend.requests[0]!.encoding).toBe("identity");
+      await expectExactAccounting(gz.h);
+    });
 
-  test("otlp.headers arrive as gRPC metadata", async () => {
-    const { backend, h } = await setup({ otlp: { headers: { "x-api-key": "s3cret", "X-Tenant": "blue" } } });
-    h.pipeline.submit("logs", [{ observedTimeUnixNano: 1n, body: "hello" }]);
-    await h.pipeline.flush(5000);
-    expect(backend.requests[0]!.metadata["x-api-key"]).toBe("s3cret");
-    expect(backend.requests[0]!.metadata["x-tenant"]).toBe("blue");
-    await expectExactAccounting(h);
-  });
+    test("otlp.headers arrive as gRPC metadata or HTTP headers", async () => {
+      const { backend, h } = await setup({ otlp: { headers: { "x-api-key": "s3cret", "X-Tenant": "blue" } } }, {}, protocol);
+      h.pipeline.submit("logs", [{ observedTimeUnixNano: 1n, body: "hello" }]);
+      await h.pipeline.flush(5000);
+      expect(backend.requests[0]!.metadata["x-api-key"]).toBe("s3cret");
+      expect(backend.requests[0]!.metadata["x-tenant"]).toBe("blue");
+      await expectExactAccounting(h);
+    });
 
-  test("resource attributes: service.name, host.name, os.type and contributed attributes on every export", async () => {
-    const { backend, h } = await setup({ service_name: "checkout-agent" });
-    h.pipeline.setResourceAttributes("discovery/cloud", { "cloud.provider": "aws", "cloud.region": "eu-west-1" });
-    h.pipeline.submit("traces", spans(1));
-    await h.pipeline.flush(5000);
-    const { decodeRequest } = await import("../../../src/export/receiver");
-    const req = decodeRequest("traces", backend.requests[0]!.body) as {
-      resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> } }>;
-    };
-    const attrs = Object.fromEntries(req.resourceSpans[0]!.resource.attributes.map((a) => [a.key, a.value.stringValue]));
-    expect(attrs["service.name"]).toBe("checkout-agent");
-    expect(attrs["host.name"]).toBe((await import("node:os")).hostname());
-    expect(attrs["os.type"]).toBe("linux");
-    expect(attrs["cloud.provider"]).toBe("aws");
-    expect(attrs["cloud.region"]).toBe("eu-west-1");
+    test("resource attributes: service.name, host.name, os.type and contributed attributes on every export", async () => {
+      const { backend, h } = await setup({ service_name: "checkout-agent" }, {}, protocol);
+      h.pipeline.setResourceAttributes("discovery/cloud", { "cloud.provider": "aws", "cloud.region": "eu-west-1" });
+      h.pipeline.submit("traces", spans(1));
+      await h.pipeline.flush(5000);
+      const { decodeRequest } = await import("../../../src/export/receiver");
+      const req = decodeRequest("traces", backend.requests[0]!.body) as {
+        resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> } }>;
+      };
+      const attrs = Object.fromEntries(req.resourceSpans[0]!.resource.attributes.map((a) => [a.key, a.value.stringValue]));
+      expect(attrs["service.name"]).toBe("checkout-agent");
+      expect(attrs["host.name"]).toBe((await import("node:os")).hostname());
+      expect(attrs["os.type"]).toBe("linux");
+      expect(attrs["cloud.provider"]).toBe("aws");
+      expect(attrs["cloud.region"]).toBe("eu-west-1");
+    });
+
+    test("resource_attributes are on the agent's own resource, never on a workload's", async () => {
+      const { backend, h } = await setup({ resource_attributes: { "deployment.environment": "prod" } }, {}, protocol);
+      h.pipeline.submit("traces", [...spans(1), { ...spans(1)[0]!, resource: { "service.name": "shop" } }]);
+      await h.pipeline.flush(5000);
+      const { decodeRequest } = await import("../../../src/export/receiver");
+      const req = decodeRequest("traces", backend.requests[0]!.body) as {
+        resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> } }>;
+      };
+      const resources = req.resourceSpans.map((rs) => Object.fromEntries(rs.resource.attributes.map((a) => [a.key, a.value.stringValue])));
+      expect(resources).toHaveLength(2);
+      const own = resources.find((r) => r["service.name"] === "svc-agent")!;
+      const shop = resources.find((r) => r["service.name"] === "shop")!;
+      expect(own["deployment.environment"]).toBe("prod");
+      expect(shop["deployment.environment"]).toBeUndefined();
+    });
   });
-});
+}
 
 describe("retry per the OTLP specification", () => {
   const RETRYABLE = ["CANCELLED", "DEADLINE_EXCEEDED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"] as const;
@@ -229,22 +250,96 @@ describe("flush and shutdown", () => {
     h.pipeline.submit("metrics", [{ type: "sum", name: "c", value: 3, integer: true, temporality: 2, monotonic: true, timeUnixNano: 1n }]);
     h.pipeline.submit("logs", [{ observedTimeUnixNano: 1n, body: "x" }, { observedTimeUnixNano: 2n, body: "y" }]);
     expect(backend.requests).toHaveLength(0);
-    expect(await h.pipeline.flush(5000)).toEqual({ traces: 7, metrics: 1, logs: 2, profiles: 0 });
+    expect(await h.pipeline.flush(5000)).toEqual({
+      exported: { traces: 7, metrics: 1, logs: 2, profiles: 0 },
+      dropped: { traces: 0, metrics: 0, logs: 0, profiles: 0 },
+      remaining: { traces: 0, metrics: 0, logs: 0, profiles: 0 },
+    });
     expect(backend.items("traces")).toBe(7);
     expect(backend.items("metrics")).toBe(1);
     expect(backend.items("logs")).toBe(2);
     await expectExactAccounting(h);
   });
 
-  test("flush is bounded by its timeout when the backend is down", async () => {
+  test("flush while the backend is down: every item is tried, and the answer says what remains and why", async () => {
     const probe = await new TestBackend().start();
     await probe.stop();
-    const h = harness(testConfig({ otlp: { endpoint: probe.endpoint } }));
+    const h = harness(testConfig({ otlp: { endpoint: probe.endpoint }, backoff: { initial: "30s", max: "30s" }, queues: { traces: { batch_size: 5 } } }));
+    open.push(h);
+    await h.start();
+    h.pipeline.submit("traces", spans(12));
+    const r = await h.pipeline.flush(60_000);
+    expect(r.exported).toEqual({ traces: 0, metrics: 0, logs: 0, profiles: 0 });
+    expect(r.remaining).toEqual({ traces: 12, metrics: 0, logs: 0, profiles: 0 });
+    expect(r.reason).toBe("export_failed");
+    expect(r.lastError).toStartWith("UNAVAILABLE: ");
+    expect(h.pipeline.accounting().traces.inFlight + h.pipeline.accounting().traces.queued).toBe(12);
+    await expectExactAccounting(h);
+  });
+
+  test("flush just after an outage cuts the backoff short and exports everything waiting", async () => {
+    const port = closedLoopbackPort();
+    const h = harness(testConfig({ otlp: { endpoint: `127.0.0.1:${port}` }, backoff: { initial: "30s", max: "30s" }, queues: { traces: { batch_size: 5 }, logs: { batch_size: 5 } } }));
+    open.push(h);
+    await h.start();
+    h.pipeline.submit("traces", spans(12));
+    h.pipeline.submit("logs", [{ observedTimeUnixNano: 1n, body: "x" }]);
+    // Every batch failed once and waits 30 s for its next attempt.
+    await waitUntil(() => h.pipeline.accounting().traces.inFlight === 12 && h.pipeline.accounting().logs.inFlight === 1, { what: "batches queued" });
+    await waitUntil(async () => (await h.metrics.exportErrors.get()).values.reduce((a, v) => a + v.value, 0) >= 4, { what: "every batch in backoff" });
+    const backend = await new TestBackend({ listen: `127.0.0.1:${port}` }).start();
+    open.push(backend);
+    const r = await h.pipeline.flush(20_000);
+    expect(r).toEqual({
+      exported: { traces: 12, metrics: 0, logs: 1, profiles: 0 },
+      dropped: { traces: 0, metrics: 0, logs: 0, profiles: 0 },
+      remaining: { traces: 0, metrics: 0, logs: 0, profiles: 0 },
+    });
+    expect(backend.items("traces")).toBe(12);
+    await expectExactAccounting(h);
+  });
+
+  test("flush ends at its timeout while batches are still being sent, and says so", async () => {
+    const slow = new OtlpReceiver({ listen: "127.0.0.1:0", respond: () => Bun.sleep(1000).then(() => ({ ok: true as const })) });
+    const port = await slow.start();
+    open.push(slow);
+    const h = harness(testConfig({ otlp: { endpoint: `127.0.0.1:${port}`, timeout: "10s" } }));
     open.push(h);
     await h.start();
     h.pipeline.submit("traces", spans(3));
-    expect(await h.pipeline.flush(150)).toEqual({ traces: 0, metrics: 0, logs: 0, profiles: 0 });
-    expect(h.pipeline.accounting().traces.inFlight + h.pipeline.accounting().traces.queued).toBe(3);
+    const r = await h.pipeline.flush(200);
+    expect(r.remaining.traces).toBe(3);
+    expect(r.reason).toBe("timeout");
+    await expectExactAccounting(h);
+  });
+
+  test("flush first pulls what flush sources hold (collector aggregates) into the queues", async () => {
+    const { backend, h } = await setup({ queues: { metrics: { batch_timeout: "1h" } } });
+    let pending = 2;
+    const remove = h.pipeline.addFlushSource(() => {
+      h.pipeline.submit("metrics", Array.from({ length: pending }, (_, i) => ({ type: "sum" as const, name: `c${i}`, value: 1, integer: true, temporality: 2, monotonic: true, timeUnixNano: 1n })));
+      pending = 0;
+    });
+    expect((await h.pipeline.flush(5000)).exported.metrics).toBe(2);
+    expect(backend.items("metrics")).toBe(2);
+    remove();
+    pending = 5;
+    expect((await h.pipeline.flush(5000)).exported.metrics).toBe(0);
+    await expectExactAccounting(h);
+  });
+
+  test("shutdown after an outage: batches waiting in backoff get one last attempt and are exported", async () => {
+    const port = closedLoopbackPort();
+    const h = harness(testConfig({ otlp: { endpoint: `127.0.0.1:${port}` }, backoff: { initial: "30s", max: "30s" }, queues: { traces: { batch_size: 5 } } }));
+    open.push(h);
+    await h.start();
+    h.pipeline.submit("traces", spans(12));
+    await waitUntil(async () => h.pipeline.accounting().traces.inFlight === 12 && (await h.metrics.exportErrors.get()).values.reduce((a, v) => a + v.value, 0) >= 3, { what: "three batches in backoff" });
+    const backend = await new TestBackend({ listen: `127.0.0.1:${port}` }).start();
+    open.push(backend);
+    await h.stop(10_000);
+    expect(backend.items("traces")).toBe(12);
+    expect(h.pipeline.accounting().traces).toMatchObject({ collected: 12, exported: 12, queued: 0, inFlight: 0, droppedTotal: 0 });
     await expectExactAccounting(h);
   });
 

@@ -6,7 +6,7 @@
  */
 import { afterEach, expect, test } from "bun:test";
 import type { Config } from "../../../src/config/schema";
-import { grpcTransportFor } from "../../../src/export/component";
+import { transportFor } from "../../../src/export/transport-select";
 import type { Transport } from "../../../src/export/transport";
 import { TestBackend, harness, testConfig, waitUntil } from "./harness";
 
@@ -19,7 +19,7 @@ afterEach(async () => {
 function countingFactory() {
   const counts = { checkCalls: 0, probes: 0, refused: 0 };
   const factory = (config: Config): Transport => {
-    const t = grpcTransportFor(config);
+    const t = transportFor(config);
     return {
       send(signal, body, deadline, abort) {
         if (body.length === 0) counts.checkCalls++;

@@ -6,10 +6,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import type { Component, ComponentHost } from "../../../src/lifecycle/component";
+import { RESERVED_PATHS } from "../../../src/server/config";
 import { QUIET_CONFIG } from "../../helpers/agent-process";
 import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../../helpers/in-process";
 import { OpenApiChecker } from "../../helpers/openapi";
 import { json } from "../../helpers/wait";
+import { closedLoopbackPort } from "../../helpers/ports";
 
 const TOKEN = "tok-Very-Secret-123";
 const READER = "reader-token-456";
@@ -17,11 +19,11 @@ const READER = "reader-token-456";
 let checker: OpenApiChecker;
 const mismatches: string[] = [];
 
-/** Sends a request and checks the answer against the OpenAPI document. */
+/** Sends a request and checks the answer against the OpenAPI document (every answer: 404, 405, 413 included). */
 async function call(a: InProcessAgent, method: string, path: string, headers: Record<string, string> = {}, body?: string) {
   const r = await a.request(path, { method, headers, body });
   const p = new URL(path, "http://x").pathname;
-  if (checker && checker.template(p) && r.status !== 405 && r.status !== 413) mismatches.push(...(await checker.check(method, p, r)));
+  if (checker) mismatches.push(...(await checker.check(method, p, r, a.agent.config.self_telemetry.cors.enabled)));
   return r;
 }
 
@@ -62,9 +64,62 @@ describe("OpenAPI", () => {
       expect(paths).toContain(`/api/v1${p}`);
     }
     expect(Object.keys(doc.paths["/admin/reload"])).toEqual(["post"]);
-    expect(Object.keys(doc.paths["/admin/reload"].post.responses).sort()).toEqual(["200", "400", "401", "403", "429", "500"]);
+    expect(Object.keys(doc.paths["/admin/reload"].post.responses).sort()).toEqual(["200", "400", "401", "403", "413", "429", "500"]);
     expect(doc.components.securitySchemes.bearerAuth).toEqual(expect.objectContaining({ type: "http", scheme: "bearer" }));
     expect(doc.components.schemas.Error.properties.error.anyOf ?? doc.components.schemas.Error.properties.error.enum).toBeDefined();
+    expect(Object.keys(doc.components.responses).sort()).toEqual(["MethodNotAllowed", "NotFound", "PayloadTooLarge", "TooManyRequests", "Unauthorized"]);
+    expect(doc.components.responses.MethodNotAllowed.headers.Allow.required).toBe(true);
+    expect(doc.paths["/status"].get.responses["429"].headers["Retry-After"].required).toBe(true);
+    expect(doc.paths["/status"].get.responses["401"].headers["WWW-Authenticate"].required).toBe(true);
+    expect(Object.keys(doc.paths["/metrics"].get.responses["200"].content).map((k) => k.split(";")[0])).toEqual(["text/plain", "application/openmetrics-text"]);
+    expect(Object.keys(doc.paths["/debug/pprof/"].get.responses["200"].content).map((k) => k.split(";")[0])).toEqual(["text/html"]);
+  });
+});
+
+describe("live answers against the document", () => {
+  test("/config durations and sizes are what the loader accepts, not ISO 8601: the document says so", async () => {
+    const doc = await json(await call(plain, "GET", "/openapi.json"));
+    const config = doc.paths["/config"].get.responses["200"].content["application/json"].schema;
+    expect(config.properties.shutdown_timeout.format).toBeUndefined();
+    expect(config.properties.shutdown_timeout.pattern).toBeDefined();
+    expect(JSON.stringify(doc)).not.toContain('"format":"duration"');
+    const live = await json(await call(plain, "GET", "/config"));
+    expect(live.shutdown_timeout).toBe("10s");
+  });
+
+  test("every documented operation, debug mode on, answers a documented status, content type and body", async () => {
+    const a = await inProcessAgent(QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  debug:\n    enabled: true\n"));
+    const doc = await json(await a.request("/openapi.json"));
+    const seen = new Set<string>();
+    for (const [template, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>))
+      for (const method of Object.keys(item)) {
+        const concrete = template.includes("{profile}")
+          ? ["heap", "allocs", "goroutine", "goroutine?debug=1", "goroutine?debug=2", "threadcreate", "block", "mutex", "profile?seconds=1", "trace?seconds=1"].map((x) =>
+              template.replace("{profile}", x),
+            )
+          : [template];
+        for (const path of concrete) {
+          const before = mismatches.length;
+          const r = await a.request(path, { method: method.toUpperCase() });
+          const problems = await checker.check(method.toUpperCase(), new URL(path, "http://x").pathname, r);
+          mismatches.push(...problems);
+          expect(problems, `${method} ${path}`).toEqual([]);
+          expect(mismatches.length).toBe(before);
+          expect(r.status, `${method} ${path}`).toBeLessThan(400);
+          seen.add(`${r.status} ${(r.headers.get("content-type") ?? "").split(";")[0]}`);
+        }
+      }
+    // The debug media types were all exercised.
+    for (const t of ["200 text/html", "200 application/octet-stream", "200 text/plain", "200 application/gzip", "200 application/json"]) expect(seen).toContain(t);
+  }, 60_000);
+
+  test("404 (unknown path), 405 (other method) and 413 (body over the limit) match components.responses", async () => {
+    for (const [m, p] of [["GET", "/nope"], ["POST", "/api/v1/nope"], ["DELETE", "/status"], ["POST", "/healthz"], ["PUT", "/admin/reload"], ["GET", "/admin/flush"]] as const) {
+      const r = await call(plain, m, p);
+      expect([404, 405]).toContain(r.status);
+    }
+    const big = await call(plain, "POST", "/admin/flush", { "content-length": String(2 * 1024 * 1024) }, "x".repeat(2 * 1024 * 1024));
+    expect(big.status).toBe(413);
   });
 });
 
@@ -120,7 +175,9 @@ describe("endpoints", () => {
     expect(r.status).toBe(200);
     const body = await json(r);
     expect(body.status).toBe("ok");
-    expect(Object.keys(body.flushed).sort()).toEqual(["logs", "metrics", "traces"]);
+    expect(Object.keys(body.flushed).sort()).toEqual(["logs", "metrics", "profiles", "traces"]);
+    expect(body.remaining).toEqual({ traces: 0, metrics: 0, logs: 0, profiles: 0 });
+    expect(body.reason).toBeNull();
   });
 
   test("POST /admin/flush exports what is queued and reports the real counts", async () => {
@@ -141,12 +198,25 @@ describe("endpoints", () => {
     expect(a.agent.ctx.pipeline.submit("logs", Array.from({ length: 3 }, (_, i) => log(i)))).toBe(3);
     const before = a.received.length;
     const r = await call(a, "POST", "/admin/flush");
-    expect(await json(r)).toEqual({ status: "ok", flushed: { traces: 7, metrics: 0, logs: 3 } });
+    const none = { traces: 0, metrics: 0, logs: 0, profiles: 0 };
+    expect(await json(r)).toEqual({ status: "ok", flushed: { ...none, traces: 7, logs: 3 }, dropped: none, remaining: none, reason: null, last_error: null });
     const arrived = a.received.slice(before);
     expect(arrived.filter((q) => q.signal === "traces").reduce((n, q) => n + q.items, 0)).toBe(7);
     expect(arrived.filter((q) => q.signal === "logs").reduce((n, q) => n + q.items, 0)).toBe(3);
     const again = await call(a, "POST", "/admin/flush");
-    expect((await json(again)).flushed).toEqual({ traces: 0, metrics: 0, logs: 0 });
+    expect((await json(again)).flushed).toEqual({ traces: 0, metrics: 0, logs: 0, profiles: 0 });
+  });
+
+  test("POST /admin/flush while the backend is down: incomplete, with what remains and why", async () => {
+    const a = await inProcessAgent(QUIET_CONFIG + "backoff:\n  initial: 30s\n  max: 30s\n", { backend: false, env: { OTLP_ENDPOINT: `127.0.0.1:${closedLoopbackPort()}` } });
+    const now = BigInt(Date.now()) * 1_000_000n;
+    const log = (i: number) => ({ timeUnixNano: now, observedTimeUnixNano: now, severityNumber: 9, severityText: "INFO", body: `line ${i}` });
+    expect(a.agent.ctx.pipeline.submit("logs", Array.from({ length: 4 }, (_, i) => log(i)))).toBe(4);
+    const r = await call(a, "POST", "/admin/flush");
+    expect(r.status).toBe(200);
+    const body = await json(r);
+    expect(body).toMatchObject({ status: "incomplete", flushed: { logs: 0 }, remaining: { traces: 0, metrics: 0, logs: 4, profiles: 0 }, reason: "export_failed" });
+    expect(body.last_error).toStartWith("UNAVAILABLE: ");
   });
 
   test("every endpoint is also served under /api/v1", async () => {
@@ -226,6 +296,26 @@ describe("health and readiness follow component states", () => {
     const h = await call(a, "GET", "/healthz");
     expect(h.status).toBe(503);
     expect(await json(h)).toEqual({ status: "unhealthy", reasons: ["test/controllable: disk gone"] });
+  });
+});
+
+describe("the metrics path", () => {
+  test("RESERVED_PATHS covers every route the interface serves, so the metrics path is the only free one", () => {
+    const paths = [...new Set(plain.app.routes.map((r) => r.path))];
+    expect(paths.length).toBeGreaterThan(20);
+    const uncovered = paths.filter((p) => p !== "/metrics" && p !== "/api/v1/metrics" && !RESERVED_PATHS.some((r) => p === r || p.startsWith(r + "/")));
+    expect(uncovered).toEqual([]);
+  });
+
+  test("a reload to a path that shadows a route is 400 naming self_telemetry.path; /healthz keeps its answer", async () => {
+    const a = await inProcessAgent();
+    for (const path of ["/healthz", "/status", "/api/v1/ready", "/debug/vars"]) {
+      a.writeConfig(QUIET_CONFIG.replace("self_telemetry:\n", `self_telemetry:\n  path: ${path}\n`));
+      const bad = await expectError(await call(a, "POST", "/admin/reload"), 400, "invalid_request");
+      expect(bad.details.problems.map((p: { path: string }) => p.path)).toEqual(["self_telemetry.path"]);
+    }
+    expect(await json(await call(a, "GET", "/healthz"))).toEqual({ status: "ok" });
+    expect(a.agent.config.self_telemetry.path).toBe("/metrics");
   });
 });
 
@@ -316,6 +406,14 @@ describe("authentication", () => {
     expect((await call(a, "POST", "/admin/flush", bearer(TOKEN))).status).toBe(200);
   });
 
+  test("the scheme is case-insensitive (RFC 7235): bearer and BEARER work like Bearer", async () => {
+    for (const scheme of ["bearer", "BEARER", "bEARER"]) {
+      expect((await call(a, "GET", "/status", { authorization: `${scheme} ${TOKEN}` })).status).toBe(200);
+      expect((await call(a, "POST", "/admin/flush", { authorization: `${scheme} ${TOKEN}` })).status).toBe(200);
+      await expectError(await call(a, "POST", "/admin/flush", { authorization: `${scheme} ${READER}` }), 403, "forbidden");
+    }
+  });
+
   test("a read-only token reads but gets 403 forbidden on /admin and /debug", async () => {
     expect((await call(a, "GET", "/status", bearer(READER))).status).toBe(200);
     expect((await call(a, "GET", "/metrics", bearer(READER))).status).toBe(200);
@@ -376,6 +474,86 @@ describe("CORS", () => {
     expect(r.status).toBeLessThan(300);
     expect(r.headers.get("access-control-allow-origin")).toBe("https://ui.example");
     expect((r.headers.get("access-control-allow-headers") ?? "").toLowerCase()).toContain("authorization");
+  });
+
+  test("unknown paths are 404 and wrong methods 405 with CORS on, as with it off (OPTIONS added to Allow)", async () => {
+    const a = await inProcessAgent(CORS_CONFIG);
+    const auth = { authorization: "Bearer abc", origin: "https://ui.example" };
+    for (const p of ["/nope", "/api/v1/nope", "/status/nope"]) {
+      const r = await call(a, "GET", p, auth);
+      expect(r.headers.get("allow")).toBeNull();
+      await expectError(r, 404, "not_found");
+      await expectError(await call(a, "POST", p, auth), 404, "not_found");
+    }
+    const r = await call(a, "DELETE", "/status", auth);
+    expect(r.headers.get("allow")).toBe("GET, OPTIONS");
+    await expectError(r, 405, "invalid_request");
+    expect(r.headers.get("access-control-allow-origin")).toBe("https://ui.example");
+  });
+
+  test("every error answer to an allowed origin carries the CORS headers: 401, 403, 404, 405, 413, 429", async () => {
+    const a = await inProcessAgent(
+      CORS_CONFIG.replace("    bearer_token: abc\n", "    bearer_token: abc\n    read_only_tokens: [ro]\n  rate_limit:\n    enabled: true\n    requests_per_second: 3\n"),
+    );
+    const origin = { origin: "https://ui.example" };
+    const answers: Array<[number, Response]> = [
+      [401, await call(a, "GET", "/status", origin)],
+      [403, await call(a, "POST", "/admin/flush", { ...origin, authorization: "Bearer ro" })],
+      [404, await call(a, "GET", "/nope", { ...origin, authorization: "Bearer abc" })],
+    ];
+    let limited: Response | undefined;
+    for (let i = 0; i < 10 && !limited; i++) {
+      const r = await call(a, "GET", "/status", { ...origin, authorization: "Bearer abc" });
+      if (r.status === 429) limited = r;
+    }
+    answers.push([429, limited!]);
+    for (const [status, r] of answers) {
+      expect(r.status).toBe(status);
+      expect(r.headers.get("access-control-allow-origin")).toBe("https://ui.example");
+      expect(r.headers.get("access-control-allow-credentials")).toBe("true");
+      expect((r.headers.get("access-control-expose-headers") ?? "").toLowerCase()).toContain("www-authenticate");
+      expect((r.headers.get("access-control-expose-headers") ?? "").toLowerCase()).toContain("retry-after");
+      expect(r.headers.get("vary")).toContain("Origin");
+      await expectError(r, status, (await r.clone().json()).error);
+    }
+    // 405 and 413 on a fresh agent (the rate limit above is spent).
+    const b = await inProcessAgent(CORS_CONFIG);
+    const wrong = await call(b, "PUT", "/status", { ...origin, authorization: "Bearer abc" });
+    const big = await call(b, "POST", "/admin/flush", { ...origin, authorization: "Bearer abc", "content-length": String(2 * 1024 * 1024) }, "x".repeat(2 * 1024 * 1024));
+    for (const [status, r] of [[405, wrong], [413, big]] as const) {
+      expect(r.status).toBe(status);
+      expect(r.headers.get("access-control-allow-origin")).toBe("https://ui.example");
+    }
+    // A denied origin gets none of them.
+    const denied = await call(b, "GET", "/status", { origin: "https://evil.example" });
+    expect(denied.status).toBe(401);
+    expect(denied.headers.get("access-control-allow-origin")).toBeNull();
+  });
+
+  test('allowed_origins ["*"] answers "*" without Allow-Credentials (browsers refuse the pair)', async () => {
+    const a = await inProcessAgent(CORS_CONFIG.replace("[https://ui.example]", '["*"]'));
+    for (const r of [
+      await call(a, "GET", "/healthz", { origin: "https://any.example" }),
+      await call(a, "GET", "/status", { origin: "https://any.example" }),
+      await a.request("/status", { method: "OPTIONS", headers: { origin: "https://any.example", "access-control-request-method": "GET" } }),
+    ]) {
+      expect(r.headers.get("access-control-allow-origin")).toBe("*");
+      expect(r.headers.get("access-control-allow-credentials")).toBeNull();
+    }
+  });
+
+  test("a preflight is answered 204 with methods, headers and max-age, and counts against the rate limit", async () => {
+    const a = await inProcessAgent(CORS_CONFIG.replace("    bearer_token: abc\n", "    bearer_token: abc\n  rate_limit:\n    enabled: true\n    requests_per_second: 2\n"));
+    const preflight = () =>
+      a.request("/status", { method: "OPTIONS", headers: { origin: "https://ui.example", "access-control-request-method": "GET", "access-control-request-headers": "authorization" } });
+    const r = await preflight();
+    expect(r.status).toBe(204);
+    expect(r.headers.get("access-control-allow-methods")).toBe("GET, POST, OPTIONS");
+    expect(r.headers.get("access-control-max-age")).toBe("600");
+    await preflight();
+    const limited = await preflight();
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get("access-control-allow-origin")).toBe("https://ui.example");
   });
 
   test("disabled means no CORS headers at all", async () => {

@@ -99,8 +99,13 @@ function leaves(items: ProfileItem[]): Map<string, number> {
 function exportedLeaves(requests: ReceivedRequest[]): Map<string, number> {
   const out = new Map<string, number>();
   type Doc = {
-    resourceProfiles?: Array<{ scopeProfiles?: Array<{ profiles?: Array<{ sample?: Array<{ locationsStartIndex?: number; values?: string[] }>; locationIndices?: number[] }> }> }>;
-    dictionary?: { locationTable?: Array<{ line?: Array<{ functionIndex?: number }> }>; functionTable?: Array<{ nameStrindex?: number }>; stringTable?: string[] };
+    resourceProfiles?: Array<{ scopeProfiles?: Array<{ profiles?: Array<{ samples?: Array<{ stackIndex?: number; values?: string[] }> }> }> }>;
+    dictionary?: {
+      stackTable?: Array<{ locationIndices?: number[] }>;
+      locationTable?: Array<{ lines?: Array<{ functionIndex?: number }> }>;
+      functionTable?: Array<{ nameStrindex?: number }>;
+      stringTable?: string[];
+    };
   };
   for (const r of requests) {
     const doc = decodeRequest("profiles", r.body) as Doc;
@@ -108,9 +113,9 @@ function exportedLeaves(requests: ReceivedRequest[]): Map<string, number> {
     for (const rp of doc.resourceProfiles ?? [])
       for (const sp of rp.scopeProfiles ?? [])
         for (const p of sp.profiles ?? [])
-          for (const s of p.sample ?? []) {
-            const loc = d.locationTable![p.locationIndices![s.locationsStartIndex ?? 0]!]!;
-            const fn = d.functionTable![loc.line![0]!.functionIndex ?? 0]!;
+          for (const s of p.samples ?? []) {
+            const loc = d.locationTable![d.stackTable![s.stackIndex ?? 0]!.locationIndices![0]!]!;
+            const fn = d.functionTable![loc.lines![0]!.functionIndex ?? 0]!;
             const name = d.stringTable![fn.nameStrindex ?? 0]!;
             out.set(name, (out.get(name) ?? 0) + Number(s.values![0]));
           }

@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
-import { mkdirSync, readFileSync, rmdirSync } from "node:fs";
+import { mkdirSync, readFileSync, realpathSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { embeddedObject, openBpfRuntime } from "../../../ffi";
@@ -46,10 +46,23 @@ describe("process set", () => {
       const child = Bun.spawn(["/bin/sh", "-c", `echo $$ > ${cg}/cgroup.procs && exec /bin/sleep 0.3`]);
       pid = child.pid;
       await until(() => core.processes.forPid(pid)?.executableName === "sleep", "the exec of sleep in the process table");
-      expect(core.processes.forPid(pid)).toMatchObject({ executable: "/bin/sleep", comm: "sleep", containerId, exitedAtNs: undefined });
+      expect(core.processes.forPid(pid)).toMatchObject({ executable: realpathSync("/bin/sleep"), comm: "sleep", containerId, exitedAtNs: undefined });
       expect(core.processes.forPid(pid)!.cgroupId).toBeGreaterThan(0n);
       await child.exited;
       await until(() => core.processes.forPid(pid)?.exitedAtNs !== undefined, "the exit in the process table");
+
+      // A subshell is a fork without exec: the fork event puts it in the table with its parent's image and container.
+      const shell = Bun.spawn(["/bin/sh", "-c", `echo $$ > ${cg}/cgroup.procs && exec /bin/sh -c '( while :; do sleep 0.05; done ) & echo $!; sleep 2; kill $!'`], { stdout: "pipe" });
+      const sub = Number((await new Response(shell.stdout).text().then((t) => t.split("\n")[0])) || 0);
+      try {
+        await until(() => core.processes.forPid(sub) !== undefined, "the forked subshell in the process table");
+        const parent = core.processes.forPid(shell.pid)!;
+        expect(core.processes.forPid(sub)!.image).toBe(parent.image);
+        expect(core.processes.forPid(sub)).toMatchObject({ ppid: shell.pid, executableName: parent.executableName, containerId });
+      } finally {
+        shell.kill();
+        await shell.exited;
+      }
     } finally {
       rmdirSync(cg);
       rmdirSync(join(root, "svc-agent-test"));
@@ -59,12 +72,12 @@ describe("process set", () => {
     await core.sweepMaps();
     const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
     expect(Value.Check(EbpfViewSchema, view)).toBe(true);
-    expect(view.programs.map((p) => [p.name, p.type, p.attached])).toEqual([["handle_exec", "tracepoint", true], ["handle_exit", "tracepoint", true]]);
+    expect(view.programs.map((p) => [p.name, p.type, p.attached])).toEqual([["handle_exec", "tracepoint", true], ["handle_exit", "tracepoint", true], ["handle_fork", "tp_btf", true]]);
     expect(view.ringbuf.size).toBe(16 * 1024 * 1024);
     expect(view.ringbuf.events_received).toBeGreaterThanOrEqual(2);
     expect(view.ringbuf.events_lost).toBe(0);
     expect(view.maps.find((m) => m.name === "process/events")).toEqual({ name: "process/events", type: "ringbuf", entries: 0, max_entries: 16 * 1024 * 1024 });
-    expect(await ctx.metrics.registry.metrics()).toContain("svc_ebpf_programs_loaded 2");
+    expect(await ctx.metrics.registry.metrics()).toContain("svc_ebpf_programs_loaded 3");
 
     const ids = view.programs.map((p) => p.id);
     await c.shutdown(AbortSignal.timeout(5000));

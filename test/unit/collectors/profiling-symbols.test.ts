@@ -136,8 +136,8 @@ describe("pprof", () => {
         timeUnixNano: 1_000n,
         durationNanos: 5_000_000_000n,
         samples: [
-          { stack: [{ function: "leaf", binary: "/bin/prog", address: 0x10n }, { function: "main", binary: "/bin/prog", address: 0x20n }], value: 3, attributes: { "thread.name": "worker" } },
-          { stack: [{ function: "leaf", binary: "/bin/prog", address: 0x10n }], value: 1 },
+          { stack: [{ function: "leaf", binary: "/bin/prog", address: 0x10n, buildId: "beef" }, { function: "main", binary: "/bin/prog", address: 0x20n, buildId: "beef" }], value: 3, attributes: { "thread.name": "worker" } },
+          { stack: [{ function: "leaf", binary: "/bin/prog", address: 0x10n, buildId: "beef" }], value: 1 },
         ],
       },
     ]);
@@ -149,6 +149,7 @@ describe("pprof", () => {
     expect(p.function.map((f) => str(f.name))).toEqual(["leaf", "main"]);
     expect(p.sample[0]!.label.map((l) => `${str(l.key)}=${l.str ? str(l.str) : Number(l.num)}`)).toEqual(["pid=7", "comm=prog", "thread=worker"]);
     expect(Number(p.period)).toBe(10_101_010);
+    expect(p.mapping.map((m) => [str(m.filename), str(m.buildId)])).toEqual([["/bin/prog", "beef"]]);
   });
 });
 

@@ -65,7 +65,7 @@ svc:
   });
 
   test("an unknown top-level section", () => {
-    expect(problemsOf("agnet: {}\n")).toEqual([{ path: "agnet", message: "unknown key" }]);
+    expect(problemsOf("agnet: {}\n")).toEqual([{ path: "agnet", message: "unknown key", line: 1, column: 1 }]);
   });
 
   test("out-of-range numbers", () => {
@@ -76,7 +76,7 @@ svc:
 
   test("cross-field rules", () => {
     expect(problemsOf("self_telemetry:\n  auth:\n    enabled: true\n")).toEqual([
-      { path: "self_telemetry.auth.bearer_token", message: "must be set when self_telemetry.auth.enabled is true" },
+      { path: "self_telemetry.auth.bearer_token", message: "must be set when self_telemetry.auth.enabled is true", line: 2, column: 3 },
     ]);
     expect(problemsOf("backoff:\n  initial: 10s\n  max: 1s\n")[0]!.path).toBe("backoff.max");
     expect(problemsOf("queues:\n  logs:\n    capacity: 10\n    batch_size: 20\n")[0]!.path).toBe("queues.logs.batch_size");
@@ -98,6 +98,60 @@ svc:
   });
 });
 
+describe("every problem has a line and column in the file", () => {
+  test("schema problems point at the value, unknown keys at the key", () => {
+    const p = problemsOf(`mode: agent
+self_telemetry:
+  listen: 5
+  bogus: 1
+queues:
+  traces:
+    batch_timeout: soon
+agent:
+  logs:
+    include: ["/ok", 7]
+`);
+    const at = Object.fromEntries(p.map((x) => [x.path, [x.line, x.column]]));
+    expect(at["self_telemetry.listen"]).toEqual([3, 11]);
+    expect(at["self_telemetry.bogus"]).toEqual([4, 3]);
+    expect(at["queues.traces.batch_timeout"]).toEqual([7, 20]);
+    expect(at["agent.logs.include[1]"]).toEqual([10, 22]);
+    expect(p.every((x) => x.line !== undefined && x.column !== undefined)).toBe(true);
+  });
+
+  test("cross-field problems, unset variables and the telegen alias are located too", () => {
+    expect(problemsOf("queues:\n  logs:\n    capacity: 10\n    batch_size: 20\n")[0]).toMatchObject({ path: "queues.logs.batch_size", line: 4, column: 17 });
+    expect(problemsOf("agent:\n  logs:\n    include:\n      - /a\n      - rel/*.log\n")[0]).toMatchObject({ line: 5, column: 9 });
+    expect(problemsOf("telegen:\n  log_level: loud\n")[0]).toMatchObject({ path: "svc.log_level", line: 2, column: 14 });
+    expect(problemsOf("otlp:\n  headers:\n    a.b: ${NOPE}\n")[0]).toMatchObject({ path: "otlp.headers.a.b", line: 3, column: 10 });
+  });
+
+  test("a problem with a value from an SVC_* variable names the variable instead", () => {
+    const [p] = problemsOf("svc:\n  log_level: info\n", { SVC_LOG_LEVEL: "loud" });
+    expect(p).toMatchObject({ path: "svc.log_level", variable: "SVC_LOG_LEVEL" });
+    expect(p!.line).toBeUndefined();
+  });
+
+  test("YAML syntax errors: the message ends cleanly, the place is the error's", () => {
+    for (const [text, line, column] of [["mode: agent\nmode: agent\n", 2, 1], ["a:\n  b: c\n d: e\n", 3, 1], ["x: 'abc\n", 2, 1]] as const) {
+      const [p] = problemsOf(text);
+      expect(p!.message).toStartWith("YAML: ");
+      expect(p!.message).not.toMatch(/[:\s]$/);
+      expect(p!.message).not.toContain("\n");
+      expect([p!.line, p!.column]).toEqual([line, column]);
+    }
+  });
+
+  test("the error text says where: `path: message (line L, column C)`", () => {
+    try {
+      parseConfig("backoff:\n  initial: fast\n", {}, "c.yaml");
+      throw new Error("accepted");
+    } catch (e) {
+      expect((e as Error).message).toBe('invalid configuration in c.yaml:\n  backoff.initial: expected a duration like 500ms, 1s or 2m, got "fast" (line 2, column 12)');
+    }
+  });
+});
+
 describe("${VAR} substitution", () => {
   test("whole values take the variable's YAML type; embedded ones are text", () => {
     const c = parseConfig(
@@ -116,7 +170,7 @@ describe("${VAR} substitution", () => {
 
   test("an unset variable without default is an error naming it and the key", () => {
     expect(problemsOf("otlp:\n  endpoint: ${NOPE}\n", {})).toEqual([
-      { path: "otlp.endpoint", message: "environment variable NOPE is not set (write ${NOPE:-default} to give a default)" },
+      { path: "otlp.endpoint", message: "environment variable NOPE is not set (write ${NOPE:-default} to give a default)", line: 2, column: 13 },
     ]);
   });
 

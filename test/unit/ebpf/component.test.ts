@@ -103,6 +103,37 @@ describe("ebpf/<set> component and the ebpf view", () => {
     core.close();
   });
 
+  test("a set's buffer series exist at 0 from its construction, before any load or event", async () => {
+    const ctx = testContext("agent:\n  ebpf:\n    enabled: false\n");
+    const core = new EbpfCore(ctx, fakeDeps(runtime(), fakeEnvironment()));
+    new EbpfSetComponent(core, { spec: { ...SPEC, ringBuffers: [{ ...SPEC.ringBuffers[0]!, perfFallback: { map: "events_perf", constant: "use_perfbuf" } }] }, onEvent: () => undefined });
+    const text = await ctx.metrics.registry.metrics();
+    expect(text).toContain('svc_ebpf_ringbuf_events_total{ringbuf="probes/events"} 0\n');
+    expect(text).toContain('svc_ebpf_ringbuf_lost_total{ringbuf="probes/events"} 0\n');
+    expect(text).toContain('svc_ebpf_perf_events_total{buffer="probes/events_perf"} 0\n');
+    expect(text).toContain('svc_ebpf_perf_lost_total{buffer="probes/events_perf"} 0\n');
+  });
+
+  test("a set loaded while another set's maps are being counted has its maps in the view at once, not a sweep interval later", async () => {
+    const ctx = testContext();
+    const core = new EbpfCore(ctx, fakeDeps(runtime(), fakeEnvironment({ exists: (p) => !p.includes("kprobe") })));
+    const first = new EbpfSetComponent(core, { spec: SPEC, onEvent: () => undefined });
+    const second = new EbpfSetComponent(core, { spec: { ...SPEC, name: "second" }, onEvent: () => undefined });
+    const h1 = host(ctx, first.id);
+    const h2 = host(ctx, second.id);
+    await Promise.all([first.start(h1), second.start(h2)]);
+    await until(() => h1.states.some(([s]) => s === "ok") && h2.states.some(([s]) => s === "ok"), "both sets ok");
+    const names = () => ctx.status.view<EbpfView>(VIEWS.ebpf)!.maps.map((m) => m.name);
+    // `until` gives up after about 1 s; the next periodic sweep is MAP_SWEEP_INTERVAL_MS (10 s) away.
+    await until(() => names().includes("probes/big") && names().includes("second/big"), "both sets' maps in the view");
+    const summary = ctx.status.summary<{ maps_created: number }>(VIEWS.ebpf)!;
+    expect(summary.maps_created).toBe(names().length);
+    expect(new Set((await ctx.metrics.registry.metrics()).match(/^svc_ebpf_map_entries\{map="[^"]+"\}/gm)).size).toBe(names().length);
+    await first.shutdown(AbortSignal.timeout(1000));
+    await second.shutdown(AbortSignal.timeout(1000));
+    core.close();
+  });
+
   test("agent.ebpf.enabled false: the component is disabled, nothing native is touched, the view says enabled:false", async () => {
     const ctx = testContext("agent:\n  ebpf:\n    enabled: false\n");
     let opened = 0;

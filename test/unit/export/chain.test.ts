@@ -101,13 +101,58 @@ describe("retry", () => {
     expect(calls).toBe(1);
   });
 
-  test("gives up when stopped, during the wait", async () => {
+  test("stopped during the wait: one last attempt at once, then abandoned if it is retryable too", async () => {
     const stop = new AbortController();
-    const p = sendWithRetry(async () => retryable(), { backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }), stop: stop.signal });
+    let calls = 0;
+    const p = sendWithRetry(async () => (calls++, retryable()), { backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }), stop: stop.signal });
     await Bun.sleep(5);
+    expect(calls).toBe(1);
     stop.abort();
     const r = await p;
     expect(r.kind).toBe("abandoned");
+    expect(calls).toBe(2);
+  });
+
+  test("stopped during the wait: the last attempt's success counts (the backend came back)", async () => {
+    const stop = new AbortController();
+    const outcomes: ExportOutcome[] = [retryable(), { kind: "success", rejected: 0, message: "" }];
+    const p = sendWithRetry(async () => outcomes.shift()!, { backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }), stop: stop.signal });
+    await Bun.sleep(5);
+    stop.abort();
+    expect((await p).kind).toBe("success");
+  });
+
+  test("stopped during an attempt: no further attempt", async () => {
+    const stop = new AbortController();
+    let calls = 0;
+    const r = await sendWithRetry(async () => (calls++, stop.abort(), retryable()), { backoff: () => ({ initialMs: 1, maxMs: 1 }), stop: stop.signal });
+    expect(r.kind).toBe("abandoned");
+    expect(calls).toBe(1);
+  });
+
+  test("wake ends the wait early and the batch is tried again; onWait sees every wait", async () => {
+    let wake = new AbortController();
+    const waits: number[] = [];
+    const outcomes: ExportOutcome[] = [retryable(), retryable(), { kind: "success", rejected: 0, message: "" }];
+    let calls = 0;
+    const p = sendWithRetry(async () => (calls++, outcomes.shift()!), {
+      backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }),
+      stop: new AbortController().signal,
+      wake: () => wake.signal,
+      onWait: (_o, ms) => waits.push(ms),
+      random: () => 0.5,
+    });
+    await Bun.sleep(5);
+    expect(calls).toBe(1);
+    const w = wake;
+    wake = new AbortController();
+    w.abort();
+    await Bun.sleep(5);
+    expect(calls).toBe(2);
+    wake.abort();
+    expect((await p).kind).toBe("success");
+    expect(calls).toBe(3);
+    expect(waits).toEqual([60_000, 60_000]);
   });
 });
 

@@ -46,6 +46,9 @@ const MESSAGES: Record<keyof typeof F, string> = {
   Location: "opentelemetry.proto.profiles.v1development.Location",
   Line: "opentelemetry.proto.profiles.v1development.Line",
   Function: "opentelemetry.proto.profiles.v1development.Function",
+  Stack: "opentelemetry.proto.profiles.v1development.Stack",
+  ProfilesLink: "opentelemetry.proto.profiles.v1development.Link",
+  KeyValueAndUnit: "opentelemetry.proto.profiles.v1development.KeyValueAndUnit",
 };
 
 test("every field number the encoder uses is the schema's (proto/)", () => {
@@ -120,7 +123,12 @@ describe("round trips through protobufjs", () => {
     expect(agentRes.scopeMetrics[0].metrics[1].sum.aggregationTemporality).toBe("AGGREGATION_TEMPORALITY_DELTA");
     const podAttrs = Object.fromEntries(podRes.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
     expect(podAttrs["k8s.pod.name"]).toBe("web-1");
-    expect(podAttrs["service.name"]).toBe("unit");
+    // A workload's resource: the host layer and its own attributes, never the agent's service.name or SDK.
+    expect(podAttrs["service.name"]).toBe("unknown_service");
+    expect(podAttrs["host.name"]).toBeString();
+    expect(podAttrs["telemetry.sdk.name"]).toBeUndefined();
+    const agentAttrs = Object.fromEntries(agentRes.resource.attributes.map((a: any) => [a.key, a.value.stringValue]));
+    expect(agentAttrs).toMatchObject({ "service.name": "unit", "telemetry.sdk.name": "svc-agent", "telemetry.sdk.language": "nodejs" });
     expect(podRes.scopeMetrics[0].scope.name).toBe("svc-agent");
     expect(countItems("metrics", body)).toEqual({ resources: 2, scopes: 2, items: 4 });
   });
@@ -136,7 +144,7 @@ describe("round trips through protobufjs", () => {
     });
   });
 
-  test("profiles: a shared dictionary with null entries first, samples pointing at location slices", () => {
+  test("profiles: a shared dictionary with zero entries first, samples pointing at the stack table, the time set", () => {
     const p: ProfileItem = {
       sampleType: { type: "samples", unit: "count" },
       periodType: { type: "cpu", unit: "nanoseconds" },
@@ -144,23 +152,90 @@ describe("round trips through protobufjs", () => {
       timeUnixNano: 100n,
       durationNanos: 1_000_000_000n,
       samples: [
-        { stack: [{ function: "leaf", file: "a.c", line: 10 }, { function: "main", file: "a.c", binary: "/bin/app" }], value: 3, attributes: { "thread.name": "w1" } },
-        { stack: [{ function: "main", file: "a.c", binary: "/bin/app" }], value: 1 },
+        { stack: [{ function: "leaf", file: "a.c", line: 10 }, { function: "main", file: "a.c", binary: "/bin/app", buildId: "ab12" }], value: 3, attributes: { "thread.name": "w1" } },
+        { stack: [{ function: "main", file: "a.c", binary: "/bin/app", buildId: "ab12" }], value: 1 },
       ],
     };
     const req = decodeRequest("profiles", buildRequest("profiles", [encoder.encode("profiles", p)], resource.encoder)) as any;
     const d = req.dictionary;
     expect(d.stringTable[0]).toBe("");
     expect(d.mappingTable).toHaveLength(2);
+    // The binary's mapping: its file name, and its build id as an attribute.
+    expect(d.stringTable[d.mappingTable[1].filenameStrindex]).toBe("/bin/app");
+    const buildId = d.attributeTable[d.mappingTable[1].attributeIndices[0]];
+    expect([d.stringTable[buildId.keyStrindex], buildId.value]).toEqual(["process.executable.build_id.gnu", { stringValue: "ab12" }]);
+    expect(d.locationTable[d.stackTable[1].locationIndices[1]].mappingIndex).toBe(1);
+    // Index 0 of every table is present and the zero value.
+    expect(d.mappingTable[0]).toEqual({});
+    expect(d.locationTable[0]).toEqual({});
+    expect(d.functionTable[0]).toEqual({});
+    expect(d.attributeTable[0]).toEqual({});
+    expect(d.stackTable[0]).toEqual({});
+    expect(d.linkTable).toHaveLength(1);
     const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
-    const fnName = (loc: number) => d.stringTable[d.functionTable[d.locationTable[loc].line[0].functionIndex].nameStrindex];
-    const stack = (s: any) => prof.locationIndices.slice(s.locationsStartIndex ?? 0, (s.locationsStartIndex ?? 0) + s.locationsLength).map(fnName);
-    expect(stack(prof.sample[0])).toEqual(["leaf", "main"]);
-    expect(stack(prof.sample[1])).toEqual(["main"]);
-    expect(prof.sample.map((s: any) => s.values)).toEqual([["3"], ["1"]]);
+    expect(prof.timeUnixNano).toBe("100");
+    expect(prof.durationNano).toBe("1000000000");
+    expect(prof.period).toBe("10000000");
+    const fnName = (loc: number) => d.stringTable[d.functionTable[d.locationTable[loc].lines[0].functionIndex].nameStrindex];
+    const stack = (s: any) => d.stackTable[s.stackIndex].locationIndices.map(fnName);
+    expect(stack(prof.samples[0])).toEqual(["leaf", "main"]);
+    expect(stack(prof.samples[1])).toEqual(["main"]);
+    expect(prof.samples.map((s: any) => s.values)).toEqual([["3"], ["1"]]);
     expect(d.stringTable[prof.sampleType.typeStrindex]).toBe("samples");
-    const attr = d.attributeTable[prof.sample[0].attributeIndices[0]];
-    expect(attr).toEqual({ key: "thread.name", value: { stringValue: "w1" } });
+    expect(d.stringTable[prof.periodType.unitStrindex]).toBe("nanoseconds");
+    const attr = d.attributeTable[prof.samples[0].attributeIndices[0]];
+    expect(d.stringTable[attr.keyStrindex]).toBe("thread.name");
+    expect(attr.value).toEqual({ stringValue: "w1" });
+    expect(prof.samples[1].attributeIndices).toBeUndefined();
+  });
+
+  test("profiles: samples of equal stack and attributes are combined, their values summed", () => {
+    const t1 = { "thread.name": "a" };
+    const t2 = { "thread.name": "b" };
+    const frame = (name: string) => ({ function: name, binary: "/bin/app" });
+    const p: ProfileItem = {
+      sampleType: { type: "samples", unit: "count" },
+      timeUnixNano: 1n,
+      durationNanos: 2n,
+      samples: [
+        { stack: [frame("f"), frame("main")], value: 2, attributes: t1 },
+        { stack: [frame("f"), frame("main")], value: 5, attributes: t1 },
+        { stack: [frame("f"), frame("main")], value: 7, attributes: t2 },
+        { stack: [frame("g"), frame("main")], value: 1, attributes: t1 },
+      ],
+    };
+    const req = decodeRequest("profiles", buildRequest("profiles", [encoder.encode("profiles", p)], resource.encoder)) as any;
+    const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
+    expect(req.dictionary.stackTable).toHaveLength(3);
+    expect(prof.samples.map((s: any) => [s.stackIndex, s.attributeIndices, s.values])).toEqual([
+      [1, [1], ["7"]],
+      [1, [2], ["7"]],
+      [2, [1], ["1"]],
+    ]);
+  });
+
+  test("profiles: many stacks, each once in the stack table, every sample naming its own frames", () => {
+    const frames = Array.from({ length: 50 }, (_, i) => ({ function: `f${i}`, binary: "/bin/app", address: BigInt(i + 1) }));
+    let seed = 7;
+    const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n;
+    const stacks = Array.from({ length: 3000 }, () => Array.from({ length: 1 + rnd(6) }, () => frames[rnd(50)]!));
+    const p: ProfileItem = {
+      sampleType: { type: "samples", unit: "count" },
+      timeUnixNano: 1n,
+      durationNanos: 2n,
+      samples: stacks.map((stack) => ({ stack, value: 1 })),
+    };
+    const req = decodeRequest("profiles", buildRequest("profiles", [encoder.encode("profiles", p)], resource.encoder)) as any;
+    const d = req.dictionary;
+    const names = (s: any) => (d.stackTable[s.stackIndex].locationIndices ?? []).map((l: number) => d.stringTable[d.functionTable[d.locationTable[l].lines[0].functionIndex].nameStrindex]);
+    const distinct = new Set(stacks.map((st) => st.map((f) => f.function).join(",")));
+    expect(d.stackTable).toHaveLength(distinct.size + 1);
+    expect(new Set(d.stackTable.map((s: any) => (s.locationIndices ?? []).join(","))).size).toBe(distinct.size + 1);
+    const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
+    expect(prof.samples).toHaveLength(distinct.size);
+    const weight = new Map<string, number>();
+    for (const st of stacks) weight.set(st.map((f) => f.function).join(","), (weight.get(st.map((f) => f.function).join(",")) ?? 0) + 1);
+    for (const s of prof.samples) expect(Number(s.values[0])).toBe(weight.get(names(s).join(","))!);
   });
 
   test("profiles: encoded once, when the batch is built (nothing at submit but an estimate); the resource as it is at send time", () => {
@@ -187,8 +262,8 @@ describe("round trips through protobufjs", () => {
     expect(req.dictionary.locationTable).toHaveLength(3);
     expect(req.dictionary.attributeTable).toHaveLength(2);
     const prof = req.resourceProfiles[0].scopeProfiles[0].profiles[0];
-    expect(prof.locationIndices).toEqual([1, 2, 1, 1]);
-    expect(prof.sample.map((s: any) => s.attributeIndices)).toEqual([[1], [1]]);
+    expect(req.dictionary.stackTable.map((s: any) => s.locationIndices)).toEqual([undefined, [1, 2], [1, 1]]);
+    expect(prof.samples.map((s: any) => [s.stackIndex, s.attributeIndices])).toEqual([[1, [1]], [2, [1]]]);
     // The estimate is of the order of the encoding (queue limits), not an exact size.
     expect(entry.size!).toBeGreaterThan(one.length / 4);
     expect(entry.size!).toBeLessThan(one.length * 4);

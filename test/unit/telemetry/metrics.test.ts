@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
-import { redactConfig, secretsOf } from "../../../src/agent/secrets";
+import { redactConfig, secretsOf } from "../../../src/config/secrets";
 import { parseConfig } from "../../../src/config/load";
 
 const CATALOGUE = [
@@ -20,6 +20,26 @@ describe("metric catalogue", () => {
       const base = suffix.replace(/_total$/, "");
       expect(text).toContain(`# HELP svc_${suffix.endsWith("_total") && !text.includes(`# HELP svc_${suffix} `) ? base : suffix} `);
       expect(text).toMatch(new RegExp(`# TYPE svc_${base}(_total)? (counter|gauge|histogram)`));
+    }
+  });
+
+  test("every series with known label values has a sample at 0 from the start (not only after its first event)", async () => {
+    const m = new AgentMetrics("svc", new TaskRegistry());
+    const text = await m.render();
+    const ebpfBuffers = /^ebpf_(ringbuf|perf)_|^ebpf_map_entries$/; // label values come with the program sets (test/unit/ebpf)
+    for (const suffix of CATALOGUE.filter((c) => !ebpfBuffers.test(c))) {
+      const sample = suffix === "export_latency_seconds" || suffix === "export_batch_size" ? `${suffix}_count` : suffix;
+      expect(text).toMatch(new RegExp(`^svc_${sample}(\\{[^}]*\\})? \\S+$`, "m"));
+    }
+    for (const plural of ["spans", "metrics", "logs", "profiles"])
+      for (const reason of ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"])
+        expect(text).toContain(`svc_${plural}_dropped_total{reason="${reason}"} 0\n`);
+    expect(text).toContain(`svc_spans_dropped_total{reason="rate_limit"} 0\n`);
+    for (const signal of ["traces", "metrics", "logs", "profiles"]) {
+      for (const code of ["UNAVAILABLE", "DEADLINE_EXCEEDED", "UNAUTHENTICATED", "RESOURCE_EXHAUSTED", "INVALID_ARGUMENT"])
+        expect(text).toContain(`svc_export_errors_total{signal="${signal}",code="${code}"} 0\n`);
+      expect(text).toContain(`svc_export_latency_seconds_count{signal="${signal}"} 0\n`);
+      expect(text).toContain(`svc_export_batch_size_count{signal="${signal}"} 0\n`);
     }
   });
 

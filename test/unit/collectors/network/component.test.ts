@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
 import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction } from "../../../../src/collectors/network/decoders";
 import { ebpfCore } from "../../../../src/ebpf";
-import { fakeContext } from "../../../integration/collectors/fakes";
+import { fakeContext, recordingHost } from "../../../integration/collectors/fakes";
 import { connRecord, httpRecord } from "./records";
 
 const YAML = (spans: number) => `
@@ -65,5 +65,22 @@ describe("ebpf/network component over decoded records", () => {
     expect(text).toMatch(/svc_spans_dropped_total\{reason="rate_limit"\} 3/);
     expect(c.exportMetrics()).toBeGreaterThan(0);
     expect(ctx.pipeline.accepted.metrics.filter((p) => p.name === "network.tcp.connections.failed").reduce((s, p) => s + (p.type === "sum" ? p.value : 0), 0)).toBe(5);
+  });
+
+  test("a flush takes the interval's connection metrics at once", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ebpfCore(ctx), 999);
+    await c.start(recordingHost());
+    for (let i = 0; i < 3; i++) {
+      const v = connRecord({ kind: ConnKind.FAILED, ts: 10n, sk: BigInt(i + 1), start: 1n, est: 0n, sent: 0, recv: 0, pid: 7, retrans: 0, sport: 40000 + i, dport: 9, family: 2, dir: Direction.OUTBOUND, flags: 0, saddr: lo, daddr: lo, comm: "c" });
+      c.handle(decodeConnEvent(v, 0, v.byteLength));
+    }
+    const failed = () => ctx.pipeline.accepted.metrics.filter((p) => p.name === "network.tcp.connections.failed").reduce((s, p) => s + (p.type === "sum" ? p.value : 0), 0);
+    expect(failed()).toBe(0);
+    await ctx.pipeline.flush();
+    expect(failed()).toBe(3);
+    expect(ctx.pipeline.accepted.traces).toHaveLength(3);
+    await c.shutdown(AbortSignal.timeout(1000));
+    expect(ctx.pipeline.flushSources.size).toBe(0);
   });
 });

@@ -5,7 +5,9 @@ import { ConnFlag, ConnKind, Direction, type ConnEvent } from "../../../../src/c
 import { ProcessLabeler } from "../../../../src/collectors/network/labels";
 import type { MetricPointItem } from "../../../../src/export/model";
 
-const labeler = new ProcessLabeler({ forPid: (pid) => (pid === 10 ? { executableName: "api", containerId: "c".repeat(64) } : undefined) }, { forPid: (pid) => (pid === 10 ? { "k8s.pod.name": "api-0" } : undefined) });
+/** The workload's resource: one object per workload, as the registry gives it. */
+const POD = { "k8s.pod.name": "api-0" };
+const labeler = new ProcessLabeler({ forPid: (pid) => (pid === 10 ? { executableName: "api", containerId: "c".repeat(64) } : undefined) }, { forPid: (pid) => (pid === 10 ? POD : undefined) });
 
 function ev(p: Partial<ConnEvent>): ConnEvent {
   return {
@@ -46,6 +48,8 @@ describe("connection telemetry", () => {
     const ports = new Set(pts.map((p) => p.attributes!["server.port"]));
     expect(ports).toEqual(new Set([5432, 8080]));
     for (const p of pts) expect(Object.keys(p.attributes!)).not.toContain("client.port");
+    // Every point is about the workload of its process.
+    for (const p of pts) expect(p.resource).toBe(POD);
     expect(t.collect(6n)).toEqual([]);
   });
 
