@@ -5,7 +5,7 @@
  * Connections: `sock/inet_sock_set_state` creates an entry for the socket when an outbound connect starts
  * (CLOSE -> SYN_SENT) or an inbound one is established
  * (SYN_RECV -> ESTABLISHED); `sock/sock_send_length` and `sock/sock_recv_length` add bytes (and create
- * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmits.
+ * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmitted segments.
  * Records `struct conn_event` go to the ring buffer `conn_events`: OPEN (outbound established, or inbound
  * once its process is known), FAILED (outbound connect that never got established), CLOSED, and PROGRESS
  * (about every PROGRESS_INTERVAL_UNITS x 1.07 s while a connection moves data; user space counts bytes since the
@@ -106,7 +106,7 @@ struct conn {
   __u64 bytes_recv;    /*  24 */
   __u64 cgroup_id;     /*  32: of the owning process once known */
   __u32 pid;           /*  40: tgid of the owning process, 0 while unknown */
-  __u32 retransmits;   /*  44 */
+  __u32 retransmits;   /*  44: segments retransmitted (tcp_skb_pcount per tcp_retransmit_skb), as total_retrans counts */
   __u16 sport;         /*  48: local port, host order */
   __u16 dport;         /*  50: remote port, host order */
   __u16 family;        /*  52: AF_INET or AF_INET6 */
@@ -926,12 +926,24 @@ int on_recv_length_tp(struct trace_event_raw_sock_msg_length *ctx)
   return on_length(ctx, STORE_HASH, ctx->sk, ctx->ret, ctx->flags, IO_READ);
 }
 
+/*
+ * Segments one tcp_retransmit_skb event retransmitted: tcp_skb_pcount(skb), TCP_SKB_CB(skb)->tcp_gso_segs, what
+ * the kernel adds to tcp_sock.total_retrans and to RetransSegs (under TSO/GSO one skb carries many segments).
+ */
+static __always_inline __u32 retransmitted_segments(const struct sk_buff *skb)
+{
+  const struct tcp_skb_cb *cb = (const void *)__builtin_preserve_access_index(&skb->cb[0]);
+  __u16 segs = 0;
+  bpf_probe_read_kernel(&segs, sizeof(segs), __builtin_preserve_access_index(&cb->tcp_gso_segs));
+  return segs ? segs : 1;
+}
+
 SEC("tp_btf/tcp_retransmit_skb")
-int BPF_PROG(on_retransmit, const struct sock *sk)
+int BPF_PROG(on_retransmit, const struct sock *sk, const struct sk_buff *skb)
 {
   struct conn *c = conn_get(STORE_SK, (void *)sk);
   if (c)
-    __sync_fetch_and_add(&c->retransmits, 1);
+    __sync_fetch_and_add(&c->retransmits, retransmitted_segments(skb));
   return 0;
 }
 
@@ -940,7 +952,7 @@ int on_retransmit_tp(struct tp_tcp_retransmit *ctx)
 {
   struct conn *c = conn_get(STORE_HASH, (void *)ctx->skaddr);
   if (c)
-    __sync_fetch_and_add(&c->retransmits, 1);
+    __sync_fetch_and_add(&c->retransmits, retransmitted_segments(ctx->skbaddr));
   return 0;
 }
 

@@ -9,6 +9,8 @@ import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
 
 export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
+/** Why collector/logs cut a record short (logs_truncated_total's reason). */
+export const LOG_TRUNCATION_REASONS = ["max_line_size", "max_lines", "max_bytes"] as const;
 export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"] as const;
 /** Span drops before the pipeline: over agent.ebpf.network.max_spans_per_second (the kernel's or user space's budget). */
 export const SPAN_RATE_LIMIT_REASON = "rate_limit";
@@ -48,6 +50,8 @@ export class AgentMetrics {
   readonly ebpfRingbufLost: Counter<"ringbuf">;
   readonly ebpfPerfEvents: Counter<"buffer">;
   readonly ebpfPerfLost: Counter<"buffer">;
+  /** System calls the `syscalls` program set could not count, by reason (stats_full, inflight_full). */
+  readonly syscallsDropped: Counter<"reason">;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
   readonly exportRetries: Counter<"signal">;
@@ -80,6 +84,7 @@ export class AgentMetrics {
       labelNames: ["reason"],
       registers,
     });
+    for (const reason of LOG_TRUNCATION_REASONS) this.logsTruncated.inc({ reason }, 0);
 
     this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
     this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });
@@ -87,6 +92,14 @@ export class AgentMetrics {
     this.ebpfRingbufLost = new Counter({ name: n("ebpf_ringbuf_lost_total"), help: "Ring buffer events lost (failed reservations in the kernel).", labelNames: ["ringbuf"], registers });
     this.ebpfPerfEvents = new Counter({ name: n("ebpf_perf_events_total"), help: "Perf buffer events received.", labelNames: ["buffer"], registers });
     this.ebpfPerfLost = new Counter({ name: n("ebpf_perf_lost_total"), help: "Perf buffer events lost.", labelNames: ["buffer"], registers });
+
+    this.syscallsDropped = new Counter({
+      name: n("ebpf_syscalls_dropped_total"),
+      help: "System calls not counted by the syscalls program set, by reason (stats_full: the statistics map is full; inflight_full: the in-flight map is full).",
+      labelNames: ["reason"],
+      registers,
+    });
+    for (const reason of ["stats_full", "inflight_full"]) this.syscallsDropped.inc({ reason }, 0);
 
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
     this.exportErrors = new Counter({

@@ -14,6 +14,7 @@ import type { LogRecordItem, Scope } from "../../export/model";
 import type { Attributes, TelemetryPipeline } from "../../export/types";
 import type { WorkloadDirectory } from "../../discovery/types";
 import type { Logger } from "../../log/logger";
+import type { LOG_TRUNCATION_REASONS } from "../../telemetry/metrics";
 import { readCheckpoint, writeCheckpoint, type CheckpointEntry } from "./checkpoint";
 import { readMessage } from "./message";
 import { MultilineAssembler, ruleFor, type AssembledRecord, type LogicalLine, type MultilineRule } from "./multiline";
@@ -74,7 +75,7 @@ interface TailedFile {
 }
 
 /** Why a record was cut short: a line at max_line_size, or lines dropped at a multiline bound. */
-export type TruncationReason = "max_line_size" | "max_lines" | "max_bytes";
+export type TruncationReason = (typeof LOG_TRUNCATION_REASONS)[number];
 
 export interface TailEngineDeps {
   config: LogsConfig;

@@ -68,6 +68,8 @@ describe("collector/logs component", () => {
     const text = await ctx.metrics.render();
     expect(text).toContain('svc_logs_truncated_total{reason="max_lines"} 1\n');
     expect(text).toContain('svc_logs_truncated_total{reason="max_line_size"} 1\n');
+    // Every reason is a series from the start.
+    expect(text).toContain('svc_logs_truncated_total{reason="max_bytes"} 0\n');
   });
 });
 

@@ -251,6 +251,31 @@ describe("multiline records and severity", () => {
     expect(p.accepted.logs.every((r) => r.timeUnixNano === 1704164645000000007n)).toBe(true);
   });
 
+  test("Docker json-file: split lines joined first, then each stream's trace lines joined into a record", async () => {
+    const { logs, config } = multilineSetup();
+    const trace = javaTrace(9).split("\n");
+    const docker = (log: string, stream: string, second: number) => JSON.stringify({ log, stream, time: `2024-01-02T03:04:0${second}.25Z` }) + "\n";
+    writeFileSync(
+      join(logs, "docker-json.log"),
+      docker(trace[0]! + "\n", "stderr", 1) +
+        docker("2024-01-02 03:04:05 INFO [main] between\n", "stdout", 2) +
+        docker(trace[1]!.slice(0, 12), "stderr", 3) +
+        docker(trace[1]!.slice(12) + "\n", "stderr", 3) +
+        trace.slice(2).map((l) => docker(l + "\n", "stderr", 4)).join("") +
+        docker("2024-01-02 03:04:09 WARN [main] after\n", "stderr", 5),
+    );
+    const p = new RecordingPipeline();
+    start(config, p);
+    await waitFor("three records", () => p.accepted.logs.length >= 3);
+    // The last record of each stream goes out on its flush timeout: compare in time order.
+    const got = p.accepted.logs.map((r) => [r.attributes?.["log.iostream"], r.body, r.timeUnixNano, r.severityText] as const);
+    expect(got.toSorted((a, b) => Number(a[2]! - b[2]!))).toEqual([
+      ["stderr", javaTrace(9), 1704164641250000000n, "ERROR"],
+      ["stdout", "2024-01-02 03:04:05 INFO [main] between", 1704164642250000000n, "INFO"],
+      ["stderr", "2024-01-02 03:04:09 WARN [main] after", 1704164645250000000n, "WARN"],
+    ]);
+  });
+
   test("CRI: a record in progress on one stream holds the checkpoint back while the other stream's records go out", async () => {
     const { logs, config } = multilineSetup("1h");
     const path = join(logs, `api_shop_java-${ID}.log`);

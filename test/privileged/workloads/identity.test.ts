@@ -13,6 +13,7 @@ import { spawnAgent, type AgentProcess } from "../../helpers/agent-process";
 import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 import { closedLoopbackPort } from "../../helpers/ports";
+import { agentYaml } from "../collectors/network/harness";
 
 const AGENT_SERVICE = "identity-agent";
 const PY_REQUESTS = 3;
@@ -84,39 +85,17 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
 
   /** The compiled agent exporting to the receiver, once its eBPF sets are attached and Docker discovery is connected. */
   async function startAgent(): Promise<AgentProcess> {
-    const agent = await spawnAgent({
-      env: { OTLP_ENDPOINT: rx.endpoint },
-      config: `
-service_name: ${AGENT_SERVICE}
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: \${OTLP_ENDPOINT}
-  compression: none
-queues:
-  traces:
-    batch_timeout: 50ms
-  metrics:
-    batch_timeout: 50ms
-agent:
-  ebpf:
-    enabled: true
-    network:
+    const ebpf = `    network:
       enabled: true
       metrics_interval: 1s
     syscalls:
       enabled: true
       interval: 1s
-      top_processes: 1000
-  discovery:
-    detect_kubernetes: false
-    docker:
+      top_processes: 1000`;
+    const docker = `    docker:
       enabled: true
-      socket: ${dockerd.socket}
-    cloud:
-      enabled: false
-`,
-    });
+      socket: ${dockerd.socket}`;
+    const agent = await spawnAgent({ config: `service_name: ${AGENT_SERVICE}\n${agentYaml(rx.port, ebpf, docker)}` });
     const ready = async () => {
       const r = await fetch(`${agent.url}/status/ebpf`);
       const v = (await r.json()) as { programs?: Array<{ name: string; attached: boolean }> };
