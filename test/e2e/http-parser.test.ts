@@ -4,20 +4,18 @@
  * exact bytes over raw TCP, and the agent keeps serving. Requests that do reach the interface get the error object.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect } from "node:net";
 import { OtlpReceiver } from "../../src/export/receiver";
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers/agent-process";
 import { json } from "../helpers/wait";
+import { rawRequest } from "../reliability/lib/raw-http";
 
 let backend: OtlpReceiver;
 let agent: AgentProcess;
-let port: number;
 
 beforeAll(async () => {
   backend = new OtlpReceiver({ listen: "127.0.0.1:0" });
   const OTLP_ENDPOINT = `127.0.0.1:${await backend.start()}`;
   agent = await spawnAgent({ config: QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  max_body_bytes: 1000\n"), env: { OTLP_ENDPOINT } });
-  port = Number(agent.url.slice(agent.url.lastIndexOf(":") + 1));
 });
 
 afterAll(async () => {
@@ -25,17 +23,8 @@ afterAll(async () => {
   await backend?.stop();
 });
 
-function raw(bytes: string): Promise<string> {
-  return new Promise((resolve) => {
-    const s = connect(port, "127.0.0.1");
-    const chunks: Buffer[] = [];
-    s.on("data", (d: Buffer) => chunks.push(d));
-    s.on("error", () => {});
-    s.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
-    s.setTimeout(5000, () => s.destroy());
-    s.write(Buffer.from(bytes, "latin1"));
-  });
-}
+/** Writes `bytes` on a fresh connection; resolves with everything received until the server closes it. */
+const raw = async (bytes: string): Promise<string> => (await rawRequest(agent.url, bytes, { timeoutMs: 5000 })).raw;
 
 const bodyOf = (answer: string) => answer.slice(answer.indexOf("\r\n\r\n") + 4);
 

@@ -6,7 +6,7 @@
  * exact bytes: when a Bun upgrade changes them or adds a hook, they fail and the README's note is revisited.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connect } from "node:net";
+import { rawRequest } from "../../reliability/lib/raw-http";
 
 let server: ReturnType<typeof Bun.serve>;
 let fetched = 0;
@@ -32,17 +32,7 @@ beforeAll(() => {
 afterAll(() => server.stop(true));
 
 /** Writes `bytes` on a fresh connection; resolves with everything received until the server closes it. */
-function raw(bytes: string): Promise<string> {
-  return new Promise((resolve) => {
-    const s = connect(server.port!, "127.0.0.1");
-    const chunks: Buffer[] = [];
-    s.on("data", (d: Buffer) => chunks.push(d));
-    s.on("error", () => {});
-    s.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
-    s.setTimeout(5000, () => s.destroy());
-    s.write(Buffer.from(bytes, "latin1"));
-  });
-}
+const raw = async (bytes: string): Promise<string> => (await rawRequest(`http://127.0.0.1:${server.port}`, bytes, { timeoutMs: 5000 })).raw;
 
 const PARSER_ANSWERS: Array<[string, string, string]> = [
   ["a request line that is not HTTP", "GARBAGE\r\n\r\n", "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n"],
