@@ -10,7 +10,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { BINARY, closedLoopbackPort, spawnAgent, type AgentProcess } from "../helpers";
+import { BINARY, closedLoopbackPort, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
 import { waitUntil } from "../helpers/wait";
 
 let dir = "";
@@ -87,37 +87,15 @@ async function startAgent(): Promise<void> {
   port = closedLoopbackPort();
   outputs.length = 0;
   writeFileSync(join(dir, "app.log"), "");
-  agent = await spawnAgent({
-    config: `
-self_telemetry:
-  listen: 127.0.0.1:0
-shutdown_timeout: 10s
-otlp:
-  endpoint: 127.0.0.1:${port}
-backoff:
-  initial: 20s
-  max: 30s
-queues:
-  logs:
-    batch_size: 10
-    batch_timeout: 50ms
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-  logs:
+  const logs = `  logs:
     enabled: true
     include: ["${join(dir, "*.log")}"]
     format: raw
     checkpoint_file: ${join(dir, "checkpoint.json")}
     poll_interval: 50ms
-`,
-  });
+`;
+  const settings = "shutdown_timeout: 10s\nbackoff:\n  initial: 20s\n  max: 30s\nqueues:\n  logs:\n    batch_size: 10\n    batch_timeout: 50ms\n";
+  agent = await spawnAgent({ config: QUIET_CONFIG.replace("\nagent:\n", `\nagent:\n${logs}`) + settings, env: { OTLP_ENDPOINT: `127.0.0.1:${port}` } });
 }
 
 afterEach(async () => {

@@ -10,14 +10,9 @@ import type { EbpfView } from "../../../src/status/model";
 import { DROP_REASONS, EXPORT_ERROR_CODES, EXPORT_SIGNALS } from "../../../src/telemetry/metrics";
 import { MAP_SWEEP_INTERVAL_MS } from "../../../src/ebpf/core";
 import { closedLoopbackPort } from "../../helpers/ports";
+import { SPEC_CATALOGUE } from "../../helpers/metric-catalogue";
 
-const CATALOGUE = [
-  "spans_collected_total", "spans_exported_total", "spans_dropped_total", "metrics_collected_total", "metrics_exported_total",
-  "logs_collected_total", "logs_exported_total", "profiles_collected_total", "ebpf_programs_loaded", "ebpf_map_entries",
-  "ebpf_ringbuf_events_total", "ebpf_ringbuf_lost_total", "ebpf_perf_events_total", "ebpf_perf_lost_total", "export_requests_total",
-  "export_errors_total", "export_latency_seconds", "export_batch_size", "export_queue_size", "process_cpu_seconds_total",
-  "process_resident_memory_bytes", "process_open_fds", "go_goroutines",
-];
+const CATALOGUE = SPEC_CATALOGUE;
 const SETS = ["process", "network", "syscalls"];
 
 // Every sample of a text exposition as [name, labels, value], parsed by prometheus_client (not the agent's code).
