@@ -17,6 +17,16 @@ export const EbpfSchema = Type.Object(
           description:
             "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev enter/exit tracepoints (any kernel, more overhead).",
         }),
+        http_query_redaction: Type.Union([Type.Literal("all"), Type.Literal("sensitive"), Type.Literal("none")], {
+          default: "all",
+          description:
+            "Query values in url.query and url.full of HTTP spans replaced by REDACTED: all (every value), sensitive (those of AWSAccessKeyId, Signature, sig and X-Goog-Signature, the OpenTelemetry conventions' list) or none. User info in a URL is always redacted.",
+        }),
+        http_routes: Type.Array(Type.String({ pattern: "^/", minLength: 1 }), {
+          default: [],
+          description:
+            "Route templates of HTTP servers (\"/users/{id}/orders\": {name} is one path segment); a server span whose path matches one (first wins) gets http.route and is named \"METHOD template\".",
+        }),
         max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it are not captured in the kernel. Drops are counted." }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),

@@ -15,8 +15,8 @@ import { BUILD_INFO } from "../version";
 import type { OtlpConfig, Signal, SignalTarget } from "./config";
 import type { ExportOutcome } from "./outcome";
 import { connectionRefused, directConnection } from "./refusal-probe";
-import { SERVICES, otlpType } from "./schema";
-import { TransportConfigError, type Transport } from "./transport";
+import { otlpType } from "./schema";
+import { TransportConfigError, successOf, type Transport } from "./transport";
 
 const CONTENT_TYPE = "application/x-protobuf";
 /** The user agent: the agent's name and version, then the HTTP client's. */
@@ -60,22 +60,6 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   if (/^\d+$/.test(v)) return Number(v) * 1000;
   const at = Date.parse(v);
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
-}
-
-/** The ExportOutcome of a 2xx answer: a partial_success in the body rejects that many items. */
-export function successOf(signal: Signal, body: Uint8Array): ExportOutcome {
-  if (body.length === 0) return { kind: "success", rejected: 0, message: "" };
-  try {
-    const decoded = otlpType(SERVICES[signal].response).decode(body) as unknown as {
-      partialSuccess?: Record<string, unknown> & { errorMessage?: string };
-    };
-    const ps = decoded.partialSuccess;
-    if (!ps) return { kind: "success", rejected: 0, message: "" };
-    const rejected = Number(ps[SERVICES[signal].rejectedField] ?? 0);
-    return { kind: "success", rejected: Number.isFinite(rejected) && rejected > 0 ? rejected : 0, message: ps.errorMessage ?? "" };
-  } catch {
-    return { kind: "success", rejected: 0, message: "undecodable response" };
-  }
 }
 
 /** The message of an error answer: a google.rpc.Status body's message, else the start of its text. */

@@ -15,6 +15,11 @@ export const LOG_TRUNCATION_REASONS = ["max_line_size", "max_lines", "max_bytes"
 export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full", "memory_limit"] as const;
 /** Span drops before the pipeline: over agent.ebpf.network.max_spans_per_second (the kernel's or user space's budget). */
 export const SPAN_RATE_LIMIT_REASON = "rate_limit";
+/** Span drops of HTTP exchanges lost after capture: a message head that did not parse, a request never answered. */
+export const SPAN_HTTP_UNPARSED_REASON = "http_unparsed";
+export const SPAN_HTTP_UNANSWERED_REASON = "http_unanswered";
+/** Drop reasons of spans only, beside DROP_REASONS. */
+const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON] as const;
 /** The `code` values of export_errors_total: gRPC status code names other than OK. */
 export const EXPORT_ERROR_CODES = [
   "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
@@ -65,7 +70,7 @@ export class AgentMetrics {
       exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),
       dropped: new Counter({
         name: n(`${plural}_dropped_total`),
-        help: `${cap(noun)} dropped, by reason (${[...DROP_REASONS, ...(plural === "spans" ? [SPAN_RATE_LIMIT_REASON] : [])].join(", ")}).`,
+        help: `${cap(noun)} dropped, by reason (${[...DROP_REASONS, ...(plural === "spans" ? SPAN_DROP_REASONS : [])].join(", ")}).`,
         labelNames: ["reason"],
         registers,
       }),
@@ -112,7 +117,7 @@ export class AgentMetrics {
     for (const s of EXPORT_SIGNALS) {
       const counters = this.signal(s);
       for (const reason of DROP_REASONS) counters.dropped.inc({ reason }, 0);
-      if (s === "traces") counters.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, 0);
+      if (s === "traces") for (const reason of SPAN_DROP_REASONS) counters.dropped.inc({ reason }, 0);
       this.exportRequests.inc({ signal: s }, 0);
       this.exportRetries.inc({ signal: s }, 0);
       for (const code of EXPORT_ERROR_CODES) this.exportErrors.inc({ signal: s, code }, 0);

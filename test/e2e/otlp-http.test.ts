@@ -10,30 +10,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BINARY, spawnAgent, type AgentProcess } from "../helpers";
+import { BINARY, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../helpers/official-receiver";
 
 const missing = missingOfficialTools();
 const SECRET = "e2e-otel-secret-8c1f";
-const CONFIG = `
-self_telemetry:
-  listen: 127.0.0.1:0
-  tracing:
-    enabled: true
-    sample_rate: 1.0
-queues:
-  traces:
-    batch_timeout: 50ms
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+/** The file's otlp.endpoint (127.0.0.1:4317 without OTLP_ENDPOINT) is overridden by OTEL_EXPORTER_OTLP_ENDPOINT. */
+const CONFIG = `${QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n")}queues:\n  traces:\n    batch_timeout: 50ms\n`;
 
 let dir = "";
 let rx: OfficialReceiver;

@@ -55,7 +55,7 @@ export function lifecyclePrograms(socketStorage: boolean): ProgramSpec[] {
   return [...family, { name: "on_tcp_connect", attach: { kind: "kprobe", func: "tcp_connect" }, required: false }];
 }
 
-const CAPTURED_SYSCALLS = ["read", "recvfrom", "readv", "write", "sendto", "writev"] as const;
+const CAPTURED_SYSCALLS = ["read", "recvfrom", "readv", "recvmsg", "write", "sendto", "writev", "sendmsg"] as const;
 
 export const HTTP_PROGRAMS: ProgramSpec[] = CAPTURED_SYSCALLS.flatMap((s) => [
   tp(`enter_${s}`, "syscalls", `sys_enter_${s}`, false),

@@ -7,19 +7,11 @@
  */
 import { toOpenAPISchema } from "@elysiajs/openapi/openapi";
 import { Elysia, t, type AnyElysia } from "elysia";
+import { DURATION_PATTERN, SIZE_PATTERN } from "../../config/units";
 import type { ServerDeps } from "../deps";
 import { ErrorSchema } from "../model";
 
 const OPENAPI_VERSION = "3.1.0";
-
-/**
- * What the configuration loader accepts as a duration ("500ms", "1h30m", "0") and as a size in text ("64MiB",
- * "1.5GB", "512"): src/config/units.ts parses them; the document states the grammar as a pattern, since the formats
- * `duration` (ISO 8601, "PT10S") and `size` (none) would tell a validator something else. A unit test holds these
- * patterns to the parsers.
- */
-export const DURATION_PATTERN = "^\\s*(0|(\\d+(\\.\\d+)?(ns|us|µs|ms|s|m|h))+)\\s*$";
-export const SIZE_PATTERN = "^\\s*\\d+(\\.\\d+)?\\s*([bB]|[kKmMgG][iI]?[bB]?)?\\s*$";
 
 /** Media types of a route's answers, by status, in a route's `detail["x-media"]`. */
 export type MediaOverride = Record<number, Record<string, { schema?: Record<string, unknown> }>>;
@@ -79,7 +71,10 @@ function* nodes(v: unknown): Generator<Record<string, unknown>> {
   }
 }
 
-/** The configuration's `duration` and `size` formats as the patterns of what the loader accepts. */
+/**
+ * The configuration's `duration` and `size` formats (its own parsers) as the patterns of what the loader accepts:
+ * to any other validator `format: duration` means ISO 8601 ("PT10S"), and the agent sends "10s".
+ */
 function unitFormatsToPatterns(doc: unknown): void {
   for (const n of nodes(doc)) {
     if (n.format === "duration" && n.type === "string") {

@@ -213,6 +213,59 @@ describe.skipIf(missing.length > 0)(`multiline logs through the compiled agent${
     expect(python[0]!.attributes).toEqual({ "log.file.path": pythonPath, "log.file.name": "python.log" });
   }, 120_000);
 
+  test("SIGKILL while Java traces are written: after a restart every record arrives whole; only records after the last checkpoint twice", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-logs-kill-e2e-"));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const rx = await startOfficialReceiver();
+    cleanup.push(() => rx.stop());
+    const expected = splitRecords(run(["java", join(FIXTURES, "TraceLogger.java"), "300"]));
+    expect(expected).toHaveLength(600);
+    const path = join(dir, "java.log");
+    writeFileSync(path, "");
+    const a1 = await spawnAgent({ config: config(dir, rx.endpoint, "200ms") });
+    cleanup.push(() => void a1.stop());
+    const received = () => records(rx.requests()).map((r) => r.body);
+    let written = 0;
+    const writeSome = (n: number) => {
+      appendFileSync(path, expected.slice(written, written + n).join("\n") + "\n");
+      written += n;
+    };
+    // Written in bursts while the agent reads; killed mid-file once some are exported and checkpointed.
+    const writing = (async () => {
+      while (written < 600) {
+        writeSome(10);
+        await Bun.sleep(15);
+      }
+    })();
+    await rx.waitFor((all) => records(all).length >= 100 && (checkpointOffsets(dir).get(path) ?? 0) > 0, 30_000);
+    a1.proc.kill("SIGKILL");
+    await a1.proc.exited;
+    const checkpointed = checkpointOffsets(dir).get(path)!;
+    const beforeKill = received().length;
+    await writing;
+    expect(beforeKill).toBeLessThan(600);
+    const a2 = await spawnAgent({ config: config(dir, rx.endpoint, "200ms") });
+    cleanup.push(() => void a2.stop());
+    await rx.waitFor((all) => new Set(records(all).map((r) => r.body)).size >= 600, 30_000);
+    // Everything read was exported once the checkpoint covers the whole file.
+    const end = performance.now() + 20_000;
+    while (checkpointOffsets(dir).get(path) !== Buffer.byteLength(expected.join("\n") + "\n")) {
+      if (performance.now() > end) throw new Error("timed out waiting for the checkpoint at the end of the file");
+      await Bun.sleep(20);
+    }
+    expect(await a2.stop()).toBe(0);
+    const got = received();
+    const wanted = new Set(expected);
+    // No fragment: every record received is one the program wrote, whole.
+    expect(got.filter((b) => !wanted.has(b))).toEqual([]);
+    expect(new Set(got).size).toBe(600);
+    // Only what was exported after the last checkpoint before the kill comes twice.
+    let covered = 0;
+    for (let offset = 0; offset + Buffer.byteLength(expected[covered]!) + 1 <= checkpointed; covered++) offset += Buffer.byteLength(expected[covered]!) + 1;
+    expect(got.length - 600).toBeLessThanOrEqual(beforeKill - covered);
+    console.log(`multiline SIGKILL restart: ${beforeKill} records exported before the kill, ${covered} covered by the checkpoint, ${got.length - 600} sent again, 0 lost`);
+  }, 120_000);
+
   test("structured and plain lines, CRI and raw: severity, time, trace context and attributes as the log data model has them", async () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-logs-dm-e2e-"));
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }));

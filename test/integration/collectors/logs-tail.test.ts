@@ -298,6 +298,31 @@ describe("multiline records and severity", () => {
     expect(JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0].offset).toBe(cStart);
   });
 
+  test("CRI, stopped while one stream's record is in progress: the other stream's records sent meanwhile are not sent again", async () => {
+    const { logs, config } = multilineSetup("1h");
+    const path = join(logs, `api_shop_java-${ID}.log`);
+    const trace = javaTrace(5).split("\n");
+    const b = (i: number) => `2024-01-02T03:04:05Z INFO b${i}`;
+    writeFileSync(path, cri(trace[0]!, "stderr") + cri(b(1), "stdout") + cri(trace[1]!, "stderr") + cri(b(2), "stdout") + cri(b(3), "stdout"));
+    const p1 = new RecordingPipeline();
+    const e1 = start(config, p1);
+    await waitFor("b1 and b2", () => p1.accepted.logs.length >= 2);
+    await rounds(e1);
+    await e1.stop(1000);
+    engines.splice(engines.indexOf(e1), 1);
+    expect(bodies(p1)).toEqual([b(1), b(2)]);
+    const saved = JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0];
+    const text = readFileSync(path, "utf8");
+    expect(saved.offset).toBe(0);
+    expect(saved.streams.stdout).toBe(text.indexOf(cri(b(3), "stdout")));
+    appendFileSync(path, cri(trace[2]!, "stderr"));
+    const p2 = new RecordingPipeline();
+    start({ ...config, multiline: config.multiline.map((r) => ({ ...r, flush_timeout: "100ms" })) }, p2);
+    await waitFor("the trace and b3", () => p2.accepted.logs.length >= 2);
+    await Bun.sleep(300);
+    expect(bodies(p2).toSorted()).toEqual([b(3), trace.slice(0, 3).join("\n")].toSorted());
+  });
+
   test("stopped while a record is in progress: the checkpoint stops at its start and a restart sends it once, whole", async () => {
     const { logs, config } = multilineSetup("1h");
     const path = join(logs, "java.log");

@@ -514,7 +514,7 @@ describe("CORS", () => {
       expect((r.headers.get("access-control-expose-headers") ?? "").toLowerCase()).toContain("www-authenticate");
       expect((r.headers.get("access-control-expose-headers") ?? "").toLowerCase()).toContain("retry-after");
       expect(r.headers.get("vary")).toContain("Origin");
-      await expectError(r, status, (await r.clone().json()).error);
+      await expectError(r, status, ((await r.clone().json()) as { error: string }).error);
     }
     // 405 and 413 on a fresh agent (the rate limit above is spent).
     const b = await inProcessAgent(CORS_CONFIG);

@@ -6,9 +6,9 @@
  * environment, the app.kubernetes.io/name label, the owning workload, the container name.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdirSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
+import { discoveryHarness, kubernetesOnlyYaml, removeTempDirs, serviceAccountDir, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
 import type { WorkloadRegistry } from "../../../src/workloads/registry";
@@ -28,11 +28,6 @@ const PODS = [
   { pid: 5007, cid: cid("7"), exe: "/bin/sh", pod: { name: "debug", container: "shell" }, expect: "shell" },
 ] as const;
 const CHILD_PID = 5004;
-
-function writeToken(dir: string, token: string): void {
-  writeFileSync(join(dir, "token.new"), token);
-  renameSync(join(dir, "token.new"), join(dir, "token"));
-}
 
 function writeProcess(procRoot: string, pid: number, p: { ppid?: number; comm: string; exe: string; cgroup: string; env?: readonly string[] }): void {
   const d = join(procRoot, String(pid));
@@ -54,10 +49,7 @@ describe("workload identity from Kubernetes (our API server, a written /proc tre
 
   beforeAll(async () => {
     cert = makeSelfSignedCert();
-    saDir = tempDir("svc-sa-");
-    writeToken(saDir, "token-1");
-    writeFileSync(join(saDir, "ca.crt"), cert.cert);
-    writeFileSync(join(saDir, "namespace"), "monitoring\n");
+    saDir = serviceAccountDir(cert.cert, "token-1");
     procRoot = tempDir("svc-proc-");
     api = new FakeKubeApiServer({ tokens: ["token-1"], tls: cert });
     for (const p of PODS) {
@@ -69,19 +61,7 @@ describe("workload identity from Kubernetes (our API server, a written /proc tre
     // A worker the web server forked (same program, same container).
     writeProcess(procRoot, CHILD_PID, { ppid: 5002, comm: "web", exe: "/usr/local/bin/web", cgroup: `0::/kubepods.slice/cri-containerd-${cid("2")}.scope\n` });
     h = discoveryHarness(
-      `
-agent:
-  discovery:
-    detect_kubernetes: true
-    kubernetes:
-      node_name: ${NODE}
-      cluster_name: test-cluster
-      service_account_dir: ${saDir}
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`,
+      kubernetesOnlyYaml(NODE, saDir),
       { KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: String(api.port) },
       { procRoot },
     );

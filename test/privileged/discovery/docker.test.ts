@@ -211,6 +211,11 @@ agent:
         "k8s.container.name": "app",
         "k8s.deployment.name": "web",
         "k8s.node.name": "node-p",
+        // Its workload identity: named by the owning Deployment (the pod has no app.kubernetes.io/name label).
+        "service.name": "web",
+        "service.namespace": "default",
+        "service.instance.id": "default.web-5d8f7c9b7-x2x9z.app",
+        "process.pid": pid,
       });
       // What the network collector puts on a span's resource for this process.
       expect(new ProcessLabeler(undefined, h.parts.workloads).describe(pid, "sleep").resource?.["k8s.pod.name"]).toBe("web-5d8f7c9b7-x2x9z");

@@ -13,6 +13,8 @@ import { spawnAgent, type AgentProcess } from "../../helpers/agent-process";
 import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 import { closedLoopbackPort } from "../../helpers/ports";
+import { firstLine } from "../../helpers/wait";
+import { agentYaml } from "../collectors/network/harness";
 
 const AGENT_SERVICE = "identity-agent";
 const PY_REQUESTS = 3;
@@ -58,18 +60,6 @@ function collect(reqs: OfficialRequest[]): Found[] {
   return out;
 }
 
-async function readLine(stream: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stream.getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value: chunk, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(chunk);
-  }
-  reader.releaseLock();
-  return text.trim();
-}
-
 describe.skipIf(unavailable !== undefined)("workload identity on the real kernel and a real dockerd", () => {
   const dockerd = new TestDockerd();
   let rx: OfficialReceiver;
@@ -84,39 +74,17 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
 
   /** The compiled agent exporting to the receiver, once its eBPF sets are attached and Docker discovery is connected. */
   async function startAgent(): Promise<AgentProcess> {
-    const agent = await spawnAgent({
-      env: { OTLP_ENDPOINT: rx.endpoint },
-      config: `
-service_name: ${AGENT_SERVICE}
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: \${OTLP_ENDPOINT}
-  compression: none
-queues:
-  traces:
-    batch_timeout: 50ms
-  metrics:
-    batch_timeout: 50ms
-agent:
-  ebpf:
-    enabled: true
-    network:
+    const ebpf = `    network:
       enabled: true
       metrics_interval: 1s
     syscalls:
       enabled: true
       interval: 1s
-      top_processes: 1000
-  discovery:
-    detect_kubernetes: false
-    docker:
+      top_processes: 1000`;
+    const docker = `    docker:
       enabled: true
-      socket: ${dockerd.socket}
-    cloud:
-      enabled: false
-`,
-    });
+      socket: ${dockerd.socket}`;
+    const agent = await spawnAgent({ config: `service_name: ${AGENT_SERVICE}\n${agentYaml(rx.port, ebpf, docker)}` });
     const ready = async () => {
       const r = await fetch(`${agent.url}/status/ebpf`);
       const v = (await r.json()) as { programs?: Array<{ name: string; attached: boolean }> };
@@ -157,7 +125,7 @@ agent:
       cwd: "/",
       env: { PATH: "/usr/bin:/bin", OTEL_SERVICE_NAME: "orders-py", OTEL_RESOURCE_ATTRIBUTES: "service.namespace=shop,deployment.environment=test", UNRELATED_SECRET: "do-not-export" },
     });
-    pyPort = Number(await readLine(python.stdout));
+    pyPort = Number(await firstLine(python.stdout));
     httpdPort = closedLoopbackPort();
     containerId = dockerd.docker("run", "-d", "--network", "host", "--stop-signal", "KILL", "--name", containerName, TEST_IMAGE, "/bin/busybox", "httpd", "-f", "-p", `127.0.0.1:${httpdPort}`, "-h", "/");
     httpdPid = Number(dockerd.docker("inspect", "-f", "{{.State.Pid}}", containerId));

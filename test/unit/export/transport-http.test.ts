@@ -1,7 +1,8 @@
 /** How OTLP/HTTP answers become outcomes (the specification's retry rules for HTTP), without a network. */
 import { describe, expect, test } from "bun:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
-import { errorOutcome, retryAfterMs, successOf } from "../../../src/export/transport-http";
+import { errorOutcome, retryAfterMs } from "../../../src/export/transport-http";
+import { successOf } from "../../../src/export/transport";
 import { otlpType } from "../../../src/export/schema";
 
 const none = new Uint8Array(0);

@@ -197,3 +197,16 @@ describe("process table after a restart", () => {
     expect(t.forPid(21)!.containerId).toBe(CID);
   });
 });
+
+describe("documentation", () => {
+  test("the configuration reference (`help config`, README) and the README state the service.name order", async () => {
+    const { configReferenceMarkdown } = await import("../../../src/config/reference");
+    const order = ["OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "app.kubernetes.io/name", "Deployment", "StatefulSet", "DaemonSet", "container name", "executable name"];
+    const row = configReferenceMarkdown().split("\n").find((l) => l.startsWith("| `service_name`"))!;
+    const at = (text: string) => order.map((w) => text.indexOf(w));
+    expect(at(row).every((i, k, all) => i >= 0 && (k === 0 || i > all[k - 1]!))).toBe(true);
+    const readme = await Bun.file(join(import.meta.dir, "../../../README.md")).text();
+    const section = readme.slice(readme.indexOf("## Workload identity"), readme.indexOf("## Command line"));
+    expect(at(section).every((i, k, all) => i >= 0 && (k === 0 || i > all[k - 1]!))).toBe(true);
+  });
+});

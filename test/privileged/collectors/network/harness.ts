@@ -42,9 +42,12 @@ function attrs(list: unknown): Record<string, string | number | boolean> {
 export class Collected {
   readonly spans: DecodedSpan[] = [];
   readonly points: DecodedPoint[] = [];
+  /** The ExportTraceServiceRequest bodies as they arrived. */
+  readonly traceBodies: Uint8Array[] = [];
 
   add(signal: string, body: Uint8Array): void {
     if (signal === "traces") {
+      this.traceBodies.push(body);
       const req = decodeRequest("traces", body) as { resourceSpans?: Json[] };
       for (const rs of req.resourceSpans ?? []) {
         const resource = attrs((rs.resource as Json | undefined)?.attributes);
@@ -158,4 +161,79 @@ export async function until(cond: () => boolean, what: string, ms = 15_000): Pro
     await Bun.sleep(20);
   }
   throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+}
+
+const PROTO_DIR = new URL("../../../../proto", import.meta.url).pathname;
+
+type TextNode = { [field: string]: Array<string | TextNode> };
+
+/** Text format strings are C-escaped (\\nnn octal, \\n, \\", \\\\); bytes come back as latin1 chars. */
+function unescapeC(s: string): string {
+  return s.replace(/\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)/g, (_, e: string) => {
+    if (/^[0-7]+$/.test(e)) return String.fromCharCode(parseInt(e, 8));
+    if (e[0] === "x") return String.fromCharCode(parseInt(e.slice(1), 16));
+    return ({ n: "\n", t: "\t", r: "\r" } as Record<string, string>)[e] ?? e;
+  });
+}
+
+/** Parses protobuf text format as protoc --decode prints it (`name {` ... `}`, `name: value`). */
+function parseTextFormat(text: string): TextNode {
+  const root: TextNode = {};
+  const stack: TextNode[] = [root];
+  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const top = stack[stack.length - 1]!;
+    let m: RegExpExecArray | null;
+    if ((m = /^(\w+) \{$/.exec(line))) {
+      const child: TextNode = {};
+      (top[m[1]!] ??= []).push(child);
+      stack.push(child);
+    } else if (line === "}") stack.pop();
+    else if ((m = /^(\w+): (.*)$/.exec(line))) (top[m[1]!] ??= []).push(m[2]!.startsWith('"') ? unescapeC(m[2]!.slice(1, -1)) : m[2]!);
+    else throw new Error(`unexpected protoc output line: ${line}`);
+  }
+  return root;
+}
+
+const nodes = (n: TextNode, f: string) => (n[f] ?? []) as TextNode[];
+const scalar = (n: TextNode, f: string) => n[f]?.[0] as string | undefined;
+
+/**
+ * The spans of the received trace requests as decoded by `protoc --decode` (Debian's protobuf-compiler, not the
+ * project's decoder) against the OTLP definitions in proto/.
+ */
+export function decodeSpansWithProtoc(bodies: Uint8Array[]): DecodedSpan[] {
+  const out: DecodedSpan[] = [];
+  for (const body of bodies) {
+    const r = Bun.spawnSync(["protoc", `-I${PROTO_DIR}`, "--decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest", "opentelemetry/proto/collector/trace/v1/trace_service.proto"], { stdin: body, stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`protoc --decode failed: ${r.stderr.toString()}`);
+    const kv = (n: TextNode) => {
+      const a: Record<string, string | number | boolean> = {};
+      for (const x of nodes(n, "attributes")) {
+        const v = nodes(x, "value")[0] ?? {};
+        const key = scalar(x, "key")!;
+        if (v.string_value) a[key] = scalar(v, "string_value")!;
+        else if (v.int_value) a[key] = Number(scalar(v, "int_value"));
+        else if (v.bool_value) a[key] = scalar(v, "bool_value") === "true";
+        else if (v.double_value) a[key] = Number(scalar(v, "double_value"));
+      }
+      return a;
+    };
+    for (const rs of nodes(parseTextFormat(r.stdout.toString()), "resource_spans")) {
+      const resource = kv(nodes(rs, "resource")[0] ?? {});
+      for (const ss of nodes(rs, "scope_spans")) {
+        for (const s of nodes(ss, "spans")) {
+          out.push({
+            name: scalar(s, "name")!,
+            kind: scalar(s, "kind") ?? "SPAN_KIND_UNSPECIFIED",
+            startNs: BigInt(scalar(s, "start_time_unix_nano")!),
+            endNs: BigInt(scalar(s, "end_time_unix_nano")!),
+            attributes: kv(s),
+            status: nodes(s, "status")[0] as Json | undefined,
+            resource,
+          });
+        }
+      }
+    }
+  }
+  return out;
 }

@@ -148,6 +148,11 @@ function suite(mode: "socket" | "syscalls"): void {
       const refused = t.collected.spans.filter((s) => s.attributes["process.pid"] === refusedCurlPid && s.name.startsWith("CONNECT"));
       expect(refused.map((s) => s.name)).toEqual([`CONNECT 127.0.0.1:${refusedPort}`]);
       expect(refused[0]!.status).toMatchObject({ code: "STATUS_CODE_ERROR" });
+      // The local port of a connect that never got established too (bound after SYN_SENT, released before CLOSE).
+      for (const s of [...ok, ...refused]) {
+        expect(s.attributes["network.local.port"]).toBeGreaterThan(0);
+        expect(s.attributes["network.local.port"]).not.toBe(s.attributes["server.port"]);
+      }
     });
 
     test("connection metrics: opened/closed/failed/bytes with bounded labels", async () => {
