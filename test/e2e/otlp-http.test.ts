@@ -88,6 +88,7 @@ describe.skipIf(missing.length > 0)(`OTLP/HTTP from OTEL_* variables${missing.le
       Bun.spawnSync([BINARY, ...args], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env, ...extra }, stdout: "pipe", stderr: "pipe" });
     const ok = run(["--validate-config", path]);
     expect(ok.exitCode).toBe(0);
+    expect(ok.stdout.toString()).toContain(`export to ${rx.httpEndpoint} over http/protobuf`);
     expect(ok.stdout.toString() + ok.stderr.toString()).not.toContain(SECRET);
     // A malformed variable is named; the secret beside it is not printed.
     const bad = run(["--validate-config", path], { OTEL_EXPORTER_OTLP_HEADERS: `x-api-key=${SECRET},broken`, OTEL_EXPORTER_OTLP_TIMEOUT: "soon" });
