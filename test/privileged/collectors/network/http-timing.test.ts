@@ -10,7 +10,7 @@
  * exchange of curl's that was not captured at all (no span within the wait) is run again, at most ATTEMPTS times.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { decodeSpansWithProtoc, firstLine, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
 
 const SLOW_CHUNKS = 5;
 const SLOW_CHUNK_GAP_MS = 50;
@@ -69,18 +69,6 @@ interface Exchange {
   measured: number;
   client: DecodedSpan;
   server: DecodedSpan;
-}
-
-async function firstLine(p: Bun.Subprocess<"ignore", "pipe", "inherit">): Promise<string> {
-  const reader = p.stdout.getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return text.trim();
 }
 
 const seconds = (s: DecodedSpan) => Number(s.endNs - s.startNs) / 1e9;
