@@ -71,6 +71,8 @@ export class EbpfCore {
   #closed = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #endTask: (() => void) | undefined;
+  /** Per set: the last sums of svc_gate_refused (exchanges, other events). */
+  readonly #gateRefusedSeen = new Map<string, [bigint, bigint]>();
   #ringbufText: Config["agent"]["ebpf"]["ringbuf_size"] | undefined;
   #ringbufBytes = 0;
 
@@ -78,6 +80,9 @@ export class EbpfCore {
     this.#ctx = ctx;
     this.#deps = deps;
     this.processes = processes;
+    ctx.memory?.subscribe(() => {
+      for (const [set, rec] of this.#sets) this.#applyGate(set, rec);
+    });
     ctx.status.provide(
       VIEWS.ebpf,
       () => this.view(),
@@ -162,9 +167,35 @@ export class EbpfCore {
     return this.#verifierLogs;
   }
 
+  /** Sets the memory gate flag (ffi/bpf/common.h SVC_MEMORY_GATE) of a loaded set that has one to the gate's state. */
+  #applyGate(set: string, rec: SetRecord): void {
+    const map = rec.loaded?.object.map("svc_gate");
+    if (!map?.updateU32Key) return;
+    try {
+      map.updateU32Key(0, new Uint8Array(new Uint32Array([this.#ctx.memory?.refusing ? 1 : 0]).buffer));
+    } catch (e) {
+      this.#ctx.logger.warn("setting the memory gate of a program set failed", { set, error: (e as Error).message });
+    }
+  }
+
+  /** Adds what the kernel refused behind the memory gate since the last read: exchanges count as dropped spans. */
+  #readGate(set: string, rec: SetRecord): void {
+    const map = rec.loaded?.object.map("svc_gate_refused");
+    if (!map) return;
+    const now: [bigint, bigint] = [map.sumPerCpuU64(0), map.sumPerCpuU64(1)];
+    const seen = this.#gateRefusedSeen.get(set) ?? [0n, 0n];
+    this.#gateRefusedSeen.set(set, now);
+    const exchanges = Number(now[0] - seen[0]);
+    const events = Number(now[1] - seen[1]);
+    if (exchanges > 0) this.#ctx.metrics.spans.dropped.inc({ reason: "memory_limit" }, exchanges);
+    if (this.#ctx.memory && exchanges + events > 0) this.#ctx.memory.refusedInKernel += exchanges + events;
+  }
+
   /** Records (or replaces) a set's state. */
   record(set: string, rec: SetRecord): void {
+    if (this.#sets.get(set)?.loaded?.object !== rec.loaded?.object) this.#gateRefusedSeen.delete(set);
     this.#sets.set(set, rec);
+    this.#applyGate(set, rec);
     this.#ensureTimer();
     this.refresh();
     if (rec.loaded) void this.sweepMaps();
@@ -230,6 +261,11 @@ export class EbpfCore {
     const m = this.#ctx.metrics;
     for (const [set, rec] of this.#sets) {
       if (!rec.loaded) continue;
+      try {
+        this.#readGate(set, rec);
+      } catch {
+        // The set is being unloaded; its counts are gone with it.
+      }
       for (const b of rec.loaded.readers) {
         const label = `${set}/${b.map}`;
         let total: bigint;

@@ -71,7 +71,8 @@ export type HttpReply = { ok: true; rejected?: number; message?: string } | { ok
 export interface HttpBackendOptions {
   /** host:port to listen on (port 0: any free port). */
   listen: string;
-  tls?: { cert: Buffer | string; key: Buffer | string };
+  /** TLS: server certificate and key (PEM); with `clientCa`, client certificates signed by it are required. */
+  tls?: { cert: Buffer | string; key: Buffer | string; clientCa?: Buffer | string };
   respond?: (req: ReceivedRequest) => HttpReply | Promise<HttpReply>;
   onRequest?: (req: ReceivedRequest) => void;
 }
@@ -96,11 +97,15 @@ export class OtlpHttpBackend {
     this.#server = Bun.serve({
       hostname: this.#options.listen.slice(0, i),
       port: Number(this.#options.listen.slice(i + 1)),
-      ...(this.#options.tls ? { tls: this.#options.tls } : {}),
+      ...(this.#options.tls ? { tls: this.#tls(this.#options.tls) } : {}),
       fetch: (req, server) => this.#handle(req, server.requestIP(req)?.address ?? ""),
     });
     this.#port = this.#server.port ?? 0;
     return this.#port;
+  }
+
+  #tls(t: NonNullable<HttpBackendOptions["tls"]>) {
+    return { cert: t.cert, key: t.key, ...(t.clientCa ? { ca: t.clientCa, requestCert: true, rejectUnauthorized: true } : {}) };
   }
 
   async #handle(req: Request, peer: string): Promise<Response> {

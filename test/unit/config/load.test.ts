@@ -2,18 +2,9 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, embeddedDefaultText, loadConfig, parseConfig, resolveConfigPath } from "../../../src/config";
+import { embeddedDefaultText, loadConfig, parseConfig, resolveConfigPath } from "../../../src/config";
 import { sizeBytes } from "../../../src/config/units";
-
-function problemsOf(text: string, env: Record<string, string> = {}) {
-  try {
-    parseConfig(text, env);
-  } catch (e) {
-    if (e instanceof ConfigError) return e.problems;
-    throw e;
-  }
-  throw new Error("expected the configuration to be refused");
-}
+import { problemsOf } from "../../helpers/config-problems";
 
 describe("defaults", () => {
   test("an empty document gives every default", () => {
