@@ -13,7 +13,7 @@ import { StatusAggregator } from "../status/aggregator";
 import { AgentMetrics } from "../telemetry/metrics";
 import { TaskRegistry } from "../telemetry/tasks";
 import { buildSubsystems } from "./components";
-import type { AgentContext, BaseContext } from "./context";
+import type { AgentContext, BaseContext } from "../lifecycle/context";
 import { secretsOf } from "../config/secrets";
 
 export interface AgentOptions {

@@ -14,7 +14,7 @@ import { createGpuCollector } from "../collectors/gpu";
 import { createNetworkCollectors } from "../collectors/network";
 import { createSyscallCollectors } from "../collectors/syscalls";
 import { createProfilingCollector } from "../collectors/profiling";
-import type { AgentContext, BaseContext } from "./context";
+import type { AgentContext, BaseContext } from "../lifecycle/context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
