@@ -13,6 +13,7 @@ import { StatusAggregator } from "../status/aggregator";
 import { AgentMetrics } from "../telemetry/metrics";
 import { TaskRegistry } from "../telemetry/tasks";
 import { buildSubsystems } from "./components";
+import { MemoryGate } from "../memory/gate";
 import type { AgentContext, BaseContext } from "../lifecycle/context";
 import { secretsOf } from "../config/secrets";
 
@@ -64,6 +65,7 @@ export class Agent {
       metrics: this.metrics,
       tasks: this.tasks,
       env: options.env,
+      memory: new MemoryGate(),
     };
     const subsystems = buildSubsystems(base);
     this.ctx = subsystems.ctx;

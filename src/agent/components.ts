@@ -14,6 +14,8 @@ import { createGpuCollector } from "../collectors/gpu";
 import { createNetworkCollectors } from "../collectors/network";
 import { createSyscallCollectors } from "../collectors/syscalls";
 import { createProfilingCollector } from "../collectors/profiling";
+import { createMemoryLimiter } from "../memory/limiter";
+import { MemoryGate } from "../memory/gate";
 import type { AgentContext, BaseContext } from "../lifecycle/context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
@@ -40,6 +42,8 @@ export interface Subsystems {
 }
 
 export function buildSubsystems(base: BaseContext): Subsystems {
+  // The memory limiter starts first: the gate it closes is read by everything after it.
+  const limiter = createMemoryLimiter(base, base.memory ?? new MemoryGate());
   const exporter = createExport(base);
   const discovery = createDiscovery({ ...base, pipeline: exporter.pipeline });
   const ctx: AgentContext = Object.create(base, {
@@ -47,5 +51,5 @@ export function buildSubsystems(base: BaseContext): Subsystems {
     workloads: { value: discovery.workloads, enumerable: true },
   });
   const collectors = COLLECTOR_FACTORIES.flatMap((f) => f(ctx));
-  return { ctx, components: [...exporter.components, ...collectors, ...discovery.components] };
+  return { ctx, components: [limiter, ...exporter.components, ...collectors, ...discovery.components] };
 }

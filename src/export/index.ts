@@ -20,6 +20,6 @@ export interface ExportSubsystem {
 
 /** Builds the pipeline and its component `exporter/otlp` (which connects at start). */
 export function createExport(ctx: BaseContext): ExportSubsystem {
-  const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, tasks: ctx.tasks });
+  const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, tasks: ctx.tasks, gate: ctx.memory });
   return { pipeline, components: [new OtlpExporterComponent(ctx, pipeline)] };
 }

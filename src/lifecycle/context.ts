@@ -3,6 +3,7 @@ import type { Config } from "../config/schema";
 import type { WorkloadDirectory } from "../discovery/types";
 import type { TelemetryPipeline } from "../export/types";
 import type { Logger } from "../log/logger";
+import type { MemoryGate } from "../memory/gate";
 import type { StatusAggregator } from "../status/aggregator";
 import type { AgentMetrics } from "../telemetry/metrics";
 import type { TaskRegistry } from "../telemetry/tasks";
@@ -18,6 +19,8 @@ export interface BaseContext {
   readonly tasks: TaskRegistry;
   /** Environment of the process (tests pass their own). */
   readonly env: Record<string, string | undefined>;
+  /** Closed by the memory limiter above the soft limit: producers refuse new data (src/memory). Absent in some tests. */
+  readonly memory?: MemoryGate;
 }
 
 /** The base plus the services subsystems offer each other. */
