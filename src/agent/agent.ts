@@ -14,7 +14,7 @@ import { AgentMetrics } from "../telemetry/metrics";
 import { TaskRegistry } from "../telemetry/tasks";
 import { buildSubsystems } from "./components";
 import { MemoryGate } from "../memory/gate";
-import type { AgentContext, BaseContext } from "./context";
+import type { AgentContext, BaseContext } from "../lifecycle/context";
 import { secretsOf } from "../config/secrets";
 
 export interface AgentOptions {

@@ -16,7 +16,7 @@ import { createSyscallCollectors } from "../collectors/syscalls";
 import { createProfilingCollector } from "../collectors/profiling";
 import { createMemoryLimiter } from "../memory/limiter";
 import { MemoryGate } from "../memory/gate";
-import type { AgentContext, BaseContext } from "./context";
+import type { AgentContext, BaseContext } from "../lifecycle/context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 

@@ -5,7 +5,7 @@
  * (hash map iteration costs ~2-3 µs per key here: 65k keys in one go would stall the loop ~150 ms). The view
  * is a cheap snapshot of the last values.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { sizeBytes } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";
@@ -109,14 +109,27 @@ export class EbpfCore {
     return this.#ctx.tasks.track(name, fn, "operation");
   }
 
-  /** agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes). */
-  ringbufSizeBytes(): number {
+  /**
+   * agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes), or
+   * undefined for `auto` (each ring sized by its set's spec).
+   */
+  ringbufSizeBytes(): number | undefined {
     const text = this.config.ringbuf_size;
+    if (text === "auto") return undefined;
     if (text !== this.#ringbufText) {
       this.#ringbufBytes = roundRingbufSize(sizeBytes(text));
       this.#ringbufText = text;
     }
     return this.#ringbufBytes;
+  }
+
+  /** The ring size the views show: the configured one, or with `auto` the largest ring loaded (0 before any). */
+  #shownRingbufSize(): number {
+    const configured = this.ringbufSizeBytes();
+    if (configured !== undefined) return configured;
+    let largest = 0;
+    for (const rec of this.#sets.values()) for (const b of rec.loaded?.readers ?? []) if (b.kind === "ringbuf") largest = Math.max(largest, b.sizeBytes);
+    return largest;
   }
 
   /** Loads libbpf and checks the environment, once; every set awaits the same answer. */
@@ -359,13 +372,13 @@ export class EbpfCore {
       enabled: this.config.enabled,
       programs,
       maps: this.#maps.map((m) => ({ ...m })),
-      ringbuf: { size: this.ringbufSizeBytes(), events_received: received, events_lost: Number(lost) },
+      ringbuf: { size: this.#shownRingbufSize(), events_received: received, events_lost: Number(lost) },
     };
   }
 
   /** What /status shows of the view, from the same values, without copying programs or maps. */
   summary(): EbpfSummary {
-    return { enabled: this.config.enabled, programs_loaded: this.#programsLoaded(), maps_created: this.#maps.length, ringbuf_size: this.ringbufSizeBytes() };
+    return { enabled: this.config.enabled, programs_loaded: this.#programsLoaded(), maps_created: this.#maps.length, ringbuf_size: this.#shownRingbufSize() };
   }
 
   /** Stops the refresher once every set is gone (the components call remove on shutdown). */

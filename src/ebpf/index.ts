@@ -6,7 +6,7 @@
  * Other program sets (network, syscalls, profiling) join by building components with `ebpfCore(ctx)` and
  * `EbpfSetComponent`, and label their telemetry with `ebpfCore(ctx).processes.forPid(pid)`.
  */
-import type { AgentContext, BaseContext } from "../agent/context";
+import type { AgentContext, BaseContext } from "../lifecycle/context";
 import type { Component } from "../lifecycle/component";
 import { EbpfSetComponent } from "./component";
 import { EbpfCore, type EbpfDeps } from "./core";

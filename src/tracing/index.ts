@@ -3,7 +3,7 @@
  * through the agent's own export pipeline. Subsystems trace an operation with `ctx.tasks.track(name, fn)` (or
  * `startActive`), annotate it with `setSpanAttributes`, and exclude work with `suppressTracing`.
  */
-import type { AgentContext } from "../agent/context";
+import type { AgentContext } from "../lifecycle/context";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { Tracer } from "./tracer";
 

@@ -2,7 +2,7 @@
  * Network tracing: TCP connection lifecycle (metrics and CONNECT spans) and HTTP/1.x spans captured from
  * socket syscalls, from the `network` eBPF program set (ffi/bpf/network.bpf.c). Component `ebpf/network`.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../../lifecycle/context";
 import { ebpfCore } from "../../ebpf";
 import type { Component } from "../../lifecycle/component";
 import { NetworkCollector } from "./component";

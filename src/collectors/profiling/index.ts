@@ -4,7 +4,7 @@
  * symbolized (kallsyms, ELF symbols cached by build id, perf maps and jitdump files of JIT runtimes), and one
  * OTLP profile per process is exported. Each period is also available as pprof.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../../lifecycle/context";
 import { ebpfCore } from "../../ebpf";
 import { ProfilingCollector } from "./profiler";
 

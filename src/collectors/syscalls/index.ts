@@ -3,7 +3,7 @@
  * `syscalls` eBPF program set (ffi/bpf/syscalls.bpf.c) and exported periodically as bounded metrics (top N
  * processes plus `other`), with syscall names for x86_64 and arm64. Component `ebpf/syscalls`.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../../lifecycle/context";
 import { ebpfCore } from "../../ebpf";
 import type { Component } from "../../lifecycle/component";
 import { SyscallCollector } from "./component";

@@ -25,7 +25,7 @@ function ebpfView(deps: ServerDeps, c: Config): EbpfView {
       enabled: false,
       programs: [],
       maps: [],
-      ringbuf: { size: sizeBytes(c.agent.ebpf.ringbuf_size), events_received: 0, events_lost: 0 },
+      ringbuf: { size: c.agent.ebpf.ringbuf_size === "auto" ? 0 : sizeBytes(c.agent.ebpf.ringbuf_size), events_received: 0, events_lost: 0 },
     }
   );
 }

@@ -53,7 +53,7 @@ export async function waitFor(what: string, cond: () => boolean, timeoutMs = 10_
   }
 }
 
-import type { AgentContext } from "../../../src/agent/context";
+import type { AgentContext } from "../../../src/lifecycle/context";
 import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
 import { parseConfig } from "../../../src/config/load";
 import { Logger } from "../../../src/log/logger";

@@ -15,7 +15,7 @@ import { ProfilingCollector } from "../../../src/collectors/profiling";
 import { ebpfCore } from "../../../src/ebpf";
 import type { ProfileItem } from "../../../src/export/model";
 import { RecordingPipeline, fakeContext, recordingHost, waitFor } from "../../integration/collectors/fakes";
-import type { AgentContext } from "../../../src/agent/context";
+import type { AgentContext } from "../../../src/lifecycle/context";
 import { createExport } from "../../../src/export";
 import type { TelemetryPipeline } from "../../../src/export/types";
 import { OtlpReceiver, decodeRequest, type ReceivedRequest } from "../../../src/export/receiver";
