@@ -14,7 +14,8 @@ import { AgentMetrics } from "../telemetry/metrics";
 import { TaskRegistry } from "../telemetry/tasks";
 import { buildSubsystems } from "./components";
 import { MemoryGate } from "../memory/gate";
-import type { AgentContext, BaseContext } from "./context";
+import type { BaseContext } from "../lifecycle/context";
+import type { AgentContext } from "../collectors/context";
 import { secretsOf } from "../config/secrets";
 
 export interface AgentOptions {

@@ -6,7 +6,7 @@
 import type { Component } from "../lifecycle/component";
 import { createExport } from "../export";
 import { createDiscovery } from "../discovery";
-import { createEbpfComponents } from "../ebpf";
+import { createEbpfComponents, EbpfCore, NATIVE_DEPS } from "../ebpf";
 import { createDebugComponent } from "../debug/component";
 import { createTracing } from "../tracing";
 import { createLogsCollector } from "../collectors/logs";
@@ -16,7 +16,8 @@ import { createSyscallCollectors } from "../collectors/syscalls";
 import { createProfilingCollector } from "../collectors/profiling";
 import { createMemoryLimiter } from "../memory/limiter";
 import { MemoryGate } from "../memory/gate";
-import type { AgentContext, BaseContext } from "./context";
+import type { BaseContext } from "../lifecycle/context";
+import type { AgentContext } from "../collectors/context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
@@ -27,7 +28,7 @@ export type ComponentFactory = (ctx: AgentContext) => Component[];
 export const COLLECTOR_FACTORIES: ComponentFactory[] = [
   createTracing,
   (ctx) => [createDebugComponent(ctx)],
-  createEbpfComponents,
+  (ctx) => createEbpfComponents(ctx.ebpf),
   (ctx) => [createLogsCollector(ctx)],
   (ctx) => [createGpuCollector(ctx)],
   createNetworkCollectors,
@@ -46,9 +47,12 @@ export function buildSubsystems(base: BaseContext): Subsystems {
   const limiter = createMemoryLimiter(base, base.memory ?? new MemoryGate());
   const exporter = createExport(base);
   const discovery = createDiscovery({ ...base, pipeline: exporter.pipeline });
+  const ebpf = new EbpfCore(base, NATIVE_DEPS);
+  discovery.workloads.attachProcesses?.(ebpf.processes);
   const ctx: AgentContext = Object.create(base, {
     pipeline: { value: exporter.pipeline, enumerable: true },
     workloads: { value: discovery.workloads, enumerable: true },
+    ebpf: { value: ebpf, enumerable: true },
   });
   const collectors = COLLECTOR_FACTORIES.flatMap((f) => f(ctx));
   return { ctx, components: [limiter, ...exporter.components, ...collectors, ...discovery.components] };

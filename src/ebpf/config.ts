@@ -19,7 +19,7 @@ export const EbpfSchema = Type.Object(
         http_capture: Type.Union([Type.Literal("socket"), Type.Literal("syscalls")], {
           default: "socket",
           description:
-            "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev enter/exit tracepoints (any kernel, more overhead).",
+            "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg enter/exit tracepoints (any kernel, more overhead).",
         }),
         http_query_redaction: Type.Union([Type.Literal("all"), Type.Literal("sensitive"), Type.Literal("none")], {
           default: "all",

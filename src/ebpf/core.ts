@@ -5,7 +5,7 @@
  * (hash map iteration costs ~2-3 µs per key here: 65k keys in one go would stall the loop ~150 ms). The view
  * is a cheap snapshot of the last values.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { sizeBytes } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";

@@ -3,7 +3,7 @@
  * batcher, then retry -> timeout -> transport (@grpc/grpc-js, gzip, TLS, headers), exact accounting per
  * signal, status view `export`, readiness `otlp`; and the `receive` command's OTLP receiver (receiver/).
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Component } from "../lifecycle/component";
 import { OtlpExporterComponent } from "./component";
 import { OtlpPipeline } from "./pipeline";

@@ -7,7 +7,7 @@
  * once above the hard limit, it collects garbage, so that what was freed is given back. Modelled on the
  * OpenTelemetry Collector's memory_limiter processor.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";

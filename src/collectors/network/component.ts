@@ -7,7 +7,7 @@
  * never answered (connection closed or too many waiting) as `http_unanswered`.
  * A reload that changes what the kernel side was built with reloads the set.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";

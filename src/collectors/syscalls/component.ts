@@ -8,7 +8,7 @@
  * `<ns>_syscalls_dropped_total{reason}`.
  */
 import { existsSync } from "node:fs";
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";

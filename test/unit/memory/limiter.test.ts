@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Value } from "@sinclair/typebox/value";
-import type { BaseContext } from "../../../src/agent/context";
+import type { BaseContext } from "../../../src/lifecycle/context";
 import { ConfigSchema, validateConfig, type Config } from "../../../src/config/schema";
 import { OtlpPipeline } from "../../../src/export/pipeline";
 import type { ComponentState } from "../../../src/lifecycle/component";
