@@ -6,6 +6,11 @@
  * Error convention: every NVML function returns `nvmlReturn_t` (0 = NVML_SUCCESS); anything else becomes an
  * `NvmlError` with the call, the code and its NVML name. A library that cannot be opened (absent, or missing
  * a symbol) is an `NvmlUnavailableError`.
+ *
+ * Memory: `nvmlDeviceGetMemoryInfo_v2` (drivers R510 and later) separates the memory the driver and firmware
+ * reserve from the memory allocations use; the v1 call counts reserved memory as used (an idle H100 reads about
+ * 480 MiB used where nvidia-smi says 0). The v2 symbol is optional: it is looked up by a second `dlopen` of the
+ * same library, and the v1 call is used when it is absent or refuses the struct version.
  */
 import { findLibrary, librarySearchDirs } from "./library-path";
 import { dlopen, FFIType } from "bun:ffi";
@@ -26,6 +31,10 @@ const INITIAL_PROCESS_SLOTS = 32;
 const NVML_TEMPERATURE_GPU = 0;
 /** usedGpuMemory when the driver cannot tell (NVML_VALUE_NOT_AVAILABLE). */
 const NVML_VALUE_NOT_AVAILABLE = 0xffffffffffffffffn;
+/** nvmlMemory_v2_t: u32 version, pad, u64 total, reserved, free, used. */
+const MEMORY_V2_BYTES = 40;
+/** NVML_STRUCT_VERSION(Memory, 2): sizeof(nvmlMemory_v2_t) | 2 << 24. */
+const NVML_MEMORY_V2_VERSION = (MEMORY_V2_BYTES | (2 << 24)) >>> 0;
 
 const NVML_SYMBOLS = {
   /** nvmlReturn_t nvmlInit_v2(void); */
@@ -59,6 +68,16 @@ const NVML_SYMBOLS = {
   nvmlDeviceGetGraphicsRunningProcesses_v3: { args: [u64, P, P], returns: i32 },
 } as const;
 
+/** Symbols only newer drivers have, opened separately (a missing one must not make the library unusable). */
+const NVML_MEMORY_V2_SYMBOLS = {
+  /**
+   * nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+   * {u32 version (in: nvmlMemory_v2), u64 total, reserved, free, used} bytes; used excludes reserved.
+   * NVML_ERROR_ARGUMENT_VERSION_MISMATCH when the driver does not know the version.
+   */
+  nvmlDeviceGetMemoryInfo_v2: { args: [u64, P], returns: i32 },
+} as const;
+
 /** nvmlReturn_t values by name (nvml.h). */
 export const NVML_RETURN_NAMES: Record<number, string> = {
   0: "NVML_SUCCESS", 1: "NVML_ERROR_UNINITIALIZED", 2: "NVML_ERROR_INVALID_ARGUMENT", 3: "NVML_ERROR_NOT_SUPPORTED",
@@ -73,6 +92,8 @@ export const NVML_RETURN_NAMES: Record<number, string> = {
 };
 export const NVML_ERROR_NOT_SUPPORTED = 3;
 const NVML_ERROR_INSUFFICIENT_SIZE = 7;
+const NVML_ERROR_FUNCTION_NOT_FOUND = 13;
+const NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25;
 
 /** A failing NVML call: which call, its nvmlReturn_t and the name of it. */
 export class NvmlError extends Error {
@@ -117,8 +138,13 @@ export interface GpuReading {
   utilizationPercent?: number;
   /** Percent of time device memory was read or written. */
   memoryUtilizationPercent?: number;
+  /** Memory allocations use (without the driver's reserved memory when `memoryInfoVersion` is 2; with it under 1). */
   memoryUsedBytes?: number;
+  /** Memory the driver and firmware reserve (only from the v2 call). */
+  memoryReservedBytes?: number;
   memoryTotalBytes?: number;
+  /** Which nvmlDeviceGetMemoryInfo answered: 2 (`_v2`, reserved memory apart) or 1 (reserved counted as used). */
+  memoryInfoVersion?: 1 | 2;
   temperatureCelsius?: number;
   powerWatts?: number;
   processes: GpuProcess[];
@@ -139,16 +165,20 @@ export interface NvmlApi extends Disposable {
 }
 
 type NvmlSymbols = ReturnType<typeof dlopen<typeof NVML_SYMBOLS>>["symbols"];
+type NvmlMemoryV2 = ReturnType<typeof dlopen<typeof NVML_MEMORY_V2_SYMBOLS>>;
 
 class Nvml implements NvmlApi {
   readonly #sym: NvmlSymbols;
   readonly #close: () => void;
   readonly #handles = new Map<number, bigint>();
+  /** The v2 memory call; undefined when the library lacks it or the driver refused its struct version. */
+  #memoryV2: NvmlMemoryV2 | undefined;
   #open = true;
 
-  constructor(readonly library: string, sym: NvmlSymbols, close: () => void) {
+  constructor(readonly library: string, sym: NvmlSymbols, close: () => void, memoryV2: NvmlMemoryV2 | undefined) {
     this.#sym = sym;
     this.#close = close;
+    this.#memoryV2 = memoryV2;
   }
 
   #check(op: string, r: number): void {
@@ -204,10 +234,12 @@ class Nvml implements NvmlApi {
       reading.memoryUtilizationPercent = u[1];
     });
     attempt("memory", () => {
+      if (this.#readMemoryV2(h, reading)) return;
       const m = new BigUint64Array(3);
       this.#check("nvmlDeviceGetMemoryInfo", s.nvmlDeviceGetMemoryInfo(h, m));
       reading.memoryTotalBytes = Number(m[0]);
       reading.memoryUsedBytes = Number(m[2]);
+      reading.memoryInfoVersion = 1;
     });
     attempt("temperature", () => {
       const t = new Uint32Array(1);
@@ -222,6 +254,26 @@ class Nvml implements NvmlApi {
     attempt("compute_processes", () => reading.processes.push(...this.#processes("nvmlDeviceGetComputeRunningProcesses_v3", s.nvmlDeviceGetComputeRunningProcesses_v3, h, "compute")));
     attempt("graphics_processes", () => reading.processes.push(...this.#processes("nvmlDeviceGetGraphicsRunningProcesses_v3", s.nvmlDeviceGetGraphicsRunningProcesses_v3, h, "graphics")));
     return reading;
+  }
+
+  /** Fills the memory fields from nvmlDeviceGetMemoryInfo_v2; false (and v2 given up) when the driver does not take it. */
+  #readMemoryV2(h: bigint, reading: GpuReading): boolean {
+    const v2 = this.#memoryV2;
+    if (!v2) return false;
+    const buf = new BigUint64Array(MEMORY_V2_BYTES / 8);
+    new DataView(buf.buffer).setUint32(0, NVML_MEMORY_V2_VERSION, true);
+    const r = v2.symbols.nvmlDeviceGetMemoryInfo_v2(h, buf);
+    if (r === NVML_ERROR_ARGUMENT_VERSION_MISMATCH || r === NVML_ERROR_FUNCTION_NOT_FOUND || r === NVML_ERROR_NOT_SUPPORTED) {
+      v2.close();
+      this.#memoryV2 = undefined;
+      return false;
+    }
+    this.#check("nvmlDeviceGetMemoryInfo_v2", r);
+    reading.memoryTotalBytes = Number(buf[1]);
+    reading.memoryReservedBytes = Number(buf[2]);
+    reading.memoryUsedBytes = Number(buf[4]);
+    reading.memoryInfoVersion = 2;
+    return true;
   }
 
   #processes(op: string, fn: (h: bigint, count: Uint32Array, infos: Uint8Array) => number, h: bigint, kind: GpuProcess["kind"]): GpuProcess[] {
@@ -250,6 +302,8 @@ class Nvml implements NvmlApi {
     if (!this.#open) return;
     this.#open = false;
     this.#sym.nvmlShutdown();
+    this.#memoryV2?.close();
+    this.#memoryV2 = undefined;
     this.#close();
   }
 
@@ -278,7 +332,13 @@ export function openNvml(library: string, env: Record<string, string | undefined
     lib.close();
     throw new NvmlError("nvmlInit_v2", r, text);
   }
-  return new Nvml(library, lib.symbols, () => lib.close());
+  let memoryV2: NvmlMemoryV2 | undefined;
+  try {
+    memoryV2 = dlopen(path, NVML_MEMORY_V2_SYMBOLS);
+  } catch {
+    memoryV2 = undefined; // a driver before R510: nvmlDeviceGetMemoryInfo only
+  }
+  return new Nvml(library, lib.symbols, () => lib.close(), memoryV2);
 }
 
 /** An absolute path for `library`: itself when it contains a slash, else the first directory holding it. Throws NvmlUnavailableError. */

@@ -8,6 +8,7 @@ import { runCommand } from "./cli/run";
 import { validateCommand } from "./cli/validate";
 import { COMMANDS } from "./cli/commands";
 import { configReferenceMarkdown } from "./config/reference";
+import { otelVariablesMarkdown } from "./config/env";
 import { versionText } from "./version";
 
 async function main(argv: string[]): Promise<number> {
@@ -24,7 +25,7 @@ async function main(argv: string[]): Promise<number> {
       "validate-config": () => VALIDATE_HELP,
       version: () => VERSION_HELP,
       ...Object.fromEntries(Object.entries(COMMANDS).map(([name, c]) => [name, () => c.help])),
-      config: configReferenceMarkdown,
+      config: () => `${configReferenceMarkdown()}\n${otelVariablesMarkdown()}`,
     };
     const topic = argv[1];
     if (topic === undefined || topic === "--help" || topic === "-h") return print(MAIN_HELP);

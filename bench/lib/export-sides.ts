@@ -10,7 +10,7 @@ import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-grpc";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { loadConfig } from "../../src/config/load";
-import { grpcTransportFor } from "../../src/export/component";
+import { transportFor } from "../../src/export/transport-select";
 import { SpanKind, StatusCode, type SpanItem } from "../../src/export/model";
 import { OtlpPipeline } from "../../src/export/pipeline";
 import { Logger } from "../../src/log/logger";
@@ -94,7 +94,7 @@ export async function runPipeline(endpoint: string, spans: SpanItem[], o: SideOp
     queues: { ...base.queues, traces: { ...base.queues.traces, capacity: Math.max(spans.length, o.batch), mem_limit: "2GiB", batch_size: o.batch } },
   };
   const pipeline = new OtlpPipeline({ config, metrics: new AgentMetrics("bench", new TaskRegistry()), logger: new Logger({ level: "error" }) });
-  pipeline.setTransport(grpcTransportFor(config));
+  pipeline.setTransport(transportFor(config));
   await pipeline.flush(1000);
   const r = await measure(spans.length, async () => {
     for (let i = 0; i < spans.length; i += SUBMIT_CHUNK) pipeline.submit("traces", spans.slice(i, i + SUBMIT_CHUNK));

@@ -13,16 +13,15 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { ConfigSchema } from "../../src/config/schema";
+import { DURATION_PATTERN, SIZE_PATTERN } from "../../src/config/units";
 
 const CHART_DIR = resolve(import.meta.dir, "svc-agent");
 export const VALUES_SCHEMA_PATH = join(CHART_DIR, "values.schema.json");
 /** The logging section's legacy name, accepted by the loader as an alias of `svc`. */
 const LEGACY_LOG_SECTION = "telegen";
 
-/** What parseDuration accepts: "0", or number+unit parts ("1h30m", "250ms"), surrounding blanks allowed. */
-export const DURATION_PATTERN = "^\\s*(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)\\s*$";
-/** What parseSize accepts as text: a number and an optional unit (b, k, kb, ki, kib, m..., g...; any case). */
-export const SIZE_PATTERN = "^\\s*[0-9]+(\\.[0-9]+)?\\s*([bB]|[kKmMgG]([bB]|[iI][bB]?)?)?\\s*$";
+/** What parseDuration and parseSize accept, as patterns (kept beside the parsers). */
+export { DURATION_PATTERN, SIZE_PATTERN };
 /** A whole-value `${VAR}` or `${VAR:-default}` reference. */
 export const ENV_REFERENCE_PATTERN = "^\\$\\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\\}$";
 

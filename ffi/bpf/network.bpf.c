@@ -5,7 +5,7 @@
  * Connections: `sock/inet_sock_set_state` creates an entry for the socket when an outbound connect starts
  * (CLOSE -> SYN_SENT) or an inbound one is established
  * (SYN_RECV -> ESTABLISHED); `sock/sock_send_length` and `sock/sock_recv_length` add bytes (and create
- * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmits.
+ * entries lazily for connections older than the agent), `tcp/tcp_retransmit_skb` counts retransmitted segments.
  * Records `struct conn_event` go to the ring buffer `conn_events`: OPEN (outbound established, or inbound
  * once its process is known), FAILED (outbound connect that never got established), CLOSED, and PROGRESS
  * (about every PROGRESS_INTERVAL_UNITS x 1.07 s while a connection moves data; user space counts bytes since the
@@ -13,8 +13,9 @@
  *
  * HTTP: the first HTTP_CAPTURE_BYTES of the bytes a read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg
  * moved on a TCP socket go into a `struct http_event` on the ring buffer `http_events`, when they start like
- * an HTTP/1.x message (or continue one just seen). Each record carries the stream offset of its bytes so
- * that user space sees gaps exactly. Two ways to find the buffer (`capture_http`):
+ * an HTTP/1.x message (or continue one just seen: a few calls on the request side, and on the response side every
+ * call up to HTTP_RESPONSE_RECORDS, so that user space finds the call carrying the response's last byte by its
+ * framing). Each record carries the stream offset of its bytes so that user space sees gaps exactly. Two ways to find the buffer (`capture_http`):
  *   CAPTURE_SOCKET (default): at sock_*_length, inside the syscall, from the syscall's arguments in the
  *     task's saved user registers (bpf_task_pt_regs, 5.15+): no work at all for non-socket I/O;
  *   CAPTURE_SYSCALLS: the syscall tracepoints remember the buffer per thread at entry (`pending`),
@@ -64,6 +65,12 @@
 
 #define HTTP_CAPTURE_BYTES 256
 #define HTTP_FOLLOW_EVENTS 2
+/* Calls on the response side of a captured exchange reported after its start (each with its first bytes): user space
+ * follows the response's framing to its last byte. 1024 calls cover 16 MiB read 16 KiB at a time. */
+#define HTTP_RESPONSE_RECORDS 1024
+/* iovecs of one readv/writev/recvmsg/sendmsg gathered into the captured bytes (a chunk's size line, data and the
+ * terminator often travel as separate iovecs of one sendmsg). */
+#define HTTP_MAX_IOVECS 4
 #define NSEC_PER_SEC 1000000000ULL
 
 #define IO_READ 0
@@ -91,7 +98,7 @@ const volatile __u32 max_conns = 65536;
 #define STORE_HASH 0
 #define STORE_SK 1
 
-/* 128 bytes. */
+/* 136 bytes. */
 struct conn {
   __u64 start_ns;      /*   0: connect started (outbound) or first seen */
   __u64 established_ns;/*   8: 0 until established */
@@ -99,7 +106,7 @@ struct conn {
   __u64 bytes_recv;    /*  24 */
   __u64 cgroup_id;     /*  32: of the owning process once known */
   __u32 pid;           /*  40: tgid of the owning process, 0 while unknown */
-  __u32 retransmits;   /*  44 */
+  __u32 retransmits;   /*  44: segments retransmitted (tcp_skb_pcount per tcp_retransmit_skb), as total_retrans counts */
   __u16 sport;         /*  48: local port, host order */
   __u16 dport;         /*  50: remote port, host order */
   __u16 family;        /*  52: AF_INET or AF_INET6 */
@@ -108,15 +115,17 @@ struct conn {
   __u8 saddr[16];      /*  56: local address (4 bytes used for AF_INET) */
   __u8 daddr[16];      /*  72: remote address */
   char comm[COMM_LEN]; /*  88 */
-  __u8 follow[2];      /* 104: HTTP continuation budget per IO_* direction */
-  __u8 sampled;        /* 106: the current HTTP exchange is captured */
+  __u8 follow[2];      /* 104: HTTP continuation budget per IO_* direction (request side) */
+  __u8 sampled;        /* 106: the current HTTP exchange is captured: 0 no, else IO_* + 1 of its request */
   __u8 last_io;        /* 107: IO_* + 1 of the previous call, 0 before the first */
   __u32 progress_s;    /* 108: bpf_ktime >> PROGRESS_UNIT_SHIFT of the last PROGRESS record */
   __u64 reported_sent; /* 112: bytes_sent already reported in PROGRESS records */
   __u64 reported_recv; /* 120: bytes_recv already reported */
+  __u32 resp_left;     /* 128: response-side calls of the captured exchange still reported (HTTP_RESPONSE_RECORDS) */
+  __u32 pad2;          /* 132 */
 };
 
-/* 152 bytes. */
+/* 160 bytes. */
 struct conn_event {
   __u64 timestamp_ns; /*   0 */
   __u64 sk;           /*   8 */
@@ -147,12 +156,15 @@ struct http_event {
   __u8 data[HTTP_CAPTURE_BYTES]; /* 104 */
 };
 
-_Static_assert(sizeof(struct conn) == 128, "struct conn layout is mirrored by the decoder");
-_Static_assert(sizeof(struct conn_event) == 152, "struct conn_event layout is mirrored by the decoder");
+_Static_assert(sizeof(struct conn) == 136, "struct conn layout is mirrored by the decoder");
+_Static_assert(sizeof(struct conn_event) == 160, "struct conn_event layout is mirrored by the decoder");
 _Static_assert(__builtin_offsetof(struct http_event, data) == 104, "struct http_event layout is mirrored by the decoder");
 
+/* pending.is_iov: the buffer is a struct user_msghdr * (recvmsg/sendmsg). */
+#define IS_MSGHDR 2
+
 struct pending {
-  __u64 buf;          /* user buffer, or struct iovec * when is_iov */
+  __u64 buf;          /* user buffer, struct iovec * when is_iov is 1, struct user_msghdr * when IS_MSGHDR */
   __u64 enter_ns;
   __u64 sk;           /* set by sock_*_length when the call went to a TCP socket */
   __u32 io;
@@ -221,11 +233,18 @@ struct {
   __type(value, struct rate_window);
 } http_rate SEC(".maps");
 
+/* The record being built, with room past its data for the verifier's bound on gathered iovecs (offset and size
+ * each below HTTP_CAPTURE_BYTES); only the record itself is sent. */
+struct http_scratch_value {
+  struct http_event e;
+  __u8 spare[HTTP_CAPTURE_BYTES];
+};
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct http_event);
+  __type(value, struct http_scratch_value);
 } http_scratch SEC(".maps");
 
 struct {
@@ -293,6 +312,8 @@ static __always_inline __u64 coarse_now(void)
   return cc->ns;
 }
 
+SVC_MEMORY_GATE;
+
 static __always_inline void count_stat(__u32 idx)
 {
   __u64 *n = bpf_map_lookup_elem(&stats, &idx);
@@ -302,6 +323,8 @@ static __always_inline void count_stat(__u32 idx)
 
 static __always_inline void emit_conn(void *ctx, __u64 sk, __u32 kind, struct conn *c)
 {
+  if (svc_gate_refuses(SVC_GATE_EVENT))
+    return;
   __u32 zero = 0;
   struct conn_event *e = bpf_map_lookup_elem(&conn_scratch, &zero);
   if (!e)
@@ -464,6 +487,10 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
     return 0;
   }
   if (newstate == TCP_CLOSE) {
+    /* A connect that never got established: its local port was bound after SYN_SENT was recorded, and is
+     * released (skc_num 0) before this tracepoint; inet_sport keeps it. */
+    if (c->sport == 0)
+      c->sport = tp ? tp->sport : bpf_ntohs(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
     if (!(c->flags & FLAG_IGNORED)) {
       __u32 kind = (c->direction == DIR_OUTBOUND && c->established_ns == 0) ? CONN_FAILED : CONN_CLOSED;
       emit_conn(ctx, (__u64)sk, kind, c);
@@ -619,6 +646,49 @@ static __always_inline int needs_inspection(struct conn *c, __u32 io)
   return 1;
 }
 
+/* Appends iovec `i` of `iovp` after the `got` bytes captured so far (up to HTTP_CAPTURE_BYTES and `moved`); returns the new count. */
+static __always_inline __u32 gather_iovec(struct http_event *e, __u64 iovp, __u32 i, __u32 got, __u64 moved)
+{
+  if (got >= HTTP_CAPTURE_BYTES || got >= moved)
+    return got;
+  struct iovec iov = {};
+  if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(iovp + i * sizeof(iov))) != 0)
+    return HTTP_CAPTURE_BYTES + 1;
+  __u64 want = HTTP_CAPTURE_BYTES - got;
+  if (moved - got < want)
+    want = moved - got;
+  if (iov.iov_len < want)
+    want = iov.iov_len;
+  __u32 off = got;
+  __u32 size = want;
+  asm volatile("%0 &= 255" : "+r"(off));
+  asm volatile("%0 &= 255" : "+r"(size));
+  if (size == 0)
+    return got;
+  if (bpf_probe_read_user((__u8 *)e->data + off, size, iov.iov_base) != 0)
+    return HTTP_CAPTURE_BYTES + 1;
+  return off + size;
+}
+
+/*
+ * Appends the bytes of iovecs 1..HTTP_MAX_IOVECS-1 after the `got` bytes read from the first; returns the bytes
+ * captured in all (unrolled by hand: kernels before 5.3 have no bounded loops).
+ */
+static __always_inline __u32 gather_iovecs(struct http_event *e, __u64 iovp, __u32 got, __u64 moved)
+{
+  _Static_assert(HTTP_MAX_IOVECS == 4, "gather_iovecs reads iovecs 1 to 3");
+  __u32 n = gather_iovec(e, iovp, 1, got, moved);
+  if (n > HTTP_CAPTURE_BYTES)
+    return got;
+  got = n;
+  n = gather_iovec(e, iovp, 2, got, moved);
+  if (n > HTTP_CAPTURE_BYTES)
+    return got;
+  got = n;
+  n = gather_iovec(e, iovp, 3, got, moved);
+  return n > HTTP_CAPTURE_BYTES ? got : n;
+}
+
 /*
  * Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`;
  * `now` is the clock read once by the calling program (coarse_now or precise), `ts` the record's timestamp (0: the
@@ -627,6 +697,7 @@ static __always_inline int needs_inspection(struct conn *c, __u32 io)
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts)
 {
   __u64 len = moved;
+  __u64 iovp = buf;
   if (is_iov) {
     struct iovec iov = {};
     if (bpf_probe_read_user(&iov, sizeof(iov), (void *)buf) != 0)
@@ -636,9 +707,10 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
       len = iov.iov_len;
   }
   __u32 zero = 0;
-  struct http_event *e = bpf_map_lookup_elem(&http_scratch, &zero);
-  if (!e)
+  struct http_scratch_value *sv = bpf_map_lookup_elem(&http_scratch, &zero);
+  if (!sv)
     return 0;
+  struct http_event *e = &sv->e;
   __u32 head = len < 8 ? len : 8;
   /* An opaque mask: clang drops a plain `& 15` it can prove redundant, and the verifier then sees an unbounded size. */
   asm volatile("%0 &= 15" : "+r"(head));
@@ -649,14 +721,22 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (start == START_REQUEST) {
     c->flags |= FLAG_HTTP;
     /* A request (read by a server or written by a client) decides whether its whole exchange is captured. */
-    c->sampled = take_exchange_token(now);
-    if (!c->sampled)
+    /* Above the agent's memory soft limit the exchange is refused (counted by the gate), not sampled out. */
+    if (svc_gate_refuses(SVC_GATE_EXCHANGE))
+      c->sampled = 0;
+    else if (!(c->sampled = take_exchange_token(now) ? io + 1 : 0))
       count_stat(STAT_HTTP_SAMPLED_OUT);
+    c->resp_left = HTTP_RESPONSE_RECORDS;
   }
   if (!c->sampled)
     return 0;
   if (start != START_NONE) {
     c->follow[fidx] = HTTP_FOLLOW_EVENTS;
+  } else if (c->sampled != io + 1) {
+    /* The response side: every call up to the budget, so that user space sees where the response ends. */
+    if (c->resp_left == 0)
+      return 0;
+    c->resp_left -= 1;
   } else {
     if (c->follow[fidx] == 0)
       return 0;
@@ -669,6 +749,9 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     return 0;
   if (n > head && bpf_probe_read_user(e->data, size, (void *)buf) != 0)
     return 0;
+  if (is_iov && n < HTTP_CAPTURE_BYTES && n < moved) {
+    n = gather_iovecs(e, iovp, n, moved);
+  }
   __u64 id = bpf_get_current_pid_tgid();
   e->timestamp_ns = ts ? ts : bpf_ktime_get_ns();
   e->sk = skp;
@@ -688,8 +771,10 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   __builtin_memcpy(e->daddr, c->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
   __u32 total = offsetof(struct http_event, data) + n;
+  /* Opaque to clang, which would otherwise turn the bound below (never hit) into a test the verifier cannot relate to `total`. */
+  asm volatile("%0 &= 1023" : "+r"(total));
   if (total > sizeof(*e))
-    total = sizeof(*e);
+    return 0;
   if (bpf_ringbuf_output(&http_events, e, total, 0) != 0)
     svc_count_lost(&http_events_lost);
   else
@@ -757,6 +842,13 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   struct conn *c = conn_get(STORE_HASH, (void *)skp);
   if (!c || !needs_inspection(c, io))
     return 0;
+  if (is_iov == IS_MSGHDR) {
+    struct user_msghdr msg = {};
+    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)buf) != 0)
+      return 0;
+    buf = (__u64)msg.msg_iov;
+    is_iov = 1;
+  }
   __u64 now = bpf_ktime_get_ns();
   return emit_http(c, skp, io, buf, is_iov, tp->ret, now, io == IO_READ ? now : enter_ns);
 }
@@ -840,12 +932,24 @@ int on_recv_length_tp(struct trace_event_raw_sock_msg_length *ctx)
   return on_length(ctx, STORE_HASH, ctx->sk, ctx->ret, ctx->flags, IO_READ);
 }
 
+/*
+ * Segments one tcp_retransmit_skb event retransmitted: tcp_skb_pcount(skb), TCP_SKB_CB(skb)->tcp_gso_segs, what
+ * the kernel adds to tcp_sock.total_retrans and to RetransSegs (under TSO/GSO one skb carries many segments).
+ */
+static __always_inline __u32 retransmitted_segments(const struct sk_buff *skb)
+{
+  const struct tcp_skb_cb *cb = (const void *)__builtin_preserve_access_index(&skb->cb[0]);
+  __u16 segs = 0;
+  bpf_probe_read_kernel(&segs, sizeof(segs), __builtin_preserve_access_index(&cb->tcp_gso_segs));
+  return segs ? segs : 1;
+}
+
 SEC("tp_btf/tcp_retransmit_skb")
-int BPF_PROG(on_retransmit, const struct sock *sk)
+int BPF_PROG(on_retransmit, const struct sock *sk, const struct sk_buff *skb)
 {
   struct conn *c = conn_get(STORE_SK, (void *)sk);
   if (c)
-    __sync_fetch_and_add(&c->retransmits, 1);
+    __sync_fetch_and_add(&c->retransmits, retransmitted_segments(skb));
   return 0;
 }
 
@@ -854,7 +958,7 @@ int on_retransmit_tp(struct tp_tcp_retransmit *ctx)
 {
   struct conn *c = conn_get(STORE_HASH, (void *)ctx->skaddr);
   if (c)
-    __sync_fetch_and_add(&c->retransmits, 1);
+    __sync_fetch_and_add(&c->retransmits, retransmitted_segments(ctx->skbaddr));
   return 0;
 }
 
@@ -893,6 +997,15 @@ SEC("tracepoint/syscalls/sys_enter_sendto")
 int enter_sendto(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 0); }
 SEC("tracepoint/syscalls/sys_exit_sendto")
 int exit_sendto(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
+/* recvmsg/sendmsg: the buffer argument is a struct user_msghdr; capture() follows it to its iovecs. */
+SEC("tracepoint/syscalls/sys_enter_recvmsg")
+int enter_recvmsg(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, IS_MSGHDR); }
+SEC("tracepoint/syscalls/sys_exit_recvmsg")
+int exit_recvmsg(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
+SEC("tracepoint/syscalls/sys_enter_sendmsg")
+int enter_sendmsg(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, IS_MSGHDR); }
+SEC("tracepoint/syscalls/sys_exit_sendmsg")
+int exit_sendmsg(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
 SEC("tracepoint/syscalls/sys_enter_writev")
 int enter_writev(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 1); }
 SEC("tracepoint/syscalls/sys_exit_writev")

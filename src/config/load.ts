@@ -1,12 +1,14 @@
 /**
- * Loading the configuration: defaults -> YAML with ${VAR} expansion -> environment overrides -> check.
+ * Loading the configuration: defaults -> YAML with ${VAR} expansion -> environment overrides (SVC_*, then the
+ * OpenTelemetry OTEL_* variables) -> check.
  * Every problem is collected with its key path and reported at once in a ConfigError.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
 import { LineCounter, parseDocument } from "yaml";
 import { ConfigSchema, validateConfig, type Config } from "./schema";
-import { applyEnvOverrides, substituteEnv, type Env } from "./env";
+import { applyEnvOverrides, applyOtelEnvironment, substituteEnv, type Env } from "./env";
+import { applyEndpointDefaults } from "../export/config";
 import { locateProblems } from "./locate";
 import { ConfigError, type ConfigProblem } from "./problems";
 import { mayHoldSecret, rawSecretTexts, scrubText, unsendableTokenProblems } from "./secrets";
@@ -82,6 +84,8 @@ export function parseConfig(text: string, env: Env = process.env, source = "conf
   tree = mergeLegacySection(tree as Record<string, unknown>, problems);
   const expanded = substituteEnv(tree, env, problems) as Record<string, unknown>;
   const overridden = applyEnvOverrides(expanded, env, problems);
+  applyOtelEnvironment(expanded, env, problems, overridden);
+  applyEndpointDefaults(expanded);
   const finish = (found: ConfigProblem[]) => {
     const secrets = rawSecretTexts(expanded);
     const safe = found.map((p) => ({ ...p, message: scrubText(p.message, secrets) }));

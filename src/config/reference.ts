@@ -70,14 +70,23 @@ export function configReferenceMarkdown(): string {
 
 const README_START = "<!-- config-reference:start -->";
 const README_END = "<!-- config-reference:end -->";
+const ENV_START = "<!-- otel-env:start -->";
+const ENV_END = "<!-- otel-env:end -->";
 
-/** `bun run src/config/reference.ts`: rewrites the reference section of README.md from the schemas. */
+/** `text` with the part between `startMark` and `endMark` replaced by `body`. */
+function replaceSection(text: string, startMark: string, endMark: string, body: string): string {
+  const start = text.indexOf(startMark);
+  const end = text.indexOf(endMark);
+  if (start === -1 || end < start) throw new Error(`README.md has no ${startMark} ... ${endMark} section`);
+  return text.slice(0, start + startMark.length) + "\n" + body + text.slice(end);
+}
+
+/** `bun run src/config/reference.ts`: rewrites the reference and OpenTelemetry variable sections of README.md. */
 if (import.meta.main) {
   const { readFileSync, writeFileSync } = await import("node:fs");
   const path = new URL("../../README.md", import.meta.url).pathname;
+  const { otelVariablesMarkdown } = await import("./env");
   const text = readFileSync(path, "utf8");
-  const start = text.indexOf(README_START);
-  const end = text.indexOf(README_END);
-  if (start === -1 || end < start) throw new Error(`README.md has no ${README_START} ... ${README_END} section`);
-  writeFileSync(path, text.slice(0, start + README_START.length) + "\n" + configReferenceMarkdown() + text.slice(end));
+  const withReference = replaceSection(text, README_START, README_END, configReferenceMarkdown());
+  writeFileSync(path, replaceSection(withReference, ENV_START, ENV_END, otelVariablesMarkdown()));
 }

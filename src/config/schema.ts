@@ -9,6 +9,7 @@ import { BackoffSchema, OtlpSchema, QueuesSchema, StorageSchema, validateExport,
 import { EbpfSchema, validateEbpf } from "../ebpf/config";
 import { GpuSchema, LogsSchema, ProfilingSchema, validateCollectors } from "../collectors/config";
 import { DiscoverySchema, validateDiscovery } from "../discovery/config";
+import { MemoryLimitSchema, validateMemoryLimit } from "../memory/config";
 import { Duration, durationMs } from "./units";
 import type { ConfigProblem } from "./problems";
 
@@ -19,6 +20,7 @@ export const AgentSectionSchema = Type.Object(
     gpu: GpuSchema,
     logs: LogsSchema,
     discovery: DiscoverySchema,
+    memory_limit: MemoryLimitSchema,
   },
   { additionalProperties: false, default: {} },
 );
@@ -26,7 +28,11 @@ export const AgentSectionSchema = Type.Object(
 export const ConfigSchema = Type.Object(
   {
     mode: Type.Literal("agent", { default: "agent", description: "Operating mode; only agent exists." }),
-    service_name: Type.String({ default: "svc-agent", minLength: 1, description: "service.name of the agent's own resource." }),
+    service_name: Type.String({ default: "svc-agent", minLength: 1, description: "service.name of the agent's own resource (self-tracing, anything about the agent itself; it also carries telemetry.sdk.*). Env: OTEL_SERVICE_NAME. Telemetry about other processes is exported under each workload's resource, its service.name the first of: OTEL_SERVICE_NAME, then service.name in OTEL_RESOURCE_ATTRIBUTES, of the process's own environment; the pod's app.kubernetes.io/name label; the owning Deployment, StatefulSet, DaemonSet, CronJob or Job; the container name; the executable name." }),
+    resource_attributes: Type.Record(Type.String(), Type.String(), {
+      default: {},
+      description: "Further attributes of the agent's own resource (never of a workload's). Env: OTEL_RESOURCE_ATTRIBUTES (key=value,... merged over these; its service.name sets service_name).",
+    }),
     shutdown_timeout: Duration("10s", "How long SIGTERM waits for queues to drain before exiting."),
     svc: LogSectionSchema,
     self_telemetry: SelfTelemetrySchema,
@@ -51,7 +57,9 @@ export function validateConfig(c: Config): ConfigProblem[] {
     ...validateEbpf(c.agent.ebpf),
     ...validateCollectors(c.agent),
     ...validateDiscovery(c.agent.discovery),
+    ...validateMemoryLimit(c.agent.memory_limit),
   ];
+  if ("service.name" in c.resource_attributes) problems.push({ path: "resource_attributes", message: "service.name is set by service_name (OTEL_SERVICE_NAME), not here" });
   if (durationMs(c.shutdown_timeout) <= 0) problems.push({ path: "shutdown_timeout", message: "must be greater than 0" });
   return problems;
 }

@@ -11,7 +11,13 @@ export const REDACTED = "[REDACTED]";
 /** A key whose value is secret wherever it appears. */
 const SECRET_KEY_RE = /(token|secret|password|passwd|key|credential|authorization)/i;
 /** Maps whose every value is secret (exporter headers often carry API keys). */
-const SECRET_MAPS: ReadonlySet<string> = new Set(["otlp.headers"]);
+const SECRET_MAPS: ReadonlySet<string> = new Set([
+  "otlp.headers",
+  "otlp.signals.traces.headers",
+  "otlp.signals.metrics.headers",
+  "otlp.signals.logs.headers",
+  "otlp.signals.profiles.headers",
+]);
 /** Secrets no one writes shorter; shorter strings are not scrubbed from free text (they would mangle it). */
 const SCRUB_MIN_LENGTH = 4;
 /** Characters a client can send in `Authorization: Bearer <token>`: visible ASCII, no space. */
@@ -86,13 +92,36 @@ export function rawSecretTexts(tree: unknown): string[] {
   return [...out].sort((a, b) => b.length - a.length);
 }
 
+/**
+ * Secrets shorter than this are replaced only where they stand as a whole token (not next to a letter or
+ * digit): `bearer_token: x` must not turn "export" into "e[REDACTED]port". Longer ones are replaced anywhere.
+ */
+const SCRUB_ANYWHERE_LENGTH = 16;
+const tokenPatterns = new Map<string, RegExp>();
+
+function tokenPattern(s: string): RegExp {
+  let re = tokenPatterns.get(s);
+  if (!re) {
+    if (tokenPatterns.size > 256) tokenPatterns.clear();
+    const literal = s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    re = new RegExp("(?<![A-Za-z0-9])" + literal + "(?![A-Za-z0-9])", "g");
+    tokenPatterns.set(s, re);
+  }
+  return re;
+}
+
+function replaceSecret(text: string, s: string): string {
+  if (!text.includes(s)) return text;
+  return s.length >= SCRUB_ANYWHERE_LENGTH ? text.replaceAll(s, REDACTED) : text.replace(tokenPattern(s), REDACTED);
+}
+
 /** Replaces every occurrence of `secrets` (and of their JSON-escaped form) in `text` by REDACTED. */
 export function scrubText(text: string, secrets: readonly string[]): string {
   let out = text;
   for (const s of secrets) {
-    if (out.includes(s)) out = out.replaceAll(s, REDACTED);
+    out = replaceSecret(out, s);
     const escaped = JSON.stringify(s).slice(1, -1);
-    if (escaped !== s && out.includes(escaped)) out = out.replaceAll(escaped, REDACTED);
+    if (escaped !== s) out = replaceSecret(out, escaped);
   }
   return out;
 }

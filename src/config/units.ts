@@ -69,6 +69,15 @@ export function formatDuration(ms: number): string {
   return `${ms}ms`;
 }
 
+/**
+ * The same grammars as JSON Schema patterns, for documents read by other validators (the Helm values schema, the
+ * OpenAPI document), where `format: duration` would mean ISO 8601. test/deploy holds them to the parsers.
+ */
+/** What parseDuration accepts: "0", or number+unit parts ("1h30m", "250ms"), surrounding blanks allowed. */
+export const DURATION_PATTERN = "^\\s*(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)\\s*$";
+/** What parseSize accepts as text: a number and an optional unit (b, k, kb, ki, kib, m..., g...; any case). */
+export const SIZE_PATTERN = "^\\s*[0-9]+(\\.[0-9]+)?\\s*([bB]|[kKmMgG]([bB]|[iI][bB]?)?)?\\s*$";
+
 FormatRegistry.Set("duration", (v) => parseDuration(v) !== undefined);
 FormatRegistry.Set("size", (v) => parseSize(v) !== undefined);
 

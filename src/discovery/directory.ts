@@ -99,6 +99,11 @@ export class ContainerDirectory implements WorkloadDirectory {
     this.#pids.delete(pid);
   }
 
+  /** The container whose main process (as the runtime reports it) is `pid`, or undefined. A map lookup. */
+  containerOfMainPid(pid: number): string | undefined {
+    return this.#mainPids().get(pid);
+  }
+
   /** The container id of a process: the runtime's main pids first, then the cache, then /proc/<pid>/cgroup. */
   containerIdOf(pid: number): string | undefined {
     const now = this.#now();

@@ -5,7 +5,7 @@
  * about a process its workload's resource, the host attributes of every export (cloud.*, host.*,
  * k8s.node.name), the `discovery` status view and readiness check.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { TelemetryPipeline } from "../export/types";
 import type { Component } from "../lifecycle/component";
 import { VIEWS } from "../status/model";

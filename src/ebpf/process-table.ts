@@ -274,8 +274,18 @@ export class ProcessTable {
         this.lookup(e.pid);
         return;
       }
-      // A parent that moved to another cgroup after its exec (e.g. into a container's) gives its child that container.
-      const containerId = e.cgroupId === parent.cgroupId ? parent.image.containerId : this.#containerId(e.pid, e.cgroupId, e.ppid);
+      // A parent that moved to another cgroup after its exec (e.g. into a container's) gives its child that container;
+      // when the child's cgroup cannot be read (gone already, or the parent was seeded without a cgroup id), the parent's.
+      let containerId = parent.image.containerId;
+      if (e.cgroupId !== parent.cgroupId) {
+        const cached = this.#containerByCgroup.get(e.cgroupId);
+        const path = cached === undefined ? this.proc.cgroupPath(e.pid) : undefined;
+        if (cached !== undefined) containerId = cached ?? undefined;
+        else if (path !== undefined) {
+          containerId = containerIdFromCgroup(path);
+          if (e.cgroupId !== 0n) setBounded(this.#containerByCgroup, e.cgroupId, containerId ?? null, CGROUP_CACHE_CAPACITY);
+        }
+      }
       const image = containerId === parent.image.containerId ? parent.image : { ...parent.image, containerId };
       this.#put(ProcessTable.#info(e.pid, e.ppid, e.comm, e.uid, e.cgroupId, image));
       return;

@@ -4,16 +4,17 @@
  * while no export has told; while connections are refused, the transport's refusal probe answers first and the
  * call is made only once it no longer says refused), publishes the status view `export`, reloads and drains on shutdown.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { VIEWS, type ExportSummary, type ExportView } from "../status/model";
-import { SIGNALS, type Signal } from "./config";
+import { SIGNALS, signalTarget, type Signal } from "./config";
 import { describe, isUnreachable, readinessReason, REFUSED_REASON, type ExportOutcome } from "./outcome";
 import type { OtlpPipeline } from "./pipeline";
 import { sendWithTimeout } from "./timeout";
-import { GrpcTransport, type Transport } from "./transport";
+import type { Transport } from "./transport";
+import { transportFor } from "./transport-select";
 
 /** How often the backend is checked while exports are idle and the last outcome was good. */
 export const IDLE_CHECK_INTERVAL_MS = 15_000;
@@ -27,16 +28,8 @@ const EMPTY_REQUEST = new Uint8Array(0);
 export interface ExporterOptions {
   /** Overrides IDLE_CHECK_INTERVAL_MS (tests). */
   idleCheckIntervalMs?: number;
-  /** Builds the transport (tests may pass a fake); default GrpcTransport. Throws when the configuration cannot be applied. */
+  /** Builds the transport (tests may pass a fake); default transportFor (otlp.protocol). Throws when the configuration cannot be applied. */
   transportFactory?: (config: Config) => Transport;
-}
-
-export function grpcTransportFor(config: Config): Transport {
-  return new GrpcTransport({
-    otlp: config.otlp,
-    reconnectInitialMs: durationMs(config.backoff.initial),
-    reconnectMaxMs: durationMs(config.backoff.max),
-  });
 }
 
 /** Whether two configurations need a different transport. */
@@ -69,7 +62,7 @@ export class OtlpExporterComponent implements Component {
   constructor(ctx: BaseContext, pipeline: OtlpPipeline, options: ExporterOptions = {}) {
     this.#ctx = ctx;
     this.#pipeline = pipeline;
-    this.#factory = options.transportFactory ?? grpcTransportFor;
+    this.#factory = options.transportFactory ?? transportFor;
     this.#idleCheckMs = options.idleCheckIntervalMs ?? IDLE_CHECK_INTERVAL_MS;
     pipeline.onOutcome = (signal, outcome, latencyMs, items) => this.#onExport(signal, outcome, latencyMs, items);
     pipeline.onRetryAll = () => this.#reconnectIfDown();
@@ -104,8 +97,8 @@ export class OtlpExporterComponent implements Component {
     const c = this.#pipeline.config;
     return {
       endpoint: c.otlp.endpoint,
-      protocol: "grpc",
-      tls: !c.otlp.insecure,
+      protocol: c.otlp.protocol,
+      tls: !signalTarget(c.otlp, "traces").insecure,
       compression: c.otlp.compression,
       connected: this.#connected(),
       last_export: this.#lastExport,

@@ -9,8 +9,9 @@ import { durationMs, sizeBytes } from "../config/units";
 import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
+import type { MemoryGate } from "../memory/gate";
 import { Batcher, type BatcherSettings } from "./batcher";
-import { SIGNALS, queueDirectory, type Signal } from "./config";
+import { SIGNALS, queueDirectory, signalTarget, type Signal } from "./config";
 import { ItemEncoder, buildRequest, queuedBytes, type EncodedItem } from "./encode";
 import { codeName, describe, type ExportOutcome } from "./outcome";
 import { PersistentQueue } from "./persistent-queue";
@@ -37,6 +38,8 @@ export interface PipelineOptions {
   random?: () => number;
   /** Where each batch in flight is registered as an operation (go_goroutines, debug profiles, self-tracing). */
   tasks?: TaskRegistry;
+  /** While it refuses (above the memory soft limit), submits are dropped as `memory_limit` and offers take nothing (src/memory). */
+  gate?: MemoryGate;
 }
 
 /** A batch between its cut and its end (sent, dropped or abandoned). */
@@ -70,14 +73,16 @@ interface ParsedSettings {
   /** The same with nothing sent (no transport yet). */
   held: Record<Signal, BatcherSettings>;
   backoff: { initialMs: number; maxMs: number };
-  timeoutMs: number;
+  /** otlp.timeout, or the signal's own (otlp.signals.<signal>.timeout). */
+  timeoutMs: Record<Signal, number>;
 }
 
 function parseSettings(c: Config): ParsedSettings {
   const settings = (s: Signal, maxInFlight: number): BatcherSettings => ({ batchSize: c.queues[s].batch_size, batchTimeoutMs: durationMs(c.queues[s].batch_timeout), maxInFlight });
   const batch = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, c.queues[s].max_in_flight)])) as Record<Signal, BatcherSettings>;
   const held = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, 0)])) as Record<Signal, BatcherSettings>;
-  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs: durationMs(c.otlp.timeout) };
+  const timeoutMs = Object.fromEntries(SIGNALS.map((s) => [s, signalTarget(c.otlp, s).timeoutMs])) as Record<Signal, number>;
+  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs };
 }
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
@@ -90,6 +95,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   readonly #lanes: Record<Signal, Lane>;
   readonly #random: (() => number) | undefined;
   readonly #tasks: TaskRegistry | undefined;
+  readonly #gate: MemoryGate | undefined;
   readonly #stopRetries = new AbortController();
   readonly #cancelCalls = new AbortController();
   readonly #drainWaiters = new Set<() => void>();
@@ -118,8 +124,10 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#logger = o.logger;
     this.#random = o.random;
     this.#tasks = o.tasks;
+    this.#gate = o.gate;
     this.onOutcome = o.onOutcome;
     this.resource = new ResourceBuilder(o.config.service_name);
+    this.resource.setOwnAttributes(o.config.resource_attributes);
     this.#encoder = new ItemEncoder(this.resource.encoder);
     this.#lanes = Object.fromEntries(SIGNALS.map((s) => [s, this.#makeLane(s)])) as Record<Signal, Lane>;
   }
@@ -203,6 +211,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#config = next;
     this.#settings = parseSettings(next);
     this.resource.setServiceName(next.service_name);
+    this.resource.setOwnAttributes(next.resource_attributes);
     for (const s of SIGNALS) {
       const q = this.#lanes[s].queue;
       q.capacity = next.queues[s].capacity;
@@ -229,6 +238,10 @@ export class OtlpPipeline implements TelemetryPipeline {
     counters.collected.inc(items.length);
     if (this.#closed) {
       this.#drop(lane, "shutdown", items.length);
+      return 0;
+    }
+    if (this.#gate?.refusing) {
+      this.#drop(lane, "memory_limit", items.length);
       return 0;
     }
     let accepted = 0;
@@ -260,7 +273,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   offer(signal: Signal, items: readonly unknown[]): number {
     const lane = this.#lanes[signal];
-    if (!lane || this.#closed || items.length === 0) return 0;
+    if (!lane || this.#closed || items.length === 0 || this.#gate?.refusing) return 0;
     let taken = 0;
     let accepted = 0;
     let tooBig = 0;
@@ -292,7 +305,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   /** Queue capacity left for `signal` (0 after shutdown); mem_limit may still refuse some of it. */
   room(signal: Signal): number {
     const lane = this.#lanes[signal];
-    if (!lane || this.#closed) return 0;
+    if (!lane || this.#closed || this.#gate?.refusing) return 0;
     if (lane.queue instanceof PersistentQueue && lane.queue.diskFull) return 0;
     return Math.max(0, lane.queue.capacity - lane.queue.size);
   }
@@ -476,6 +489,7 @@ export class OtlpPipeline implements TelemetryPipeline {
             this.#notifyDrain();
           },
           random: this.#random,
+          onRetry: () => this.#metrics.exportRetries.inc({ signal }),
         },
       );
     } catch (e) {
@@ -504,7 +518,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     const transport = this.#transport!;
     this.#metrics.exportRequests.inc({ signal });
     const started = performance.now();
-    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs, this.#cancelCalls.signal);
+    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs[signal], this.#cancelCalls.signal);
     const latencyMs = performance.now() - started;
     this.#metrics.exportLatency.observe({ signal }, latencyMs / 1000);
     if (outcome.kind !== "success") this.#metrics.exportErrors.inc({ signal, code: codeName(outcome.code) });

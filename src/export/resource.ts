@@ -3,7 +3,7 @@
  * - the host layer, shared by everything: `host.name`, `os.type`, then the attributes contributed by sources
  *   (`setResourceAttributes`: discovery's cloud.*, host.*, k8s.node.name, k8s.cluster.name);
  * - on top of it, either the agent's own identity (items without `resource`: self-tracing and anything else about
- *   the agent itself): `service.name` (config `service_name`) and `telemetry.sdk.*`; or the workload an item is
+ *   the agent itself): `service.name` (config `service_name`), `telemetry.sdk.*` and config `resource_attributes`; or the workload an item is
  *   about (its `resource`, e.g. from src/workloads), which never inherits the agent's service.name or SDK
  *   (`service.name` is `unknown_service` when the workload's attributes have none).
  * Encoded once per distinct combination and cached until something changes.
@@ -23,6 +23,8 @@ const UNKNOWN_SERVICE = "unknown_service";
 export class ResourceBuilder {
   readonly #sources = new Map<string, Attributes>();
   #serviceName: string;
+  /** Config `resource_attributes` (OTEL_RESOURCE_ATTRIBUTES): the agent's own resource only. */
+  #own: Attributes = {};
   #host: Attributes | undefined;
   #merged: Attributes | undefined;
   #base: Uint8Array | undefined;
@@ -35,6 +37,13 @@ export class ResourceBuilder {
   setServiceName(name: string): void {
     if (name === this.#serviceName) return;
     this.#serviceName = name;
+    this.#invalidate();
+  }
+
+  /** Replaces the attributes of the agent's own resource (config `resource_attributes`); never on a workload's. */
+  setOwnAttributes(attributes: Attributes): void {
+    if (JSON.stringify(attributes) === JSON.stringify(this.#own)) return;
+    this.#own = { ...attributes };
     this.#invalidate();
   }
 
@@ -57,8 +66,10 @@ export class ResourceBuilder {
   /** The agent's own resource attributes now. */
   attributes(): Attributes {
     if (this.#merged) return this.#merged;
-    this.#merged = { "service.name": this.#serviceName, ...AGENT_SDK, ...this.hostAttributes() };
-    return this.#merged;
+    const merged: Attributes = { "service.name": this.#serviceName, ...AGENT_SDK, ...this.hostAttributes(), ...this.#own };
+    merged["service.name"] = this.#serviceName;
+    this.#merged = merged;
+    return merged;
   }
 
   /** The resource attributes of items about a workload described by `workload`. */

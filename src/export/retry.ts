@@ -26,6 +26,8 @@ export interface RetryOptions {
   /** Called when a retryable outcome sends the batch into a wait of `delayMs`. */
   onWait?: (outcome: ExportOutcome, delayMs: number) => void;
   random?: () => number;
+  /** Called before each attempt after the first (a retried attempt). */
+  onRetry?: () => void;
 }
 
 /** The delay before retry number `attempt` (0-based): initial * 2^attempt, capped at max, with jitter (never above max). */
@@ -58,5 +60,6 @@ export async function sendWithRetry(attempt: Attempt, o: RetryOptions): Promise<
     const delay = last.delayMs ?? backoffDelayMs(n, initialMs, maxMs, o.random);
     o.onWait?.(last, delay);
     await sleep(delay, o.wake ? [o.stop, o.wake()] : [o.stop]);
+    o.onRetry?.();
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The last link of the sender chain: one OTLP/gRPC unary Export call with @grpc/grpc-js. It sends bytes that
+ * The last link of the sender chain for otlp.protocol grpc: one OTLP/gRPC unary Export call with @grpc/grpc-js. It sends bytes that
  * are already encoded, gzip-compressed or not, over plaintext or TLS, with `otlp.headers` as metadata, and
  * turns every answer into an ExportOutcome (it does not throw for expected outcomes).
  */
@@ -7,7 +7,8 @@ import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { checkServerIdentity } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
-import type { OtlpConfig, Signal } from "./config";
+import { signalTarget, type OtlpConfig, type Signal, type SignalTarget } from "./config";
+import { BUILD_INFO } from "../version";
 import { installGzipLevel } from "./gzip-filter";
 import { connectionRefused, directConnection, endpointAddress } from "./refusal-probe";
 import { RETRYABLE_CODES, type ExportOutcome } from "./outcome";
@@ -37,7 +38,10 @@ export class TransportConfigError extends Error {
 }
 
 export interface TransportOptions {
+  /** TLS files and the gzip level. */
   otlp: OtlpConfig;
+  /** Address, plaintext or TLS, headers and compression of the channel (default: those of traces in `otlp`). */
+  target?: SignalTarget;
   /** Reconnect backoff of the channel (the configured backoff range). */
   reconnectInitialMs: number;
   reconnectMaxMs: number;
@@ -84,10 +88,11 @@ export class GrpcTransport implements Transport {
   /** Builds the channel; throws TransportConfigError when TLS files cannot be read. Connects lazily. */
   constructor(o: TransportOptions) {
     const otlp = o.otlp;
+    const target = o.target ?? signalTarget(otlp, "traces");
     let creds: grpc.ChannelCredentials;
-    const host = endpointAddress(otlp.endpoint)?.host ?? "";
-    const ipHost = !otlp.insecure && !otlp.tls.server_name && isIP(host) !== 0;
-    if (otlp.insecure) creds = grpc.credentials.createInsecure();
+    const host = endpointAddress(target.address)?.host ?? "";
+    const ipHost = !target.insecure && !otlp.tls.server_name && isIP(host) !== 0;
+    if (target.insecure) creds = grpc.credentials.createInsecure();
     else {
       const ca = readPem("otlp.tls.ca_file", otlp.tls.ca_file);
       const key = readPem("otlp.tls.key_file", otlp.tls.key_file);
@@ -99,22 +104,22 @@ export class GrpcTransport implements Transport {
       }
     }
     const options: grpc.ClientOptions = {
-      "grpc.default_compression_algorithm": otlp.compression === "gzip" ? COMPRESSION_GZIP : COMPRESSION_NONE,
+      "grpc.default_compression_algorithm": target.compression === "gzip" ? COMPRESSION_GZIP : COMPRESSION_NONE,
       "grpc.initial_reconnect_backoff_ms": Math.max(1, Math.round(o.reconnectInitialMs)),
       "grpc.max_reconnect_backoff_ms": Math.max(1, Math.round(o.reconnectMaxMs)),
       "grpc.max_receive_message_length": MAX_RECEIVE_MESSAGE_BYTES,
-      "grpc.primary_user_agent": "svc-agent",
+      "grpc.primary_user_agent": `svc-agent/${BUILD_INFO.version}`,
     };
-    if (!otlp.insecure && otlp.tls.server_name) {
+    if (!target.insecure && otlp.tls.server_name) {
       options["grpc.ssl_target_name_override"] = otlp.tls.server_name;
       options["grpc.default_authority"] = otlp.tls.server_name;
     } else if (ipHost) {
       options["grpc.ssl_target_name_override"] = IP_ENDPOINT_SNI;
     }
-    this.#client = new grpc.Client(otlp.endpoint, creds, options);
-    this.compressionLevel = otlp.compression === "gzip" && installGzipLevel(this.#client.getChannel(), otlp.compression_level, MAX_RECEIVE_MESSAGE_BYTES) ? otlp.compression_level : undefined;
-    this.#headers = { ...otlp.headers };
-    this.#endpoint = otlp.endpoint;
+    this.#client = new grpc.Client(target.address, creds, options);
+    this.compressionLevel = target.compression === "gzip" && installGzipLevel(this.#client.getChannel(), otlp.compression_level, MAX_RECEIVE_MESSAGE_BYTES) ? otlp.compression_level : undefined;
+    this.#headers = { ...target.headers };
+    this.#endpoint = target.address;
   }
 
   refusedNow(timeoutMs: number): Promise<boolean> {
@@ -140,7 +145,7 @@ export class GrpcTransport implements Transport {
           abort?.removeEventListener("abort", onAbort);
           this.#inFlight--;
           if (this.#closing && this.#inFlight === 0) this.#finishClose();
-          resolve(err ? fromError(err) : fromResponse(signal, response));
+          resolve(err ? fromError(err) : successOf(signal, response));
         },
       );
       const onAbort = () => call.cancel();
@@ -167,7 +172,8 @@ export class GrpcTransport implements Transport {
   }
 }
 
-function fromResponse(signal: Signal, response: Buffer | undefined): ExportOutcome {
+/** The ExportOutcome of an Export answer (OTLP/gRPC or OTLP/HTTP 2xx): a partial_success in it rejects that many items. */
+export function successOf(signal: Signal, response: Uint8Array | undefined): ExportOutcome {
   if (!response || response.length === 0) return { kind: "success", rejected: 0, message: "" };
   try {
     const decoded = otlpType(SERVICES[signal].response).decode(response) as unknown as {

@@ -26,7 +26,7 @@ export type ComponentState =
   | "stopped";
 
 /** The readiness check a component counts towards (`/ready`'s `checks`); components outside these only affect health. */
-export type ReadinessCheck = "ebpf" | "otlp" | "discovery";
+export type ReadinessCheck = "ebpf" | "otlp" | "discovery" | "memory";
 
 /** What a component is given at start: a logger, a way to report status, and a way to publish status views. */
 export interface ComponentHost {

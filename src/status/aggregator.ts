@@ -4,7 +4,7 @@
  */
 import type { ComponentState, ReadinessCheck } from "../lifecycle/component";
 
-export const READINESS_CHECKS: readonly ReadinessCheck[] = ["ebpf", "otlp", "discovery"];
+export const READINESS_CHECKS: readonly ReadinessCheck[] = ["ebpf", "otlp", "discovery", "memory"];
 
 export interface ComponentStatus {
   id: string;

@@ -59,8 +59,8 @@ export const QueueViewSchema = Type.Object({
 
 /** `export` view: GET /status/export. */
 export const ExportViewSchema = Type.Object({
-  endpoint: Type.String({ description: "host:port" }),
-  protocol: Type.String({ description: "grpc" }),
+  endpoint: Type.String({ description: "otlp.endpoint: host:port or a URL" }),
+  protocol: Type.String({ description: "grpc or http/protobuf (otlp.protocol)" }),
   tls: Type.Boolean(),
   compression: Type.String({ description: "gzip or none" }),
   connected: Type.Boolean(),

@@ -9,9 +9,17 @@ import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
 
 export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
-export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"] as const;
+/** Why collector/logs cut a record short (logs_truncated_total's reason). */
+export const LOG_TRUNCATION_REASONS = ["max_line_size", "max_lines", "max_bytes"] as const;
+/** `mem_limit`: a queue's own byte bound (queues.<signal>.mem_limit); `memory_limit`: the agent above its memory soft limit (agent.memory_limit). */
+export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full", "memory_limit"] as const;
 /** Span drops before the pipeline: over agent.ebpf.network.max_spans_per_second (the kernel's or user space's budget). */
 export const SPAN_RATE_LIMIT_REASON = "rate_limit";
+/** Span drops of HTTP exchanges lost after capture: a message head that did not parse, a request never answered. */
+export const SPAN_HTTP_UNPARSED_REASON = "http_unparsed";
+export const SPAN_HTTP_UNANSWERED_REASON = "http_unanswered";
+/** Drop reasons of spans only, beside DROP_REASONS. */
+const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON] as const;
 /** The `code` values of export_errors_total: gRPC status code names other than OK. */
 export const EXPORT_ERROR_CODES = [
   "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
@@ -43,8 +51,11 @@ export class AgentMetrics {
   readonly ebpfRingbufLost: Counter<"ringbuf">;
   readonly ebpfPerfEvents: Counter<"buffer">;
   readonly ebpfPerfLost: Counter<"buffer">;
+  /** System calls the `syscalls` program set could not count, by reason (stats_full, inflight_full). */
+  readonly syscallsDropped: Counter<"reason">;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
+  readonly exportRetries: Counter<"signal">;
   readonly exportLatency: Histogram<"signal">;
   readonly exportBatchSize: Histogram<"signal">;
   readonly exportQueueSize: Gauge<"signal">;
@@ -59,7 +70,7 @@ export class AgentMetrics {
       exported: new Counter({ name: n(`${plural}_exported_total`), help: `${cap(noun)} exported successfully.`, registers }),
       dropped: new Counter({
         name: n(`${plural}_dropped_total`),
-        help: `${cap(noun)} dropped, by reason (${[...DROP_REASONS, ...(plural === "spans" ? [SPAN_RATE_LIMIT_REASON] : [])].join(", ")}).`,
+        help: `${cap(noun)} dropped, by reason (${[...DROP_REASONS, ...(plural === "spans" ? SPAN_DROP_REASONS : [])].join(", ")}).`,
         labelNames: ["reason"],
         registers,
       }),
@@ -74,6 +85,7 @@ export class AgentMetrics {
       labelNames: ["reason"],
       registers,
     });
+    for (const reason of LOG_TRUNCATION_REASONS) this.logsTruncated.inc({ reason }, 0);
 
     this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
     this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });
@@ -82,8 +94,22 @@ export class AgentMetrics {
     this.ebpfPerfEvents = new Counter({ name: n("ebpf_perf_events_total"), help: "Perf buffer events received.", labelNames: ["buffer"], registers });
     this.ebpfPerfLost = new Counter({ name: n("ebpf_perf_lost_total"), help: "Perf buffer events lost.", labelNames: ["buffer"], registers });
 
+    this.syscallsDropped = new Counter({
+      name: n("ebpf_syscalls_dropped_total"),
+      help: "System calls not counted by the syscalls program set, by reason (stats_full: the statistics map is full; inflight_full: the in-flight map is full).",
+      labelNames: ["reason"],
+      registers,
+    });
+    for (const reason of ["stats_full", "inflight_full"]) this.syscallsDropped.inc({ reason }, 0);
+
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
-    this.exportErrors = new Counter({ name: n("export_errors_total"), help: "Export requests that failed, by gRPC status code name.", labelNames: ["signal", "code"], registers });
+    this.exportErrors = new Counter({
+      name: n("export_errors_total"),
+      help: "Export requests that failed, by gRPC status code name (OTLP/HTTP: the code of the same meaning as the HTTP status).",
+      labelNames: ["signal", "code"],
+      registers,
+    });
+    this.exportRetries = new Counter({ name: n("export_retries_total"), help: "Export attempts that were retries of a batch (after a retryable outcome).", labelNames: ["signal"], registers });
     this.exportLatency = new Histogram({ name: n("export_latency_seconds"), help: "Export request latency, measured from send to answer.", labelNames: ["signal"], buckets: LATENCY_BUCKETS_SECONDS, registers });
     this.exportBatchSize = new Histogram({ name: n("export_batch_size"), help: "Items per export request.", labelNames: ["signal"], buckets: BATCH_SIZE_BUCKETS, registers });
     this.exportQueueSize = new Gauge({ name: n("export_queue_size"), help: "Items currently queued for export.", labelNames: ["signal"], registers });
@@ -91,8 +117,9 @@ export class AgentMetrics {
     for (const s of EXPORT_SIGNALS) {
       const counters = this.signal(s);
       for (const reason of DROP_REASONS) counters.dropped.inc({ reason }, 0);
-      if (s === "traces") counters.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, 0);
+      if (s === "traces") for (const reason of SPAN_DROP_REASONS) counters.dropped.inc({ reason }, 0);
       this.exportRequests.inc({ signal: s }, 0);
+      this.exportRetries.inc({ signal: s }, 0);
       for (const code of EXPORT_ERROR_CODES) this.exportErrors.inc({ signal: s, code }, 0);
       this.exportLatency.zero({ signal: s });
       this.exportBatchSize.zero({ signal: s });

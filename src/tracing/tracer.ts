@@ -1,7 +1,10 @@
 /**
  * Self-tracing: the agent's operations (every TaskRegistry operation: HTTP requests, reloads, flushes, export
  * batches, discovery refreshes, eBPF loads...) become spans of service `svc-agent`, submitted to the agent's own
- * pipeline as `traces`. Parent-child structure follows the async context (AsyncLocalStorage): an operation run
+ * pipeline as `traces`. Requests to the HTTP interface are SERVER spans named and attributed per the HTTP semantic
+ * conventions (`{method} {http.route}`, or `{method}` for a path no route serves; `http.request.method`,
+ * `url.path`, `url.scheme`, `http.route`, `http.response.status_code`, `error.type`); other operations are
+ * INTERNAL spans named by the operation. Parent-child structure follows the async context (AsyncLocalStorage): an operation run
  * with `tasks.track` or `startActive` is the parent of the operations started inside it. Sampling is
  * deterministic by trace id (like OpenTelemetry's TraceIdRatioBased) and decided at the root; children follow.
  */
@@ -16,6 +19,17 @@ export const TRACER_SCOPE = { name: "svc-agent/self-tracing" } as const;
 const KIND_INTERNAL = 1;
 const KIND_SERVER = 2;
 const STATUS_ERROR = 2;
+/** HTTP methods the semantic conventions know; others are `_OTHER`. */
+const KNOWN_METHODS = new Set(["CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"]);
+/** Routes of the agent's HTTP interface with a path parameter (src/server/routes); every other path served is its own route. */
+const PARAMETER_ROUTES: ReadonlyArray<[RegExp, string]> = [[/^\/debug\/pprof\/[^/]+$/, "/debug/pprof/{profile}"]];
+
+/** The route template of a path the agent's HTTP interface served. */
+function routeOf(path: string): string {
+  for (const [re, route] of PARAMETER_ROUTES) if (re.test(path)) return route;
+  return path;
+}
+
 /** W3C trace flag "sampled". */
 const FLAG_SAMPLED = 1;
 /** Bits of the trace id compared against the sample rate. */
@@ -129,17 +143,30 @@ export class Tracer implements TaskObserver {
   #item(info: TaskInfo, span: ActiveSpan, parent: ActiveSpan | undefined, start: bigint, end: bigint, outcome: TaskOutcome): SpanItem {
     const http = /^http (\S+) (\S+)$/.exec(info.name);
     const attributes: Record<string, string | number | boolean> = { "svc.operation": info.name };
-    if (http) {
-      attributes["http.request.method"] = http[1]!;
-      attributes["url.path"] = http[2]!;
-    }
     Object.assign(attributes, span.attributes, outcome.attributes ?? {});
-    const failed = outcome.error !== undefined || (typeof attributes["http.response.status_code"] === "number" && attributes["http.response.status_code"] >= 500);
+    const status = attributes["http.response.status_code"];
+    const serverError = typeof status === "number" && status >= 500;
+    const failed = outcome.error !== undefined || serverError;
+    let name = info.name;
+    if (http) {
+      const method = KNOWN_METHODS.has(http[1]!) ? http[1]! : "_OTHER";
+      const route = status === 404 ? undefined : routeOf(http[2]!);
+      attributes["http.request.method"] = method;
+      if (method === "_OTHER") attributes["http.request.method_original"] = http[1]!;
+      attributes["url.path"] = http[2]!;
+      attributes["url.scheme"] = "http";
+      if (route !== undefined) attributes["http.route"] = route;
+      const shown = method === "_OTHER" ? "HTTP" : method;
+      name = route !== undefined ? `${shown} ${route}` : shown;
+    }
+    if (failed && attributes["error.type"] === undefined) {
+      attributes["error.type"] = outcome.error !== undefined ? ((outcome.error as Error)?.name ?? "_OTHER") : String(status);
+    }
     const item: SpanItem = {
       traceId: span.traceId,
       spanId: span.spanId,
       flags: FLAG_SAMPLED,
-      name: info.name,
+      name,
       kind: http ? KIND_SERVER : KIND_INTERNAL,
       startTimeUnixNano: start,
       endTimeUnixNano: end < start ? start : end,

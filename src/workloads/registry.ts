@@ -84,7 +84,8 @@ export class WorkloadRegistry implements WorkloadDirectory {
       return id ? this.resourceOfContainer(id) : UNKNOWN_WORKLOAD;
     }
     const image = info.image;
-    const containerId = image.containerId ?? info.containerId ?? this.directory.containerIdOf(pid);
+    // The table read the cgroup; the runtime's main pids cover cgroup layouts it cannot parse.
+    const containerId = image.containerId ?? info.containerId ?? this.directory.containerOfMainPid(image.pid);
     const container = containerId ? this.directory.forContainer(containerId) : undefined;
     let r = this.#resolved.get(image);
     if (r && r.container === container && r.env !== undefined) return r.resource;

@@ -7,8 +7,10 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Validator } from "@seriousme/openapi-schema-validator";
 import { OtlpReceiver } from "../../src/export/receiver";
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers/agent-process";
+import { OpenApiChecker } from "../helpers/openapi";
 import { json, waitUntil } from "../helpers/wait";
 
 const TOKEN = "e2e-token-Zq81";
@@ -92,17 +94,40 @@ describe("metrics with real parsers", () => {
 });
 
 describe("live answers over a socket", () => {
-  test("every documented GET answers 200 with its documented content type", async () => {
-    const doc = await json(await fetch(`${agent.url}/openapi.json`));
-    for (const p of ["/healthz", "/ready", "/status", "/status/ebpf", "/status/export", "/status/discovery", "/config", "/metrics"]) {
-      expect(doc.paths[p].get).toBeDefined();
-      const r = await fetch(agent.url + p);
-      expect(r.status).toBe(200);
+  test("every documented operation (debug mode on) answers as the document says, checked by ajv", async () => {
+    const debug = await spawnAgent({ config: QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  debug:\n    enabled: true\n"), env: { OTLP_ENDPOINT } });
+    try {
+      await waitUntil(async () => (await fetch(`${debug.url}/ready`)).status === 200, { what: "agent ready" });
+      const doc = await json(await fetch(`${debug.url}/openapi.json`));
+      const v = await new Validator().validate(doc);
+      expect(v.valid).toBe(true);
+      const checker = new OpenApiChecker(doc);
+      const problems: string[] = [];
+      let answered = 0;
+      for (const [template, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>))
+        for (const method of Object.keys(item)) {
+          const paths = template.includes("{profile}")
+            ? ["heap", "goroutine", "goroutine?debug=2", "mutex", "trace?seconds=1"].map((x) => template.replace("{profile}", x))
+            : [template];
+          for (const path of paths) {
+            const r = await fetch(debug.url + path, { method: method.toUpperCase() });
+            expect(r.status, `${method} ${path}`).toBeLessThan(400);
+            problems.push(...(await checker.check(method.toUpperCase(), new URL(path, "http://x").pathname, r)));
+            answered++;
+          }
+        }
+      for (const [m, p] of [["GET", "/nope"], ["DELETE", "/status"], ["POST", "/metrics"], ["GET", "/admin/reload"]] as const)
+        problems.push(...(await checker.check(m, p, await fetch(debug.url + p, { method: m }))));
+      problems.push(...(await checker.check("POST", "/admin/flush", await fetch(`${debug.url}/admin/flush`, { method: "POST", body: "x".repeat(2 * 1024 * 1024) }))));
+      expect(problems).toEqual([]);
+      expect(answered).toBeGreaterThan(30);
+    } finally {
+      await debug.stop();
     }
     const s = await json(await fetch(`${agent.url}/status/export`));
     expect(s.connected).toBe(true);
     expect(s.endpoint).toBe(OTLP_ENDPOINT);
-  });
+  }, 60_000);
 
   test("requests that are not HTTP-shaped for the interface get the error object", async () => {
     const r = await fetch(`${agent.url}/status`, { method: "PUT" });

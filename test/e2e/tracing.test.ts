@@ -65,8 +65,8 @@ test("sample_rate 1.0: every admin action is a span at the receiver, reload and 
   );
   const s = spans();
   for (const x of s) expect(x.service).toBe("svc-agent");
-  const requests = s.filter((x) => x.name === "http POST /admin/reload" || x.name === "http POST /admin/flush");
-  expect(requests.filter((x) => x.name === "http POST /admin/reload").length).toBe(ACTIONS);
+  const requests = s.filter((x) => x.name === "POST /admin/reload" || x.name === "POST /admin/flush");
+  expect(requests.filter((x) => x.name === "POST /admin/reload").length).toBe(ACTIONS);
   for (const child of s.filter((x) => x.name === "reload (admin)" || x.name === "flush")) {
     const parent = requests.find((r) => r.spanId === child.parentSpanId);
     expect(parent).toBeDefined();

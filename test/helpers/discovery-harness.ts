@@ -3,7 +3,7 @@
  * a recording pipeline (resource attributes per source), a status aggregator and a supervisor, without the
  * rest of the agent.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseConfig } from "../../src/config/load";
@@ -105,4 +105,36 @@ export function tempDir(prefix: string): string {
 /** Removes every directory made by tempDir() (and any extra paths given); call from afterAll. */
 export function removeTempDirs(...extra: string[]): void {
   for (const d of [...tempDirs.splice(0), ...extra]) rmSync(d, { recursive: true, force: true });
+}
+
+/** Writes a service account token as the kubelet does: aside, then swapped in atomically. */
+export function writeToken(dir: string, token: string): void {
+  writeFileSync(join(dir, "token.new"), token);
+  renameSync(join(dir, "token.new"), join(dir, "token"));
+}
+
+/** An in-cluster service account directory (token, ca.crt, namespace) for an API server with certificate `caPem`. */
+export function serviceAccountDir(caPem: string, token: string, namespace = "monitoring"): string {
+  const dir = tempDir("svc-sa-");
+  writeToken(dir, token);
+  writeFileSync(join(dir, "ca.crt"), caPem);
+  writeFileSync(join(dir, "namespace"), `${namespace}\n`);
+  return dir;
+}
+
+/** Configuration with only Kubernetes discovery on (in-cluster, through `saDir`), watching node `node`. */
+export function kubernetesOnlyYaml(node: string, saDir: string, extraKubernetes = ""): string {
+  return `
+agent:
+  discovery:
+    detect_kubernetes: true
+    kubernetes:
+      node_name: ${node}
+      cluster_name: test-cluster
+      service_account_dir: ${saDir}
+${extraKubernetes}    docker:
+      enabled: false
+    cloud:
+      enabled: false
+`;
 }

@@ -58,8 +58,6 @@ describe("auth", () => {
       ["wrong", "Bearer not-the-token"],
       ["token upper-cased", `Bearer ${TOKEN.toUpperCase()}`],
       ["token lower-cased", `Bearer ${TOKEN.toLowerCase()}`],
-      ["scheme lower-case", `bearer ${TOKEN}`],
-      ["scheme upper-case", `BEARER ${TOKEN}`],
       ["two spaces inside", `Bearer  ${TOKEN}`],
       ["tab inside", `Bearer\t${TOKEN}`],
       ["space inside the token", `Bearer ${TOKEN.slice(0, 5)} ${TOKEN.slice(5)}`],
@@ -85,6 +83,13 @@ describe("auth", () => {
     }
     expect(checked).toBeGreaterThan(300);
   }, 60_000);
+
+  test("the scheme is case-insensitive (RFC 7235): bearer and BEARER open what Bearer opens", async () => {
+    for (const scheme of ["bearer", "BEARER", "bEaReR"]) {
+      const a = await rawRequest(agent.url, requestText("GET", "/status", { authorization: `${scheme} ${TOKEN}` }));
+      expect(a.status, scheme).toBe(200);
+    }
+  });
 
   test("the probes answer without a token", async () => {
     for (const p of ["/healthz", "/ready", "/api/v1/healthz", "/api/v1/ready"]) {

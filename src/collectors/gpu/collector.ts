@@ -1,5 +1,5 @@
 /** The GPU collector: opens NVML (retrying while it cannot), reads each device per interval, submits metric points. */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { GaugePointItem, Scope } from "../../export/model";
@@ -25,7 +25,8 @@ export function gpuMetricPoints(r: GpuReading, timeUnixNano: bigint, resourceOf:
   };
   gauge("gpu.utilization", "1", "Fraction of time a kernel ran on the GPU over the driver's last sample period.", pct(r.utilizationPercent), false);
   gauge("gpu.memory.utilization", "1", "Fraction of time device memory was read or written.", pct(r.memoryUtilizationPercent), false);
-  gauge("gpu.memory.used", "By", "Device memory in use.", r.memoryUsedBytes, true);
+  gauge("gpu.memory.used", "By", "Device memory in use by allocations; the driver's reserved memory is gpu.memory.reserved (drivers before R510, without nvmlDeviceGetMemoryInfo_v2, count it here).", r.memoryUsedBytes, true);
+  gauge("gpu.memory.reserved", "By", "Device memory reserved by the driver and firmware, not available to allocations.", r.memoryReservedBytes, true);
   gauge("gpu.memory.total", "By", "Device memory installed.", r.memoryTotalBytes, true);
   gauge("gpu.temperature", "Cel", "GPU core temperature.", r.temperatureCelsius, true);
   gauge("gpu.power", "W", "Power drawn by the device.", r.powerWatts, false);

@@ -1,9 +1,12 @@
 /**
  * Pairs HTTP requests with their responses per connection. Each connection has one parser per direction;
  * a request read by a process makes it the server of that exchange, a request written makes it the client.
- * Responses answer the oldest unanswered request (HTTP/1.x answers in order, also when pipelined).
+ * Responses answer the oldest unanswered request (HTTP/1.x answers in order, also when pipelined). An exchange
+ * is complete when its response ends: at the call carrying the response's last byte, as the parser finds it;
+ * a response whose end cannot be found ends at its last call seen when the next one starts, when the
+ * connection closes (`close`), or when the connection has been quiet for a while (`flushIdle`).
  * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
- * unanswered requests each. Pure apart from the clock-free timestamps the caller passes.
+ * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
 import { HttpStreamParser, type HttpRequestHead, type HttpResponseHead } from "./parser";
 
@@ -36,9 +39,14 @@ export interface HttpExchange<M = unknown> {
   response: HttpResponseHead;
   /** Server: when the request arrived; client: when the request was written. Kernel monotonic ns. */
   startNs: bigint;
-  /** Server: when the response was written; client: when it arrived. */
+  /** Server: when the response's last byte was written; client: when it arrived. */
   endNs: bigint;
   meta: M;
+}
+
+/** A message started in one direction whose end is awaited; `exchange` when it is a response answering a request. */
+interface Started<M> {
+  exchange: Omit<HttpExchange<M>, "endNs"> | undefined;
 }
 
 interface Pending<M> {
@@ -50,6 +58,10 @@ interface Pending<M> {
 
 class ConnectionState<M> {
   readonly pending: Array<Pending<M>> = [];
+  /** Messages started and not ended, per direction (Io), oldest first. */
+  readonly started: [Array<Started<M>>, Array<Started<M>>] = [[], []];
+  /** When the connection last carried a call (caller's clock, ms). */
+  lastSeenMs = 0;
   readonly parsers: [HttpStreamParser<bigint>, HttpStreamParser<bigint>];
 
   constructor() {
@@ -66,11 +78,15 @@ export interface ExchangeCounters {
   orphanResponses: number;
   /** Calls ignored as not HTTP/1.x or out of sync. */
   ignoredCalls: number;
+  /** Heads that started like HTTP/1.x messages and did not parse: their exchanges are lost. */
+  unparsed: number;
 }
 
 export class ExchangeTracker<M = unknown> {
   readonly #connections = new Map<string, ConnectionState<M>>();
-  readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0 };
+  readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0, unparsed: 0 };
+  /** Connections with a response started and not ended. */
+  readonly #awaiting = new Set<string>();
 
   constructor(
     private readonly maxConnections = DEFAULT_MAX_CONNECTIONS,
@@ -82,13 +98,17 @@ export class ExchangeTracker<M = unknown> {
     return this.#connections.size;
   }
 
-  /** Feeds one captured call; returns the exchanges it completed. */
-  push(call: CapturedCall<M>): Array<HttpExchange<M>> {
+  /**
+   * Feeds one captured call (`nowMs`: the caller's clock, for `flushIdle`); returns the exchanges it completed,
+   * with those of a connection evicted or replaced to make room.
+   */
+  push(call: CapturedCall<M>, nowMs = 0): Array<HttpExchange<M>> {
+    const done: Array<HttpExchange<M>> = [];
     let conn = this.#connections.get(call.connection);
     const expected = conn?.parsers[call.io].expectedOffset;
     if (conn && expected !== undefined && call.streamOffset < expected) {
       /* Offsets never go back on one connection: the socket address was reused by a new one. */
-      this.close(call.connection);
+      done.push(...this.close(call.connection));
       conn = undefined;
     }
     if (conn) {
@@ -97,17 +117,21 @@ export class ExchangeTracker<M = unknown> {
       conn = new ConnectionState<M>();
       if (this.#connections.size >= this.maxConnections) {
         const oldest = this.#connections.keys().next().value as string;
-        this.close(oldest);
+        done.push(...this.close(oldest));
       }
     }
     this.#connections.set(call.connection, conn);
+    conn.lastSeenMs = nowMs;
     const parser = conn.parsers[call.io];
     const ignoredBefore = parser.ignoredCalls;
+    const unparsedBefore = parser.unparsedHeads;
     const messages = parser.push(call.streamOffset, call.length, call.data, call.timestampNs);
     this.counters.ignoredCalls += parser.ignoredCalls - ignoredBefore;
-    const done: Array<HttpExchange<M>> = [];
+    this.counters.unparsed += parser.unparsedHeads - unparsedBefore;
+    const started = conn.started[call.io];
     for (const m of messages) {
       if (m.head.kind === "request") {
+        started.push({ exchange: undefined });
         if (conn.pending.length >= this.maxPendingPerConnection) {
           conn.pending.shift();
           this.counters.unanswered++;
@@ -115,29 +139,79 @@ export class ExchangeTracker<M = unknown> {
         conn.pending.push({ request: m.head, io: call.io, atNs: m.at, meta: call.meta });
         continue;
       }
-      if (m.head.status >= 100 && m.head.status < 200 && m.head.status !== 101) continue;
+      if (m.head.status >= 100 && m.head.status < 200 && m.head.status !== 101) {
+        started.push({ exchange: undefined });
+        continue;
+      }
       const idx = conn.pending.findIndex((p) => p.io !== call.io);
       if (idx < 0) {
         this.counters.orphanResponses++;
+        started.push({ exchange: undefined });
         continue;
       }
       const [req] = conn.pending.splice(idx, 1);
       const role = req!.io === IO_READ ? "server" : "client";
-      done.push({ role, request: req!.request, response: m.head, startNs: req!.atNs, endNs: m.at, meta: role === "server" ? call.meta : req!.meta });
+      started.push({ exchange: { role, request: req!.request, response: m.head, startNs: req!.atNs, meta: role === "server" ? call.meta : req!.meta } });
+    }
+    for (const endNs of parser.takeEnds()) {
+      const s = started.shift();
+      if (s?.exchange) done.push(ended(s.exchange, endNs));
+    }
+    if (started.some((s) => s.exchange)) this.#awaiting.add(call.connection);
+    else if (!conn.started[1 - call.io]!.some((s) => s.exchange)) this.#awaiting.delete(call.connection);
+    return done;
+  }
+
+  /**
+   * Ends the responses still open on connections quiet since before `beforeMs` (caller's clock) at their last call
+   * seen (streams whose end the parser could not find, e.g. a head longer than the captured bytes).
+   */
+  flushIdle(beforeMs: number): Array<HttpExchange<M>> {
+    const done: Array<HttpExchange<M>> = [];
+    for (const key of [...this.#awaiting]) {
+      const conn = this.#connections.get(key);
+      if (conn && conn.lastSeenMs >= beforeMs) continue;
+      this.#awaiting.delete(key);
+      if (conn) done.push(...finishOpen(conn));
     }
     return done;
   }
 
-  /** Forgets a connection (closed); its unanswered requests are counted. Idempotent. */
-  close(connection: string): void {
+  /**
+   * Forgets a connection (closed): a response still open ends at its last call seen and is returned; unanswered
+   * requests are counted. Idempotent.
+   */
+  close(connection: string): Array<HttpExchange<M>> {
     const conn = this.#connections.get(connection);
-    if (!conn) return;
+    if (!conn) return [];
+    this.#awaiting.delete(connection);
+    const done = finishOpen(conn);
     this.counters.unanswered += conn.pending.length;
     this.#connections.delete(connection);
+    return done;
   }
 
   /** Forgets every connection whose key starts with `prefix` (e.g. all of a process). */
-  closeMatching(prefix: string): void {
-    for (const key of [...this.#connections.keys()]) if (key.startsWith(prefix)) this.close(key);
+  closeMatching(prefix: string): Array<HttpExchange<M>> {
+    const done: Array<HttpExchange<M>> = [];
+    for (const key of [...this.#connections.keys()]) if (key.startsWith(prefix)) done.push(...this.close(key));
+    return done;
   }
+}
+
+function ended<M>(x: Omit<HttpExchange<M>, "endNs">, endNs: bigint): HttpExchange<M> {
+  return { ...x, endNs } as HttpExchange<M>;
+}
+
+/** Ends the open response of each direction at its parser's last call; the direction's other open messages are dropped. */
+function finishOpen<M>(conn: ConnectionState<M>): Array<HttpExchange<M>> {
+  const done: Array<HttpExchange<M>> = [];
+  for (const io of [IO_READ, IO_WRITE] as const) {
+    const started = conn.started[io];
+    const endNs = conn.parsers[io].finish();
+    const first = started.shift();
+    if (first?.exchange && endNs !== undefined) done.push(ended(first.exchange, endNs));
+    started.length = 0;
+  }
+  return done;
 }

@@ -6,6 +6,11 @@
  * chunked bodies) across calls, so keep-alive connections, pipelined messages and heads split across reads
  * do not mix. Bytes it never saw are a gap: inside a body of known length they are skipped exactly;
  * anywhere else the parser loses sync and waits for a call whose bytes begin a new message.
+ * It also finds where each message ends: the call that carried its last byte (end of the head for bodyless
+ * messages, Content-Length, the chunked terminator); a message whose framing was lost, or that runs until the
+ * connection closes, ends at the last call before the next message starts (or `finish` at close).
+ * A request line longer than the captured bytes still gives a request (method and the target's captured prefix,
+ * `truncated: "url"`); a head cut after its start line gives one with `truncated: "headers"`.
  * Pure: no I/O, no clocks.
  */
 
@@ -28,12 +33,16 @@ export interface HttpRequestHead {
   target: string;
   /** The path of the target, query and fragment stripped; undefined for authority-form (CONNECT) targets. */
   path: string | undefined;
-  /** "1.0" or "1.1". */
-  version: string;
+  /** "1.0" or "1.1"; undefined when the start line was cut before it. */
+  version: string | undefined;
   /** The Host header, when it was within the captured bytes. */
   host: string | undefined;
+  /** The User-Agent header, when it was within the captured bytes. */
+  userAgent?: string;
   /** False when the head was cut by bytes the kernel did not capture (headers may be missing). */
   complete: boolean;
+  /** What the cut took: "url" (the request line was cut inside the target: target/path are its captured prefix), "headers" (some header lines). */
+  truncated?: "url" | "headers";
 }
 
 export interface HttpResponseHead {
@@ -41,6 +50,8 @@ export interface HttpResponseHead {
   status: number;
   version: string;
   complete: boolean;
+  /** "headers" when some header lines were not captured. */
+  truncated?: "headers";
 }
 
 export type HttpHead = HttpRequestHead | HttpResponseHead;
@@ -115,6 +126,16 @@ interface HeadFields {
 
 const isDigit = (c: number) => c >= 48 && c <= 57;
 
+/** A request line cut inside its target ("GET /very/long?q=..." with no version yet); undefined otherwise. */
+function parseCutRequestLine(line: string): HttpRequestHead | undefined {
+  const sp1 = line.indexOf(" ");
+  if (sp1 <= 0 || sp1 > MAX_METHOD_CHARS || sp1 === line.length - 1) return undefined;
+  const method = line.slice(0, sp1);
+  const target = line.slice(sp1 + 1);
+  if (!METHOD_SET.has(method) || target.includes(" ") || /[\x00-\x1f\x7f]/.test(target)) return undefined;
+  return { kind: "request", method, target, path: pathOfTarget(target), version: undefined, host: undefined, complete: false, truncated: "url" };
+}
+
 /** Parses a start line; undefined when it is not HTTP/1.x. */
 function parseStartLine(line: string, complete: boolean): HttpHead | undefined {
   if (line.startsWith(STATUS_PREFIX)) {
@@ -152,14 +173,15 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
     const colon = text.indexOf(":", at);
     if (colon > at && colon < nl) {
       const first = text.charCodeAt(at) | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host. */
-      if (first === 99 || first === 116 || first === 104) {
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
+      if (first === 99 || first === 116 || first === 104 || first === 117) {
         const name = text.slice(at, colon).trim().toLowerCase();
         const value = text.slice(colon + 1, nl).trim();
         if (name === "content-length" && /^\d{1,15}$/.test(value)) contentLength = Number(value);
         else if (name === "transfer-encoding") chunked = value.toLowerCase().split(",").some((v) => v.trim() === "chunked");
         else if (name === "connection") close = value.toLowerCase().includes("close");
         else if (name === "host" && head.kind === "request") head.host = value;
+        else if (name === "user-agent" && head.kind === "request") head.userAgent = value;
       }
     }
     at = nl + 1;
@@ -184,6 +206,13 @@ export class HttpStreamParser<T> {
   #messages: Array<ParsedMessage<T>> = [];
   /** Calls whose bytes were not HTTP or arrived while out of sync. */
   ignoredCalls = 0;
+  /** Heads that started like an HTTP/1.x message but did not parse (nothing to report). */
+  unparsedHeads = 0;
+  /** A message started and its end was not found yet. */
+  #open = false;
+  /** Value of the previous call (the last one before the current). */
+  #prevAt: T | undefined;
+  #ends: T[] = [];
   /** Times the parser lost sync (a gap or malformed framing). */
   resyncs = 0;
 
@@ -201,12 +230,14 @@ export class HttpStreamParser<T> {
 
   /**
    * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
-   * `captured` the first of them (captured.length <= length).
+   * `captured` the first of them (captured.length <= length). Returns the messages that started in it; the ends
+   * found while feeding it are then in `takeEnds()`.
    */
   push(offset: number, length: number, captured: Uint8Array, at: T): Array<ParsedMessage<T>> {
     this.#messages = [];
+    this.#ends = [];
     if (this.#expected !== undefined && offset !== this.#expected) {
-      if (offset > this.#expected) this.#gap(offset - this.#expected);
+      if (offset > this.#expected) this.#gap(offset - this.#expected, this.#prevAt as T);
       else this.#loseSync();
     }
     this.#expected = offset + length;
@@ -214,6 +245,7 @@ export class HttpStreamParser<T> {
     if (atStart && !looksLikeMessageStart(captured)) {
       this.ignoredCalls++;
       this.#state = { s: "lost" };
+      this.#prevAt = at;
       return this.#messages;
     }
     if (this.#state.s === "lost") this.#state = { s: "idle" };
@@ -223,23 +255,61 @@ export class HttpStreamParser<T> {
       if (this.state === "lost") break;
     }
     const tail = length - captured.length;
-    if (tail > 0) this.#gap(tail);
+    if (tail > 0) this.#gap(tail, at);
+    this.#prevAt = at;
     return this.#messages;
   }
 
-  /** `n` bytes were not seen. */
-  #gap(n: number): void {
+  /** The values of the calls that carried the last byte of messages ended by the latest `push`, in order. */
+  takeEnds(): T[] {
+    const ends = this.#ends;
+    this.#ends = [];
+    return ends;
+  }
+
+  /**
+   * The connection closed (or went quiet): a message still open ends at the last call seen; returns that call's
+   * value, or undefined when no message is open. Idempotent.
+   */
+  finish(): T | undefined {
+    if (!this.#open) return undefined;
+    this.#open = false;
+    return this.#prevAt;
+  }
+
+  #end(at: T): void {
+    if (!this.#open) return;
+    this.#open = false;
+    this.#ends.push(at);
+  }
+
+  /** `n` bytes of the call `at` were not seen. */
+  #gap(n: number, at: T): void {
     const st = this.#state;
     if (st.s === "body" || st.s === "chunk-data") {
       if (st.remaining >= n) {
         st.remaining -= n;
-        if (st.remaining === 0 && st.s === "body") this.#state = { s: "idle" };
+        if (st.remaining === 0 && st.s === "body") {
+          this.#state = { s: "idle" };
+          this.#end(at);
+        }
         if (st.remaining === 0 && st.s === "chunk-data") this.#state = { s: "chunk-crlf", remaining: 2 };
         return;
       }
+      if (st.s === "chunk-data" && n <= st.remaining + 2) {
+        /* The rest of the chunk and (part of) its CRLF: one chunk per write, the common case. */
+        const crlf = n - st.remaining;
+        this.#state = crlf === 2 ? { s: "chunk-size" } : { s: "chunk-crlf", remaining: 2 - crlf };
+        return;
+      }
+    }
+    if (st.s === "chunk-crlf" && n <= st.remaining) {
+      st.remaining -= n;
+      if (st.remaining === 0) this.#state = { s: "chunk-size" };
+      return;
     }
     if (st.s === "until-close") return;
-    if (st.s === "head") this.#finishHead(false);
+    if (st.s === "head") this.#finishHead(false, at);
     this.#loseSync();
   }
 
@@ -261,6 +331,9 @@ export class HttpStreamParser<T> {
           this.#loseSync();
           return b.length;
         }
+        /* A message whose end was not found (framing lost, or until close) ends where this one starts: at the
+         * previous call when this one starts at its first byte, else in this call. */
+        if (this.#open) this.#end(i === 0 && this.#prevAt !== undefined ? this.#prevAt : at);
         this.#state = { s: "head" };
         this.#headParts = [];
         this.#headBytes = 0;
@@ -286,11 +359,11 @@ export class HttpStreamParser<T> {
         this.#headParts.push(b.slice(i, j));
         this.#headBytes += j - i;
         if (done) {
-          this.#finishHead(true);
+          this.#finishHead(true, at);
           return j;
         }
         if (this.#headBytes >= MAX_HEAD_BYTES) {
-          this.#finishHead(false);
+          this.#finishHead(false, at);
           this.#loseSync();
           return b.length;
         }
@@ -299,7 +372,10 @@ export class HttpStreamParser<T> {
       case "body": {
         const take = Math.min(st.remaining, b.length - i);
         st.remaining -= take;
-        if (st.remaining === 0) this.#state = { s: "idle" };
+        if (st.remaining === 0) {
+          this.#state = { s: "idle" };
+          this.#end(at);
+        }
         return i + take;
       }
       case "until-close":
@@ -319,7 +395,10 @@ export class HttpStreamParser<T> {
           const line = String.fromCharCode(...this.#chunkLine);
           this.#chunkLine = [];
           if (st.s === "trailers") {
-            if (line === "") this.#state = { s: "idle" };
+            if (line === "") {
+              this.#state = { s: "idle" };
+              this.#end(at);
+            }
             return i;
           }
           const size = parseInt(line.split(";")[0]!.trim(), 16);
@@ -356,8 +435,8 @@ export class HttpStreamParser<T> {
     }
   }
 
-  /** Ends the head collected so far: reports the message and sets the body state. */
-  #finishHead(complete: boolean): void {
+  /** Ends the head collected so far (`now`: the call being fed): reports the message and sets the body state. */
+  #finishHead(complete: boolean, now: T): void {
     const at = this.#headAt as T;
     let text = "";
     for (const part of this.#headParts) text += decodeLatin1(part, 0, part.length);
@@ -366,23 +445,33 @@ export class HttpStreamParser<T> {
     this.#headAt = undefined;
     text = text.replace(/\r?\n\r?\n$/, "");
     if (!complete && !text.includes("\n")) {
-      /* The start line itself was cut: only report it if it still parses. */
-      const parsed = parseHead(text, false);
-      if (parsed) this.#messages.push({ head: parsed.head, at });
+      /* The start line itself was cut: report it if it still parses, or its method and the target's prefix. */
+      const head = parseHead(text, false)?.head ?? parseCutRequestLine(text.replace(/\r$/, ""));
+      if (head) this.#report(head, at);
+      else this.unparsedHeads++;
       this.#state = { s: "lost" };
       return;
     }
     const parsed = parseHead(text, complete);
     if (!parsed) {
+      this.unparsedHeads++;
       this.#loseSync();
       return;
     }
-    this.#messages.push({ head: parsed.head, at });
     if (!complete) {
+      parsed.head.truncated = "headers";
+      this.#report(parsed.head, at);
       this.#state = { s: "lost" };
       return;
     }
+    this.#report(parsed.head, at);
     this.#state = this.#bodyState(parsed);
+    if (this.#state.s === "idle") this.#end(now);
+  }
+
+  #report(head: HttpHead, at: T): void {
+    this.#messages.push({ head, at });
+    this.#open = true;
   }
 
   #bodyState(p: HeadFields): State {

@@ -1,11 +1,29 @@
 /**
- * HTTP exchanges to OTLP spans: SERVER spans for processes that read the request, CLIENT spans for
- * processes that wrote it, with the HTTP semantic-convention attributes (method, path without query,
- * status, server address and port, peer) and the process/container attributes of the traced process.
+ * HTTP exchanges to OTLP spans per the OpenTelemetry HTTP semantic conventions: SERVER spans for processes that
+ * read the request, CLIENT spans for processes that wrote it. Names are `{method} {http.route}` (server spans
+ * whose path matches a configured route template) or `{method}` (`HTTP` for methods outside the standard set,
+ * which are reported as `_OTHER` with `http.request.method_original`). Server spans carry `url.scheme`,
+ * `url.path`, `url.query`, `client.address`; client spans `url.full`. Query values are redacted by the
+ * configured rule (`agent.ebpf.network.http_query_redaction`); user info in a URL always is. A request cut by
+ * the capture carries `svc.http.request.truncated` ("url": path and query are the captured prefix; "headers").
  */
 import type { Attributes } from "../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem } from "../../export/model";
 import type { HttpExchange } from "./exchanges";
+
+/** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
+const URL_SCHEME = "http";
+/** What the TLS uprobes see: the plaintext of TLS connections. */
+const TLS_URL_SCHEME = "https";
+export const REDACTED = "REDACTED";
+/** Methods the conventions know (HTTP semantic conventions, http.request.method). */
+const KNOWN_METHODS = new Set(["CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"]);
+/** Query keys whose values the conventions say to redact by default (url.query, url.full). */
+export const SENSITIVE_QUERY_KEYS: readonly string[] = ["AWSAccessKeyId", "Signature", "sig", "X-Goog-Signature"];
+const SENSITIVE_KEY_SET = new Set(SENSITIVE_QUERY_KEYS);
+
+/** Which query values are replaced by REDACTED: every one, those of SENSITIVE_QUERY_KEYS, or none. */
+export type QueryRedaction = "all" | "sensitive" | "none";
 
 /** The endpoint of a captured call, as the kernel saw it. */
 export interface EndpointMeta {
@@ -24,6 +42,10 @@ export interface SpanContext {
   /** Process attributes and workload resource of a pid. */
   describe(pid: number, comm: string): { attributes: Attributes; resource: Attributes | undefined };
   scope?: Scope;
+  /** Query value redaction (default "all"). */
+  queryRedaction?: QueryRedaction;
+  /** Route templates of server spans (http.route), first match wins. */
+  routes?: RouteTable;
 }
 
 const ID_POOL_BYTES = 24 * 1024;
@@ -48,41 +70,132 @@ export function splitHost(host: string): { address: string; port: number | undef
   return { address: m[1]!, port: m[2] ? Number(m[2]) : undefined };
 }
 
+/** The query with values redacted by `rule` ("a=1&b" -> "a=REDACTED&b" for "all"). */
+export function redactQuery(query: string, rule: QueryRedaction): string {
+  if (rule === "none" || query === "") return query;
+  return query
+    .split("&")
+    .map((part) => {
+      const eq = part.indexOf("=");
+      if (eq < 0) return part;
+      if (rule === "sensitive" && !SENSITIVE_KEY_SET.has(part.slice(0, eq))) return part;
+      return `${part.slice(0, eq + 1)}${REDACTED}`;
+    })
+    .join("&");
+}
+
+/** Splits a request target into its path-and-authority part and its query (fragment dropped). */
+function splitTarget(target: string): { base: string; query: string | undefined } {
+  const hash = target.indexOf("#");
+  const t = hash < 0 ? target : target.slice(0, hash);
+  const q = t.indexOf("?");
+  return q < 0 ? { base: t, query: undefined } : { base: t.slice(0, q), query: t.slice(q + 1) };
+}
+
+/** url.full of a client request: absolute-form targets as sent, others from the Host header or the peer address. */
+export function fullUrl(target: string, host: string | undefined, remoteAddress: string, remotePort: number, rule: QueryRedaction, urlScheme = URL_SCHEME): string {
+  const { base, query } = splitTarget(target);
+  let prefix: string;
+  let rest: string;
+  const scheme = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.exec(base);
+  if (scheme) {
+    const authorityEnd = base.indexOf("/", scheme[0].length);
+    const authority = authorityEnd < 0 ? base.slice(scheme[0].length) : base.slice(scheme[0].length, authorityEnd);
+    const at = authority.lastIndexOf("@");
+    prefix = scheme[0] + (at < 0 ? authority : `${REDACTED}:${REDACTED}@${authority.slice(at + 1)}`);
+    rest = authorityEnd < 0 ? "" : base.slice(authorityEnd);
+  } else {
+    const peer = remoteAddress.includes(":") ? `[${remoteAddress}]` : remoteAddress;
+    const defaultPort = urlScheme === TLS_URL_SCHEME ? 443 : 80;
+    prefix = `${urlScheme}://${host ?? (remotePort === defaultPort ? peer : `${peer}:${remotePort}`)}`;
+    rest = base;
+  }
+  return query === undefined ? prefix + rest : `${prefix}${rest}?${redactQuery(query, rule)}`;
+}
+
+/** Route templates ("/users/{id}/orders"): `{name}` stands for one non-empty path segment. */
+export class RouteTable {
+  readonly #routes: Array<{ template: string; segments: Array<string | null> }>;
+
+  constructor(templates: readonly string[]) {
+    this.#routes = templates.map((template) => ({ template, segments: template.split("/").map((seg) => (/^\{[^/{}]+\}$/.test(seg) ? null : seg)) }));
+  }
+
+  /** The first template matching `path`, or undefined. */
+  match(path: string): string | undefined {
+    if (this.#routes.length === 0) return undefined;
+    const parts = path.split("/");
+    for (const r of this.#routes) {
+      if (r.segments.length !== parts.length) continue;
+      let ok = true;
+      for (let i = 0; i < parts.length && ok; i++) {
+        const seg = r.segments[i];
+        ok = seg === null ? parts[i] !== "" : seg === parts[i];
+      }
+      if (ok) return r.template;
+    }
+    return undefined;
+  }
+}
+
 export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
   const m = x.meta;
   const server = x.role === "server";
   const who = c.describe(m.pid, m.comm);
-  const host = x.request.host ? splitHost(x.request.host) : undefined;
+  const req = x.request;
+  const rule = c.queryRedaction ?? "all";
+  const host = req.host ? splitHost(req.host) : undefined;
+  const known = KNOWN_METHODS.has(req.method);
+  const scheme = m.tls ? TLS_URL_SCHEME : URL_SCHEME;
   const attributes: Attributes = {
     ...who.attributes,
-    "http.request.method": x.request.method,
+    "http.request.method": known ? req.method : "_OTHER",
     "http.response.status_code": x.response.status,
     "network.protocol.name": "http",
-    "network.protocol.version": x.request.version,
     "network.transport": "tcp",
     "network.peer.address": m.remoteAddress,
     "network.peer.port": m.remotePort,
-    "url.scheme": m.tls ? "https" : "http",
+    "url.scheme": scheme,
   };
-  if (x.request.path !== undefined) attributes["url.path"] = x.request.path;
+  if (!known) attributes["http.request.method_original"] = req.method;
+  if (req.version !== undefined) attributes["network.protocol.version"] = req.version;
+  if (req.truncated) attributes["svc.http.request.truncated"] = req.truncated;
+  if (req.userAgent !== undefined) attributes["user_agent.original"] = req.userAgent;
+  let route: string | undefined;
   if (server) {
+    const query = splitTarget(req.target).query;
+    if (req.path !== undefined) attributes["url.path"] = req.path;
+    if (query !== undefined) attributes["url.query"] = redactQuery(query, rule);
+    if (req.path !== undefined && req.truncated !== "url") route = c.routes?.match(req.path);
+    if (route !== undefined) attributes["http.route"] = route;
     attributes["server.address"] = host?.address ?? m.localAddress;
-    attributes["server.port"] = m.localPort;
+    attributes["server.port"] = host?.port ?? m.localPort;
     attributes["client.address"] = m.remoteAddress;
     attributes["client.port"] = m.remotePort;
     attributes["network.local.address"] = m.localAddress;
     attributes["network.local.port"] = m.localPort;
   } else {
-    attributes["server.address"] = host?.address ?? m.remoteAddress;
-    attributes["server.port"] = m.remotePort;
+    if (req.method === "CONNECT") {
+      const authority = splitHost(req.target);
+      attributes["server.address"] = authority.address;
+      attributes["server.port"] = authority.port ?? m.remotePort;
+    } else {
+      attributes["url.full"] = fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule, scheme);
+      if (req.path !== undefined) attributes["url.path"] = req.path;
+      attributes["server.address"] = host?.address ?? m.remoteAddress;
+      attributes["server.port"] = host?.port ?? m.remotePort;
+    }
+    attributes["network.local.address"] = m.localAddress;
+    attributes["network.local.port"] = m.localPort;
   }
   const status = x.response.status;
   const error = status >= 500 || (!server && status >= 400);
   if (error) attributes["error.type"] = String(status);
+  const method = known ? req.method : "HTTP";
   const span: SpanItem = {
     traceId: randomId(16),
     spanId: randomId(8),
-    name: x.request.method,
+    name: route !== undefined ? `${method} ${route}` : method,
     kind: server ? SpanKind.SERVER : SpanKind.CLIENT,
     startTimeUnixNano: c.toEpochNs(x.startNs),
     endTimeUnixNano: c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs),

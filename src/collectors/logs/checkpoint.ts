@@ -17,6 +17,12 @@ export interface CheckpointEntry {
   offset: number;
   /** Base64 of the first bytes of the file (up to FINGERPRINT_BYTES), "" while the file was empty. */
   head: string;
+  /**
+   * Per stream (`stdout`, `stderr`, `none`), where that stream's lines stop being sent already, when it is past
+   * `offset`: a record in progress on one stream holds `offset` back while other streams' records go out, and
+   * their lines between the two are skipped when the file is read again from `offset`.
+   */
+  streams?: Record<string, number>;
 }
 
 /** Thrown when the checkpoint file exists but cannot be read as one. */
@@ -46,11 +52,19 @@ export function readCheckpoint(path: string): Map<string, CheckpointEntry> {
   if (d.version !== CHECKPOINT_VERSION || !Array.isArray(d.files)) throw new CheckpointError(path, `expected {"version":1,"files":[...]}`);
   const out = new Map<string, CheckpointEntry>();
   for (const f of d.files as Array<Record<string, unknown>>) {
-    if (typeof f.path !== "string" || typeof f.key !== "string" || !Number.isSafeInteger(f.offset) || typeof f.head !== "string")
+    if (typeof f.path !== "string" || typeof f.key !== "string" || !Number.isSafeInteger(f.offset) || typeof f.head !== "string" || !validStreams(f.streams))
       throw new CheckpointError(path, `bad entry ${JSON.stringify(f)}`);
-    out.set(f.key, { path: f.path, key: f.key, offset: f.offset as number, head: f.head });
+    const entry: CheckpointEntry = { path: f.path, key: f.key, offset: f.offset as number, head: f.head };
+    if (f.streams) entry.streams = f.streams as Record<string, number>;
+    out.set(f.key, entry);
   }
   return out;
+}
+
+function validStreams(v: unknown): boolean {
+  if (v === undefined) return true;
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
+  return Object.values(v).every((n) => Number.isSafeInteger(n) && (n as number) >= 0);
 }
 
 /** Replaces the checkpoint atomically (creating its directory). */

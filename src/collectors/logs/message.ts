@@ -6,10 +6,12 @@
  * the message body never overrides the level field of a structured line:
  *   1. JSON object (`{...}`): the first of the keys `level`, `severity`, `log.level` (flat or nested),
  *      `loglevel`, `lvl`, `levelname` (any case) gives the severity; a string value is read as a level word, a
- *      number as a pino/bunyan level (10 trace ... 60 fatal). `time`, `timestamp`, `@timestamp`, `ts` give the
- *      time (RFC 3339 with a zone, or seconds/milliseconds/microseconds/nanoseconds since the epoch).
- *   2. logfmt (the line starts with `key=value`): the keys `level`, `lvl`, `severity` and `time`, `ts`,
- *      `timestamp`, the same way.
+ *      number as a pino/bunyan level (10 trace ... 60 fatal); a short word that is no known level is kept as the
+ *      severity text alone. `time`, `timestamp`, `@timestamp`, `ts` give the time (RFC 3339 with a zone, or
+ *      seconds/milliseconds/microseconds/nanoseconds since the epoch). `trace_id`/`traceId`/`trace.id` (32 hex
+ *      digits), `span_id`/`spanId`/`span.id` (16) and `trace_flags` give the trace context.
+ *   2. logfmt (the line starts with `key=value`): the keys `level`, `lvl`, `severity`, then `time`, `ts`,
+ *      `timestamp`, and `trace_id`, `span_id`, `trace_flags`, the same way.
  *   3. Plain text: the first level token among the first 8 words (within the first 160 characters). An
  *      upper-case level word (`ERROR`, `WARN`...) counts wherever it stands among them; another spelling
  *      (`error`, `Warn`) only when it is bracketed (`[error]`, `<warn>`), followed by a colon (`error:`, as in
@@ -57,10 +59,23 @@ const JSON_LEVEL_KEYS = ["level", "severity", "log.level", "loglevel", "lvl", "l
 const JSON_TIME_KEYS = ["time", "timestamp", "@timestamp", "ts"];
 const LOGFMT_LEVEL_KEYS = ["level", "lvl", "severity"];
 const LOGFMT_TIME_KEYS = ["time", "ts", "timestamp"];
+/** Keys of the trace context (compared in lower case; logfmt takes the first of each list too). */
+const TRACE_ID_KEYS = ["trace_id", "traceid", "trace.id", "oteltraceid"];
+const SPAN_ID_KEYS = ["span_id", "spanid", "span.id", "otelspanid"];
+const TRACE_FLAGS_KEYS = ["trace_flags", "traceflags", "oteltraceflags"];
+const TRACE_ID_HEX = /^[0-9a-f]{32}$/i;
+const SPAN_ID_HEX = /^[0-9a-f]{16}$/i;
+const FLAGS_HEX = /^[0-9a-f]{1,2}$/i;
+/** Longest level value kept as severity text when it is no known level word. */
+const MAX_UNKNOWN_LEVEL_CHARS = 16;
 
 const PLAIN_SCAN_CHARS = 160;
 const PLAIN_SCAN_WORDS = 8;
 const KLOG_PREFIX = /^([IWEF])\d{4}$/;
+/** Cheap first test: a line with none of these has no level word (most plain lines are decided by it alone). */
+const LEVEL_HINT = /trac|fine|deb|dbg|inf|noti|warn|wrn|err|sev|crit|aler|emerg|pani|fata|^[IWEF]\d{4}\s/i;
+const HAS_DIGIT = /\d/;
+const PUNCTUATION_ONLY = /^[^A-Za-z0-9]+$/;
 const KLOG_LEVELS: Record<string, number> = { I: 9, W: 13, E: 17, F: 21 };
 const OPENERS = "[(<{\"'";
 const CLOSERS = "])>}\"',;|";
@@ -76,6 +91,10 @@ export interface MessageFields {
   severityText?: string;
   /** The time the message carries, ns since the epoch. */
   timeUnixNano?: bigint;
+  /** Trace context written by an instrumented logger (16 and 8 bytes, W3C trace flags). */
+  traceId?: Uint8Array;
+  spanId?: Uint8Array;
+  traceFlags?: number;
 }
 
 /** Severity and time of a message, read as its shape allows (see the file comment). */
@@ -137,25 +156,44 @@ function readJson(message: string): MessageFields | undefined {
   const nestedLog = byLowerKey.get("log");
   if (typeof nestedLog === "object" && nestedLog !== null && !byLowerKey.has("log.level"))
     byLowerKey.set("log.level", (nestedLog as Record<string, unknown>).level);
+  return structuredFields((k) => byLowerKey.get(k), JSON_LEVEL_KEYS, JSON_TIME_KEYS);
+}
+
+/** Level, time and trace context of a structured line whose fields `get` returns by lower-case key. */
+function structuredFields(get: (key: string) => unknown, levelKeys: readonly string[], timeKeys: readonly string[]): MessageFields {
   const out: MessageFields = {};
-  for (const key of JSON_LEVEL_KEYS) {
-    const v = byLowerKey.get(key);
-    if (v === undefined) continue;
-    const n = severityOfLevel(v);
-    if (n !== undefined) {
-      out.severityNumber = n;
-      out.severityText = String(v);
-    }
-    break;
-  }
-  for (const key of JSON_TIME_KEYS) {
-    const t = parseTimeValue(byLowerKey.get(key));
+  const level = levelKeys.map(get).find((v) => v !== undefined);
+  if (level !== undefined) setLevel(out, level);
+  for (const key of timeKeys) {
+    const t = parseTimeValue(get(key));
     if (t !== undefined) {
       out.timeUnixNano = t;
       break;
     }
   }
+  setTraceContext(out, (keys) => keys.map(get).find((v) => v !== undefined));
   return out;
+}
+
+/** Severity number and text from a level field's value (text alone for a short unknown word). */
+function setLevel(out: MessageFields, v: unknown): void {
+  const n = severityOfLevel(v);
+  if (n !== undefined) {
+    out.severityNumber = n;
+    out.severityText = String(v);
+  } else if (typeof v === "string" && v.length > 0 && v.length <= MAX_UNKNOWN_LEVEL_CHARS && /^[\w.+-]+$/.test(v)) out.severityText = v;
+}
+
+/** Trace id, span id and flags from the first present key of each list (ids only when valid and not zero). */
+function setTraceContext(out: MessageFields, first: (keys: string[]) => unknown): void {
+  const trace = first(TRACE_ID_KEYS);
+  if (typeof trace !== "string" || !TRACE_ID_HEX.test(trace) || /^0+$/.test(trace)) return;
+  out.traceId = Buffer.from(trace, "hex");
+  const span = first(SPAN_ID_KEYS);
+  if (typeof span === "string" && SPAN_ID_HEX.test(span) && !/^0+$/.test(span)) out.spanId = Buffer.from(span, "hex");
+  const flags = first(TRACE_FLAGS_KEYS);
+  if (typeof flags === "number" && Number.isInteger(flags) && flags >= 0 && flags <= 0xff) out.traceFlags = flags;
+  else if (typeof flags === "string" && FLAGS_HEX.test(flags)) out.traceFlags = Number.parseInt(flags, 16);
 }
 
 /** logfmt pairs of a line: `key=value` or `key="quoted \" value"`, separated by spaces. */
@@ -192,35 +230,19 @@ export function logfmtPairs(line: string): Map<string, string> {
 
 function readLogfmt(message: string): MessageFields {
   const pairs = logfmtPairs(message);
-  const out: MessageFields = {};
-  for (const key of LOGFMT_LEVEL_KEYS) {
-    const v = pairs.get(key);
-    if (v === undefined) continue;
-    const n = severityOfLevel(v);
-    if (n !== undefined) {
-      out.severityNumber = n;
-      out.severityText = v;
-    }
-    break;
-  }
-  for (const key of LOGFMT_TIME_KEYS) {
-    const t = parseTimeValue(pairs.get(key));
-    if (t !== undefined) {
-      out.timeUnixNano = t;
-      break;
-    }
-  }
-  return out;
+  return structuredFields((k) => pairs.get(k), LOGFMT_LEVEL_KEYS, LOGFMT_TIME_KEYS);
 }
 
 function readPlain(message: string): MessageFields {
   const out: MessageFields = {};
   const head = message.length > PLAIN_SCAN_CHARS ? message.slice(0, PLAIN_SCAN_CHARS) : message;
-  const iso = LEADING_ISO_TIME.exec(head);
+  const c0 = head.charCodeAt(0);
+  const iso = (c0 >= 0x30 && c0 <= 0x39) || c0 === 0x5b /* [ */ ? LEADING_ISO_TIME.exec(head) : null;
   if (iso) {
     const t = parseTimeValue(iso[1]);
     if (t !== undefined) out.timeUnixNano = t;
   }
+  if (!LEVEL_HINT.test(head)) return out;
   const words = head.split(/\s+/, PLAIN_SCAN_WORDS + 1).filter((w) => w.length > 0);
   let onlyPrefixBefore = true;
   for (let i = 0; i < Math.min(words.length, PLAIN_SCAN_WORDS); i++) {
@@ -242,7 +264,7 @@ function readPlain(message: string): MessageFields {
     const n = core.length > 1 ? LEVEL_WORDS[core.toLowerCase()] : undefined;
     if (n !== undefined && (core === core.toUpperCase() || bracketed || colonAfter || (onlyPrefixBefore && i > 0)))
       return { ...out, severityNumber: n, severityText: core };
-    if (!(bracketed || /\d/.test(word) || /^[^\p{L}\p{N}]+$/u.test(word))) onlyPrefixBefore = false;
+    if (!(bracketed || HAS_DIGIT.test(word) || PUNCTUATION_ONLY.test(word))) onlyPrefixBefore = false;
   }
   return out;
 }

@@ -6,7 +6,9 @@
  * Checkpoint rule: an offset is written only after the records up to it were accepted by the pipeline and a
  * pipeline flush that started after that completed within its deadline (no records are offered meanwhile). A graceful stop (SIGTERM) therefore
  * resumes exactly where it left off; after a crash (SIGKILL) the lines accepted since the last checkpoint are
- * read again (at-least-once: duplicates are possible, loss is not).
+ * read again (at-least-once: duplicates are possible, loss is not). An offset never passes the start of a record still
+ * being assembled (partial CRI/Docker lines, a multiline record): it is read again and sent whole after a restart;
+ * the lines of other streams past that offset that were sent already are skipped then (CheckpointEntry.streams).
  */
 import type { LogsConfig } from "../config";
 import { durationMs, sizeBytes } from "../../config/units";
@@ -14,6 +16,7 @@ import type { LogRecordItem, Scope } from "../../export/model";
 import type { Attributes, TelemetryPipeline } from "../../export/types";
 import type { WorkloadDirectory } from "../../discovery/types";
 import type { Logger } from "../../log/logger";
+import type { LOG_TRUNCATION_REASONS } from "../../telemetry/metrics";
 import { readCheckpoint, writeCheckpoint, type CheckpointEntry } from "./checkpoint";
 import { readMessage } from "./message";
 import { MultilineAssembler, ruleFor, type AssembledRecord, type LogicalLine, type MultilineRule } from "./multiline";
@@ -48,6 +51,8 @@ interface Pending {
   generation: number;
   /** Offset the tailer's `committed` may move to once the item is accepted. */
   commit: number;
+  /** The per-stream offsets past `commit` that go with it. */
+  streams: Record<string, number> | undefined;
 }
 
 /** A multi-line message being assembled from partial lines of one stream. */
@@ -59,6 +64,7 @@ interface PartialGroup {
 }
 
 type StreamKey = "stdout" | "stderr" | "none";
+const STREAM_KEYS: readonly StreamKey[] = ["stdout", "stderr", "none"];
 
 interface TailedFile {
   tailer: FileTailer;
@@ -71,10 +77,14 @@ interface TailedFile {
   records: Map<StreamKey, MultilineAssembler>;
   /** Offset after the last complete line read (every line before it belongs to a record sent or in progress). */
   lastEnd: number;
+  /** After a restart: per stream, lines starting before this offset were sent already (skipped once). */
+  skip: Map<string, number> | undefined;
+  /** The largest offset in `skip` (it is dropped once reading passes it). */
+  skipUntil: number;
 }
 
 /** Why a record was cut short: a line at max_line_size, or lines dropped at a multiline bound. */
-export type TruncationReason = "max_line_size" | "max_lines" | "max_bytes";
+export type TruncationReason = (typeof LOG_TRUNCATION_REASONS)[number];
 
 export interface TailEngineDeps {
   config: LogsConfig;
@@ -170,10 +180,15 @@ export class TailEngine {
       seen.add(key);
       const entry = saved.get(key);
       let offset = this.#c.start_at === "end" ? undefined : 0;
-      this.#open(path, key, (t) => {
-        if (entry && matchesHead(t, entry)) return Math.min(entry.offset, t.size()) === entry.offset ? entry.offset : 0;
+      let resumed = false;
+      const f = this.#open(path, key, (t) => {
+        if (entry && matchesHead(t, entry)) {
+          resumed = entry.offset <= t.size();
+          return resumed ? entry.offset : 0;
+        }
         return offset ?? t.size();
       });
+      if (f && entry && resumed) this.#resume(f, entry);
     }
     // Files rotated away while the agent was stopped: find them by inode next to their old path and drain them.
     for (const entry of saved.values()) {
@@ -182,7 +197,10 @@ export class TailEngine {
       // Still at its old path but no longer included (the patterns changed): not a rotation, leave it.
       if (!moved || moved === entry.path) continue;
       const t = this.#open(moved, entry.key, (t) => (matchesHead(t, entry) && entry.offset <= t.size() ? entry.offset : -1));
-      if (t) t.tailer.draining = true;
+      if (t) {
+        t.tailer.draining = true;
+        this.#resume(t, entry);
+      }
     }
     this.#nextRescan = Date.now() + this.#rescanMs;
     this.#loop = this.#run();
@@ -232,11 +250,21 @@ export class TailEngine {
       rule: ruleFor(this.#rules, path),
       records: new Map(),
       lastEnd: tailer.offset,
+      skip: undefined,
+      skipUntil: 0,
     };
     this.#label(f);
     this.#files.set(key, f);
     this.stats.files = this.#files.size;
     return f;
+  }
+
+  /** A file resumed at its checkpoint entry: lines of a stream already sent past the entry's offset are skipped. */
+  #resume(f: TailedFile, entry: CheckpointEntry): void {
+    if (!entry.streams) return;
+    f.tailer.committedStreams = entry.streams;
+    f.skip = new Map(Object.entries(entry.streams));
+    f.skipUntil = Math.max(...f.skip.values());
   }
 
   /** Resource: the container's workload identity (src/workloads) from what the path says, overlaid with what discovery knows of the container. */
@@ -337,6 +365,7 @@ export class TailEngine {
         f.partials.clear();
         this.#flushRecords(f);
         f.lastEnd = 0;
+        f.skip = undefined;
         this.#logger.info("log file truncated; reading it again from the start", { path: t.path });
         continue;
       }
@@ -359,6 +388,10 @@ export class TailEngine {
     f.lastEnd = end;
     const p = parseLine(text, this.#c.format);
     const streamKey: StreamKey = p.stream ?? "none";
+    if (f.skip) {
+      if (start < (f.skip.get(streamKey) ?? 0)) return true;
+      if (end >= f.skipUntil) f.skip = undefined;
+    }
     let message = p.message;
     let first = p;
     let cut = truncated;
@@ -401,9 +434,18 @@ export class TailEngine {
    */
   #emit(f: TailedFile, streamKey: StreamKey, r: AssembledRecord): void {
     const first = r.first;
+    // Per stream: where its lines stop being sent (its record in progress, else everything read).
+    const sentUntil: Partial<Record<StreamKey, number>> = {};
+    for (const [k, g] of f.partials) sentUntil[k] = Math.min(sentUntil[k] ?? g.startOffset, g.startOffset);
+    for (const [k, a] of f.records) if (a.startOffset !== undefined) sentUntil[k] = Math.min(sentUntil[k] ?? a.startOffset, a.startOffset);
     let commit = f.lastEnd;
-    for (const g of f.partials.values()) commit = Math.min(commit, g.startOffset);
-    for (const a of f.records.values()) commit = Math.min(commit, a.startOffset ?? commit);
+    for (const v of Object.values(sentUntil)) commit = Math.min(commit, v);
+    let streams: Record<string, number> | undefined;
+    if (commit < f.lastEnd)
+      for (const k of STREAM_KEYS) {
+        const until = sentUntil[k] ?? f.lastEnd;
+        if (until > commit) (streams ??= {})[k] = until;
+      }
     const cut = r.lineCut || r.truncated !== undefined;
     if (r.lineCut) this.#truncated("max_line_size");
     if (r.truncated) this.#truncated(r.truncated);
@@ -415,17 +457,19 @@ export class TailEngine {
       body: r.body,
       attributes: cut ? { ...f.attributes[streamKey], "log.truncated": true } : f.attributes[streamKey],
     };
-    let time = first.parsed.timeUnixNano;
-    if (this.#c.severity === "auto" || time === undefined) {
-      const fields = readMessage(first.message);
-      time ??= fields.timeUnixNano;
-      if (this.#c.severity === "auto" && fields.severityNumber !== undefined) {
-        item.severityNumber = fields.severityNumber;
-        item.severityText = fields.severityText;
-      }
-    }
+    const fields = readMessage(first.message);
+    const time = first.parsed.timeUnixNano ?? fields.timeUnixNano;
     if (time !== undefined) item.timeUnixNano = time;
-    this.#pending.push({ item, tailer: f.tailer, generation: r.generation, commit });
+    if (this.#c.severity === "auto") {
+      if (fields.severityNumber !== undefined) item.severityNumber = fields.severityNumber;
+      if (fields.severityText !== undefined) item.severityText = fields.severityText;
+    }
+    if (fields.traceId) {
+      item.traceId = fields.traceId;
+      if (fields.spanId) item.spanId = fields.spanId;
+      if (fields.traceFlags !== undefined) item.flags = fields.traceFlags;
+    }
+    this.#pending.push({ item, tailer: f.tailer, generation: r.generation, commit, streams });
   }
 
   #truncated(reason: TruncationReason): void {
@@ -437,7 +481,7 @@ export class TailEngine {
   #flushIdle(): void {
     const now = Date.now();
     for (const f of this.#files.values()) {
-      if (f.records.size === 0 || f.tailer.offset < f.tailer.size()) continue;
+      if (![...f.records.values()].some((a) => a.startOffset !== undefined) || f.tailer.offset < f.tailer.size()) continue;
       for (const [stream, a] of f.records) {
         const done = a.flushIfIdle(now);
         if (done) this.#emit(f, stream, done);
@@ -471,7 +515,10 @@ export class TailEngine {
       const accepted = this.#pipeline.offer ? this.#pipeline.offer("logs", batch) : this.#pipeline.submit("logs", batch);
       for (let i = 0; i < accepted; i++) {
         const p = this.#pending[i]!;
-        if (p.tailer.generation === p.generation && p.commit > p.tailer.committed) p.tailer.committed = p.commit;
+        if (p.tailer.generation === p.generation && p.commit >= p.tailer.committed) {
+          p.tailer.committed = p.commit;
+          p.tailer.committedStreams = p.streams;
+        }
       }
       this.#pending.splice(0, accepted);
       this.stats.recordsAccepted += accepted;
@@ -494,7 +541,9 @@ export class TailEngine {
       for (const f of this.#files.values()) {
         const t = f.tailer;
         if (t.closed) continue;
-        snapshot.push({ path: t.path, key: t.key, offset: t.committed, head: t.head() });
+        const entry: CheckpointEntry = { path: t.path, key: t.key, offset: t.committed, head: t.head() };
+        if (t.committedStreams) entry.streams = t.committedStreams;
+        snapshot.push(entry);
       }
       // Offers pause during the flush, so that a steady stream of lines cannot keep the queues from draining.
       const started = performance.now();

@@ -34,6 +34,8 @@ export class FileTailer {
   generation = 0;
   /** Offset after the last line whose record the pipeline accepted (what the checkpoint stores). */
   committed: number;
+  /** Per-stream offsets past `committed` that go with it (see CheckpointEntry.streams). */
+  committedStreams: Record<string, number> | undefined;
   /** The file no longer sits at its path (renamed or deleted): read to the end, then close. */
   draining = false;
   /** Polls in a row that found nothing new while draining. */
@@ -87,6 +89,7 @@ export class FileTailer {
     if (size < this.#offset) {
       this.#offset = 0;
       this.committed = 0;
+      this.committedStreams = undefined;
       this.#carry = undefined;
       this.#skipping = false;
       this.generation++;

@@ -2,10 +2,12 @@
  * Component `ebpf/network` (readiness `ebpf`): runs the `network` program set through the eBPF core and
  * turns its records into telemetry: connection metrics every `metrics_interval`, CONNECT spans, and HTTP
  * spans (when `agent.ebpf.network.http`). Spans beyond `max_spans_per_second` are dropped and counted in
- * `<ns>_spans_dropped_total{reason="rate_limit"}`, whether the kernel skipped the exchange or user space did.
+ * `<ns>_spans_dropped_total{reason="rate_limit"}`, whether the kernel skipped the exchange or user space did;
+ * HTTP messages that started like HTTP/1.x but whose heads did not parse are counted as `http_unparsed`, requests
+ * never answered (connection closed or too many waiting) as `http_unanswered`.
  * A reload that changes what the kernel side was built with reloads the set.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
@@ -13,9 +15,9 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
-import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
-import { ExchangeTracker, type CapturedCall } from "../http/exchanges";
-import { exchangeToSpan, type EndpointMeta } from "../http/spans";
+import { SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
+import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
@@ -29,6 +31,8 @@ const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
 const MAX_HTTP_CONNECTIONS = 16_384;
 const CLOSE_GRACE_MS = 2000;
+/** A response whose end the parser cannot find ends at its last call once its connection is quiet this long. */
+const HTTP_IDLE_END_MS = 5000;
 
 type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
@@ -50,6 +54,7 @@ export class NetworkCollector implements Component {
   readonly #clock = new KernelClock();
   readonly #labeler: ProcessLabeler;
   #connections: ConnectionTelemetry;
+  #spanContext: SpanContext;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
   readonly #budget: PerSecondBudget;
   #pendingSpans: SpanItem[] = [];
@@ -60,6 +65,7 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
+  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
 
@@ -71,6 +77,7 @@ export class NetworkCollector implements Component {
     this.#labeler = new ProcessLabeler(core.processes, ctx.workloads);
     this.#budget = new PerSecondBudget(this.#cfg.max_spans_per_second);
     this.#connections = this.#newConnections(this.#cfg);
+    this.#spanContext = this.#newSpanContext(this.#cfg);
     this.#inner = this.#newInner(this.#cfg);
   }
 
@@ -80,6 +87,7 @@ export class NetworkCollector implements Component {
       maxSeries: c.max_series,
       labeler: this.#labeler,
       toEpochNs: (ns) => this.#clock.toEpochNs(ns),
+      startEpochNs: this.#clock.nowEpochNs(),
       remoteService: (address, port) => workloads?.serviceAt?.(address, port),
       scope: SCOPE,
     });
@@ -116,7 +124,7 @@ export class NetworkCollector implements Component {
     /* The HTTP records of a connection come through another ring buffer and may be read after its CLOSED record: forget it later. */
     if (e.kind === ConnKind.CLOSED || e.kind === ConnKind.FAILED) {
       this.#closing.push({ key: `${e.pid}:${e.sk}`, atMs: performance.now() });
-      if (this.#closing.length > MAX_HTTP_CONNECTIONS) this.#http.close(this.#closing.shift()!.key);
+      if (this.#closing.length > MAX_HTTP_CONNECTIONS) this.#offerExchanges(this.#http.close(this.#closing.shift()!.key));
     }
   }
 
@@ -131,13 +139,24 @@ export class NetworkCollector implements Component {
       data: e.data,
       meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort },
     };
-    this.#onCall(call);
+    this.#offerExchanges(this.#http.push(call, performance.now()));
   }
 
-  #onCall(call: CapturedCall<EndpointMeta>): void {
-    for (const x of this.#http.push(call)) {
+  /** How exchanges become spans; rebuilt when the configuration changes. */
+  #newSpanContext(c: NetworkConfig): SpanContext {
+    return {
+      toEpochNs: (ns) => this.#clock.toEpochNs(ns),
+      describe: (pid, comm) => this.#labeler.describe(pid, comm),
+      scope: SCOPE,
+      queryRedaction: c.http_query_redaction,
+      routes: new RouteTable(c.http_routes),
+    };
+  }
+
+  #offerExchanges(exchanges: Array<HttpExchange<EndpointMeta>>): void {
+    for (const x of exchanges) {
       this.counters.httpSpans++;
-      this.#offer(exchangeToSpan(x, { toEpochNs: (ns) => this.#clock.toEpochNs(ns), describe: (pid, comm) => this.#labeler.describe(pid, comm), scope: SCOPE }));
+      this.#offer(exchangeToSpan(x, this.#spanContext));
     }
   }
 
@@ -147,7 +166,7 @@ export class NetworkCollector implements Component {
    */
   handleTls(e: TlsEvent): void {
     if (e.pid === this.#selfPid) return;
-    this.#onCall({
+    const call: CapturedCall<EndpointMeta> = {
       connection: `tls:${e.pid}:${e.ssl}`,
       io: e.io,
       timestampNs: e.timestampNs,
@@ -155,12 +174,24 @@ export class NetworkCollector implements Component {
       length: e.length,
       data: e.data,
       meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true },
-    });
+    };
+    this.#offerExchanges(this.#http.push(call, performance.now()));
   }
 
-  /** Forgets the TLS connections of a process that exited. */
+  /** Closes the TLS connections of a process that exited (a response delimited by the close ends there). */
   tlsProcessExited(pid: number): void {
-    this.#http.closeMatching(`tls:${pid}:`);
+    this.#offerExchanges(this.#http.closeMatching(`tls:${pid}:`));
+  }
+
+  /** HTTP exchanges lost in user space since the last call, as span drops by reason. */
+  #countHttpDrops(): void {
+    const c = this.#http.counters;
+    const unparsed = c.unparsed - this.#httpDropsSeen.unparsed;
+    const unanswered = c.unanswered - this.#httpDropsSeen.unanswered;
+    this.#httpDropsSeen.unparsed = c.unparsed;
+    this.#httpDropsSeen.unanswered = c.unanswered;
+    if (unparsed > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNPARSED_REASON }, unparsed);
+    if (unanswered > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNANSWERED_REASON }, unanswered);
   }
 
   #offer(span: SpanItem): void {
@@ -193,10 +224,13 @@ export class NetworkCollector implements Component {
 
   /** Reads the kernel's counters: exchanges the kernel did not capture (over the per-second budget) are span drops. */
   #pollStats(): void {
-    const cutoff = performance.now() - CLOSE_GRACE_MS;
+    const nowMs = performance.now();
+    const cutoff = nowMs - CLOSE_GRACE_MS;
     let n = 0;
-    while (n < this.#closing.length && this.#closing[n]!.atMs <= cutoff) this.#http.close(this.#closing[n++]!.key);
+    while (n < this.#closing.length && this.#closing[n]!.atMs <= cutoff) this.#offerExchanges(this.#http.close(this.#closing[n++]!.key));
     if (n > 0) this.#closing = this.#closing.slice(n);
+    this.#offerExchanges(this.#http.flushIdle(nowMs - HTTP_IDLE_END_MS));
+    this.#countHttpDrops();
     const stats = this.#set?.object.map("stats");
     if (!stats) return;
     try {
@@ -243,6 +277,10 @@ export class NetworkCollector implements Component {
     this.#removeFlushSource = undefined;
     this.#stopTimers();
     await this.#inner.shutdown(deadline);
+    /* Responses still open end at their last call seen; requests never answered are counted. */
+    this.#closing = [];
+    this.#offerExchanges(this.#http.closeMatching(""));
+    this.#countHttpDrops();
     this.#flushSpans();
     this.exportMetrics();
   }
@@ -252,6 +290,7 @@ export class NetworkCollector implements Component {
     const b = next.agent.ebpf.network;
     this.#cfg = b;
     this.#budget.perSecond = b.max_spans_per_second;
+    this.#spanContext = this.#newSpanContext(b);
     if (a.max_series !== b.max_series) {
       this.exportMetrics();
       this.#connections = this.#newConnections(b);

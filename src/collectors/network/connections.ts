@@ -60,6 +60,8 @@ export interface ConnectionOptions {
   labeler: ProcessLabeler;
   /** Epoch ns of a kernel monotonic timestamp. */
   toEpochNs(monotonicNs: bigint): bigint;
+  /** Epoch ns when counting began: the start time of the first interval's points. */
+  startEpochNs: bigint;
   /** A name for a remote endpoint when discovery knows it (a service), else undefined. */
   remoteService?(address: string, port: number): string | undefined;
   scope?: Scope;
@@ -70,11 +72,13 @@ export class ConnectionTelemetry {
   /** A small number per workload resource object, for series keys. */
   #resourceKeys = new WeakMap<Attributes, number>();
   #nextResourceKey = 1;
-  #intervalStartNs: bigint | undefined;
+  #intervalStartNs: bigint;
   /** Label sets folded into the overflow series since creation. */
   overflowed = 0;
 
-  constructor(private readonly o: ConnectionOptions) {}
+  constructor(private readonly o: ConnectionOptions) {
+    this.#intervalStartNs = o.startEpochNs;
+  }
 
   #resourceKey(resource: Attributes | undefined): number {
     if (!resource) return 0;
@@ -188,7 +192,8 @@ export class ConnectionTelemetry {
 
   /** Metric points for the interval since the previous call (DELTA); series with nothing new are left out. */
   collect(nowEpochNs: bigint): MetricPointItem[] {
-    const start = this.#intervalStartNs ?? nowEpochNs;
+    /* Never a start at or after the time, even for a clock that did not move (the conventions want start < time). */
+    const start = this.#intervalStartNs < nowEpochNs ? this.#intervalStartNs : nowEpochNs - 1n;
     this.#intervalStartNs = nowEpochNs;
     const out: MetricPointItem[] = [];
     const base = { startTimeUnixNano: start, timeUnixNano: nowEpochNs, ...(this.o.scope ? { scope: this.o.scope } : {}) };

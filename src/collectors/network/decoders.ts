@@ -5,7 +5,7 @@
  */
 import { formatAddress } from "./addresses";
 
-export const CONN_EVENT_BYTES = 152;
+export const CONN_EVENT_BYTES = 160;
 export const HTTP_EVENT_HEADER_BYTES = 104;
 /** HTTP_CAPTURE_BYTES in the C program: the most bytes captured per call. */
 export const HTTP_CAPTURE_BYTES = 256;

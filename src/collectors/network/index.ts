@@ -2,8 +2,7 @@
  * Network tracing: TCP connection lifecycle (metrics and CONNECT spans) and HTTP/1.x spans captured from
  * socket syscalls and from the plaintext of TLS libraries (../tls), from the `network` eBPF program set (ffi/bpf/network.bpf.c). Component `ebpf/network`.
  */
-import type { AgentContext } from "../../agent/context";
-import { ebpfCore } from "../../ebpf";
+import type { AgentContext } from "../context";
 import type { Component } from "../../lifecycle/component";
 import { NetworkCollector } from "./component";
 import { TlsCollector } from "../tls/component";
@@ -16,7 +15,6 @@ export { networkSetSpec } from "./spec";
  * through the network one (each reports `disabled` when turned off).
  */
 export function createNetworkCollectors(ctx: AgentContext): Component[] {
-  const core = ebpfCore(ctx);
-  const network = new NetworkCollector(ctx, core);
-  return [network, new TlsCollector(ctx, core, network)];
+  const network = new NetworkCollector(ctx, ctx.ebpf);
+  return [network, new TlsCollector(ctx, ctx.ebpf, network)];
 }

@@ -7,7 +7,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import { loadProgramSet, type EbpfCore, type LoadedSet, type ProgramSetSpec } from "../../ebpf";

@@ -2,6 +2,10 @@
  * Turns snapshots of the kernel's cumulative per-(process, syscall) statistics into delta metric points:
  * the `topProcesses` processes with the most calls in the interval get their own series, every other process
  * is summed into one `other` group (resource: unknown_service). Each point carries its process's workload resource. Pure: the caller reads the map, names processes and stamps times.
+ *
+ * The kernel moves the entries of a process that ended into per-syscall totals (`exited_stats`); what those
+ * totals grew by in an interval, less what was already exported from the moved entries, is counted in the
+ * `other` group, so a short-lived process's calls are neither lost nor counted twice.
  */
 import type { Attributes } from "../../export/types";
 import { Temporality, type MetricPointItem, type Scope } from "../../export/model";
@@ -40,13 +44,14 @@ interface Delta {
 }
 
 const keyOf = (k: SyscallKey) => `${k.tgid}:${k.nr}`;
+const zeroDelta = (): Delta => ({ count: 0, errors: 0, totalNs: 0, buckets: new Array<number>(SC_BUCKETS).fill(0) });
 
 function sub(a: SyscallStats, b: SyscallStats | undefined): Delta {
   if (!b || a.count < b.count) return { count: a.count, errors: a.errors, totalNs: a.totalNs, buckets: [...a.buckets] };
   return { count: a.count - b.count, errors: a.errors - b.errors, totalNs: a.totalNs - b.totalNs, buckets: a.buckets.map((v, i) => v - (b.buckets[i] ?? 0)) };
 }
 
-function add(into: Delta, d: Delta): void {
+function add(into: Delta, d: Delta | SyscallStats): void {
   into.count += d.count;
   into.errors += d.errors;
   into.totalNs += d.totalNs;
@@ -56,6 +61,8 @@ function add(into: Delta, d: Delta): void {
 /** Remembers the previous snapshot so that each call exports what happened since. Not thread-safe. */
 export class SyscallAggregator {
   #previous = new Map<string, SyscallStats>();
+  /** The previous read of the exited processes' totals, per syscall number. */
+  #previousExited = new Map<number, SyscallStats>();
 
   /** Forgets an entry the caller deleted from the map, so that a reused pid starts from zero. */
   forget(key: SyscallKey): void {
@@ -63,10 +70,11 @@ export class SyscallAggregator {
   }
 
   /**
-   * Points for the interval ending with `entries` (the whole map now). Entries absent from `entries` are
-   * forgotten (the caller deleted them after a final read).
+   * Points for the interval ending with `entries` (the whole map now) and `exited` (the kernel's cumulative
+   * totals of ended processes, key.tgid ignored, one entry per syscall number). An entry absent from
+   * `entries` that was not forgotten was moved into `exited` by the kernel: its last read is subtracted there.
    */
-  collect(entries: readonly SyscallEntry[], o: AggregateOptions): MetricPointItem[] {
+  collect(entries: readonly SyscallEntry[], o: AggregateOptions, exited: readonly SyscallEntry[] = []): MetricPointItem[] {
     const perPid = new Map<number, Map<number, Delta>>();
     const next = new Map<string, SyscallStats>();
     for (const e of entries) {
@@ -78,20 +86,47 @@ export class SyscallAggregator {
       if (!m) perPid.set(e.key.tgid, (m = new Map()));
       m.set(e.key.nr, d);
     }
+    const moved = new Map<number, Delta>();
+    for (const [k, stats] of this.#previous) {
+      if (next.has(k)) continue;
+      const nr = Number(k.slice(k.indexOf(":") + 1));
+      const acc = moved.get(nr) ?? zeroDelta();
+      add(acc, stats);
+      moved.set(nr, acc);
+    }
     this.#previous = next;
+    const ended = new Map<number, Delta>();
+    const nextExited = new Map<number, SyscallStats>();
+    for (const e of exited) {
+      nextExited.set(e.key.nr, e.stats);
+      const d = sub(e.stats, this.#previousExited.get(e.key.nr));
+      const m = moved.get(e.key.nr);
+      if (m) {
+        d.count -= m.count;
+        d.errors -= m.errors;
+        d.totalNs -= m.totalNs;
+        for (let i = 0; i < SC_BUCKETS; i++) d.buckets[i] = d.buckets[i]! - (m.buckets[i] ?? 0);
+      }
+      if (d.count <= 0) continue;
+      d.errors = Math.max(0, d.errors);
+      d.totalNs = Math.max(0, d.totalNs);
+      d.buckets = d.buckets.map((v) => Math.max(0, v));
+      ended.set(e.key.nr, d);
+    }
+    this.#previousExited = nextExited;
 
     const totals = [...perPid.entries()].map(([pid, m]) => ({ pid, total: [...m.values()].reduce((s, d) => s + d.count, 0) }));
     totals.sort((a, b) => b.total - a.total || a.pid - b.pid);
     const top = new Set(totals.slice(0, o.topProcesses).map((t) => t.pid));
     const groups: Array<{ attrs: Attributes; resource: Attributes | undefined; perNr: Map<number, Delta> }> = [];
-    const other = new Map<number, Delta>();
+    const other = ended;
     for (const [pid, m] of perPid) {
       if (top.has(pid)) {
         groups.push({ attrs: { ...o.processAttributes(pid), "process.pid": pid }, resource: o.processResource?.(pid), perNr: m });
         continue;
       }
       for (const [nr, d] of m) {
-        const acc = other.get(nr) ?? { count: 0, errors: 0, totalNs: 0, buckets: new Array<number>(SC_BUCKETS).fill(0) };
+        const acc = other.get(nr) ?? zeroDelta();
         add(acc, d);
         other.set(nr, acc);
       }

@@ -1,10 +1,14 @@
 /**
  * Component `ebpf/syscalls` (readiness `ebpf`): runs the `syscalls` program set and every `interval` reads
  * the kernel's per-(process, syscall) statistics, exports the interval's deltas for the top processes plus
- * `other`, then deletes the entries of processes that have ended (after their last values were exported).
+ * `other`. The kernel moves the entries of processes that end having made fewer than SC_FOLD_BELOW_CALLS
+ * calls into per-syscall totals (counted in `other`); the entries of the other ended processes, and of those
+ * the kernel missed, are deleted here after their last values were exported under their pid.
+ * Calls the kernel could not count (a map full) are counted in `counters.dropped` and in
+ * `<ns>_syscalls_dropped_total{reason}`.
  */
 import { existsSync } from "node:fs";
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
@@ -15,7 +19,7 @@ import { KernelClock } from "../network/clock";
 import { ProcessLabeler } from "../network/labels";
 import { ownKernelPid } from "../network/self";
 import { SyscallAggregator, type SyscallEntry } from "./aggregate";
-import { decodeSyscallKey, decodeSyscallStats, encodeSyscallKey, SC_KEY_BYTES, SC_STATS_BYTES } from "./decoders";
+import { decodeSyscallKey, decodeSyscallStats, encodeSyscallKey, SC_DROP_REASONS, SC_KEY_BYTES, SC_MAX_NR, SC_STATS_BYTES } from "./decoders";
 import { hasSyscallTable, syscallName } from "./names";
 import { syscallSetSpec } from "./spec";
 
@@ -47,9 +51,10 @@ export class SyscallCollector implements Component {
   readonly #labeler: ProcessLabeler;
   #aggregator = new SyscallAggregator();
   #lastExportNs: bigint | undefined;
-  #droppedSeen = 0n;
+  #droppedSeen: bigint[] = SC_DROP_REASONS.map(() => 0n);
   #removeFlushSource: (() => void) | undefined;
-  readonly counters = { exports: 0, points: 0, deletedEntries: 0, droppedCalls: 0 };
+  /** Since start: exports, points exported, entries user space deleted, calls not counted per reason. */
+  readonly counters = { exports: 0, points: 0, deletedEntries: 0, dropped: Object.fromEntries(SC_DROP_REASONS.map((r) => [r, 0])) as Record<(typeof SC_DROP_REASONS)[number], number> };
 
   constructor(ctx: AgentContext, core: EbpfCore, o: SyscallCollectorOptions = {}) {
     this.#ctx = ctx;
@@ -70,7 +75,7 @@ export class SyscallCollector implements Component {
         this.#set = set;
         this.#aggregator = new SyscallAggregator();
         this.#lastExportNs = this.#clock.nowEpochNs();
-        this.#droppedSeen = 0n;
+        this.#droppedSeen = SC_DROP_REASONS.map(() => 0n);
       },
       onDetached: () => {
         this.collect();
@@ -97,6 +102,16 @@ export class SyscallCollector implements Component {
         stats: decodeSyscallStats(new DataView(value.buffer, value.byteOffset, value.byteLength)),
       });
     }
+    const exited: SyscallEntry[] = [];
+    const exitedMap = this.#set?.object.map("exited_stats");
+    if (exitedMap?.lookupU32Key) {
+      for (let nr = 0; nr < SC_MAX_NR; nr++) {
+        const value = exitedMap.lookupU32Key(nr);
+        if (!value || value.length < SC_STATS_BYTES) continue;
+        const stats = decodeSyscallStats(new DataView(value.buffer, value.byteOffset, value.byteLength));
+        if (stats.count > 0) exited.push({ key: { tgid: 0, nr }, stats });
+      }
+    }
     const now = this.#clock.nowEpochNs();
     const points = this.#aggregator.collect(entries, {
       topProcesses: this.#cfg.top_processes,
@@ -106,7 +121,7 @@ export class SyscallCollector implements Component {
       startTimeUnixNano: this.#lastExportNs ?? now,
       timeUnixNano: now,
       scope: SCOPE,
-    });
+    }, exited);
     this.#lastExportNs = now;
     if (points.length > 0) this.#ctx.pipeline.submit("metrics", points);
     this.counters.exports++;
@@ -116,20 +131,42 @@ export class SyscallCollector implements Component {
       let dead = gone.get(e.key.tgid);
       if (dead === undefined) gone.set(e.key.tgid, (dead = !this.#alive(e.key.tgid)));
       if (!dead) continue;
-      if (map.delete(encodeSyscallKey(e.key))) this.counters.deletedEntries++;
+      // When the kernel moved the entry first, the delete fails and the aggregator subtracts it from the totals.
+      if (!map.delete(encodeSyscallKey(e.key))) continue;
+      this.counters.deletedEntries++;
       this.#aggregator.forget(e.key);
     }
     this.#pollDropped();
     return points.length;
   }
 
+  /**
+   * What the kernel maps hold now, keyed by process: the tgids of the `syscall_stats` entries, of the
+   * in-flight calls and of the `proc_nrs` bitmaps (each tgid once per entry). Empty when the set is not loaded.
+   */
+  kernelEntries(): { stats: number[]; inflight: number[]; processes: number[] } {
+    const tgids = (name: string, at: number) => {
+      const m = this.#set?.object.map(name);
+      if (!m?.keys) return [];
+      return m.keys(m.maxEntries).map((k) => new DataView(k.buffer, k.byteOffset, k.byteLength).getUint32(at, true));
+    };
+    return { stats: tgids("syscall_stats", 0), inflight: tgids("inflight", 4), processes: tgids("proc_nrs", 0) };
+  }
+
   #pollDropped(): void {
-    const d = this.#set?.object.map("dropped")?.sumPerCpuU64(0) ?? this.#droppedSeen;
-    if (d > this.#droppedSeen) {
-      this.counters.droppedCalls += Number(d - this.#droppedSeen);
-      this.#host?.logger.warn("syscall statistics map full: calls not counted", { dropped: Number(d - this.#droppedSeen), max_entries: this.#cfg.max_entries });
-    }
-    this.#droppedSeen = d;
+    const map = this.#set?.object.map("dropped");
+    if (!map) return;
+    SC_DROP_REASONS.forEach((reason, i) => {
+      const d = map.sumPerCpuU64(i);
+      const seen = this.#droppedSeen[i]!;
+      if (d > seen) {
+        const n = Number(d - seen);
+        this.counters.dropped[reason] += n;
+        this.#ctx.metrics.syscallsDropped.inc({ reason }, n);
+        this.#host?.logger.warn("syscall statistics: calls not counted, a map is full", { reason, dropped: n, max_entries: this.#cfg.max_entries });
+      }
+      this.#droppedSeen[i] = d;
+    });
   }
 
   #startTimer(): void {

@@ -8,6 +8,12 @@ export const SC_BUCKETS = 24;
 /** Bucket i < SC_BUCKETS - 1 counts latencies below 2^(SC_FIRST_BOUND_LOG2 + i) ns (SC_FIRST_BOUND_LOG2). */
 export const SC_FIRST_BOUND_LOG2 = 10;
 export const SC_KEY_BYTES = 8;
+/** Syscall numbers below this are moved into `exited_stats` when their process ends (SC_MAX_NR). */
+export const SC_MAX_NR = 512;
+/** A process that ends having made fewer calls is folded into `exited_stats` by the kernel (`fold_below_calls`). */
+export const SC_FOLD_BELOW_CALLS = 1000;
+/** Why a call was not counted, by index of the `dropped` map: `syscall_stats` full, `inflight` full. */
+export const SC_DROP_REASONS = ["stats_full", "inflight_full"] as const;
 export const SC_STATS_BYTES = 24 + 8 * SC_BUCKETS;
 
 const KEY = { tgid: 0, nr: 4 } as const;

@@ -7,7 +7,7 @@
  * records go to `sink` (the HTTP exchange tracker of `ebpf/network`, which makes the spans). The targets show in
  * /status/ebpf under `tls`.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import type { EbpfCore } from "../../ebpf/core";
 import { EbpfSetComponent } from "../../ebpf/component";
@@ -147,9 +147,11 @@ export class TlsCollector implements Component {
     if (e.kind === "exit") {
       for (const t of this.#pendingScans.get(e.pid) ?? []) clearTimeout(t);
       this.#pendingScans.delete(e.pid);
-      this.#registry.forget(e.pid);
-      this.#refreshPrograms();
-      this.#sink.tlsProcessExited(e.pid);
+      // Only a process that mapped a probed library can have TLS connections to close.
+      if (this.#registry.forget(e.pid)) {
+        this.#refreshPrograms();
+        this.#sink.tlsProcessExited(e.pid);
+      }
       return;
     }
     if (e.kind !== "exec" || this.#pendingScans.size >= MAX_PENDING_EXEC_SCANS) return;

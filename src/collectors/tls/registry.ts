@@ -115,12 +115,13 @@ export class TlsTargetRegistry {
     this.#byPid.set(pid, keys);
   }
 
-  /** The process exited: it no longer holds its targets. Idempotent. */
-  forget(pid: number): void {
+  /** The process exited: it no longer holds its targets. Returns whether it held any. Idempotent. */
+  forget(pid: number): boolean {
     const keys = this.#byPid.get(pid);
-    if (!keys) return;
+    if (!keys) return false;
     this.#byPid.delete(pid);
     for (const k of keys) this.#release(pid, k);
+    return true;
   }
 
   /** Pids holding at least one target. */

@@ -6,6 +6,7 @@ import { Elysia, t } from "elysia";
 import type { ServerDeps } from "../deps";
 import { answerResponse } from "../answer";
 import { answer, COMMON_ERRORS } from "../model";
+import type { MediaOverride } from "./openapi";
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from "../../telemetry/exposition";
 
 const OPENMETRICS = "application/openmetrics-text";
@@ -35,15 +36,12 @@ export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
         summary: "Prometheus metrics",
         description: "Every metric of the catalogue under `<prometheus_namespace>_`, each with HELP and TYPE lines.",
         tags: ["metrics"],
-        responses: {
+        "x-media": {
           200: {
-            description: "Metrics",
-            content: {
-              "text/plain; version=0.0.4; charset=utf-8": { schema: { type: "string" } },
-              "application/openmetrics-text; version=1.0.0; charset=utf-8": { schema: { type: "string" } },
-            },
+            [PROMETHEUS_CONTENT_TYPE]: { schema: { type: "string" } },
+            [OPENMETRICS_CONTENT_TYPE]: { schema: { type: "string" } },
           },
-        },
+        } satisfies MediaOverride,
       },
     },
   );

@@ -17,7 +17,9 @@ const libs: Record<string, string> = {};
 
 beforeAll(() => {
   const dir = mkdtempSync(join(tmpdir(), "svc-nvml-"));
-  for (const [variant, flags] of [["ok", []], ["nodriver", ["-DSTUB_NO_DRIVER"]], ["nodevices", ["-DSTUB_NO_DEVICES"]]] as const) {
+  for (const [variant, flags] of [
+    ["ok", []], ["nodriver", ["-DSTUB_NO_DRIVER"]], ["nodevices", ["-DSTUB_NO_DEVICES"]], ["nomemv2", ["-DSTUB_NO_MEMORY_V2"]], ["memv2mismatch", ["-DSTUB_MEMORY_V2_MISMATCH"]],
+  ] as const) {
     const out = join(dir, `libnvml-${variant}.so`);
     const r = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-O1", ...flags, "-o", out, FIXTURE]);
     if (r.exitCode !== 0) throw new Error(`gcc failed: ${r.stderr.toString()}`);
@@ -34,7 +36,7 @@ describe("NVML binding (stand-in library)", () => {
     const r = nvml.readDevice(0);
     expect(r).toMatchObject({
       index: 0, name: "Stand-in GPU 0", uuid: "GPU-00000000-1111-2222-3333-444444444444",
-      utilizationPercent: 37, memoryUtilizationPercent: 12, memoryUsedBytes: 3072 * 2 ** 20, memoryTotalBytes: 16384 * 2 ** 20,
+      utilizationPercent: 37, memoryUtilizationPercent: 12, memoryUsedBytes: 3072 * 2 ** 20, memoryReservedBytes: 480 * 2 ** 20, memoryTotalBytes: 16384 * 2 ** 20, memoryInfoVersion: 2,
       temperatureCelsius: 61, powerWatts: 123.456, errors: {},
     });
     const compute = r.processes.filter((p) => p.kind === "compute");
@@ -42,6 +44,21 @@ describe("NVML binding (stand-in library)", () => {
     expect(compute[0]).toEqual({ pid: 2000, usedMemoryBytes: 2 ** 20, kind: "compute" });
     expect(compute[39]!.usedMemoryBytes).toBeUndefined();
     expect(r.processes.filter((p) => p.kind === "graphics")).toEqual([{ pid: 1, usedMemoryBytes: 64 * 2 ** 20, kind: "graphics" }]);
+  });
+
+  test("memory: the v2 call keeps the driver's reserved memory out of used; without it (or refused) the v1 call counts it as used", () => {
+    using v2 = openNvml(libs.ok!);
+    // Device 1 is idle: 0 used, as nvidia-smi says, with 480 MiB reserved.
+    expect(v2.readDevice(1)).toMatchObject({ memoryUsedBytes: 0, memoryReservedBytes: 480 * 2 ** 20, memoryTotalBytes: 16384 * 2 ** 20, memoryInfoVersion: 2 });
+    for (const variant of ["nomemv2", "memv2mismatch"]) {
+      using v1 = openNvml(libs[variant]!);
+      for (const index of [0, 1]) {
+        const r = v1.readDevice(index);
+        expect(r).toMatchObject({ memoryUsedBytes: (index === 0 ? 3072 + 480 : 480) * 2 ** 20, memoryTotalBytes: 16384 * 2 ** 20, memoryInfoVersion: 1 });
+        expect(r.memoryReservedBytes).toBeUndefined();
+        expect(r.errors.memory).toBeUndefined();
+      }
+    }
   });
 
   test("maps NVML return codes to typed errors per field and per call", () => {
@@ -90,6 +107,8 @@ describe("GPU collector", () => {
     const one = (name: string, index = 0) => points.find((p) => p.name === name && p.attributes?.["gpu.index"] === index);
     expect(one("gpu.utilization")).toMatchObject({ type: "gauge", value: 0.37, unit: "1", attributes: { "gpu.uuid": "GPU-00000000-1111-2222-3333-444444444444", "gpu.name": "Stand-in GPU 0" } });
     expect(one("gpu.memory.used")!.value).toBe(3072 * 2 ** 20);
+    expect(one("gpu.memory.used", 1)!.value).toBe(0);
+    expect(one("gpu.memory.reserved")!.value).toBe(480 * 2 ** 20);
     expect(one("gpu.memory.total")!.value).toBe(16384 * 2 ** 20);
     expect(one("gpu.temperature")!.value).toBe(61);
     expect(one("gpu.power")!.value).toBe(123.456);
@@ -119,6 +138,16 @@ describe("GPU collector", () => {
     await new GpuCollector(off, { open: openNvml }).start(recordingHost());
     await off.pipeline.flush();
     expect(off.pipeline.accepted.metrics).toHaveLength(0);
+  });
+
+  test("a driver without nvmlDeviceGetMemoryInfo_v2: used includes the reserved memory, no gpu.memory.reserved", async () => {
+    const ctx = fakeContext(enabled(libs.nomemv2!));
+    const c = new GpuCollector(ctx, { open: openNvml });
+    await c.start(recordingHost());
+    await c.shutdown();
+    const points = ctx.pipeline.accepted.metrics as GaugePointItem[];
+    expect(points.find((p) => p.name === "gpu.memory.used" && p.attributes?.["gpu.index"] === 1)!.value).toBe(480 * 2 ** 20);
+    expect(points.filter((p) => p.name === "gpu.memory.reserved")).toEqual([]);
   });
 
   test("no library, no driver, no devices: the reason is reported, nothing is exported", async () => {

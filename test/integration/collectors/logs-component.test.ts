@@ -52,4 +52,24 @@ describe("collector/logs component", () => {
     expect(host.last().reason).toContain(`checkpoint file ${join(dir, "state/cp.json")}: not JSON`);
     await c.shutdown(AbortSignal.timeout(1000));
   });
+
+  test("records cut short are counted in logs_truncated_total by reason", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-logs-c-"));
+    dirs.push(dir);
+    const trace = ["2024-01-02 03:04:05 ERROR failed", "java.lang.IllegalStateException: x", "\tat A.b(A.java:1)", "\tat A.c(A.java:2)"];
+    writeFileSync(join(dir, "a.log"), [...trace, "2024-01-02 03:04:06 INFO " + "y".repeat(3000), "2024-01-02 03:04:07 INFO next"].join("\n") + "\n");
+    const multiline = `    max_line_size: 1KiB\n    multiline:\n      - include: ["${dir}/*.log"]\n        start_pattern: '^\\d{4}-'\n        max_lines: 2\n        flush_timeout: 50ms\n`;
+    const ctx = fakeContext(yaml(dir, "*.log") + multiline);
+    const c = createLogsCollector(ctx);
+    await c.start(recordingHost());
+    await waitFor("three records", () => ctx.pipeline.accepted.logs.length === 3);
+    await c.shutdown(AbortSignal.timeout(5000));
+    expect(ctx.pipeline.accepted.logs.map((r) => r.attributes?.["log.truncated"])).toEqual([true, true, undefined]);
+    const text = await ctx.metrics.render();
+    expect(text).toContain('svc_logs_truncated_total{reason="max_lines"} 1\n');
+    expect(text).toContain('svc_logs_truncated_total{reason="max_line_size"} 1\n');
+    // Every reason is a series from the start.
+    expect(text).toContain('svc_logs_truncated_total{reason="max_bytes"} 0\n');
+  });
 });
+

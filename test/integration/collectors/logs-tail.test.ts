@@ -251,6 +251,31 @@ describe("multiline records and severity", () => {
     expect(p.accepted.logs.every((r) => r.timeUnixNano === 1704164645000000007n)).toBe(true);
   });
 
+  test("Docker json-file: split lines joined first, then each stream's trace lines joined into a record", async () => {
+    const { logs, config } = multilineSetup();
+    const trace = javaTrace(9).split("\n");
+    const docker = (log: string, stream: string, second: number) => JSON.stringify({ log, stream, time: `2024-01-02T03:04:0${second}.25Z` }) + "\n";
+    writeFileSync(
+      join(logs, "docker-json.log"),
+      docker(trace[0]! + "\n", "stderr", 1) +
+        docker("2024-01-02 03:04:05 INFO [main] between\n", "stdout", 2) +
+        docker(trace[1]!.slice(0, 12), "stderr", 3) +
+        docker(trace[1]!.slice(12) + "\n", "stderr", 3) +
+        trace.slice(2).map((l) => docker(l + "\n", "stderr", 4)).join("") +
+        docker("2024-01-02 03:04:09 WARN [main] after\n", "stderr", 5),
+    );
+    const p = new RecordingPipeline();
+    start(config, p);
+    await waitFor("three records", () => p.accepted.logs.length >= 3);
+    // The last record of each stream goes out on its flush timeout: compare in time order.
+    const got = p.accepted.logs.map((r) => [r.attributes?.["log.iostream"], r.body, r.timeUnixNano, r.severityText] as const);
+    expect(got.toSorted((a, b) => Number(a[2]! - b[2]!))).toEqual([
+      ["stderr", javaTrace(9), 1704164641250000000n, "ERROR"],
+      ["stdout", "2024-01-02 03:04:05 INFO [main] between", 1704164642250000000n, "INFO"],
+      ["stderr", "2024-01-02 03:04:09 WARN [main] after", 1704164645250000000n, "WARN"],
+    ]);
+  });
+
   test("CRI: a record in progress on one stream holds the checkpoint back while the other stream's records go out", async () => {
     const { logs, config } = multilineSetup("1h");
     const path = join(logs, `api_shop_java-${ID}.log`);
@@ -271,6 +296,31 @@ describe("multiline records and severity", () => {
     // Now the stdout record c (after the trace's lines) is the earliest in progress.
     const cStart = readFileSync(path, "utf8").indexOf("2024-01-02T03:04:05.000000007Z stdout F 2024-01-02T03:04:06Z INFO c");
     expect(JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0].offset).toBe(cStart);
+  });
+
+  test("CRI, stopped while one stream's record is in progress: the other stream's records sent meanwhile are not sent again", async () => {
+    const { logs, config } = multilineSetup("1h");
+    const path = join(logs, `api_shop_java-${ID}.log`);
+    const trace = javaTrace(5).split("\n");
+    const b = (i: number) => `2024-01-02T03:04:05Z INFO b${i}`;
+    writeFileSync(path, cri(trace[0]!, "stderr") + cri(b(1), "stdout") + cri(trace[1]!, "stderr") + cri(b(2), "stdout") + cri(b(3), "stdout"));
+    const p1 = new RecordingPipeline();
+    const e1 = start(config, p1);
+    await waitFor("b1 and b2", () => p1.accepted.logs.length >= 2);
+    await rounds(e1);
+    await e1.stop(1000);
+    engines.splice(engines.indexOf(e1), 1);
+    expect(bodies(p1)).toEqual([b(1), b(2)]);
+    const saved = JSON.parse(readFileSync(config.checkpoint_file, "utf8")).files[0];
+    const text = readFileSync(path, "utf8");
+    expect(saved.offset).toBe(0);
+    expect(saved.streams.stdout).toBe(text.indexOf(cri(b(3), "stdout")));
+    appendFileSync(path, cri(trace[2]!, "stderr"));
+    const p2 = new RecordingPipeline();
+    start({ ...config, multiline: config.multiline.map((r) => ({ ...r, flush_timeout: "100ms" })) }, p2);
+    await waitFor("the trace and b3", () => p2.accepted.logs.length >= 2);
+    await Bun.sleep(300);
+    expect(bodies(p2).toSorted()).toEqual([b(3), trace.slice(0, 3).join("\n")].toSorted());
   });
 
   test("stopped while a record is in progress: the checkpoint stops at its start and a restart sends it once, whole", async () => {

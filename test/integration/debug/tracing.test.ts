@@ -67,12 +67,12 @@ describe("self-tracing", () => {
       async () => {
         await a.deps.pipeline.flush(2000);
         const s = spansOf(a);
-        return s.filter((x) => x.name === "http POST /admin/flush").length >= ACTIONS && s.filter((x) => x.name === "reload (admin)").length >= ACTIONS;
+        return s.filter((x) => x.name === "POST /admin/flush").length >= ACTIONS && s.filter((x) => x.name === "reload (admin)").length >= ACTIONS;
       },
       { what: "spans of every admin action at the receiver", timeoutMs: 20_000 },
     );
     const spans = spansOf(a);
-    const reloadRequests = spans.filter((s) => s.name === "http POST /admin/reload");
+    const reloadRequests = spans.filter((s) => s.name === "POST /admin/reload");
     const reloads = spans.filter((s) => s.name === "reload (admin)");
     expect(reloadRequests.length).toBe(ACTIONS);
     expect(reloads.length).toBe(ACTIONS);
@@ -82,7 +82,7 @@ describe("self-tracing", () => {
       expect(parent).toBeDefined();
       expect(parent!.traceId).toBe(r.traceId);
     }
-    const flushRequests = spans.filter((s) => s.name === "http POST /admin/flush");
+    const flushRequests = spans.filter((s) => s.name === "POST /admin/flush");
     const flushes = spans.filter((s) => s.name === "flush" && flushRequests.some((q) => q.spanId === s.parentSpanId));
     expect(flushes.length).toBe(ACTIONS);
     const status = reloadRequests[0]!.attributes?.find((x) => x.key === "http.response.status_code")?.value;
@@ -133,8 +133,8 @@ describe("self-tracing", () => {
     // Request spans end after the response (onAfterResponse): wait for every request to have ended.
     await waitUntil(() => !a.agent.tasks.list().some((t) => t.name.startsWith("http ")), { what: "requests to end" });
     await a.deps.pipeline.flush(5000);
-    console.log(`sample_rate 0.01: traced ${spansOf(a).filter((s) => s.name === "http POST /admin/flush").length} of ${N} requests`);
-    const traced = spansOf(a).filter((s) => s.name === "http POST /admin/flush").length;
+    console.log(`sample_rate 0.01: traced ${spansOf(a).filter((s) => s.name === "POST /admin/flush").length} of ${N} requests`);
+    const traced = spansOf(a).filter((s) => s.name === "POST /admin/flush").length;
     // Binomial(3000, 0.01): mean 30, sd ~5.4; [8, 60] is beyond 4 sd on both sides.
     expect(traced).toBeGreaterThanOrEqual(8);
     expect(traced).toBeLessThanOrEqual(60);
@@ -148,7 +148,7 @@ describe("self-tracing", () => {
       await waitUntil(() => !a.agent.tasks.list().some((t) => t.name.startsWith("http ")), { what: "requests to end" });
       await a.deps.pipeline.flush(2000);
     };
-    const traced = () => spansOf(a).filter((s) => s.name === "http POST /admin/flush").length;
+    const traced = () => spansOf(a).filter((s) => s.name === "POST /admin/flush").length;
     await flushes(3);
     expect(traced()).toBe(0);
     a.writeConfig(config(true, 1.0));

@@ -6,9 +6,9 @@
  * the real kubectl in the same test (list and watch).
  */
 import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "bun:test";
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
+import { discoveryHarness, kubernetesOnlyYaml, removeTempDirs, serviceAccountDir, tempDir, until, writeToken, type DiscoveryHarness } from "../../helpers/discovery-harness";
 import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
 import { ProcessLabeler } from "../../../src/collectors/network/labels";
@@ -31,12 +31,6 @@ async function kubectl(argv: string[]): Promise<{ exitCode: number; stdout: stri
   return { exitCode, stdout, stderr };
 }
 
-function writeToken(dir: string, token: string): void {
-  // As the kubelet does: write aside, then swap in atomically.
-  writeFileSync(join(dir, "token.new"), token);
-  renameSync(join(dir, "token.new"), join(dir, "token"));
-}
-
 describe("kubernetes discovery against our API server", () => {
   let cert: SelfSignedCert;
   let api: FakeKubeApiServer;
@@ -46,10 +40,7 @@ describe("kubernetes discovery against our API server", () => {
 
   beforeAll(async () => {
     cert = makeSelfSignedCert();
-    saDir = tempDir("svc-sa-");
-    writeToken(saDir, "token-1");
-    writeFileSync(join(saDir, "ca.crt"), cert.cert);
-    writeFileSync(join(saDir, "namespace"), "monitoring\n");
+    saDir = serviceAccountDir(cert.cert, "token-1");
     procRoot = tempDir("svc-proc-");
     mkdirSync(join(procRoot, "4242"));
     writeFileSync(join(procRoot, "4242/cgroup"), `0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1234.slice/cri-containerd-${WEB_CID}.scope\n`);
@@ -63,20 +54,7 @@ describe("kubernetes discovery against our API server", () => {
     api.put("services", FakeKubeApiServer.service({ name: "db", namespace: "data", selector: { app: "db" }, ports: [5432] }));
 
     h = discoveryHarness(
-      `
-agent:
-  discovery:
-    detect_kubernetes: true
-    kubernetes:
-      node_name: ${NODE}
-      cluster_name: test-cluster
-      service_account_dir: ${saDir}
-      resync_backoff_max: 200ms
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`,
+      kubernetesOnlyYaml(NODE, saDir, "      resync_backoff_max: 200ms\n"),
       { KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: String(api.port) },
       { procRoot },
     );

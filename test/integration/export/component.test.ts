@@ -9,7 +9,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ExportViewSchema, VIEWS } from "../../../src/status/model";
-import { TestBackend, expectExactAccounting, harness, spans, testConfig, waitUntil } from "./harness";
+import type { Protocol } from "../../../src/export/config";
+import { PROTOCOLS, TestBackend, expectExactAccounting, harness, spans, testConfig, waitUntil } from "./harness";
 
 const open: Array<{ stop(): Promise<void> }> = [];
 afterEach(async () => {
@@ -49,58 +50,69 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function tlsBackend(mutual = false): Promise<TestBackend> {
+async function tlsBackend(protocol: Protocol, mutual = false): Promise<TestBackend> {
   const b = await new TestBackend({
+    protocol,
     tls: { cert: readFileSync(pem("server.pem")), key: readFileSync(pem("server.key")), ...(mutual ? { clientCa: readFileSync(pem("ca.pem")) } : {}) },
   }).start();
   open.push(b);
   return b;
 }
 
-describe("TLS", () => {
-  test("exports over TLS verified against otlp.tls.ca_file, with otlp.tls.server_name", async () => {
-    const backend = await tlsBackend();
-    const h = harness(testConfig({ otlp: { endpoint: backend.endpoint, insecure: false, tls: { ca_file: pem("ca.pem"), server_name: "otlp.test" } } }));
-    open.push(h);
-    await h.start();
-    h.pipeline.submit("traces", spans(3));
-    expect((await h.pipeline.flush(5000)).exported).toMatchObject({ traces: 3 });
-    expect(backend.items()).toBe(3);
-    expect(h.component.view().tls).toBe(true);
-    await waitUntil(() => h.readiness() === "ok", { what: "ready" });
-    await expectExactAccounting(h);
-  });
+for (const protocol of PROTOCOLS) {
+  describe(`TLS over ${protocol}`, () => {
+    test("exports over TLS verified against otlp.tls.ca_file, with otlp.tls.server_name", async () => {
+      const backend = await tlsBackend(protocol);
+      const h = harness(testConfig({ otlp: { protocol, endpoint: backend.endpoint, insecure: false, tls: { ca_file: pem("ca.pem"), server_name: "otlp.test" } } }));
+      open.push(h);
+      await h.start();
+      h.pipeline.submit("traces", spans(3));
+      expect((await h.pipeline.flush(5000)).exported).toMatchObject({ traces: 3 });
+      expect(backend.items()).toBe(3);
+      expect(h.component.view().tls).toBe(true);
+      await waitUntil(() => h.readiness() === "ok", { what: "ready" });
+      await expectExactAccounting(h);
+    });
 
-  test("mutual TLS with otlp.tls.cert_file and key_file", async () => {
-    const backend = await tlsBackend(true);
-    const h = harness(
-      testConfig({
-        otlp: {
-          endpoint: backend.endpoint,
-          insecure: false,
-          tls: { ca_file: pem("ca.pem"), cert_file: pem("client.pem"), key_file: pem("client.key"), server_name: "otlp.test" },
-        },
-      }),
-    );
-    open.push(h);
-    await h.start();
-    h.pipeline.submit("logs", [{ observedTimeUnixNano: 5n, body: "over mTLS" }]);
-    expect((await h.pipeline.flush(5000)).exported).toMatchObject({ logs: 1 });
-    expect(backend.items("logs")).toBe(1);
-  });
+    test("mutual TLS with otlp.tls.cert_file and key_file", async () => {
+      const backend = await tlsBackend(protocol, true);
+      const h = harness(
+        testConfig({
+          otlp: {
+            protocol,
+            endpoint: backend.endpoint,
+            insecure: false,
+            tls: { ca_file: pem("ca.pem"), cert_file: pem("client.pem"), key_file: pem("client.key"), server_name: "otlp.test" },
+          },
+        }),
+      );
+      open.push(h);
+      await h.start();
+      h.pipeline.submit("logs", [{ observedTimeUnixNano: 5n, body: "over mTLS" }]);
+      expect((await h.pipeline.flush(5000)).exported).toMatchObject({ logs: 1 });
+      expect(backend.items("logs")).toBe(1);
+      // Without the client certificate the backend refuses the connection.
+      const anonymous = harness(testConfig({ otlp: { protocol, endpoint: backend.endpoint, insecure: false, tls: { ca_file: pem("ca.pem"), server_name: "otlp.test" } } }));
+      open.push(anonymous);
+      await anonymous.start();
+      anonymous.pipeline.submit("logs", [{ observedTimeUnixNano: 6n, body: "no client certificate" }]);
+      await waitUntil(() => anonymous.readiness().startsWith("failed: "), { what: "refused without a client certificate" });
+      expect(backend.items("logs")).toBe(1);
+    });
 
-  test("a backend whose certificate the CA did not sign is not trusted: readiness fails, nothing is exported", async () => {
-    const backend = await tlsBackend();
-    const h = harness(testConfig({ otlp: { endpoint: backend.endpoint, insecure: false, tls: { ca_file: pem("other-ca.pem"), server_name: "otlp.test" } } }));
-    open.push(h);
-    await h.start();
-    h.pipeline.submit("traces", spans(2));
-    await waitUntil(() => h.readiness().startsWith("failed: "), { what: "readiness to fail" });
-    expect(backend.items()).toBe(0);
-    expect(h.pipeline.accounting().traces.exported).toBe(0);
-    await expectExactAccounting(h);
+    test("a backend whose certificate the CA did not sign is not trusted: readiness fails, nothing is exported", async () => {
+      const backend = await tlsBackend(protocol);
+      const h = harness(testConfig({ otlp: { protocol, endpoint: backend.endpoint, insecure: false, tls: { ca_file: pem("other-ca.pem"), server_name: "otlp.test" } } }));
+      open.push(h);
+      await h.start();
+      h.pipeline.submit("traces", spans(2));
+      await waitUntil(() => h.readiness().startsWith("failed: "), { what: "readiness to fail" });
+      expect(backend.items()).toBe(0);
+      expect(h.pipeline.accounting().traces.exported).toBe(0);
+      await expectExactAccounting(h);
+    });
   });
-});
+}
 
 describe("status view and reload", () => {
   test("the export view matches ExportViewSchema and is published under VIEWS.export until shutdown", async () => {
@@ -145,6 +157,27 @@ describe("status view and reload", () => {
     expect(a.items()).toBe(2);
     expect(b.items()).toBe(20);
     expect(h.component.view().queues.traces.capacity).toBe(50);
+    await expectExactAccounting(h);
+  });
+
+  test("reload from grpc to http/protobuf: the next exports go over OTLP/HTTP, accounting stays exact", async () => {
+    const g = await new TestBackend().start();
+    const web = await new TestBackend({ protocol: "http/protobuf" }).start();
+    open.push(g, web);
+    const first = testConfig({ otlp: { endpoint: g.endpoint } });
+    const h = harness(first);
+    open.push(h);
+    await h.start();
+    h.pipeline.submit("traces", spans(2));
+    await h.pipeline.flush(5000);
+    const next = testConfig({ otlp: { protocol: "http/protobuf", endpoint: `http://${web.endpoint}` } });
+    await h.component.reload(next, first);
+    expect(h.component.view()).toMatchObject({ protocol: "http/protobuf", endpoint: `http://${web.endpoint}` });
+    h.pipeline.submit("traces", spans(5));
+    await h.pipeline.flush(5000);
+    expect(g.items()).toBe(2);
+    expect(web.items()).toBe(5);
+    await waitUntil(() => h.readiness() === "ok", { what: "ready over OTLP/HTTP" });
     await expectExactAccounting(h);
   });
 

@@ -3,6 +3,7 @@
  * (grpc-js's server would decompress before anyone could look): the gRPC frame's compressed flag, the
  * `grpc-encoding` header, and the compressed bytes: they decompress to the request, and the gzip header's XFL
  * byte, which zlib sets from the level (4: fastest, level 1; 2: best, level 9), says which level made them.
+ * OTLP/HTTP the same way, seen by a plain Bun.serve: `Content-Encoding: gzip` and the body's gzip header.
  */
 import { afterEach, expect, test } from "bun:test";
 import * as http2 from "node:http2";
@@ -12,6 +13,7 @@ import { ResourceBuilder } from "../../../src/export/resource";
 import { ItemEncoder, buildRequest } from "../../../src/export/encode";
 import { frameMessage } from "../../../src/export/gzip-filter";
 import { GrpcTransport } from "../../../src/export/transport";
+import { transportFor } from "../../../src/export/transport-select";
 import { spans, testConfig } from "./harness";
 
 interface Captured {
@@ -113,4 +115,54 @@ test("a gzip-compressed answer is decompressed: its partial success is read", as
   const server = await rawServer("identity,gzip", { body: partial, gzip: true });
   const t = transport(server.port, "gzip", 1);
   expect(await t.send("traces", body(), Date.now() + 5000)).toEqual({ kind: "success", rejected: 3, message: "x" });
+});
+
+/** A plain HTTP server recording each request's headers and body as they came (nothing decompressed). */
+function rawHttpServer(answer: { body: Uint8Array; gzip: boolean } = { body: new Uint8Array(0), gzip: false }) {
+  const calls: Array<{ path: string; headers: Headers; body: Buffer }> = [];
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    async fetch(req) {
+      calls.push({ path: new URL(req.url).pathname, headers: req.headers, body: Buffer.from(await req.arrayBuffer()) });
+      const headers: Record<string, string> = { "content-type": "application/x-protobuf" };
+      if (answer.gzip) headers["content-encoding"] = "gzip";
+      return new Response(answer.gzip ? gzipSync(answer.body) : answer.body, { headers });
+    },
+  });
+  closers.push(() => void server.stop(true));
+  return { port: server.port!, calls };
+}
+
+function httpTransport(port: number, compression: "gzip" | "none", level: number) {
+  const t = transportFor(testConfig({ otlp: { protocol: "http/protobuf", endpoint: `127.0.0.1:${port}`, compression, compression_level: level } }));
+  closers.push(() => t.close());
+  return t;
+}
+
+test("OTLP/HTTP: gzip at the configured level (Content-Encoding gzip, bytes made at that level); none sends the request as is", async () => {
+  const server = rawHttpServer();
+  const request = body();
+  const sizes: number[] = [];
+  for (const level of [1, 9]) {
+    expect((await httpTransport(server.port, "gzip", level).send("traces", request, Date.now() + 5000)).kind).toBe("success");
+    const call = server.calls.at(-1)!;
+    expect(call.path).toBe("/v1/traces");
+    expect(call.headers.get("content-type")).toBe("application/x-protobuf");
+    expect(call.headers.get("content-encoding")).toBe("gzip");
+    expect(new Uint8Array(gunzipSync(call.body))).toEqual(new Uint8Array(request));
+    expect(call.body[GZIP_XFL_OFFSET]).toBe(XFL_BY_LEVEL[level]!);
+    sizes.push(call.body.length);
+  }
+  expect(sizes[1]!).toBeLessThan(sizes[0]!);
+  expect((await httpTransport(server.port, "none", 1).send("traces", request, Date.now() + 5000)).kind).toBe("success");
+  const plain = server.calls.at(-1)!;
+  expect(plain.headers.get("content-encoding")).toBeNull();
+  expect(new Uint8Array(plain.body)).toEqual(new Uint8Array(request));
+});
+
+test("OTLP/HTTP: a gzip-compressed answer is decompressed: its partial success is read", async () => {
+  const partial = new Uint8Array([0x0a, 0x05, 0x08, 0x03, 0x12, 0x01, 0x78]);
+  const server = rawHttpServer({ body: partial, gzip: true });
+  expect(await httpTransport(server.port, "gzip", 1).send("traces", body(), Date.now() + 5000)).toEqual({ kind: "success", rejected: 3, message: "x" });
 });

@@ -3,7 +3,7 @@
  * exporter/otlp component wired to a status aggregator, metrics and a logger, as the Agent wires them.
  */
 import { expect } from "bun:test";
-import type { BaseContext } from "../../../src/agent/context";
+import type { BaseContext } from "../../../src/lifecycle/context";
 import { loadConfig } from "../../../src/config/load";
 import type { Config } from "../../../src/config/schema";
 import { OtlpExporterComponent, type ExporterOptions } from "../../../src/export/component";
@@ -15,7 +15,11 @@ import { Logger, type LogRecord } from "../../../src/log/logger";
 import { StatusAggregator } from "../../../src/status/aggregator";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
-import { SIGNALS } from "../../../src/export/config";
+import { SIGNALS, type Protocol } from "../../../src/export/config";
+import { OtlpHttpBackend, type HttpReply } from "../../helpers/otlp-http-backend";
+
+/** Both values of otlp.protocol: tests that hold for either run once for each. */
+export const PROTOCOLS: readonly Protocol[] = ["grpc", "http/protobuf"];
 
 export { waitUntil } from "../../helpers/wait";
 
@@ -44,23 +48,31 @@ export function testConfig(over?: DeepPartial<Config>): Config {
   );
 }
 
-/** A receiver that records every request and answers with `script` (one reply per request, then `then`). */
+/**
+ * A receiver that records every request and answers with `script` (one reply per request, then `then`): the
+ * project's OTLP/gRPC receiver, or with `protocol: "http/protobuf"` the OTLP/HTTP test backend (replies then
+ * carry HTTP statuses).
+ */
 export class TestBackend {
   readonly requests: ReceivedRequest[] = [];
-  readonly receiver: OtlpReceiver;
-  script: ReceiverReply[] = [];
-  then: ReceiverReply = { ok: true };
+  readonly receiver: OtlpReceiver | OtlpHttpBackend;
+  script: Array<ReceiverReply | HttpReply> = [];
+  then: ReceiverReply | HttpReply = { ok: true };
   port = 0;
 
-  constructor(options: Partial<ReceiverOptions> = {}) {
-    this.receiver = new OtlpReceiver({
+  constructor(options: Partial<ReceiverOptions> & { protocol?: Protocol } = {}) {
+    const { protocol = "grpc", ...rest } = options;
+    const common = {
       listen: options.listen ?? "127.0.0.1:0",
-      ...options,
-      onRequest: (r) => {
+      onRequest: (r: ReceivedRequest) => {
         if (r.items > 0) this.requests.push(r);
       },
-      respond: (r) => (r.items > 0 ? (this.script.shift() ?? this.then) : { ok: true }),
-    });
+      respond: (r: ReceivedRequest) => (r.items > 0 ? (this.script.shift() ?? this.then) : { ok: true as const }),
+    };
+    this.receiver =
+      protocol === "grpc"
+        ? new OtlpReceiver({ ...rest, ...common } as ReceiverOptions)
+        : new OtlpHttpBackend({ ...(rest.tls ? { tls: rest.tls } : {}), ...common } as ConstructorParameters<typeof OtlpHttpBackend>[0]);
   }
 
   async start(): Promise<this> {

@@ -4,7 +4,8 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
-import { TestBackend, expectExactAccounting, harness, spans, testConfig, waitUntil, type Harness } from "./harness";
+import { PROTOCOLS, TestBackend, expectExactAccounting, harness, spans, testConfig, waitUntil, type Harness } from "./harness";
+import type { Protocol } from "../../../src/export/config";
 import { OtlpReceiver } from "../../../src/export/receiver";
 import { closedLoopbackPort } from "../../helpers/ports";
 
@@ -13,10 +14,10 @@ afterEach(async () => {
   for (const o of open.splice(0).reverse()) await o.stop();
 });
 
-async function setup(configOver: Parameters<typeof testConfig>[0] = {}, backendOptions = {}) {
-  const backend = await new TestBackend(backendOptions).start();
+async function setup(configOver: Parameters<typeof testConfig>[0] = {}, backendOptions = {}, protocol: Protocol = "grpc") {
+  const backend = await new TestBackend({ ...backendOptions, protocol }).start();
   open.push(backend);
-  const h = harness(testConfig({ ...configOver, otlp: { endpoint: backend.endpoint, ...configOver.otlp } }));
+  const h = harness(testConfig({ ...configOver, otlp: { endpoint: backend.endpoint, protocol, ...configOver.otlp } }));
   open.push(h);
   await h.start();
   return { backend, h };
@@ -47,45 +48,63 @@ describe("batching", () => {
   });
 });
 
-describe("transport", () => {
-  test("gzip on the wire when otlp.compression is gzip, identity when none", async () => {
-    const gz = await setup({ otlp: { compression: "gzip" } });
-    gz.h.pipeline.submit("traces", spans(5));
-    await gz.h.pipeline.flush(5000);
-    expect(gz.backend.requests[0]!.encoding).toBe("gzip");
-    const plain = await setup({ otlp: { compression: "none" } });
-    plain.h.pipeline.submit("traces", spans(5));
-    await plain.h.pipeline.flush(5000);
-    expect(plain.backend.requests[0]!.encoding).toBe("identity");
-    await expectExactAccounting(gz.h);
-  });
+for (const protocol of PROTOCOLS) {
+  describe(`transport over ${protocol}`, () => {
+    test("gzip on the wire when otlp.compression is gzip, identity when none", async () => {
+      const gz = await setup({ otlp: { compression: "gzip" } }, {}, protocol);
+      gz.h.pipeline.submit("traces", spans(5));
+      await gz.h.pipeline.flush(5000);
+      expect(gz.backend.requests[0]!.encoding).toBe("gzip");
+      const plain = await setup({ otlp: { compression: "none" } }, {}, protocol);
+      plain.h.pipeline.submit("traces", spans(5));
+      await plain.h.pipeline.flush(5000);
+      expect(plain.backend.requests[0]!.encoding).toBe("identity");
+      await expectExactAccounting(gz.h);
+    });
 
-  test("otlp.headers arrive as gRPC metadata", async () => {
-    const { backend, h } = await setup({ otlp: { headers: { "x-api-key": "s3cret", "X-Tenant": "blue" } } });
-    h.pipeline.submit("logs", [{ observedTimeUnixNano: 1n, body: "hello" }]);
-    await h.pipeline.flush(5000);
-    expect(backend.requests[0]!.metadata["x-api-key"]).toBe("s3cret");
-    expect(backend.requests[0]!.metadata["x-tenant"]).toBe("blue");
-    await expectExactAccounting(h);
-  });
+    test("otlp.headers arrive as gRPC metadata or HTTP headers", async () => {
+      const { backend, h } = await setup({ otlp: { headers: { "x-api-key": "s3cret", "X-Tenant": "blue" } } }, {}, protocol);
+      h.pipeline.submit("logs", [{ observedTimeUnixNano: 1n, body: "hello" }]);
+      await h.pipeline.flush(5000);
+      expect(backend.requests[0]!.metadata["x-api-key"]).toBe("s3cret");
+      expect(backend.requests[0]!.metadata["x-tenant"]).toBe("blue");
+      await expectExactAccounting(h);
+    });
 
-  test("resource attributes: service.name, host.name, os.type and contributed attributes on every export", async () => {
-    const { backend, h } = await setup({ service_name: "checkout-agent" });
-    h.pipeline.setResourceAttributes("discovery/cloud", { "cloud.provider": "aws", "cloud.region": "eu-west-1" });
-    h.pipeline.submit("traces", spans(1));
-    await h.pipeline.flush(5000);
-    const { decodeRequest } = await import("../../../src/export/receiver");
-    const req = decodeRequest("traces", backend.requests[0]!.body) as {
-      resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> } }>;
-    };
-    const attrs = Object.fromEntries(req.resourceSpans[0]!.resource.attributes.map((a) => [a.key, a.value.stringValue]));
-    expect(attrs["service.name"]).toBe("checkout-agent");
-    expect(attrs["host.name"]).toBe((await import("node:os")).hostname());
-    expect(attrs["os.type"]).toBe("linux");
-    expect(attrs["cloud.provider"]).toBe("aws");
-    expect(attrs["cloud.region"]).toBe("eu-west-1");
+    test("resource attributes: service.name, host.name, os.type and contributed attributes on every export", async () => {
+      const { backend, h } = await setup({ service_name: "checkout-agent" }, {}, protocol);
+      h.pipeline.setResourceAttributes("discovery/cloud", { "cloud.provider": "aws", "cloud.region": "eu-west-1" });
+      h.pipeline.submit("traces", spans(1));
+      await h.pipeline.flush(5000);
+      const { decodeRequest } = await import("../../../src/export/receiver");
+      const req = decodeRequest("traces", backend.requests[0]!.body) as {
+        resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> } }>;
+      };
+      const attrs = Object.fromEntries(req.resourceSpans[0]!.resource.attributes.map((a) => [a.key, a.value.stringValue]));
+      expect(attrs["service.name"]).toBe("checkout-agent");
+      expect(attrs["host.name"]).toBe((await import("node:os")).hostname());
+      expect(attrs["os.type"]).toBe("linux");
+      expect(attrs["cloud.provider"]).toBe("aws");
+      expect(attrs["cloud.region"]).toBe("eu-west-1");
+    });
+
+    test("resource_attributes are on the agent's own resource, never on a workload's", async () => {
+      const { backend, h } = await setup({ resource_attributes: { "deployment.environment": "prod" } }, {}, protocol);
+      h.pipeline.submit("traces", [...spans(1), { ...spans(1)[0]!, resource: { "service.name": "shop" } }]);
+      await h.pipeline.flush(5000);
+      const { decodeRequest } = await import("../../../src/export/receiver");
+      const req = decodeRequest("traces", backend.requests[0]!.body) as {
+        resourceSpans: Array<{ resource: { attributes: Array<{ key: string; value: { stringValue?: string } }> } }>;
+      };
+      const resources = req.resourceSpans.map((rs) => Object.fromEntries(rs.resource.attributes.map((a) => [a.key, a.value.stringValue])));
+      expect(resources).toHaveLength(2);
+      const own = resources.find((r) => r["service.name"] === "svc-agent")!;
+      const shop = resources.find((r) => r["service.name"] === "shop")!;
+      expect(own["deployment.environment"]).toBe("prod");
+      expect(shop["deployment.environment"]).toBeUndefined();
+    });
   });
-});
+}
 
 describe("retry per the OTLP specification", () => {
   const RETRYABLE = ["CANCELLED", "DEADLINE_EXCEEDED", "ABORTED", "OUT_OF_RANGE", "UNAVAILABLE", "DATA_LOSS"] as const;

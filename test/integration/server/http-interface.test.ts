@@ -19,11 +19,11 @@ const READER = "reader-token-456";
 let checker: OpenApiChecker;
 const mismatches: string[] = [];
 
-/** Sends a request and checks the answer against the OpenAPI document. */
+/** Sends a request and checks the answer against the OpenAPI document (every answer: 404, 405, 413 included). */
 async function call(a: InProcessAgent, method: string, path: string, headers: Record<string, string> = {}, body?: string) {
   const r = await a.request(path, { method, headers, body });
   const p = new URL(path, "http://x").pathname;
-  if (checker && checker.template(p) && r.status !== 405 && r.status !== 413) mismatches.push(...(await checker.check(method, p, r)));
+  if (checker) mismatches.push(...(await checker.check(method, p, r, a.agent.config.self_telemetry.cors.enabled)));
   return r;
 }
 
@@ -64,9 +64,62 @@ describe("OpenAPI", () => {
       expect(paths).toContain(`/api/v1${p}`);
     }
     expect(Object.keys(doc.paths["/admin/reload"])).toEqual(["post"]);
-    expect(Object.keys(doc.paths["/admin/reload"].post.responses).sort()).toEqual(["200", "400", "401", "403", "429", "500"]);
+    expect(Object.keys(doc.paths["/admin/reload"].post.responses).sort()).toEqual(["200", "400", "401", "403", "413", "429", "500"]);
     expect(doc.components.securitySchemes.bearerAuth).toEqual(expect.objectContaining({ type: "http", scheme: "bearer" }));
     expect(doc.components.schemas.Error.properties.error.anyOf ?? doc.components.schemas.Error.properties.error.enum).toBeDefined();
+    expect(Object.keys(doc.components.responses).sort()).toEqual(["MethodNotAllowed", "NotFound", "PayloadTooLarge", "TooManyRequests", "Unauthorized"]);
+    expect(doc.components.responses.MethodNotAllowed.headers.Allow.required).toBe(true);
+    expect(doc.paths["/status"].get.responses["429"].headers["Retry-After"].required).toBe(true);
+    expect(doc.paths["/status"].get.responses["401"].headers["WWW-Authenticate"].required).toBe(true);
+    expect(Object.keys(doc.paths["/metrics"].get.responses["200"].content).map((k) => k.split(";")[0])).toEqual(["text/plain", "application/openmetrics-text"]);
+    expect(Object.keys(doc.paths["/debug/pprof/"].get.responses["200"].content).map((k) => k.split(";")[0])).toEqual(["text/html"]);
+  });
+});
+
+describe("live answers against the document", () => {
+  test("/config durations and sizes are what the loader accepts, not ISO 8601: the document says so", async () => {
+    const doc = await json(await call(plain, "GET", "/openapi.json"));
+    const config = doc.paths["/config"].get.responses["200"].content["application/json"].schema;
+    expect(config.properties.shutdown_timeout.format).toBeUndefined();
+    expect(config.properties.shutdown_timeout.pattern).toBeDefined();
+    expect(JSON.stringify(doc)).not.toContain('"format":"duration"');
+    const live = await json(await call(plain, "GET", "/config"));
+    expect(live.shutdown_timeout).toBe("10s");
+  });
+
+  test("every documented operation, debug mode on, answers a documented status, content type and body", async () => {
+    const a = await inProcessAgent(QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  debug:\n    enabled: true\n"));
+    const doc = await json(await a.request("/openapi.json"));
+    const seen = new Set<string>();
+    for (const [template, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>))
+      for (const method of Object.keys(item)) {
+        const concrete = template.includes("{profile}")
+          ? ["heap", "allocs", "goroutine", "goroutine?debug=1", "goroutine?debug=2", "threadcreate", "block", "mutex", "profile?seconds=1", "trace?seconds=1"].map((x) =>
+              template.replace("{profile}", x),
+            )
+          : [template];
+        for (const path of concrete) {
+          const before = mismatches.length;
+          const r = await a.request(path, { method: method.toUpperCase() });
+          const problems = await checker.check(method.toUpperCase(), new URL(path, "http://x").pathname, r);
+          mismatches.push(...problems);
+          expect(problems, `${method} ${path}`).toEqual([]);
+          expect(mismatches.length).toBe(before);
+          expect(r.status, `${method} ${path}`).toBeLessThan(400);
+          seen.add(`${r.status} ${(r.headers.get("content-type") ?? "").split(";")[0]}`);
+        }
+      }
+    // The debug media types were all exercised.
+    for (const t of ["200 text/html", "200 application/octet-stream", "200 text/plain", "200 application/gzip", "200 application/json"]) expect(seen).toContain(t);
+  }, 60_000);
+
+  test("404 (unknown path), 405 (other method) and 413 (body over the limit) match components.responses", async () => {
+    for (const [m, p] of [["GET", "/nope"], ["POST", "/api/v1/nope"], ["DELETE", "/status"], ["POST", "/healthz"], ["PUT", "/admin/reload"], ["GET", "/admin/flush"]] as const) {
+      const r = await call(plain, m, p);
+      expect([404, 405]).toContain(r.status);
+    }
+    const big = await call(plain, "POST", "/admin/flush", { "content-length": String(2 * 1024 * 1024) }, "x".repeat(2 * 1024 * 1024));
+    expect(big.status).toBe(413);
   });
 });
 
@@ -82,7 +135,7 @@ describe("endpoints", () => {
   test("GET /ready with a reachable backend and the rest disabled is ready", async () => {
     const r = await call(plain, "GET", "/ready");
     expect(r.status).toBe(200);
-    expect(await json(r)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } });
+    expect(await json(r)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok", memory: "ok" } });
   });
 
   test("GET /status has the spec's fields with their types", async () => {
@@ -236,7 +289,7 @@ describe("health and readiness follow component states", () => {
     ctl.report("recoverable_error", "connection refused");
     const r = await call(a, "GET", "/ready");
     expect(r.status).toBe(503);
-    expect(await json(r)).toEqual({ status: "not_ready", checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok" } });
+    expect(await json(r)).toEqual({ status: "not_ready", checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok", memory: "ok" } });
     ctl.report("ok");
     expect((await call(a, "GET", "/ready")).status).toBe(200);
     ctl.report("fatal_error", "disk gone");
@@ -461,7 +514,7 @@ describe("CORS", () => {
       expect((r.headers.get("access-control-expose-headers") ?? "").toLowerCase()).toContain("www-authenticate");
       expect((r.headers.get("access-control-expose-headers") ?? "").toLowerCase()).toContain("retry-after");
       expect(r.headers.get("vary")).toContain("Origin");
-      await expectError(r, status, (await r.clone().json()).error);
+      await expectError(r, status, ((await r.clone().json()) as { error: string }).error);
     }
     // 405 and 413 on a fresh agent (the rate limit above is spent).
     const b = await inProcessAgent(CORS_CONFIG);

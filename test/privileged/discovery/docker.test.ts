@@ -98,7 +98,7 @@ agent:
     const v = await view();
     expect(v.docker).toEqual({ enabled: true, connected: true, containers: 1 });
     expect(v.discovered_services).toEqual([{ name: "web", namespace: "shop", instances: 1, ports: [] }]);
-    expect(await ready()).toEqual({ status: 200, body: { status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } } });
+    expect(await ready()).toEqual({ status: 200, body: { status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok", memory: "ok" } } });
     const attrs = directory().forContainer(first)!;
     expect(attrs["container.id"]).toBe(first);
     expect(attrs["container.name"]).toBe("first");
@@ -211,6 +211,11 @@ agent:
         "k8s.container.name": "app",
         "k8s.deployment.name": "web",
         "k8s.node.name": "node-p",
+        // Its workload identity: named by the owning Deployment (the pod has no app.kubernetes.io/name label).
+        "service.name": "web",
+        "service.namespace": "default",
+        "service.instance.id": "default.web-5d8f7c9b7-x2x9z.app",
+        "process.pid": pid,
       });
       // What the network collector puts on a span's resource for this process.
       expect(new ProcessLabeler(undefined, h.parts.workloads).describe(pid, "sleep").resource?.["k8s.pod.name"]).toBe("web-5d8f7c9b7-x2x9z");

@@ -10,14 +10,9 @@ import type { EbpfView } from "../../../src/status/model";
 import { DROP_REASONS, EXPORT_ERROR_CODES, EXPORT_SIGNALS } from "../../../src/telemetry/metrics";
 import { MAP_SWEEP_INTERVAL_MS } from "../../../src/ebpf/core";
 import { closedLoopbackPort } from "../../helpers/ports";
+import { SPEC_CATALOGUE } from "../../helpers/metric-catalogue";
 
-const CATALOGUE = [
-  "spans_collected_total", "spans_exported_total", "spans_dropped_total", "metrics_collected_total", "metrics_exported_total",
-  "logs_collected_total", "logs_exported_total", "profiles_collected_total", "ebpf_programs_loaded", "ebpf_map_entries",
-  "ebpf_ringbuf_events_total", "ebpf_ringbuf_lost_total", "ebpf_perf_events_total", "ebpf_perf_lost_total", "export_requests_total",
-  "export_errors_total", "export_latency_seconds", "export_batch_size", "export_queue_size", "process_cpu_seconds_total",
-  "process_resident_memory_bytes", "process_open_fds", "go_goroutines",
-];
+const CATALOGUE = SPEC_CATALOGUE;
 const SETS = ["process", "network", "syscalls"];
 
 // Every sample of a text exposition as [name, labels, value], parsed by prometheus_client (not the agent's code).
@@ -78,7 +73,7 @@ describe("the metric catalogue on the live binary", () => {
     }
     for (const plural of ["spans", "metrics", "logs", "profiles"])
       for (const reason of DROP_REASONS) expect({ plural, reason, value: value(`svc_${plural}_dropped_total`, { reason }) }).toEqual({ plural, reason, value: 0 });
-    expect(value("svc_spans_dropped_total", { reason: "rate_limit" })).toBe(0);
+    for (const reason of ["rate_limit", "http_unparsed", "http_unanswered"]) expect({ reason, value: value("svc_spans_dropped_total", { reason }) }).toEqual({ reason, value: 0 });
     for (const signal of EXPORT_SIGNALS) {
       for (const code of EXPORT_ERROR_CODES) expect(has("svc_export_errors_total", { signal, code })).toBe(true);
       expect(has("svc_export_latency_seconds_count", { signal })).toBe(true);

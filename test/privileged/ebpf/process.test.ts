@@ -19,6 +19,7 @@ import type { ComponentState } from "../../../src/lifecycle/component";
 import { EbpfViewSchema, VIEWS, type EbpfView } from "../../../src/status/model";
 import { testContext } from "../../unit/ebpf/fakes";
 import { expectReleased, until } from "./helpers";
+import { firstLine } from "../../helpers/wait";
 
 /** Where cgroup v2 is mounted (/sys/fs/cgroup on unified hosts, /sys/fs/cgroup/unified on hybrid ones). */
 function cgroup2Root(): string | undefined {
@@ -52,16 +53,19 @@ describe("process set", () => {
       await until(() => core.processes.forPid(pid)?.exitedAtNs !== undefined, "the exit in the process table");
 
       // A subshell is a fork without exec: the fork event puts it in the table with its parent's image and container.
-      const shell = Bun.spawn(["/bin/sh", "-c", `echo $$ > ${cg}/cgroup.procs && exec /bin/sh -c '( while :; do sleep 0.05; done ) & echo $!; sleep 2; kill $!'`], { stdout: "pipe" });
-      const sub = Number((await new Response(shell.stdout).text().then((t) => t.split("\n")[0])) || 0);
+      const shell = Bun.spawn(["/bin/sh", "-c", `echo $$ > ${cg}/cgroup.procs && exec /bin/sh -c '( while :; do sleep 0.05; done ) & echo $!; wait'`], { stdout: "pipe" });
+      const sub = Number(await firstLine(shell.stdout));
+      expect(sub).toBeGreaterThan(0);
       try {
         await until(() => core.processes.forPid(sub) !== undefined, "the forked subshell in the process table");
         const parent = core.processes.forPid(shell.pid)!;
         expect(core.processes.forPid(sub)!.image).toBe(parent.image);
         expect(core.processes.forPid(sub)).toMatchObject({ ppid: shell.pid, executableName: parent.executableName, containerId });
       } finally {
+        process.kill(sub, "SIGKILL");
         shell.kill();
         await shell.exited;
+        await until(() => readFileSync(join(cg, "cgroup.procs"), "utf8").trim() === "", "the test cgroup to be empty");
       }
     } finally {
       rmdirSync(cg);

@@ -44,17 +44,20 @@ describe("severity from the message", () => {
   });
 
   test("plain text: the first level token near the start", () => {
-    expect(sev("2024-01-02 03:04:05,123 ERROR [main] com.acme.Billing - charge failed")).toEqual([17, "ERROR"]);
-    expect(sev("2024-01-02T03:04:05.123Z  INFO 4242 --- [main] o.s.b.App : Started with an error count of 0")).toEqual([9, "INFO"]);
-    expect(sev("12:00:01.123 [http-nio-8080-exec-1] WARN  c.a.Api - slow")).toEqual([13, "WARN"]);
-    expect(sev("WARNING:root:disk almost full")).toEqual([13, "WARNING"]);
-    expect(sev("[Wed Oct 11 14:32:52 2000] [error] [client 127.0.0.1] denied")).toEqual([17, "error"]);
-    expect(sev("2024/01/02 03:04:05 [warn] 12#0: *1 upstream slow")).toEqual([13, "warn"]);
-    expect(sev("I, [2024-01-02T03:04:05.000 #1]  INFO -- : Completed 200")).toEqual([9, "INFO"]);
-    expect(sev("E0102 03:04:05.000000       1 reflector.go:138] watch failed")).toEqual([17, "E"]);
-    expect(sev("2024-01-02T03:04:05.000Z\tdebug\tpkg/x.go:1\tcache miss")).toEqual([5, "debug"]);
-    expect(sev("Error: connect ECONNREFUSED 127.0.0.1:5432")).toEqual([17, "Error"]);
-    expect(sev("2024-01-02 03:04:05 INFO Request error for user 7")).toEqual([9, "INFO"]);
+    const cases: Array<[string, number, string]> = [
+      ["2024-01-02 03:04:05,123 ERROR [main] com.acme.Billing - charge failed", 17, "ERROR"],
+      ["2024-01-02T03:04:05.123Z  INFO 4242 --- [main] o.s.b.App : Started with an error count of 0", 9, "INFO"],
+      ["12:00:01.123 [http-nio-8080-exec-1] WARN  c.a.Api - slow", 13, "WARN"],
+      ["WARNING:root:disk almost full", 13, "WARNING"],
+      ["[Wed Oct 11 14:32:52 2000] [error] [client 127.0.0.1] denied", 17, "error"],
+      ["2024/01/02 03:04:05 [warn] 12#0: *1 upstream slow", 13, "warn"],
+      ["I, [2024-01-02T03:04:05.000 #1]  INFO -- : Completed 200", 9, "INFO"],
+      ["E0102 03:04:05.000000       1 reflector.go:138] watch failed", 17, "E"],
+      ["2024-01-02T03:04:05.000Z\tdebug\tpkg/x.go:1\tcache miss", 5, "debug"],
+      ["Error: connect ECONNREFUSED 127.0.0.1:5432", 17, "Error"],
+      ["2024-01-02 03:04:05 INFO Request error for user 7", 9, "INFO"],
+    ];
+    for (const [line, n, text] of cases) expect(sev(line), line).toEqual([n, text]);
   });
 
   test("plain text: words inside a sentence are not levels", () => {
@@ -87,3 +90,30 @@ describe("time from the message", () => {
     expect(parseTimeValue(1704164645123456789)).toBe(BigInt(1704164645123456789));
   });
 });
+
+describe("other fields of structured messages", () => {
+  test("a level value that is no known level is kept as severity text alone", () => {
+    expect(readMessage('{"level":"verbose","msg":"x"}')).toEqual({ severityText: "verbose" });
+    expect(readMessage("level=notice2 msg=x")).toEqual({ severityText: "notice2" });
+    expect(readMessage('{"level":"a sentence, not a level"}')).toEqual({});
+    expect(readMessage('{"level":{"nested":1}}')).toEqual({});
+  });
+
+  test("trace context from JSON and logfmt (valid, non-zero ids only)", () => {
+    const trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const span = "00f067aa0ba902b7";
+    const f = readMessage(`{"level":"info","trace_id":"${trace}","span_id":"${span}","trace_flags":"01"}`);
+    expect(Buffer.from(f.traceId!).toString("hex")).toBe(trace);
+    expect(Buffer.from(f.spanId!).toString("hex")).toBe(span);
+    expect(f.traceFlags).toBe(1);
+    const ecs = readMessage(`{"log.level":"warn","trace.id":"${trace.toUpperCase()}","span.id":"${span}"}`);
+    expect(Buffer.from(ecs.traceId!).toString("hex")).toBe(trace);
+    const lf = readMessage(`level=info trace_id=${trace} span_id=${span} trace_flags=1 msg=x`);
+    expect([Buffer.from(lf.traceId!).toString("hex"), Buffer.from(lf.spanId!).toString("hex"), lf.traceFlags]).toEqual([trace, span, 1]);
+    expect(readMessage(`{"trace_id":"${"0".repeat(32)}","span_id":"${span}"}`).traceId).toBeUndefined();
+    expect(readMessage('{"trace_id":"not-hex","span_id":"x"}').traceId).toBeUndefined();
+    // A span id without a trace id is not used.
+    expect(readMessage(`{"span_id":"${span}"}`).spanId).toBeUndefined();
+  });
+});
+

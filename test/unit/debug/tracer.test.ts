@@ -77,6 +77,22 @@ describe("Tracer", () => {
     const end = tasks.begin("http POST /admin/flush", "operation");
     end({ attributes: { "http.response.status_code": 200 } });
     expect(spans[0]!.kind).toBe(2);
-    expect(spans[0]!.attributes).toMatchObject({ "http.request.method": "POST", "url.path": "/admin/flush", "http.response.status_code": 200 });
+    expect(spans[0]!.name).toBe("POST /admin/flush");
+    expect(spans[0]!.attributes).toMatchObject({ "http.request.method": "POST", "url.path": "/admin/flush", "url.scheme": "http", "http.route": "/admin/flush", "http.response.status_code": 200 });
+    expect(spans[0]!.attributes).not.toHaveProperty("error.type");
+  });
+
+  test("HTTP spans per the conventions: parameter routes as templates, no route for 404, _OTHER methods, error.type on 5xx", () => {
+    const { tasks, spans } = setup(true, 1);
+    tasks.begin("http GET /debug/pprof/heap", "operation")({ attributes: { "http.response.status_code": 200 } });
+    tasks.begin("http GET /nope", "operation")({ attributes: { "http.response.status_code": 404 } });
+    tasks.begin("http BREW /status", "operation")({ attributes: { "http.response.status_code": 405 } });
+    tasks.begin("http POST /admin/reload", "operation")({ attributes: { "http.response.status_code": 500 } });
+    expect(spans.map((s) => s.name)).toEqual(["GET /debug/pprof/{profile}", "GET", "HTTP /status", "POST /admin/reload"]);
+    expect(spans[0]!.attributes).toMatchObject({ "http.route": "/debug/pprof/{profile}", "url.path": "/debug/pprof/heap" });
+    expect(spans[1]!.attributes).not.toHaveProperty("http.route");
+    expect(spans[2]!.attributes).toMatchObject({ "http.request.method": "_OTHER", "http.request.method_original": "BREW" });
+    expect(spans[3]!.attributes).toMatchObject({ "error.type": "500" });
+    expect(spans[3]!.status?.code).toBe(2);
   });
 });

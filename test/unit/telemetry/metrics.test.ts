@@ -3,14 +3,9 @@ import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
 import { redactConfig, secretsOf } from "../../../src/config/secrets";
 import { parseConfig } from "../../../src/config/load";
+import { SPEC_CATALOGUE } from "../../helpers/metric-catalogue";
 
-const CATALOGUE = [
-  "spans_collected_total", "spans_exported_total", "spans_dropped_total", "metrics_collected_total", "metrics_exported_total",
-  "logs_collected_total", "logs_exported_total", "profiles_collected_total", "ebpf_programs_loaded", "ebpf_map_entries",
-  "ebpf_ringbuf_events_total", "ebpf_ringbuf_lost_total", "ebpf_perf_events_total", "ebpf_perf_lost_total", "export_requests_total",
-  "export_errors_total", "export_latency_seconds", "export_batch_size", "export_queue_size", "process_cpu_seconds_total",
-  "process_resident_memory_bytes", "process_open_fds", "go_goroutines",
-];
+const CATALOGUE = SPEC_CATALOGUE;
 
 describe("metric catalogue", () => {
   test("every metric of the spec is exposed with HELP and TYPE under the namespace", async () => {

@@ -179,3 +179,34 @@ describe("process table", () => {
     expect(seeded.forPid(22)!.image).not.toBe(seeded.forPid(20)!.image);
   });
 });
+
+describe("process table after a restart", () => {
+  test("a child forked from a seeded parent (no cgroup id known) and gone before its cgroup is read keeps the parent's container", () => {
+    const cg = `0::/docker/${CID}`;
+    let alive = true;
+    const t = new ProcessTable({
+      cgroupPath: (pid) => (pid === 20 || (pid === 21 && alive) ? cg : undefined),
+      exe: (pid) => (pid === 20 ? "/bin/busybox" : undefined),
+      stat: (pid) => (pid === 20 ? { ppid: 1, comm: "httpd", uid: 0 } : undefined),
+      pids: () => [20],
+    });
+    t.seed();
+    alive = false;
+    t.apply({ kind: "fork", timestampNs: 1n, cgroupId: 99n, pid: 21, tid: 21, ppid: 20, uid: 0, exitCode: 0, comm: "httpd", filename: "" });
+    expect(t.forPid(21)!.image).toBe(t.forPid(20)!.image);
+    expect(t.forPid(21)!.containerId).toBe(CID);
+  });
+});
+
+describe("documentation", () => {
+  test("the configuration reference (`help config`, README) and the README state the service.name order", async () => {
+    const { configReferenceMarkdown } = await import("../../../src/config/reference");
+    const order = ["OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "app.kubernetes.io/name", "Deployment", "StatefulSet", "DaemonSet", "container name", "executable name"];
+    const row = configReferenceMarkdown().split("\n").find((l) => l.startsWith("| `service_name`"))!;
+    const at = (text: string) => order.map((w) => text.indexOf(w));
+    expect(at(row).every((i, k, all) => i >= 0 && (k === 0 || i > all[k - 1]!))).toBe(true);
+    const readme = await Bun.file(join(import.meta.dir, "../../../README.md")).text();
+    const section = readme.slice(readme.indexOf("## Workload identity"), readme.indexOf("## Command line"));
+    expect(at(section).every((i, k, all) => i >= 0 && (k === 0 || i > all[k - 1]!))).toBe(true);
+  });
+});

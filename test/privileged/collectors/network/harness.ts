@@ -4,6 +4,7 @@
  */
 import { OtlpReceiver, decodeRequest } from "../../../../src/export/receiver";
 import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process";
+import { unescapeC } from "../../../helpers/protoc";
 
 type Json = Record<string, unknown>;
 
@@ -42,9 +43,12 @@ function attrs(list: unknown): Record<string, string | number | boolean> {
 export class Collected {
   readonly spans: DecodedSpan[] = [];
   readonly points: DecodedPoint[] = [];
+  /** The ExportTraceServiceRequest bodies as they arrived. */
+  readonly traceBodies: Uint8Array[] = [];
 
   add(signal: string, body: Uint8Array): void {
     if (signal === "traces") {
+      this.traceBodies.push(body);
       const req = decodeRequest("traces", body) as { resourceSpans?: Json[] };
       for (const rs of req.resourceSpans ?? []) {
         const resource = attrs((rs.resource as Json | undefined)?.attributes);
@@ -150,6 +154,19 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
   };
 }
 
+/** The first line a child process writes to stdout (e.g. the port a server bound), trimmed. */
+export async function firstLine(p: Bun.Subprocess<"ignore", "pipe", "inherit">): Promise<string> {
+  const reader = p.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return text.trim();
+}
+
 /** Polls `cond` every 20 ms for at most `ms`; throws naming `what`. */
 export async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
@@ -158,4 +175,70 @@ export async function until(cond: () => boolean, what: string, ms = 15_000): Pro
     await Bun.sleep(20);
   }
   throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+}
+
+const PROTO_DIR = new URL("../../../../proto", import.meta.url).pathname;
+
+type TextNode = { [field: string]: Array<string | TextNode> };
+
+/** Parses protobuf text format as protoc --decode prints it (`name {` ... `}`, `name: value`). */
+function parseTextFormat(text: string): TextNode {
+  const root: TextNode = {};
+  const stack: TextNode[] = [root];
+  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const top = stack[stack.length - 1]!;
+    let m: RegExpExecArray | null;
+    if ((m = /^(\w+) \{$/.exec(line))) {
+      const child: TextNode = {};
+      (top[m[1]!] ??= []).push(child);
+      stack.push(child);
+    } else if (line === "}") stack.pop();
+    else if ((m = /^(\w+): (.*)$/.exec(line))) (top[m[1]!] ??= []).push(m[2]!.startsWith('"') ? unescapeC(m[2]!.slice(1, -1)) : m[2]!);
+    else throw new Error(`unexpected protoc output line: ${line}`);
+  }
+  return root;
+}
+
+const nodes = (n: TextNode, f: string) => (n[f] ?? []) as TextNode[];
+const scalar = (n: TextNode, f: string) => n[f]?.[0] as string | undefined;
+
+/**
+ * The spans of the received trace requests as decoded by `protoc --decode` (Debian's protobuf-compiler, not the
+ * project's decoder) against the OTLP definitions in proto/.
+ */
+export function decodeSpansWithProtoc(bodies: Uint8Array[]): DecodedSpan[] {
+  const out: DecodedSpan[] = [];
+  for (const body of bodies) {
+    const r = Bun.spawnSync(["protoc", `-I${PROTO_DIR}`, "--decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest", "opentelemetry/proto/collector/trace/v1/trace_service.proto"], { stdin: body, stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`protoc --decode failed: ${r.stderr.toString()}`);
+    const kv = (n: TextNode) => {
+      const a: Record<string, string | number | boolean> = {};
+      for (const x of nodes(n, "attributes")) {
+        const v = nodes(x, "value")[0] ?? {};
+        const key = scalar(x, "key")!;
+        if (v.string_value) a[key] = scalar(v, "string_value")!;
+        else if (v.int_value) a[key] = Number(scalar(v, "int_value"));
+        else if (v.bool_value) a[key] = scalar(v, "bool_value") === "true";
+        else if (v.double_value) a[key] = Number(scalar(v, "double_value"));
+      }
+      return a;
+    };
+    for (const rs of nodes(parseTextFormat(r.stdout.toString()), "resource_spans")) {
+      const resource = kv(nodes(rs, "resource")[0] ?? {});
+      for (const ss of nodes(rs, "scope_spans")) {
+        for (const s of nodes(ss, "spans")) {
+          out.push({
+            name: scalar(s, "name")!,
+            kind: scalar(s, "kind") ?? "SPAN_KIND_UNSPECIFIED",
+            startNs: BigInt(scalar(s, "start_time_unix_nano")!),
+            endNs: BigInt(scalar(s, "end_time_unix_nano")!),
+            attributes: kv(s),
+            status: nodes(s, "status")[0] as Json | undefined,
+            resource,
+          });
+        }
+      }
+    }
+  }
+  return out;
 }

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { realpathSync } from "node:fs";
 import { basename } from "node:path";
-import { startTracingAgent, until, type TracingAgent, type DecodedSpan } from "./harness";
+import { firstLine, startTracingAgent, until, type TracingAgent, type DecodedSpan } from "./harness";
 import { closedLoopbackPort } from "../../../helpers/ports";
 
 const SERVER_SCRIPT = `
@@ -47,15 +47,7 @@ function suite(mode: "socket" | "syscalls"): void {
       await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
       started = BigInt(Date.now()) * 1_000_000n;
       server = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-      const reader = server.stdout.getReader();
-      let text = "";
-      while (!text.includes("\n")) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += new TextDecoder().decode(value);
-      }
-      reader.releaseLock();
-      port = Number(text.trim());
+      port = Number(await firstLine(server));
       const base = `http://127.0.0.1:${port}`;
       // One curl, one connection: three GETs then (--next keeps the connection) a POST.
       const curl = Bun.spawn(
@@ -148,6 +140,11 @@ function suite(mode: "socket" | "syscalls"): void {
       const refused = t.collected.spans.filter((s) => s.attributes["process.pid"] === refusedCurlPid && s.name.startsWith("CONNECT"));
       expect(refused.map((s) => s.name)).toEqual([`CONNECT 127.0.0.1:${refusedPort}`]);
       expect(refused[0]!.status).toMatchObject({ code: "STATUS_CODE_ERROR" });
+      // The local port of a connect that never got established too (bound after SYN_SENT, released before CLOSE).
+      for (const s of [...ok, ...refused]) {
+        expect(s.attributes["network.local.port"]).toBeGreaterThan(0);
+        expect(s.attributes["network.local.port"]).not.toBe(s.attributes["server.port"]);
+      }
     });
 
     test("connection metrics: opened/closed/failed/bytes with bounded labels", async () => {

@@ -21,7 +21,7 @@ const sumOf = (pts: MetricPointItem[], name: string) => pts.filter((p) => p.name
 
 describe("connection telemetry", () => {
   test("outbound open gives a CONNECT span with process, container and workload attributes", () => {
-    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns + 1_000_000_000n });
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns + 1_000_000_000n, startEpochNs: 0n });
     const span = t.apply(ev({}))!;
     expect(span.name).toBe("CONNECT 10.0.0.2:5432");
     expect(span.kind).toBe(3);
@@ -34,7 +34,7 @@ describe("connection telemetry", () => {
   });
 
   test("metrics: opened, closed, failed, bytes, connect latency; labels never carry the ephemeral port", () => {
-    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns });
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns, startEpochNs: 0n });
     t.apply(ev({}));
     t.apply(ev({ kind: ConnKind.CLOSED, bytesSent: 100, bytesRecv: 2000, timestampNs: 9_000_000n }));
     t.apply(ev({ kind: ConnKind.FAILED, establishedNs: 0n, flags: 0, localPort: 45999 }));
@@ -54,7 +54,7 @@ describe("connection telemetry", () => {
   });
 
   test("PROGRESS records count the bytes since the previous report; CLOSED only the rest", () => {
-    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns });
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns, startEpochNs: 0n });
     t.apply(ev({ kind: ConnKind.PROGRESS, bytesSent: 100, bytesRecv: 1000 }));
     const first = t.collect(1n);
     expect(first.filter((p) => p.name === METRIC_BYTES).map((p) => (p as { value: number }).value).sort((a, b) => a - b)).toEqual([100, 1000]);
@@ -65,7 +65,7 @@ describe("connection telemetry", () => {
   });
 
   test("label sets beyond maxSeries fold into one overflow series; ignored connections are skipped", () => {
-    const t = new ConnectionTelemetry({ maxSeries: 2, labeler, toEpochNs: (ns) => ns });
+    const t = new ConnectionTelemetry({ maxSeries: 2, labeler, toEpochNs: (ns) => ns, startEpochNs: 0n });
     for (let port = 1; port <= 5; port++) t.apply(ev({ remotePort: port, kind: ConnKind.FAILED, establishedNs: 0n }));
     expect(t.apply(ev({ flags: ConnFlag.IGNORED }))).toBeUndefined();
     const pts = t.collect(1n).filter((p) => p.name === METRIC_FAILED);
@@ -77,7 +77,7 @@ describe("connection telemetry", () => {
   test("outbound series carry service.peer.name: the name discovery knows for the remote address, else one fixed bucket; inbound none", () => {
     const known = new Map([["10.0.0.2", "postgres"]]);
     const asked: Array<[string, number]> = [];
-    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns, remoteService: (a, p) => (asked.push([a, p]), known.get(a)) });
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns, startEpochNs: 0n, remoteService: (a, p) => (asked.push([a, p]), known.get(a)) });
     t.apply(ev({}));
     t.apply(ev({ sk: 2n, remoteAddress: "10.9.9.9", remotePort: 443 }));
     t.apply(ev({ sk: 3n, remoteAddress: "10.9.9.8", remotePort: 443 }));
@@ -90,6 +90,18 @@ describe("connection telemetry", () => {
     ]);
     expect(asked).toEqual([["10.0.0.2", 5432], ["10.9.9.9", 443], ["10.9.9.8", 443]]);
     for (const p of opened) expect(Object.values(p.attributes!)).not.toContain("10.9.9.9");
+  });
+
+  test("delta points: the first interval starts when counting began, each next one where the previous ended, start always before time", () => {
+    const t = new ConnectionTelemetry({ maxSeries: 10, labeler, toEpochNs: (ns) => ns, startEpochNs: 1_000n });
+    t.apply(ev({}));
+    const first = t.collect(5_000n);
+    expect(first.length).toBeGreaterThan(0);
+    for (const p of first) expect([p.startTimeUnixNano, p.timeUnixNano]).toEqual([1_000n, 5_000n]);
+    t.apply(ev({}));
+    for (const p of t.collect(9_000n)) expect([p.startTimeUnixNano, p.timeUnixNano]).toEqual([5_000n, 9_000n]);
+    t.apply(ev({}));
+    for (const p of t.collect(9_000n)) expect(p.startTimeUnixNano).toBeLessThan(p.timeUnixNano);
   });
 
   test("per-second budget refuses beyond the cap and counts refusals", () => {

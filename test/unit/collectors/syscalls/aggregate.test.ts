@@ -59,3 +59,28 @@ describe("syscall aggregation", () => {
     expect(syscallName("x64", 9999)).toBe("syscall_9999");
   });
 });
+
+describe("processes that ended (the kernel's exited_stats totals)", () => {
+  const exited = (nr: number, count: number) => entry(0, nr, count);
+
+  test("the growth of the totals, less what was already exported from the moved entries, is counted in other once", () => {
+    const a = new SyscallAggregator();
+    const first = a.collect([entry(5, 39, 10), entry(6, 39, 4)], opts(5), []);
+    expect(value(first, METRIC_COUNT, { "process.pid": 5 })).toBe(10);
+    // pid 5 made 3 more calls and ended: the kernel moved its 13 calls into the totals; pid 6's entry is still there.
+    const second = a.collect([entry(6, 39, 4)], opts(5), [exited(39, 13)]);
+    expect(value(second, METRIC_COUNT, { "process.executable.name": "other", "syscall.name": "getpid" })).toBe(3);
+    expect(value(second, METRIC_DURATION, { "process.executable.name": "other" })).toBe(3);
+    // A process born and ended within the interval: all its calls are new.
+    const third = a.collect([entry(6, 39, 4)], opts(5), [exited(39, 13 + 7)]);
+    expect(value(third, METRIC_COUNT, {})).toBe(7);
+    expect(value(a.collect([entry(6, 39, 4)], opts(5), [exited(39, 20)]), METRIC_COUNT, {})).toBe(0);
+  });
+
+  test("an entry user space deleted itself (forgotten) is not subtracted from the totals", () => {
+    const a = new SyscallAggregator();
+    a.collect([entry(5, 39, 10)], opts(5), []);
+    a.forget({ tgid: 5, nr: 39 });
+    expect(value(a.collect([], opts(5), [exited(39, 2)]), METRIC_COUNT, { "process.executable.name": "other" })).toBe(2);
+  });
+});

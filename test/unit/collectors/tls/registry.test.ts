@@ -5,7 +5,7 @@ import { libsslInMaps, statKey, type StaticVerdict, type TargetSource } from "..
 const LIBSSL3 = "7f0000000000-7f0000001000 r-xp 00020000 08:01 4242                       /usr/lib/x86_64-linux-gnu/libssl.so.3";
 const mapsWith = (...lines: string[]) => ["55550000-55551000 r-xp 00000000 08:01 100 /usr/bin/python3.11", ...lines, "7fff0000-7fff1000 rw-p 00000000 00:00 0 [stack]"].join("\n");
 
-class FakeSource implements TargetSource {
+class FakeSource {
   readonly maps = new Map<number, string>();
   readonly exes = new Map<number, { path: string; key: string; size: number }>();
   mapsOf = (pid: number) => this.maps.get(pid);

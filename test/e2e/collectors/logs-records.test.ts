@@ -1,17 +1,20 @@
 /**
- * Multiline log records through the compiled agent, decoded by the official OTLP receiver (protoc-generated
- * Python stubs, Debian's grpcio; test/helpers/official-receiver). A real Java program (stack traces with a cause
- * chain, printStackTrace) and a real Python program (logging.exception, chained tracebacks with blank lines) write
- * the files. The agent is stopped (SIGTERM) while the last record of each file is in progress; the Java trace goes on
- * while it is stopped; a restart sends each of those records once, whole. Records are counted exactly, compared
- * with the programs' output split at its start lines, and checked against the log data model (severity number and
- * text, time from the line where it carries a zone, observed time, log.file.* attributes).
+ * Log records through the compiled agent, decoded by the official OTLP receiver (protoc-generated Python stubs,
+ * Debian's grpcio; test/helpers/official-receiver).
+ * - Multiline: a real Java program (stack traces with a cause chain, printStackTrace) and a real Python program
+ *   (logging.exception, chained tracebacks with blank lines) write the files. The agent is stopped (SIGTERM) while
+ *   the last record of each file is in progress; the Java trace goes on while it is stopped; a restart sends each
+ *   of those records once, whole. Records are counted exactly and compared with the programs' output split at its
+ *   start lines.
+ * - The log data model: severity number (its range) and text, time from the runtime or from the line where it
+ *   carries a zone, observed time, trace context, log.file.* and log.iostream attributes, for JSON, logfmt and
+ *   plain lines, raw and CRI.
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../helpers";
+import { BINARY, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 
 const FIXTURES = resolve(import.meta.dir, "../../fixtures/logs");
@@ -209,4 +212,117 @@ describe.skipIf(missing.length > 0)(`multiline logs through the compiled agent${
     expect(java[0]!.attributes).toEqual({ "log.file.path": javaPath, "log.file.name": "java.log" });
     expect(python[0]!.attributes).toEqual({ "log.file.path": pythonPath, "log.file.name": "python.log" });
   }, 120_000);
+
+  test("SIGKILL while Java traces are written: after a restart every record arrives whole; only records after the last checkpoint twice", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-logs-kill-e2e-"));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const rx = await startOfficialReceiver();
+    cleanup.push(() => rx.stop());
+    const expected = splitRecords(run(["java", join(FIXTURES, "TraceLogger.java"), "300"]));
+    expect(expected).toHaveLength(600);
+    const path = join(dir, "java.log");
+    writeFileSync(path, "");
+    const a1 = await spawnAgent({ config: config(dir, rx.endpoint, "200ms") });
+    cleanup.push(() => void a1.stop());
+    const received = () => records(rx.requests()).map((r) => r.body);
+    let written = 0;
+    const writeSome = (n: number) => {
+      appendFileSync(path, expected.slice(written, written + n).join("\n") + "\n");
+      written += n;
+    };
+    // Written in bursts while the agent reads; killed mid-file once some are exported and checkpointed.
+    const writing = (async () => {
+      while (written < 600) {
+        writeSome(10);
+        await Bun.sleep(15);
+      }
+    })();
+    await rx.waitFor((all) => records(all).length >= 100 && (checkpointOffsets(dir).get(path) ?? 0) > 0, 30_000);
+    a1.proc.kill("SIGKILL");
+    await a1.proc.exited;
+    const checkpointed = checkpointOffsets(dir).get(path)!;
+    const beforeKill = received().length;
+    await writing;
+    expect(beforeKill).toBeLessThan(600);
+    const a2 = await spawnAgent({ config: config(dir, rx.endpoint, "200ms") });
+    cleanup.push(() => void a2.stop());
+    await rx.waitFor((all) => new Set(records(all).map((r) => r.body)).size >= 600, 30_000);
+    // Everything read was exported once the checkpoint covers the whole file.
+    const end = performance.now() + 20_000;
+    while (checkpointOffsets(dir).get(path) !== Buffer.byteLength(expected.join("\n") + "\n")) {
+      if (performance.now() > end) throw new Error("timed out waiting for the checkpoint at the end of the file");
+      await Bun.sleep(20);
+    }
+    expect(await a2.stop()).toBe(0);
+    const got = received();
+    const wanted = new Set(expected);
+    // No fragment: every record received is one the program wrote, whole.
+    expect(got.filter((b) => !wanted.has(b))).toEqual([]);
+    expect(new Set(got).size).toBe(600);
+    // Only what was exported after the last checkpoint before the kill comes twice.
+    let covered = 0;
+    for (let offset = 0; offset + Buffer.byteLength(expected[covered]!) + 1 <= checkpointed; covered++) offset += Buffer.byteLength(expected[covered]!) + 1;
+    expect(got.length - 600).toBeLessThanOrEqual(beforeKill - covered);
+    console.log(`multiline SIGKILL restart: ${beforeKill} records exported before the kill, ${covered} covered by the checkpoint, ${got.length - 600} sent again, 0 lost`);
+  }, 120_000);
+
+  test("structured and plain lines, CRI and raw: severity, time, trace context and attributes as the log data model has them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "svc-logs-dm-e2e-"));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const rx = await startOfficialReceiver();
+    cleanup.push(() => rx.stop());
+    const trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const span = "00f067aa0ba902b7";
+    const raw: Array<[line: string, severity: string | undefined, text: string | undefined, time: string | undefined]> = [
+      [`{"level":"info","time":"2026-01-02T03:04:05.123456789Z","msg":"upstream answered ERROR 500, retrying","trace_id":"${trace}","span_id":"${span}","trace_flags":"01"}`, "SEVERITY_NUMBER_INFO", "info", "1767323045123456789"],
+      ['{"severity":"WARNING","msg":"disk 91% full"}', "SEVERITY_NUMBER_WARN", "WARNING", undefined],
+      ['{"level":50,"time":1767323045500,"msg":"pino error"}', "SEVERITY_NUMBER_ERROR", "50", "1767323045500000000"],
+      ['{"level":"verbose","msg":"chatty"}', undefined, "verbose", undefined],
+      ['{"msg":"no level key; the word error in the body does not count"}', undefined, undefined, undefined],
+      ['ts=2026-01-02T03:04:05Z level=debug msg="cache miss, error budget fine"', "SEVERITY_NUMBER_DEBUG", "debug", "1767323045000000000"],
+      ["2026-01-02T03:04:06+01:00 FATAL out of memory", "SEVERITY_NUMBER_FATAL", "FATAL", "1767319446000000000"],
+      ["E0102 03:04:05.000000       1 reflector.go:138] watch failed", "SEVERITY_NUMBER_ERROR", "E", undefined],
+      ["No error found in 12 files", undefined, undefined, undefined],
+    ];
+    writeFileSync(join(dir, "app.log"), raw.map((r) => r[0]).join("\n") + "\n");
+    const id = "c".repeat(64);
+    const criPath = join(dir, `web_shop_api-${id}.log`);
+    // The container runtime's time wins over the one the application wrote.
+    writeFileSync(criPath, `2026-01-02T03:04:07.000000042Z stderr F {"level":"error","time":"2020-01-01T00:00:00Z","msg":"x"}\n2026-01-02T03:04:08Z stdout F plain line\n`);
+    const a = await spawnAgent({
+      config: QUIET_CONFIG.replace("${OTLP_ENDPOINT:-127.0.0.1:4317}", rx.endpoint) +
+        `  logs:\n    enabled: true\n    include: ["${dir}/*.log"]\n    checkpoint_file: ${dir}/state/checkpoint.json\n    poll_interval: 20ms\n`,
+    });
+    cleanup.push(() => void a.stop());
+    const total = raw.length + 2;
+    const reqs = await rx.waitFor((all) => records(all).length >= total, 30_000);
+    expect(await a.stop()).toBe(0);
+    expect(reqs.flatMap((r) => r.unknown_fields)).toEqual([]);
+    const all = records(rx.requests());
+    expect(all).toHaveLength(total);
+    const appRecords = all.filter((r) => r.attributes["log.file.name"] === "app.log");
+    expect(appRecords.map((r) => [r.body, r.severityNumber, r.severityText, r.timeUnixNano])).toEqual(raw.map(([line, n, t, time]) => [line, n, t, time]));
+    const withTrace = appRecords[0] as Received & { traceId?: string; spanId?: string; flags?: number };
+    expect(Buffer.from(withTrace.traceId!, "base64").toString("hex")).toBe(trace);
+    expect(Buffer.from(withTrace.spanId!, "base64").toString("hex")).toBe(span);
+    expect(withTrace.flags).toBe(1);
+    expect(appRecords.slice(1).every((r) => !("traceId" in r))).toBe(true);
+    const cri = all.filter((r) => r.attributes["log.file.path"] === criPath);
+    expect(cri.map((r) => [r.attributes["log.iostream"], r.attributes["log.file.name"], r.severityNumber, r.timeUnixNano])).toEqual([
+      ["stderr", `web_shop_api-${id}.log`, "SEVERITY_NUMBER_ERROR", "1767323047000000042"],
+      ["stdout", `web_shop_api-${id}.log`, undefined, "1767323048000000000"],
+    ]);
+    for (const r of all) expect(BigInt(r.observedTimeUnixNano!)).toBeGreaterThan(0n);
+  }, 60_000);
 });
+
+test("a start_pattern that is no regular expression: --validate-config names the key and exits 2", () => {
+  const dir = mkdtempSync(join(tmpdir(), "svc-logs-bad-"));
+  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, "config.yaml");
+  writeFileSync(path, 'agent:\n  logs:\n    multiline:\n      - include: ["/var/log/*.log"]\n        start_pattern: "^(\\\\d{4}"\n');
+  const r = Bun.spawnSync([BINARY, "--validate-config", path], { stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode).toBe(2);
+  expect(r.stdout.toString() + r.stderr.toString()).toContain("agent.logs.multiline[0].start_pattern: not a valid regular expression: ");
+});
+

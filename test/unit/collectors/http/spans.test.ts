@@ -1,0 +1,80 @@
+import { describe, expect, test } from "bun:test";
+import type { HttpExchange } from "../../../../src/collectors/http/exchanges";
+import type { HttpRequestHead } from "../../../../src/collectors/http/parser";
+import { RouteTable, exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../src/collectors/http/spans";
+
+const meta: EndpointMeta = { pid: 7, comm: "app", localAddress: "10.0.0.1", localPort: 8080, remoteAddress: "10.0.0.2", remotePort: 51000 };
+const ctx = (o: Partial<SpanContext> = {}): SpanContext => ({ toEpochNs: (ns) => ns, describe: () => ({ attributes: { "process.pid": 7 }, resource: undefined }), ...o });
+
+function exchange(role: "server" | "client", method: string, target: string, o: Partial<HttpRequestHead> = {}, status = 200): HttpExchange<EndpointMeta> {
+  const path = target.startsWith("/") ? target.split(/[?#]/)[0] : undefined;
+  return {
+    role,
+    request: { kind: "request", method, target, path, version: "1.1", host: "api.local:8080", complete: true, ...o },
+    response: { kind: "response", status, version: "1.1", complete: true },
+    startNs: 1_000n,
+    endNs: 5_000n,
+    meta,
+  };
+}
+
+describe("HTTP spans per the semantic conventions", () => {
+  test("server span: name, url.scheme, url.path, redacted url.query, server/client addresses", () => {
+    const s = exchangeToSpan(exchange("server", "GET", "/users/42?token=abc&debug", { userAgent: "curl/8.5.0" }), ctx());
+    expect(s.name).toBe("GET");
+    expect(s.kind).toBe(2);
+    expect(s.attributes).toMatchObject({
+      "http.request.method": "GET", "url.scheme": "http", "url.path": "/users/42", "url.query": "token=REDACTED&debug",
+      "server.address": "api.local", "server.port": 8080, "client.address": "10.0.0.2", "client.port": 51000,
+      "network.peer.address": "10.0.0.2", "network.protocol.version": "1.1", "http.response.status_code": 200, "user_agent.original": "curl/8.5.0",
+    });
+    expect(s.attributes).not.toHaveProperty("http.route");
+    expect(s.attributes).not.toHaveProperty("url.full");
+    expect(s.endTimeUnixNano - s.startTimeUnixNano).toBe(4_000n);
+  });
+
+  test("a configured route template gives http.route and the name `{method} {route}`", () => {
+    const routes = new RouteTable(["/health", "/users/{id}", "/users/{id}/orders/{order}"]);
+    const s = exchangeToSpan(exchange("server", "POST", "/users/42/orders/7?x=1"), ctx({ routes }));
+    expect(s.name).toBe("POST /users/{id}/orders/{order}");
+    expect(s.attributes!["http.route"]).toBe("/users/{id}/orders/{order}");
+    expect(routes.match("/users/")).toBeUndefined();
+    expect(routes.match("/users/1/x")).toBeUndefined();
+    expect(routes.match("/health")).toBe("/health");
+    const cut = exchangeToSpan(exchange("server", "GET", "/users/4", { truncated: "url", complete: false, version: undefined }), ctx({ routes }));
+    expect(cut.name).toBe("GET");
+    expect(cut.attributes).toMatchObject({ "svc.http.request.truncated": "url", "url.path": "/users/4" });
+    expect(cut.attributes).not.toHaveProperty("network.protocol.version");
+  });
+
+  test("client span: url.full from the Host header (or the peer), query values redacted by the configured rule", () => {
+    const s = exchangeToSpan(exchange("client", "GET", "/s3/obj?AWSAccessKeyId=AK&Signature=xyz&part=2"), ctx());
+    expect(s.kind).toBe(3);
+    expect(s.attributes).toMatchObject({ "url.full": "http://api.local:8080/s3/obj?AWSAccessKeyId=REDACTED&Signature=REDACTED&part=REDACTED", "server.address": "api.local", "server.port": 8080, "url.scheme": "http" });
+    const sensitive = exchangeToSpan(exchange("client", "GET", "/s3/obj?AWSAccessKeyId=AK&Signature=xyz&part=2"), ctx({ queryRedaction: "sensitive" }));
+    expect(sensitive.attributes!["url.full"]).toBe("http://api.local:8080/s3/obj?AWSAccessKeyId=REDACTED&Signature=REDACTED&part=2");
+    const none = exchangeToSpan(exchange("client", "GET", "/p?a=1", { host: undefined }), ctx({ queryRedaction: "none" }));
+    expect(none.attributes).toMatchObject({ "url.full": "http://10.0.0.2:51000/p?a=1", "server.address": "10.0.0.2", "server.port": 51000 });
+  });
+
+  test("absolute-form targets keep their authority, user info always redacted; CONNECT names its authority", () => {
+    expect(fullUrl("http://u:p@proxy.example/x?k=v#frag", undefined, "::1", 3128, "all")).toBe("http://REDACTED:REDACTED@proxy.example/x?k=REDACTED");
+    expect(fullUrl("/x", undefined, "::1", 80, "all")).toBe("http://[::1]/x");
+    expect(redactQuery("a=&b=2&c", "all")).toBe("a=REDACTED&b=REDACTED&c");
+    const c = exchangeToSpan(exchange("client", "CONNECT", "db.internal:5432"), ctx());
+    expect(c.attributes).toMatchObject({ "server.address": "db.internal", "server.port": 5432 });
+    expect(c.attributes).not.toHaveProperty("url.full");
+  });
+
+  test("methods outside the conventions' set are _OTHER with the original, and the name is HTTP", () => {
+    const s = exchangeToSpan(exchange("server", "PROPFIND", "/dav/"), ctx({ routes: new RouteTable(["/dav/"]) }));
+    expect(s.name).toBe("HTTP /dav/");
+    expect(s.attributes).toMatchObject({ "http.request.method": "_OTHER", "http.request.method_original": "PROPFIND" });
+  });
+
+  test("errors: 5xx on servers, 4xx and 5xx on clients", () => {
+    expect(exchangeToSpan(exchange("server", "GET", "/", {}, 404), ctx()).status?.code).toBe(0);
+    expect(exchangeToSpan(exchange("client", "GET", "/", {}, 404), ctx()).attributes!["error.type"]).toBe("404");
+    expect(exchangeToSpan(exchange("server", "GET", "/", {}, 503), ctx()).status?.code).toBe(2);
+  });
+});
