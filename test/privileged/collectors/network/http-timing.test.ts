@@ -152,6 +152,7 @@ function suite(mode: "socket" | "syscalls"): void {
       const x = await exchange(`${bunBase}/slow`, bunPid, "/slow", within10);
       const report = { measured: x.measured, client: seconds(x.client), server: seconds(x.server) };
       expect(x.measured).toBeGreaterThan((SLOW_CHUNKS * SLOW_CHUNK_GAP_MS) / 1000 - 0.01);
+      for (const s of [x.client, x.server]) expect(String(s.attributes["user_agent.original"])).toStartWith("curl/");
       expect({ ...report, clientOff: ratio(x, x.client) < 0.1, serverOff: ratio(x, x.server) < 0.1 }).toEqual({ ...report, clientOff: true, serverOff: true });
     });
 
