@@ -380,6 +380,12 @@ export class BpfMap implements BpfMapApi {
     return { count: taken, keys, values };
   }
 
+  updateU32Key(key: number, value: Uint8Array): void {
+    const k = new Uint32Array([key]);
+    const r = nativeLib().bpf.bpf_map_update_elem(this.#fd(), ptr(k), ptr(value), 0);
+    if (r < 0) throw new LibbpfError("bpf_map_update_elem", -r, { subject: this.name });
+  }
+
   delete(key: Uint8Array): boolean {
     const r = nativeLib().bpf.bpf_map_delete_elem(this.#fd(), ptr(key));
     if (r < 0) {

@@ -104,6 +104,8 @@ export interface BpfMapApi {
   keys?(limit: number): Uint8Array[];
   /** Deletes a key; false when it was absent. Added for the profiler (optional). */
   delete?(key: Uint8Array): boolean;
+  /** Writes the value at a u32 key of an array map (BPF_ANY); throws LibbpfError. Optional (the memory gate). */
+  updateU32Key?(key: number, value: Uint8Array): void;
   /**
    * Takes (looks up and deletes) up to `limit` entries of a hash map in a few batch calls
    * (bpf_map_lookup_and_delete_batch): keys and values packed back to back (key_size and value_size each).

@@ -333,6 +333,8 @@ static __always_inline __u64 coarse_now(void)
   return cc->ns;
 }
 
+SVC_MEMORY_GATE;
+
 static __always_inline void count_stat(__u32 idx)
 {
   __u64 *n = bpf_map_lookup_elem(&stats, &idx);
@@ -342,6 +344,8 @@ static __always_inline void count_stat(__u32 idx)
 
 static __always_inline void emit_conn(void *ctx, __u64 sk, __u32 kind, struct conn *c)
 {
+  if (svc_gate_refuses(SVC_GATE_EVENT))
+    return;
   __u32 zero = 0;
   struct conn_event *e = bpf_map_lookup_elem(&conn_scratch, &zero);
   if (!e)
@@ -841,8 +845,10 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (start == START_REQUEST) {
     c->flags |= FLAG_HTTP;
     /* A request (read by a server or written by a client) decides whether its whole exchange is captured. */
-    c->sampled = take_exchange_token(now) ? io + 1 : 0;
-    if (!c->sampled)
+    /* Above the agent's memory soft limit the exchange is refused (counted by the gate), not sampled out. */
+    if (svc_gate_refuses(SVC_GATE_EXCHANGE))
+      c->sampled = 0;
+    else if (!(c->sampled = take_exchange_token(now) ? io + 1 : 0))
       count_stat(STAT_HTTP_SAMPLED_OUT);
     c->resp_left = HTTP_RESPONSE_RECORDS;
   }

@@ -7,7 +7,11 @@ export const EbpfSchema = Type.Object(
   {
     enabled: Type.Boolean({ default: true, description: "Load eBPF programs." }),
     debug: Type.Boolean({ default: false, description: "libbpf log lines at debug level, verifier logs kept. Env: SVC_AGENT_EBPF_DEBUG." }),
-    ringbuf_size: Size("16MiB", "Ring buffer size in bytes, rounded up to a power of two."),
+    ringbuf_size: Type.Union([Type.Literal("auto"), Size(0, "")], {
+      default: "auto",
+      description:
+        "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: max_spans_per_second exchanges, at least 256KiB; the others 1MiB). Events that do not fit are counted as lost.",
+    }),
     network: Type.Object(
       {
         enabled: Type.Boolean({ default: true, description: "TCP connection and HTTP tracing." }),
@@ -15,7 +19,7 @@ export const EbpfSchema = Type.Object(
         http_capture: Type.Union([Type.Literal("socket"), Type.Literal("syscalls")], {
           default: "socket",
           description:
-            "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev enter/exit tracepoints (any kernel, more overhead).",
+            "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg enter/exit tracepoints (any kernel, more overhead).",
         }),
         http_query_redaction: Type.Union([Type.Literal("all"), Type.Literal("sensitive"), Type.Literal("none")], {
           default: "all",
@@ -58,7 +62,7 @@ export function validateEbpf(c: EbpfConfig): ConfigProblem[] {
   for (const [path, d] of [["agent.ebpf.network.metrics_interval", c.network.metrics_interval], ["agent.ebpf.syscalls.interval", c.syscalls.interval]] as const) {
     if (durationMs(d) < MIN_INTERVAL_MS) problems.push({ path, message: `must be at least 1s, got ${d}` });
   }
-  const b = sizeBytes(c.ringbuf_size);
+  const b = c.ringbuf_size === "auto" ? MIN_RINGBUF_BYTES : sizeBytes(c.ringbuf_size);
   if (b < MIN_RINGBUF_BYTES || b > MAX_RINGBUF_BYTES)
     problems.push({ path: "agent.ebpf.ringbuf_size", message: `must be between 4KiB and 1GiB, got ${b} bytes` });
   return problems;

@@ -5,7 +5,7 @@
  * (hash map iteration costs ~2-3 µs per key here: 65k keys in one go would stall the loop ~150 ms). The view
  * is a cheap snapshot of the last values.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { sizeBytes } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";
@@ -71,6 +71,8 @@ export class EbpfCore {
   #closed = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #endTask: (() => void) | undefined;
+  /** Per set: the last sums of svc_gate_refused (exchanges, other events). */
+  readonly #gateRefusedSeen = new Map<string, [bigint, bigint]>();
   #ringbufText: Config["agent"]["ebpf"]["ringbuf_size"] | undefined;
   #ringbufBytes = 0;
 
@@ -78,6 +80,9 @@ export class EbpfCore {
     this.#ctx = ctx;
     this.#deps = deps;
     this.processes = processes;
+    ctx.memory?.subscribe(() => {
+      for (const [set, rec] of this.#sets) this.#applyGate(set, rec);
+    });
     ctx.status.provide(
       VIEWS.ebpf,
       () => this.view(),
@@ -104,14 +109,27 @@ export class EbpfCore {
     return this.#ctx.tasks.track(name, fn, "operation");
   }
 
-  /** agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes). */
-  ringbufSizeBytes(): number {
+  /**
+   * agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes), or
+   * undefined for `auto` (each ring sized by its set's spec).
+   */
+  ringbufSizeBytes(): number | undefined {
     const text = this.config.ringbuf_size;
+    if (text === "auto") return undefined;
     if (text !== this.#ringbufText) {
       this.#ringbufBytes = roundRingbufSize(sizeBytes(text));
       this.#ringbufText = text;
     }
     return this.#ringbufBytes;
+  }
+
+  /** The ring size the views show: the configured one, or with `auto` the largest ring loaded (0 before any). */
+  #shownRingbufSize(): number {
+    const configured = this.ringbufSizeBytes();
+    if (configured !== undefined) return configured;
+    let largest = 0;
+    for (const rec of this.#sets.values()) for (const b of rec.loaded?.readers ?? []) if (b.kind === "ringbuf") largest = Math.max(largest, b.sizeBytes);
+    return largest;
   }
 
   /** Loads libbpf and checks the environment, once; every set awaits the same answer. */
@@ -162,9 +180,35 @@ export class EbpfCore {
     return this.#verifierLogs;
   }
 
+  /** Sets the memory gate flag (ffi/bpf/common.h SVC_MEMORY_GATE) of a loaded set that has one to the gate's state. */
+  #applyGate(set: string, rec: SetRecord): void {
+    const map = rec.loaded?.object.map("svc_gate");
+    if (!map?.updateU32Key) return;
+    try {
+      map.updateU32Key(0, new Uint8Array(new Uint32Array([this.#ctx.memory?.refusing ? 1 : 0]).buffer));
+    } catch (e) {
+      this.#ctx.logger.warn("setting the memory gate of a program set failed", { set, error: (e as Error).message });
+    }
+  }
+
+  /** Adds what the kernel refused behind the memory gate since the last read: exchanges count as dropped spans. */
+  #readGate(set: string, rec: SetRecord): void {
+    const map = rec.loaded?.object.map("svc_gate_refused");
+    if (!map) return;
+    const now: [bigint, bigint] = [map.sumPerCpuU64(0), map.sumPerCpuU64(1)];
+    const seen = this.#gateRefusedSeen.get(set) ?? [0n, 0n];
+    this.#gateRefusedSeen.set(set, now);
+    const exchanges = Number(now[0] - seen[0]);
+    const events = Number(now[1] - seen[1]);
+    if (exchanges > 0) this.#ctx.metrics.spans.dropped.inc({ reason: "memory_limit" }, exchanges);
+    if (this.#ctx.memory && exchanges + events > 0) this.#ctx.memory.refusedInKernel += exchanges + events;
+  }
+
   /** Records (or replaces) a set's state. */
   record(set: string, rec: SetRecord): void {
+    if (this.#sets.get(set)?.loaded?.object !== rec.loaded?.object) this.#gateRefusedSeen.delete(set);
     this.#sets.set(set, rec);
+    this.#applyGate(set, rec);
     this.#ensureTimer();
     this.refresh();
     if (rec.loaded) void this.sweepMaps();
@@ -230,6 +274,11 @@ export class EbpfCore {
     const m = this.#ctx.metrics;
     for (const [set, rec] of this.#sets) {
       if (!rec.loaded) continue;
+      try {
+        this.#readGate(set, rec);
+      } catch {
+        // The set is being unloaded; its counts are gone with it.
+      }
       for (const b of rec.loaded.readers) {
         const label = `${set}/${b.map}`;
         let total: bigint;
@@ -323,13 +372,13 @@ export class EbpfCore {
       enabled: this.config.enabled,
       programs,
       maps: this.#maps.map((m) => ({ ...m })),
-      ringbuf: { size: this.ringbufSizeBytes(), events_received: received, events_lost: Number(lost) },
+      ringbuf: { size: this.#shownRingbufSize(), events_received: received, events_lost: Number(lost) },
     };
   }
 
   /** What /status shows of the view, from the same values, without copying programs or maps. */
   summary(): EbpfSummary {
-    return { enabled: this.config.enabled, programs_loaded: this.#programsLoaded(), maps_created: this.#maps.length, ringbuf_size: this.ringbufSizeBytes() };
+    return { enabled: this.config.enabled, programs_loaded: this.#programsLoaded(), maps_created: this.#maps.length, ringbuf_size: this.#shownRingbufSize() };
   }
 
   /** Stops the refresher once every set is gone (the components call remove on shutdown). */

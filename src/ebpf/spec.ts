@@ -17,8 +17,10 @@ export interface ProgramSpec {
 export type RecordDecoder<E> = (view: DataView, offset: number, length: number) => E;
 
 export interface RingBufferSpec<E = unknown> {
-  /** The BPF_MAP_TYPE_RINGBUF map; its size is agent.ebpf.ringbuf_size. */
+  /** The BPF_MAP_TYPE_RINGBUF map; its size is agent.ebpf.ringbuf_size, or with `auto` autoSizeBytes. */
   map: string;
+  /** Size with `ringbuf_size: auto` (rounded up to a power of two; default DEFAULT_AUTO_RINGBUF_BYTES): what the set's event rate needs. */
+  autoSizeBytes?: number;
   /** The per-CPU array counting failed reservations (ffi/bpf/common.h SVC_LOST_MAP): `<map>_lost`. */
   lostMap: string;
   /**

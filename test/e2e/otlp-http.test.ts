@@ -4,12 +4,13 @@
  * What arrives: requests on the OTLP paths with no field the schema does not know, gzip, the headers of
  * OTEL_EXPORTER_OTLP_HEADERS, the user agent, the resource of OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
  * What the agent shows: protocol http/protobuf, and the header values only as [REDACTED] in /config,
- * --validate-config output and the diagnostics bundle.
+ * --validate-config output and the diagnostics bundle. `help config` documents the protocol and the variables.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { OTEL_VARIABLES } from "../../src/config/env";
 import { BINARY, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../helpers/official-receiver";
 
@@ -88,6 +89,7 @@ describe.skipIf(missing.length > 0)(`OTLP/HTTP from OTEL_* variables${missing.le
       Bun.spawnSync([BINARY, ...args], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env, ...extra }, stdout: "pipe", stderr: "pipe" });
     const ok = run(["--validate-config", path]);
     expect(ok.exitCode).toBe(0);
+    expect(ok.stdout.toString()).toContain(`export to ${rx.httpEndpoint} over http/protobuf`);
     expect(ok.stdout.toString() + ok.stderr.toString()).not.toContain(SECRET);
     // A malformed variable is named; the secret beside it is not printed.
     const bad = run(["--validate-config", path], { OTEL_EXPORTER_OTLP_HEADERS: `x-api-key=${SECRET},broken`, OTEL_EXPORTER_OTLP_TIMEOUT: "soon" });
@@ -107,4 +109,13 @@ describe.skipIf(missing.length > 0)(`OTLP/HTTP from OTEL_* variables${missing.le
     expect(contents).toContain("[REDACTED]");
     expect(contents).not.toContain(SECRET);
   });
+});
+
+test("help config lists otlp.protocol and every OpenTelemetry variable", () => {
+  const r = Bun.spawnSync([BINARY, "help", "config"], { stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode).toBe(0);
+  const text = r.stdout.toString();
+  expect(text).toContain('| `otlp.protocol` | "grpc" \\| "http/protobuf" | `"grpc"` |');
+  for (const { variable } of OTEL_VARIABLES) expect(text).toContain(`| \`${variable}\` |`);
+  expect(text).toContain("then the `SVC_*` overrides, then these variables");
 });

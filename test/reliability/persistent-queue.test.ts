@@ -67,6 +67,50 @@ describe("the log", () => {
     again.close();
   });
 
+  test("a resource is written once per segment, not with every item; items come back with it after a restart", () => {
+    const dir = tmp("svc-pq-def-");
+    const q = open(dir);
+    const big = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`attribute.number.${i}`, `value-${i}-${"x".repeat(20)}`]));
+    const resourceBytes = JSON.stringify(big).length;
+    for (let i = 0; i < 200; i++) expect(q.offer({ ...item(i), resource: big })).toBe("ok");
+    q.close();
+    const onDisk = readdirSync(join(dir)).filter((f) => f.startsWith("seg-")).reduce((n, f) => n + statSync(join(dir, f)).size, 0);
+    expect(onDisk).toBeLessThan(resourceBytes * 2 + 200 * 64);
+    const r = open(dir);
+    expect(r.restored).toBe(200);
+    const back = r.take(200);
+    expect(back.map(text)).toEqual(Array.from({ length: 200 }, (_, i) => `item-${i}`));
+    expect(back[0]!.resource).toEqual(big);
+    expect(back[199]!.resource).toBe(back[0]!.resource);
+    expect(back[0]!.scope).toEqual(scope);
+    r.close();
+  });
+
+  test("records with the resource written inline (the earlier layout) still read", () => {
+    const dir = tmp("svc-pq-old-");
+    const payloadOf = (i: number) => {
+      const bytes = Buffer.from(`item-${i}`);
+      const meta = Buffer.from(JSON.stringify({ s: scope, r: resource }));
+      const p = Buffer.alloc(4 + bytes.length + meta.length);
+      p.writeUInt32LE(bytes.length, 0);
+      bytes.copy(p, 4);
+      meta.copy(p, 4 + bytes.length);
+      const rec = Buffer.alloc(8 + p.length);
+      rec.writeUInt32LE(p.length, 0);
+      rec.writeUInt32LE(Bun.hash.crc32(p) >>> 0, 4);
+      p.copy(rec, 8);
+      return rec;
+    };
+    writeFileSync(join(dir, `seg-${"0".repeat(20)}.log`), Buffer.concat([payloadOf(0), payloadOf(1)]));
+    const r = open(dir);
+    expect(r.restored).toBe(2);
+    const back = r.take(2);
+    expect(back.map(text)).toEqual(["item-0", "item-1"]);
+    expect(back[0]!.resource).toEqual(resource);
+    expect(back[1]!.scope).toEqual(scope);
+    r.close();
+  });
+
   test("metadata with bigint and bytes round-trips", () => {
     const dir = tmp("svc-pq-");
     const q = open(dir);

@@ -208,6 +208,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   if (!known) attributes["http.request.method_original"] = req.method;
   if (req.version !== undefined) attributes["network.protocol.version"] = req.version;
   if (req.truncated) attributes["svc.http.request.truncated"] = req.truncated;
+  if (req.userAgent !== undefined) attributes["user_agent.original"] = req.userAgent;
   let route: string | undefined;
   if (server) {
     const query = splitTarget(req.target).query;

@@ -8,7 +8,7 @@
  * directions whose HPACK state was lost (bytes not forwarded) as `http2_state_lost`.
  * A reload that changes what the kernel side was built with reloads the set.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
@@ -24,7 +24,7 @@ import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
 import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
-import { ownKernelPid } from "./self";
+import { ownKernelPid } from "../../ebpf/self";
 import { NetworkStat, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { TestBackend, harness, testConfig, type Harness } from "./harness";
+import { unescapeC } from "../../helpers/protoc";
 
 type Raw = { [field: number]: Array<string | Raw> };
 
@@ -27,15 +28,6 @@ function parseRaw(text: string): Raw {
     } else throw new Error(`unexpected decode_raw line: ${line}`);
   }
   return root;
-}
-
-/** decode_raw prints bytes C-style: \\nnn octal, \\n, \\", \\\\ ... (as latin1 bytes; our test strings are ASCII). */
-function unescapeC(s: string): string {
-  return s.replace(/\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)/g, (_, e: string) => {
-    if (/^[0-7]+$/.test(e)) return String.fromCharCode(parseInt(e, 8));
-    if (e[0] === "x") return String.fromCharCode(parseInt(e.slice(1), 16));
-    return ({ n: "\n", t: "\t", r: "\r" } as Record<string, string>)[e] ?? e;
-  });
 }
 
 function decodeRaw(body: Uint8Array): Raw {

@@ -3,7 +3,6 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { embeddedDefaultText, loadConfig, parseConfig, resolveConfigPath } from "../../../src/config";
-import { sizeBytes } from "../../../src/config/units";
 import { problemsOf } from "../../helpers/config-problems";
 
 describe("defaults", () => {
@@ -17,7 +16,7 @@ describe("defaults", () => {
     expect(c.self_telemetry.auth.exempt_paths).toEqual(["/healthz", "/ready"]);
     expect(c.svc.log_level).toBe("info");
     expect(c.svc.log_format).toBe("json");
-    expect(sizeBytes(c.agent.ebpf.ringbuf_size)).toBe(16 * 1024 * 1024);
+    expect(c.agent.ebpf.ringbuf_size).toBe("auto");
     expect(c.shutdown_timeout).toBe("10s");
     expect(c.otlp.endpoint).toBe("127.0.0.1:4317");
   });

@@ -4,6 +4,7 @@
  */
 import { OtlpReceiver, decodeRequest } from "../../../../src/export/receiver";
 import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process";
+import { unescapeC } from "../../../helpers/protoc";
 
 type Json = Record<string, unknown>;
 
@@ -153,6 +154,19 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
   };
 }
 
+/** The first line a child process writes to stdout (e.g. the port a server bound), trimmed. */
+export async function firstLine(p: Bun.Subprocess<"ignore", "pipe", "inherit">): Promise<string> {
+  const reader = p.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return text.trim();
+}
+
 /** Polls `cond` every 20 ms for at most `ms`; throws naming `what`. */
 export async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;
@@ -166,15 +180,6 @@ export async function until(cond: () => boolean, what: string, ms = 15_000): Pro
 const PROTO_DIR = new URL("../../../../proto", import.meta.url).pathname;
 
 type TextNode = { [field: string]: Array<string | TextNode> };
-
-/** Text format strings are C-escaped (\\nnn octal, \\n, \\", \\\\); bytes come back as latin1 chars. */
-function unescapeC(s: string): string {
-  return s.replace(/\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)/g, (_, e: string) => {
-    if (/^[0-7]+$/.test(e)) return String.fromCharCode(parseInt(e, 8));
-    if (e[0] === "x") return String.fromCharCode(parseInt(e.slice(1), 16));
-    return ({ n: "\n", t: "\t", r: "\r" } as Record<string, string>)[e] ?? e;
-  });
-}
 
 /** Parses protobuf text format as protoc --decode prints it (`name {` ... `}`, `name: value`). */
 function parseTextFormat(text: string): TextNode {
