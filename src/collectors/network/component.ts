@@ -23,7 +23,7 @@ import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
 import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
-import { ownKernelPid } from "./self";
+import { ownKernelPid } from "../../ebpf/self";
 import { NetworkStat, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;
