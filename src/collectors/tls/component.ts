@@ -14,7 +14,7 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { ProcessEvent } from "../../ebpf/sets/process-decoder";
 import type { Component, ComponentHost } from "../../lifecycle/component";
-import { ownKernelPid } from "../network/self";
+import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, tlsSetSpec } from "./spec";
