@@ -133,7 +133,61 @@ export class RouteTable {
   }
 }
 
+/** gRPC status codes a server reports as errors (RPC semantic conventions, gRPC): UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS. */
+const GRPC_SERVER_ERRORS = new Set([2, 4, 12, 13, 14, 15]);
+
+/** Whether a gRPC call ended in error for the side that reports it (clients: any status but OK; no status at all is one too). */
+export function grpcIsError(server: boolean, code: number | undefined): boolean {
+  if (code === undefined) return true;
+  return server ? GRPC_SERVER_ERRORS.has(code) : code !== 0;
+}
+
+/** A gRPC call as an RPC span (RPC semantic conventions): `{service}/{method}`, rpc.* attributes. */
+function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
+  const m = x.meta;
+  const rpc = x.rpc!;
+  const server = x.role === "server";
+  const who = c.describe(m.pid, m.comm);
+  const host = x.request.host ? splitHost(x.request.host) : undefined;
+  const attributes: Attributes = {
+    ...who.attributes,
+    "rpc.system": rpc.system,
+    "rpc.service": rpc.service,
+    "rpc.method": rpc.method,
+    "network.protocol.name": "http",
+    "network.protocol.version": "2",
+    "network.transport": "tcp",
+    "network.peer.address": m.remoteAddress,
+    "network.peer.port": m.remotePort,
+    "network.local.address": m.localAddress,
+    "network.local.port": m.localPort,
+    "server.address": server ? (host?.address ?? m.localAddress) : (host?.address ?? m.remoteAddress),
+    "server.port": server ? (host?.port ?? m.localPort) : (host?.port ?? m.remotePort),
+  };
+  if (rpc.statusCode !== undefined) attributes["rpc.grpc.status_code"] = rpc.statusCode;
+  if (server) {
+    attributes["client.address"] = m.remoteAddress;
+    attributes["client.port"] = m.remotePort;
+  }
+  const error = grpcIsError(server, rpc.statusCode);
+  if (error) attributes["error.type"] = rpc.statusCode === undefined ? "_OTHER" : String(rpc.statusCode);
+  const span: SpanItem = {
+    traceId: randomId(16),
+    spanId: randomId(8),
+    name: `${rpc.service}/${rpc.method}`,
+    kind: server ? SpanKind.SERVER : SpanKind.CLIENT,
+    startTimeUnixNano: c.toEpochNs(x.startNs),
+    endTimeUnixNano: c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs),
+    attributes,
+    status: { code: error ? StatusCode.ERROR : StatusCode.UNSET },
+  };
+  if (c.scope) span.scope = c.scope;
+  if (who.resource) span.resource = who.resource;
+  return span;
+}
+
 export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
+  if (x.rpc) return rpcSpan(x, c);
   const m = x.meta;
   const server = x.role === "server";
   const who = c.describe(m.pid, m.comm);
@@ -149,7 +203,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
     "network.transport": "tcp",
     "network.peer.address": m.remoteAddress,
     "network.peer.port": m.remotePort,
-    "url.scheme": URL_SCHEME,
+    "url.scheme": x.scheme ?? URL_SCHEME,
   };
   if (!known) attributes["http.request.method_original"] = req.method;
   if (req.version !== undefined) attributes["network.protocol.version"] = req.version;

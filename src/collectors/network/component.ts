@@ -4,7 +4,8 @@
  * spans (when `agent.ebpf.network.http`). Spans beyond `max_spans_per_second` are dropped and counted in
  * `<ns>_spans_dropped_total{reason="rate_limit"}`, whether the kernel skipped the exchange or user space did;
  * HTTP messages that started like HTTP/1.x but whose heads did not parse are counted as `http_unparsed`, requests
- * never answered (connection closed or too many waiting) as `http_unanswered`.
+ * never answered (connection closed or too many waiting) as `http_unanswered` (HTTP/2 streams too), HTTP/2 connection
+ * directions whose HPACK state was lost (bytes not forwarded) as `http2_state_lost`.
  * A reload that changes what the kernel side was built with reloads the set.
  */
 import type { AgentContext } from "../context";
@@ -15,7 +16,7 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
-import { SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
 import { PerSecondBudget } from "./budget";
@@ -64,7 +65,7 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
-  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0 };
+  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
 
@@ -162,10 +163,14 @@ export class NetworkCollector implements Component {
   /** HTTP exchanges lost in user space since the last call, as span drops by reason. */
   #countHttpDrops(): void {
     const c = this.#http.counters;
+    const h2 = this.#http.h2Counters;
     const unparsed = c.unparsed - this.#httpDropsSeen.unparsed;
-    const unanswered = c.unanswered - this.#httpDropsSeen.unanswered;
+    const unanswered = c.unanswered + h2.unanswered - this.#httpDropsSeen.unanswered;
+    const h2Lost = h2.lostDirections - this.#httpDropsSeen.h2Lost;
     this.#httpDropsSeen.unparsed = c.unparsed;
-    this.#httpDropsSeen.unanswered = c.unanswered;
+    this.#httpDropsSeen.unanswered = c.unanswered + h2.unanswered;
+    this.#httpDropsSeen.h2Lost = h2.lostDirections;
+    if (h2Lost > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, h2Lost);
     if (unparsed > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNPARSED_REASON }, unparsed);
     if (unanswered > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNANSWERED_REASON }, unanswered);
   }
