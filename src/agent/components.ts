@@ -6,6 +6,7 @@
 import type { Component } from "../lifecycle/component";
 import { createExport } from "../export";
 import { createDiscovery } from "../discovery";
+import { WorkloadRegistry } from "../workloads/registry";
 import { createEbpfComponents, EbpfCore, NATIVE_DEPS } from "../ebpf";
 import { createDebugComponent } from "../debug/component";
 import { createTracing } from "../tracing";
@@ -48,10 +49,11 @@ export function buildSubsystems(base: BaseContext): Subsystems {
   const exporter = createExport(base);
   const discovery = createDiscovery({ ...base, pipeline: exporter.pipeline });
   const ebpf = new EbpfCore(base, NATIVE_DEPS);
-  discovery.workloads.attachProcesses?.(ebpf.processes);
+  const workloads = new WorkloadRegistry(discovery.directory);
+  workloads.attachProcesses(ebpf.processes);
   const ctx: AgentContext = Object.create(base, {
     pipeline: { value: exporter.pipeline, enumerable: true },
-    workloads: { value: discovery.workloads, enumerable: true },
+    workloads: { value: workloads, enumerable: true },
     ebpf: { value: ebpf, enumerable: true },
   });
   const collectors = COLLECTOR_FACTORIES.flatMap((f) => f(ctx));

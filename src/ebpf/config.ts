@@ -15,7 +15,7 @@ export const EbpfSchema = Type.Object(
     network: Type.Object(
       {
         enabled: Type.Boolean({ default: true, description: "TCP connection and HTTP tracing." }),
-        http: Type.Boolean({ default: true, description: "HTTP/1.x spans from the first bytes of socket reads and writes (needs network.enabled)." }),
+        http: Type.Boolean({ default: true, description: "HTTP/1.x spans from the first bytes of socket reads and writes; HTTP/2 (h2c) and gRPC spans from every byte of connections that open with the HTTP/2 preface or SETTINGS (needs network.enabled)." }),
         http_capture: Type.Union([Type.Literal("socket"), Type.Literal("syscalls")], {
           default: "socket",
           description:
@@ -31,6 +31,12 @@ export const EbpfSchema = Type.Object(
           description:
             "Route templates of HTTP servers (\"/users/{id}/orders\": {name} is one path segment); a server span whose path matches one (first wins) gets http.route and is named \"METHOD template\".",
         }),
+        tls: Type.Boolean({
+          default: true,
+          description:
+            "HTTP spans from the plaintext of TLS connections: uprobes on SSL_read/SSL_write(_ex) of the libssl (OpenSSL 1.1/3, BoringSSL) processes load, or of executables with OpenSSL linked in with its symbols (needs network.enabled and network.http; off: nothing is loaded).",
+        }),
+        max_tls_libraries: Type.Integer({ minimum: 1, maximum: 1024, default: 64, description: "TLS library files (and static executables) probed at once; more are listed in /status/ebpf as not attached." }),
         max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it are not captured in the kernel. Drops are counted." }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),

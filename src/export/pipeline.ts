@@ -19,7 +19,7 @@ import { SignalQueue } from "./queue";
 import { ResourceBuilder } from "./resource";
 import { sendWithRetry, type RetryResult } from "./retry";
 import { sendWithTimeout } from "./timeout";
-import { suppressTracing } from "../tracing/tracer";
+import { suppressTracing } from "../telemetry/span-context";
 import type { TaskRegistry } from "../telemetry/tasks";
 import type { Transport } from "./transport";
 import type { Attributes, DropReason, FlushResult, SignalAccounting, TelemetryPipeline } from "./types";

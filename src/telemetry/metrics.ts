@@ -18,8 +18,10 @@ export const SPAN_RATE_LIMIT_REASON = "rate_limit";
 /** Span drops of HTTP exchanges lost after capture: a message head that did not parse, a request never answered. */
 export const SPAN_HTTP_UNPARSED_REASON = "http_unparsed";
 export const SPAN_HTTP_UNANSWERED_REASON = "http_unanswered";
+/** HTTP/2 connection directions that stopped decoding (bytes missing, or over a bound): their later streams are lost. */
+export const SPAN_HTTP2_STATE_LOST_REASON = "http2_state_lost";
 /** Drop reasons of spans only, beside DROP_REASONS. */
-const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON] as const;
+const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP2_STATE_LOST_REASON] as const;
 /** The `code` values of export_errors_total: gRPC status code names other than OK. */
 export const EXPORT_ERROR_CODES = [
   "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",

@@ -8,3 +8,24 @@ export function unescapeC(s: string): string {
     return ({ n: "\n", t: "\t", r: "\r" } as Record<string, string>)[e] ?? e;
   });
 }
+
+/** A message as protoc prints it: each field name (--decode) or number (--decode_raw) with its values in order. */
+export type ProtocNode = { [field: string]: Array<string | ProtocNode> };
+
+/** Parses protoc's text output (--decode or --decode_raw): `f {` opens a message, `}` closes it, `f: value` is a scalar. */
+export function parseProtocText(text: string): ProtocNode {
+  const root: ProtocNode = {};
+  const stack: ProtocNode[] = [root];
+  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const top = stack[stack.length - 1]!;
+    let m: RegExpExecArray | null;
+    if ((m = /^(\w+) \{$/.exec(line))) {
+      const child: ProtocNode = {};
+      (top[m[1]!] ??= []).push(child);
+      stack.push(child);
+    } else if (line === "}") stack.pop();
+    else if ((m = /^(\w+): (.*)$/.exec(line))) (top[m[1]!] ??= []).push(m[2]!.startsWith('"') ? unescapeC(m[2]!.slice(1, -1)) : m[2]!);
+    else throw new Error(`unexpected protoc output line: ${line}`);
+  }
+  return root;
+}

@@ -4,7 +4,8 @@
  * spans (when `agent.ebpf.network.http`). Spans beyond `max_spans_per_second` are dropped and counted in
  * `<ns>_spans_dropped_total{reason="rate_limit"}`, whether the kernel skipped the exchange or user space did;
  * HTTP messages that started like HTTP/1.x but whose heads did not parse are counted as `http_unparsed`, requests
- * never answered (connection closed or too many waiting) as `http_unanswered`.
+ * never answered (connection closed or too many waiting) as `http_unanswered` (HTTP/2 streams too), HTTP/2 connection
+ * directions whose HPACK state was lost (bytes not forwarded) as `http2_state_lost`.
  * A reload that changes what the kernel side was built with reloads the set.
  */
 import type { AgentContext } from "../context";
@@ -15,7 +16,7 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
-import { SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
 import { PerSecondBudget } from "./budget";
@@ -23,7 +24,8 @@ import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
 import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
-import { ownKernelPid } from "./self";
+import { ownKernelPid } from "../../ebpf/self";
+import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;
@@ -64,7 +66,7 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
-  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0 };
+  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
 
@@ -159,13 +161,40 @@ export class NetworkCollector implements Component {
     }
   }
 
+  /**
+   * One plaintext call of a TLS connection (the `tls` set): fed to the same exchange tracker and spans as
+   * cleartext, keyed by the SSL object (its socket's bytes are ciphertext), with url.scheme https.
+   */
+  handleTls(e: TlsEvent): void {
+    if (e.pid === this.#selfPid) return;
+    const call: CapturedCall<EndpointMeta> = {
+      connection: `tls:${e.pid}:${e.ssl}`,
+      io: e.io,
+      timestampNs: e.timestampNs,
+      streamOffset: e.streamOffset,
+      length: e.length,
+      data: e.data,
+      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true },
+    };
+    this.#offerExchanges(this.#http.push(call, performance.now()));
+  }
+
+  /** Closes the TLS connections of a process that exited (a response delimited by the close ends there). */
+  tlsProcessExited(pid: number): void {
+    this.#offerExchanges(this.#http.closeMatching(`tls:${pid}:`));
+  }
+
   /** HTTP exchanges lost in user space since the last call, as span drops by reason. */
   #countHttpDrops(): void {
     const c = this.#http.counters;
+    const h2 = this.#http.h2Counters;
     const unparsed = c.unparsed - this.#httpDropsSeen.unparsed;
-    const unanswered = c.unanswered - this.#httpDropsSeen.unanswered;
+    const unanswered = c.unanswered + h2.unanswered - this.#httpDropsSeen.unanswered;
+    const h2Lost = h2.lostDirections - this.#httpDropsSeen.h2Lost;
     this.#httpDropsSeen.unparsed = c.unparsed;
-    this.#httpDropsSeen.unanswered = c.unanswered;
+    this.#httpDropsSeen.unanswered = c.unanswered + h2.unanswered;
+    this.#httpDropsSeen.h2Lost = h2.lostDirections;
+    if (h2Lost > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, h2Lost);
     if (unparsed > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNPARSED_REASON }, unparsed);
     if (unanswered > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNANSWERED_REASON }, unanswered);
   }

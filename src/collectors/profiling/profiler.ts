@@ -19,7 +19,7 @@ import type { BpfMapApi } from "../../../ffi/types";
 import { decodeComm, decodeCount, decodeProfileKey, decodeStack, decodeUserStack, NO_STACK, PROFILE_ERRORS, PROFILE_KEY_BYTES } from "./decode";
 import { encodePprof } from "./pprof";
 import { Symbolizer } from "./symbolizer";
-import { ownKernelPid } from "../network/self";
+import { ownKernelPid } from "../../ebpf/self";
 
 /** The agent's own pid: its profiles go under the agent's own resource. */
 const SELF_PID = ownKernelPid();
