@@ -78,3 +78,21 @@ describe("HTTP spans per the semantic conventions", () => {
     expect(exchangeToSpan(exchange("server", "GET", "/", {}, 503), ctx()).status?.code).toBe(2);
   });
 });
+
+describe("agent.ebpf.network HTTP span keys", () => {
+  test("defaults: every query value redacted, no route templates; bad values are refused naming the key", async () => {
+    const { parseConfig } = await import("../../../../src/config/load");
+    const { ConfigError } = await import("../../../../src/config/problems");
+    const c = parseConfig("", {});
+    expect(c.agent.ebpf.network.http_query_redaction).toBe("all");
+    expect(c.agent.ebpf.network.http_routes).toEqual([]);
+    let problems: string[] = [];
+    try {
+      parseConfig("agent:\n  ebpf:\n    network:\n      http_routes: [\"users/{id}\"]\n      http_query_redaction: some\n", {});
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      problems = e.problems.map((p) => p.path);
+    }
+    expect(problems.sort()).toEqual(["agent.ebpf.network.http_query_redaction", "agent.ebpf.network.http_routes[0]"]);
+  });
+});

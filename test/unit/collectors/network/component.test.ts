@@ -36,6 +36,34 @@ describe("ebpf/network component over decoded records", () => {
     expect(spans[0]!.attributes).toMatchObject({ "http.request.method": "GET", "url.path": "/x", "http.response.status_code": 503, "server.address": "svc.local", "server.port": 8080, "client.port": 50000, "error.type": "503" });
   });
 
+  test("http_routes and http_query_redaction shape the spans, and a reload changes them", async () => {
+    const yaml = (routes: string, redaction: string) => `
+agent:
+  ebpf:
+    enabled: false
+    network:
+      http_routes: ${routes}
+      http_query_redaction: ${redaction}
+`;
+    const ctx = fakeContext(yaml(`["/items/{id}"]`, "all"));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const exchange = (sk: number, ts: bigint) => {
+      for (const [io, data] of [[0, "GET /items/7?sig=abc&x=1 HTTP/1.1\r\nHost: shop\r\n\r\n"], [1, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]] as const) {
+        const v = httpRecord({ ts, sk: BigInt(sk), off: 0, pid: 42, len: data.length, io, sport: 8080, dport: 50000 + sk, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
+        c.handle(decodeHttpEvent(v, 0, v.byteLength));
+      }
+    };
+    exchange(1, 1_000n);
+    const next = fakeContext(yaml("[]", "sensitive")).config;
+    await c.reload(next, ctx.config);
+    exchange(2, 2_000n);
+    await Promise.resolve();
+    expect(ctx.pipeline.accepted.traces.map((s) => [s.name, s.attributes!["http.route"], s.attributes!["url.query"]])).toEqual([
+      ["GET /items/{id}", "/items/{id}", "sig=REDACTED&x=REDACTED"],
+      ["GET", undefined, "sig=REDACTED&x=1"],
+    ]);
+  });
+
   test("a request head that does not parse is a span drop counted as http_unparsed; an unanswered request at close as http_unanswered", async () => {
     const ctx = fakeContext(YAML(100));
     const c = new NetworkCollector(ctx, ctx.ebpf, 999);
