@@ -23,7 +23,7 @@ describe("RPC duration metrics", () => {
     m.add(call("C", 0, 1));
     m.add({ ...call("D", 0, 1), rpc: undefined });
     const points = m.collect(10n);
-    expect(points.map((p) => [p.name, p.attributes["rpc.method"], p.attributes["rpc.grpc.status_code"], p.type === "histogram" ? p.count : 0])).toEqual([
+    expect(points.map((p) => [p.name, p.attributes?.["rpc.method"], p.attributes?.["rpc.grpc.status_code"], p.type === "histogram" ? p.count : 0])).toEqual([
       ["rpc.server.duration", "A", 0, 2],
       ["rpc.server.duration", "B", 5, 1],
       ["rpc.server.duration", undefined, undefined, 1],
@@ -35,11 +35,11 @@ describe("RPC duration metrics", () => {
     expect(a.bucketCounts[RPC_DURATION_BOUNDS_MS.indexOf(5)]).toBe(1);
     expect(a.bucketCounts[RPC_DURATION_BOUNDS_MS.indexOf(50)]).toBe(1);
     expect([a.min, a.max, a.sum]).toEqual([3, 30, 33]);
-    expect(points[2]!.attributes["otel.metric.overflow"]).toBe(true);
+    expect(points[2]!.attributes?.["otel.metric.overflow"]).toBe(true);
     expect(m.overflowed).toBe(1);
     expect(m.collect(20n)).toEqual([]);
     m.add(call("A", 0, 1, "client"));
     const [c] = m.collect(30n);
-    expect([c!.name, c!.attributes["server.address"], c!.attributes["server.port"], c!.startTimeUnixNano]).toEqual(["rpc.client.duration", "127.0.0.1", 40000, 20n]);
+    expect([c?.name, c?.attributes?.["server.address"], c?.attributes?.["server.port"], c?.startTimeUnixNano]).toEqual(["rpc.client.duration", "127.0.0.1", 40000, 20n]);
   });
 });
