@@ -10,7 +10,7 @@ export const EbpfSchema = Type.Object(
     ringbuf_size: Type.Union([Type.Literal("auto"), Size(0, "")], {
       default: "auto",
       description:
-        "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: max_spans_per_second exchanges, at least 256KiB; the others 1MiB). Events that do not fit are counted as lost.",
+        "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: max_spans_per_second exchanges, 256KiB to 8MiB; the others 1MiB). Events that do not fit are counted as lost.",
     }),
     network: Type.Object(
       {
@@ -31,6 +31,12 @@ export const EbpfSchema = Type.Object(
           description:
             "Route templates of HTTP servers (\"/users/{id}/orders\": {name} is one path segment); a server span whose path matches one (first wins) gets http.route and is named \"METHOD template\".",
         }),
+        tls: Type.Boolean({
+          default: true,
+          description:
+            "HTTP spans from the plaintext of TLS connections: uprobes on SSL_read/SSL_write(_ex) of the libssl (OpenSSL 1.1/3, BoringSSL) processes load, or of executables with OpenSSL linked in with its symbols (needs network.enabled and network.http; off: nothing is loaded).",
+        }),
+        max_tls_libraries: Type.Integer({ minimum: 1, maximum: 1024, default: 64, description: "TLS library files (and static executables) probed at once; more are listed in /status/ebpf as not attached." }),
         max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it are not captured in the kernel. Drops are counted." }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),

@@ -71,6 +71,7 @@ export class EbpfCore {
   #closed = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #endTask: (() => void) | undefined;
+  #tlsView: (() => NonNullable<EbpfView["tls"]>) | undefined;
   /** Per set: the last sums of svc_gate_refused (exchanges, other events). */
   readonly #gateRefusedSeen = new Map<string, [bigint, bigint]>();
   #ringbufText: Config["agent"]["ebpf"]["ringbuf_size"] | undefined;
@@ -313,6 +314,11 @@ export class EbpfCore {
     this.#sweep = this.#sweepUntilCurrent().finally(() => {
       this.#sweep = undefined;
       if (this.#closed || ![...this.#sets.values()].some((r) => r.loaded)) return;
+      // A set recorded between the loop's last check and here: sweep for it now, not a whole interval later.
+      if (this.#sweepAgain) {
+        void this.sweepMaps();
+        return;
+      }
       if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
       this.#sweepTimer = setTimeout(() => void this.sweepMaps(), MAP_SWEEP_INTERVAL_MS);
     });
@@ -358,6 +364,11 @@ export class EbpfCore {
     this.#maps = maps;
   }
 
+  /** Sets (or, with undefined, removes) the provider of the view's `tls` list (the `tls` set, while attached). */
+  setTlsView(fn: (() => NonNullable<EbpfView["tls"]>) | undefined): void {
+    this.#tlsView = fn;
+  }
+
   /** The `ebpf` status view (EbpfViewSchema): a snapshot of cached values, no kernel calls. */
   view(): EbpfView {
     const programs: EbpfView["programs"] = [];
@@ -368,12 +379,14 @@ export class EbpfCore {
       for (const pump of rec.pumps) received += pump.counters.received;
       for (const b of rec.loaded?.readers ?? []) lost += this.#lostTotal.get(`${set}/${b.map}`) ?? 0n;
     }
-    return {
+    const view: EbpfView = {
       enabled: this.config.enabled,
       programs,
       maps: this.#maps.map((m) => ({ ...m })),
       ringbuf: { size: this.#shownRingbufSize(), events_received: received, events_lost: Number(lost) },
     };
+    if (this.#tlsView) view.tls = this.#tlsView();
+    return view;
   }
 
   /** What /status shows of the view, from the same values, without copying programs or maps. */

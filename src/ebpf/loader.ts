@@ -192,6 +192,11 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
       continue;
     }
     const prog = object.program(p.name)!;
+    if (p.manual) {
+      status.id = prog.id();
+      status.reason = "attached by its set to targets found at run time: none yet";
+      continue;
+    }
     try {
       status.id = prog.id();
       links.push(prog.attach(p.attach));

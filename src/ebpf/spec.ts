@@ -11,6 +11,11 @@ export interface ProgramSpec {
   attach: AttachTarget;
   /** A required program that fails makes the whole set a permanent error; an optional one is reported attached:false. */
   required: boolean;
+  /**
+   * Loaded but not attached by the loader: the set's component attaches it itself, to targets found at run time
+   * (uprobes on the libraries processes load); `attach` then only names the kind, for the feature check.
+   */
+  manual?: boolean;
 }
 
 /** Decodes one record; pure, over a DataView, offsets mirroring the C struct. Throws RangeError on short records. */

@@ -13,6 +13,8 @@ import type { HttpExchange } from "./exchanges";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
 const URL_SCHEME = "http";
+/** What the TLS uprobes see: the plaintext of TLS connections. */
+const TLS_URL_SCHEME = "https";
 export const REDACTED = "REDACTED";
 /** Methods the conventions know (HTTP semantic conventions, http.request.method). */
 const KNOWN_METHODS = new Set(["CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"]);
@@ -31,6 +33,8 @@ export interface EndpointMeta {
   localPort: number;
   remoteAddress: string;
   remotePort: number;
+  /** The bytes are the plaintext of a TLS connection (read at the TLS library): url.scheme https. */
+  tls?: boolean;
 }
 
 export interface SpanContext {
@@ -89,7 +93,7 @@ function splitTarget(target: string): { base: string; query: string | undefined 
 }
 
 /** url.full of a client request: absolute-form targets as sent, others from the Host header or the peer address. */
-export function fullUrl(target: string, host: string | undefined, remoteAddress: string, remotePort: number, rule: QueryRedaction): string {
+export function fullUrl(target: string, host: string | undefined, remoteAddress: string, remotePort: number, rule: QueryRedaction, urlScheme = URL_SCHEME): string {
   const { base, query } = splitTarget(target);
   let prefix: string;
   let rest: string;
@@ -102,7 +106,8 @@ export function fullUrl(target: string, host: string | undefined, remoteAddress:
     rest = authorityEnd < 0 ? "" : base.slice(authorityEnd);
   } else {
     const peer = remoteAddress.includes(":") ? `[${remoteAddress}]` : remoteAddress;
-    prefix = `${URL_SCHEME}://${host ?? (remotePort === 80 ? peer : `${peer}:${remotePort}`)}`;
+    const defaultPort = urlScheme === TLS_URL_SCHEME ? 443 : 80;
+    prefix = `${urlScheme}://${host ?? (remotePort === defaultPort ? peer : `${peer}:${remotePort}`)}`;
     rest = base;
   }
   return query === undefined ? prefix + rest : `${prefix}${rest}?${redactQuery(query, rule)}`;
@@ -195,6 +200,8 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   const rule = c.queryRedaction ?? "all";
   const host = req.host ? splitHost(req.host) : undefined;
   const known = KNOWN_METHODS.has(req.method);
+  // HTTP/2 says its scheme (:scheme); otherwise the capture tells: TLS plaintext is https.
+  const scheme = x.scheme ?? (m.tls ? TLS_URL_SCHEME : URL_SCHEME);
   const attributes: Attributes = {
     ...who.attributes,
     "http.request.method": known ? req.method : "_OTHER",
@@ -203,7 +210,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
     "network.transport": "tcp",
     "network.peer.address": m.remoteAddress,
     "network.peer.port": m.remotePort,
-    "url.scheme": x.scheme ?? URL_SCHEME,
+    "url.scheme": scheme,
   };
   if (!known) attributes["http.request.method_original"] = req.method;
   if (req.version !== undefined) attributes["network.protocol.version"] = req.version;
@@ -228,7 +235,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
       attributes["server.address"] = authority.address;
       attributes["server.port"] = authority.port ?? m.remotePort;
     } else {
-      attributes["url.full"] = fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule);
+      attributes["url.full"] = fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule, scheme);
       if (req.path !== undefined) attributes["url.path"] = req.path;
       attributes["server.address"] = host?.address ?? m.remoteAddress;
       attributes["server.port"] = host?.port ?? m.remotePort;

@@ -26,6 +26,7 @@ import { ConnectionTelemetry } from "./connections";
 import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
+import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;
@@ -163,6 +164,29 @@ export class NetworkCollector implements Component {
       if (x.rpc) this.#rpc.add(x);
       this.#offer(exchangeToSpan(x, this.#spanContext));
     }
+  }
+
+  /**
+   * One plaintext call of a TLS connection (the `tls` set): fed to the same exchange tracker and spans as
+   * cleartext, keyed by the SSL object (its socket's bytes are ciphertext), with url.scheme https.
+   */
+  handleTls(e: TlsEvent): void {
+    if (e.pid === this.#selfPid) return;
+    const call: CapturedCall<EndpointMeta> = {
+      connection: `tls:${e.pid}:${e.ssl}`,
+      io: e.io,
+      timestampNs: e.timestampNs,
+      streamOffset: e.streamOffset,
+      length: e.length,
+      data: e.data,
+      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true },
+    };
+    this.#offerExchanges(this.#http.push(call, performance.now()));
+  }
+
+  /** Closes the TLS connections of a process that exited (a response delimited by the close ends there). */
+  tlsProcessExited(pid: number): void {
+    this.#offerExchanges(this.#http.closeMatching(`tls:${pid}:`));
   }
 
   /** HTTP exchanges lost in user space since the last call, as span drops by reason. */

@@ -214,6 +214,6 @@ describe("ring buffer sizes with ringbuf_size: auto", () => {
     // The default budget (250 exchanges/s): 250 x 4 records x 368 bytes = 368,000 bytes -> 512 KiB.
     expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(250) }, undefined)).toBe(512 * 1024);
     expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(10) }, undefined)).toBe(256 * 1024);
-    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(100_000) }, undefined)).toBe(64 << 20);
+    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(100_000) }, undefined)).toBe(8 << 20);
   });
 });
