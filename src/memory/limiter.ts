@@ -23,8 +23,14 @@ const MIB = 2 ** 20;
  * backlog at full rate) starts from below the soft limit rather than at it, and the gate does not flap.
  */
 export const RESUME_FRACTION = 0.9;
-/** While refusing below the hard limit, garbage is collected at most this often (a full collection of a large heap takes tens of ms). */
+/**
+ * While refusing, garbage is collected at most this often (a full collection of a large heap takes tens of ms):
+ * refusing stops new data, not the work on what was taken before it (the ring's backlog, exports), whose garbage
+ * still grows the heap.
+ */
 export const GC_WHILE_REFUSING_EVERY_MS = 1000;
+/** ... and at most this often once RSS is past half-way from the soft to the hard limit; above the hard limit, at every check. */
+export const GC_NEAR_HARD_LIMIT_EVERY_MS = 100;
 
 export interface MemoryLimiterOptions {
   /** Resident memory in bytes now (default: the process's RSS). */
@@ -100,7 +106,9 @@ export class MemoryLimiter implements Component {
     let rss = this.#resident();
     const { softBytes, hardBytes } = this.#limits;
     const now = performance.now();
-    if (rss >= hardBytes || (this.#gate.refusing && rss >= softBytes && now - this.#lastGcMs >= GC_WHILE_REFUSING_EVERY_MS)) {
+    const sinceGc = now - this.#lastGcMs;
+    const nearHard = rss >= softBytes + (hardBytes - softBytes) / 2;
+    if (rss >= hardBytes || (nearHard && sinceGc >= GC_NEAR_HARD_LIMIT_EVERY_MS) || (this.#gate.refusing && rss >= softBytes && sinceGc >= GC_WHILE_REFUSING_EVERY_MS)) {
       this.#gc();
       this.#lastGcMs = now;
       rss = this.#resident();
