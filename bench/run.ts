@@ -262,7 +262,7 @@ function writeReport(outcomes: Outcome[], m: Machine, loadStart: string, loadEnd
   if (!missed.length) lines.push("None.");
   for (const { bench, row } of missed) lines.push(`- **${bench}**: ${row.name}: ${fmt(row.agent)} ${row.unit}, target ${row.target}${row.reference !== undefined ? ` (reference ${fmt(row.reference)})` : ""}.`);
   const f = findings();
-  if (missed.length && f) lines.push("", "Reasons found by profiling (bench/findings.md, written from profiles of the agent; the measurement commands are in it):", "", f.replace(/^# .*\n/, ""));
+  if (missed.length && f) lines.push("", "Where the costs go (bench/findings.md; each section gives its figures and the commands that give them):", "", f.replace(/^# .*\n/, ""));
   lines.push("");
 
   for (const o of outcomes) {
