@@ -44,7 +44,7 @@ export async function diagnosticsCommand(args: ParsedArgs, env: Record<string, s
     { name: `${root}manifest.json`, data: manifest },
     ...bundle.files.map((f) => ({ name: root + f.name, data: f.data })),
   ];
-  const archive = tarGz(entries);
+  const archive = await tarGz(entries);
   if (output) {
     writeFileSync(output, archive, { mode: 0o600 });
   } else {

@@ -28,9 +28,9 @@ export const MemoryLimitSchema = Type.Object(
       `Hard limit of the agent's resident memory (size, or auto: ${CGROUP_LIMIT_FRACTION * 100}% of the cgroup's memory limit, else ${DEFAULT_HARD_LIMIT_BYTES / MIB}MiB). Above it the agent also collects garbage at once.`,
     ),
     soft_limit: AutoOrSize(
-      `Above this resident memory the agent refuses new data, in the kernel and in user space, counted as dropped with reason memory_limit, until it falls below again (size, or auto: ${SOFT_LIMIT_FRACTION * 100}% of limit).`,
+      `Above this resident memory the agent refuses new data, in the kernel and in user space, counted as dropped with reason memory_limit, until it falls below 90% of it (size, or auto: ${SOFT_LIMIT_FRACTION * 100}% of limit).`,
     ),
-    check_interval: Duration("100ms", "How often resident memory is compared with the limits."),
+    check_interval: Duration("10ms", "How often resident memory is compared with the limits (reading it costs a few microseconds)."),
   },
   { additionalProperties: false, default: {} },
 );

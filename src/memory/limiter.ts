@@ -3,7 +3,7 @@
  * with the soft and hard limits of `agent.memory_limit`. At or above the soft limit it closes the memory gate:
  * the export pipeline drops what collectors submit (reason `memory_limit`), producers that can wait (the log
  * tailer) pause, and the eBPF program sets refuse new events in the kernel; `/ready` says `memory: failed: ...`
- * and `/status` shows `memory.refusing`. Below the soft limit again it opens the gate. While refusing, and at
+ * and `/status` shows `memory.refusing`. Below RESUME_FRACTION of the soft limit it opens the gate again. While refusing, and at
  * once above the hard limit, it collects garbage, so that what was freed is given back. Modelled on the
  * OpenTelemetry Collector's memory_limiter processor.
  */
@@ -18,8 +18,19 @@ import type { MemoryGate } from "./gate";
 /** The name of the status view (GET /status: `memory`). */
 export const MEMORY_VIEW = "memory";
 const MIB = 2 ** 20;
-/** While refusing below the hard limit, garbage is collected at most this often (a full collection of a large heap takes tens of ms). */
+/**
+ * Refusing ends below this fraction of the soft limit: what comes in right after the gate opens (a storm's
+ * backlog at full rate) starts from below the soft limit rather than at it, and the gate does not flap.
+ */
+export const RESUME_FRACTION = 0.9;
+/**
+ * While refusing, garbage is collected at most this often (a full collection of a large heap takes tens of ms):
+ * refusing stops new data, not the work on what was taken before it (the ring's backlog, exports), whose garbage
+ * still grows the heap.
+ */
 export const GC_WHILE_REFUSING_EVERY_MS = 1000;
+/** ... and at most this often once RSS is past half-way from the soft to the hard limit; above the hard limit, at every check. */
+export const GC_NEAR_HARD_LIMIT_EVERY_MS = 100;
 
 export interface MemoryLimiterOptions {
   /** Resident memory in bytes now (default: the process's RSS). */
@@ -95,18 +106,23 @@ export class MemoryLimiter implements Component {
     let rss = this.#resident();
     const { softBytes, hardBytes } = this.#limits;
     const now = performance.now();
-    if (rss >= hardBytes || (this.#gate.refusing && rss >= softBytes && now - this.#lastGcMs >= GC_WHILE_REFUSING_EVERY_MS)) {
+    const sinceGc = now - this.#lastGcMs;
+    const nearHard = rss >= softBytes + (hardBytes - softBytes) / 2;
+    if (rss >= hardBytes || (nearHard && sinceGc >= GC_NEAR_HARD_LIMIT_EVERY_MS) || (this.#gate.refusing && rss >= softBytes && sinceGc >= GC_WHILE_REFUSING_EVERY_MS)) {
       this.#gc();
       this.#lastGcMs = now;
       rss = this.#resident();
     }
     this.#lastResident = rss;
-    if (rss >= softBytes) {
+    if (rss >= softBytes || (this.#gate.refusing && rss >= softBytes * RESUME_FRACTION)) {
       if (!this.#gate.refusing) {
         this.#refusals++;
         this.#host?.logger.warn("memory above the soft limit: refusing new data", { resident_bytes: rss, soft_limit_bytes: softBytes, hard_limit_bytes: hardBytes });
       }
-      const reason = `refusing new data: resident memory ${mib(rss)} at or above the soft limit ${mib(softBytes)} (hard limit ${mib(hardBytes)})`;
+      const reason =
+        rss >= softBytes
+          ? `refusing new data: resident memory ${mib(rss)} at or above the soft limit ${mib(softBytes)} (hard limit ${mib(hardBytes)})`
+          : `refusing new data: resident memory ${mib(rss)} not yet below ${RESUME_FRACTION * 100}% of the soft limit ${mib(softBytes)}`;
       this.#gate.set(reason);
       this.#host?.report("recoverable_error", reason);
       return true;

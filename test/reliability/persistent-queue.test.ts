@@ -18,7 +18,7 @@ import { PersistentQueue } from "../../src/export/persistent-queue";
 import type { EncodedItem } from "../../src/export/encode";
 import { BINARY, spawnAgent, type AgentProcess } from "../helpers/agent-process";
 import { waitUntil } from "../helpers/wait";
-import { suiteConfig } from "./lib/agent-config";
+import { quietConfig } from "../helpers/quiet-config";
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -155,7 +155,7 @@ describe("configuration", () => {
     const file = join(dir, "not-a-dir");
     writeFileSync(file, "");
     const config = join(dir, "config.yaml");
-    writeFileSync(config, suiteConfig({ extra: `storage:\n  directory: ${file}/sub\nqueues:\n  traces:\n    persistent: true` }));
+    writeFileSync(config, quietConfig({ extra: `storage:\n  directory: ${file}/sub\nqueues:\n  traces:\n    persistent: true` }));
     const v = Bun.spawnSync([BINARY, "--validate-config", config], { stdout: "pipe", stderr: "pipe" });
     expect(v.exitCode).toBe(2);
     expect(v.stderr.toString() + v.stdout.toString()).toContain("storage.directory");
@@ -163,7 +163,7 @@ describe("configuration", () => {
     expect(run.exitCode).toBe(2);
     expect(run.stderr.toString()).toContain("storage.directory");
     // The same file with persistence off is fine: the directory is only required when used.
-    writeFileSync(config, suiteConfig({ extra: `storage:\n  directory: ${file}/sub` }));
+    writeFileSync(config, quietConfig({ extra: `storage:\n  directory: ${file}/sub` }));
     expect(Bun.spawnSync([BINARY, "--validate-config", config]).exitCode).toBe(0);
   });
 });
@@ -212,7 +212,7 @@ function writeLines(file: string, from: number, to: number): void {
 }
 
 function agentConfig(dir: string, port: number, o: { logs?: boolean; storage: string; batch?: number }): string {
-  return suiteConfig({
+  return quietConfig({
     endpoint: `127.0.0.1:${port}`,
     extra: `backoff:\n  initial: 50ms\n  max: 200ms\nstorage:\n  directory: ${o.storage}\nqueues:\n  logs:\n    persistent: true\n    batch_size: ${o.batch ?? 100}\n    batch_timeout: 20ms`,
   }).replace(

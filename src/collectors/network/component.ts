@@ -18,6 +18,7 @@ import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
+import { RpcMetrics } from "../http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
@@ -56,6 +57,8 @@ export class NetworkCollector implements Component {
   readonly #labeler: ProcessLabeler;
   #connections: ConnectionTelemetry;
   #spanContext: SpanContext;
+  /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
+  readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
   readonly #budget: PerSecondBudget;
   #pendingSpans: SpanItem[] = [];
@@ -78,6 +81,7 @@ export class NetworkCollector implements Component {
     this.#labeler = new ProcessLabeler(core.processes, ctx.workloads);
     this.#budget = new PerSecondBudget(this.#cfg.max_spans_per_second);
     this.#connections = this.#newConnections(this.#cfg);
+    this.#rpc = new RpcMetrics({ maxSeries: this.#cfg.max_series, describe: (pid, comm) => this.#labeler.describe(pid, comm), scope: SCOPE }, this.#clock.nowEpochNs());
     this.#spanContext = this.#newSpanContext(this.#cfg);
     this.#inner = this.#newInner(this.#cfg);
   }
@@ -157,7 +161,10 @@ export class NetworkCollector implements Component {
   #offerExchanges(exchanges: Array<HttpExchange<EndpointMeta>>): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
-      this.#offer(exchangeToSpan(x, this.#spanContext));
+      if (x.rpc) this.#rpc.add(x);
+      /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
+      if (this.#overBudget()) continue;
+      this.#push(exchangeToSpan(x, this.#spanContext));
     }
   }
 
@@ -200,11 +207,18 @@ export class NetworkCollector implements Component {
   }
 
   #offer(span: SpanItem): void {
-    if (!this.#budget.take()) {
-      this.counters.dropped++;
-      this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
-      return;
-    }
+    if (!this.#overBudget()) this.#push(span);
+  }
+
+  /** Takes one span from the per-second budget; false when it is spent (the drop is counted). */
+  #overBudget(): boolean {
+    if (this.#budget.take()) return false;
+    this.counters.dropped++;
+    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    return true;
+  }
+
+  #push(span: SpanItem): void {
     this.#pendingSpans.push(span);
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
@@ -220,9 +234,10 @@ export class NetworkCollector implements Component {
     this.#ctx.pipeline.submit("traces", spans);
   }
 
-  /** Exports the connection metrics of the interval now (also called by the timer). */
+  /** Exports the connection and RPC metrics of the interval now (also called by the timer). */
   exportMetrics(): number {
-    const points = this.#connections.collect(this.#clock.nowEpochNs());
+    const now = this.#clock.nowEpochNs();
+    const points = [...this.#connections.collect(now), ...this.#rpc.collect(now)];
     if (points.length > 0) this.#ctx.pipeline.submit("metrics", points);
     return points.length;
   }

@@ -17,9 +17,9 @@ const HTTP_RECORDS_PER_EXCHANGE = 4;
 /** One record in the ring: its 8-byte header, the event header and a full capture. */
 const HTTP_RECORD_BYTES = 8 + HTTP_EVENT_HEADER_BYTES + HTTP_CAPTURE_BYTES;
 const MIN_HTTP_RING_BYTES = 256 * 1024;
-const MAX_HTTP_RING_BYTES = 64 * 2 ** 20;
+const MAX_HTTP_RING_BYTES = 8 * 2 ** 20;
 
-/** http_events with `ringbuf_size: auto`: one second of the exchange budget (the kernel captures no more), within 256KiB..64MiB. */
+/** http_events with `ringbuf_size: auto`: one second of the exchange budget (the kernel captures no more), within 256KiB..8MiB. */
 export function httpRingAutoBytes(exchangesPerSecond: number): number {
   return Math.min(MAX_HTTP_RING_BYTES, Math.max(MIN_HTTP_RING_BYTES, exchangesPerSecond * HTTP_RECORDS_PER_EXCHANGE * HTTP_RECORD_BYTES));
 }

@@ -122,7 +122,7 @@ describe("memory limiter", () => {
   });
 
   test("limits: configured, auto from the cgroup, auto default; the deployment's request and limit follow the defaults", () => {
-    const auto = { enabled: true, limit: "auto" as const, soft_limit: "auto" as const, check_interval: "100ms" };
+    const auto = { enabled: true, limit: "auto" as const, soft_limit: "auto" as const, check_interval: "10ms" };
     expect(resolveLimits(auto, undefined)).toEqual({ hardBytes: DEFAULT_HARD_LIMIT_BYTES, softBytes: Math.floor(DEFAULT_HARD_LIMIT_BYTES * 0.8), source: "default" });
     expect(resolveLimits(auto, 1000 * MIB)).toEqual({ hardBytes: 800 * MIB, softBytes: 640 * MIB, source: "cgroup" });
     expect(resolveLimits({ ...auto, limit: "1GiB", soft_limit: "512MiB" }, 100 * MIB)).toEqual({ hardBytes: 1024 * MIB, softBytes: 512 * MIB, source: "configured" });

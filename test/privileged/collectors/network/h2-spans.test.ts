@@ -3,7 +3,7 @@
  * on one h2c connection) and curl --http2-prior-knowledge (a POST); an @grpc/grpc-js server and client (under node) make unary calls,
  * a call that ends NOT_FOUND, a server-streaming and a client-streaming call. The spans exported must match
  * what the clients did (method, path, status, gRPC status, count), decoded by protoc from the bodies that reached
- * the receiver.
+ * the receiver; the RPC duration metrics count the calls.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
@@ -175,5 +175,16 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
       else expect(fail.status?.code).toBeUndefined();
       expect(list.filter((s) => s.attributes["rpc.method"] !== "Fail").every((s) => s.status?.code === undefined)).toBe(true);
     }
+  });
+
+  test("RPC duration metrics count the calls per method and status", async () => {
+    const calls = (metric: string, method: string, code: number) => t.collected.total(metric, (a) => a["rpc.method"] === method && a["rpc.grpc.status_code"] === code && a["rpc.service"] === "test.v1.Echo");
+    await until(() => calls("rpc.server.duration", "Echo", 0) >= 3 && calls("rpc.client.duration", "Echo", 0) >= 3, "rpc duration points", 20_000);
+    expect(calls("rpc.server.duration", "Echo", 0)).toBe(3);
+    expect(calls("rpc.client.duration", "Echo", 0)).toBe(3);
+    expect(calls("rpc.server.duration", "Fail", 5)).toBe(1);
+    expect(calls("rpc.client.duration", "Fail", 5)).toBe(1);
+    expect(calls("rpc.server.duration", "Stream", 0)).toBe(1);
+    expect(calls("rpc.server.duration", "Collect", 0)).toBe(1);
   });
 });

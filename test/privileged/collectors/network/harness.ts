@@ -154,19 +154,6 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
   };
 }
 
-/** The first line a child process writes to stdout (e.g. the port a server bound), trimmed. */
-export async function firstLine(p: Bun.Subprocess<"ignore", "pipe", "inherit">): Promise<string> {
-  const reader = p.stdout.getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return text.trim();
-}
-
 /** Polls `cond` every 20 ms for at most `ms`; throws naming `what`. */
 export async function until(cond: () => boolean, what: string, ms = 15_000): Promise<void> {
   const end = Date.now() + ms;

@@ -13,7 +13,8 @@
  * with curl). A span that ends at the first bytes is off in every attempt.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { decodeSpansWithProtoc, firstLine, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { firstLine } from "../../../helpers/wait";
 
 const SLOW_CHUNKS = 5;
 const SLOW_CHUNK_GAP_MS = 50;
@@ -124,8 +125,8 @@ function suite(mode: "socket" | "syscalls"): void {
       servers.push(bun, py);
       bunPid = bun.pid;
       pyPid = py.pid;
-      bunBase = `http://127.0.0.1:${await firstLine(bun)}`;
-      pyBase = `http://127.0.0.1:${await firstLine(py)}`;
+      bunBase = `http://127.0.0.1:${await firstLine(bun.stdout)}`;
+      pyBase = `http://127.0.0.1:${await firstLine(py.stdout)}`;
     }, 60_000);
 
     afterAll(async () => {
