@@ -162,7 +162,9 @@ export class NetworkCollector implements Component {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
-      this.#offer(exchangeToSpan(x, this.#spanContext));
+      /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
+      if (this.#overBudget()) continue;
+      this.#push(exchangeToSpan(x, this.#spanContext));
     }
   }
 
@@ -205,11 +207,18 @@ export class NetworkCollector implements Component {
   }
 
   #offer(span: SpanItem): void {
-    if (!this.#budget.take()) {
-      this.counters.dropped++;
-      this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
-      return;
-    }
+    if (!this.#overBudget()) this.#push(span);
+  }
+
+  /** Takes one span from the per-second budget; false when it is spent (the drop is counted). */
+  #overBudget(): boolean {
+    if (this.#budget.take()) return false;
+    this.counters.dropped++;
+    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    return true;
+  }
+
+  #push(span: SpanItem): void {
     this.#pendingSpans.push(span);
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
