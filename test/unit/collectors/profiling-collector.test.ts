@@ -6,8 +6,8 @@ import { EbpfCore } from "../../../src/ebpf/core";
 import type { ProfileFrame } from "../../../src/export/model";
 import { PROFILING_STATUS, type ProfilingView } from "../../../src/collectors/profiling/status";
 import { parseConfig } from "../../../src/config/load";
-import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../ebpf/fakes";
-import { RecordingPipeline, recordingHost, waitFor } from "../../integration/collectors/fakes";
+import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../helpers/fakes/ebpf";
+import { RecordingPipeline, recordingHost, waitFor } from "../../helpers/fakes/collectors";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
