@@ -66,6 +66,7 @@ const PLANS: Plan[] = [
   { name: "debug-overhead", args: ["--seconds", "2", "--ops", "50000", "--rounds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000", "--rounds", "1"], timeoutS: 90 },
   { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
   { name: "http-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "5"], timeoutS: 255, root: true, selfLimitFlag: "--max-seconds" },
+  { name: "tls-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 130, root: true, selfLimitFlag: "--max-seconds" },
   { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 120, root: true },
 ];
 
