@@ -112,6 +112,8 @@ const LIBBPF_SYMBOLS = {
   bpf_map_get_next_key: { args: [i32, P, P], returns: i32 },
   /** int bpf_map_lookup_elem(int fd, const void *key, void *value); -ENOENT when absent. */
   bpf_map_lookup_elem: { args: [i32, P, P], returns: i32 },
+  /** int bpf_map_update_elem(int fd, const void *key, const void *value, __u64 flags); negative errno. */
+  bpf_map_update_elem: { args: [i32, P, P, u64], returns: i32 },
   /** int bpf_map_delete_elem(int fd, const void *key); -ENOENT when absent. */
   bpf_map_delete_elem: { args: [i32, P], returns: i32 },
   /** int bpf_map_lookup_and_delete_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, __u32 *count, opts); -ENOENT at the end. */
