@@ -17,6 +17,7 @@ import { report, type BenchRow } from "./lib/report";
 import { wrkRps } from "./lib/wrk";
 import { median } from "./lib/stats";
 import { cpuSeconds } from "./lib/proc";
+import { quietConfig } from "../test/helpers/quiet-config";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -58,22 +59,7 @@ rows.push({ name: "tasks.track, debug runtime on (stacks captured)", agent: debu
 rows.push({ name: "tasks.track, tracer sample_rate 0.01", agent: await nsPerTrack(tracerOn(0.01)), reference, referenceName: "no observer", unit: "ns/op" });
 rows.push({ name: "tasks.track, tracer sample_rate 1.0", agent: await nsPerTrack(tracerOn(1)), reference, referenceName: "no observer", unit: "ns/op" });
 
-const base = (extra: string) => `
-self_telemetry:
-  listen: 127.0.0.1:0
-${extra}
-otlp:
-  endpoint: \${OTLP_ENDPOINT}
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+const base = (selfTelemetry: string) => quietConfig({ selfTelemetry });
 const receiver = await startReceiver();
 const env = { OTLP_ENDPOINT: receiver.address };
 /** Requests/s under wrk and the agent's CPU microseconds per request (less sensitive to other load on the machine). */

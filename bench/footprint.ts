@@ -14,9 +14,21 @@
  * read from /metrics before and after the storm; RSS and CPU come from /proc/<pid>.
  * Then a breakdown: fresh starts adding one subsystem at a time (start to /healthz, RSS anonymous/file-backed
  * after --settle seconds), to see where start time and memory go.
- * Needs root (eBPF), gcc, and `bun run build`. Usage: bun bench/footprint.ts [--idle S] [--load S] [--conns N] [--starts N] [--settle S]
+ * Two more sections measure what issue-level targets name, each next to the bare Bun binary of the same run:
+ *   - `defaults`: the embedded default configuration (src/config/default.yaml: network tracing on; only the listen
+ *     address and the OTLP endpoint changed to free loopback ports), started --starts times: start to /healthz
+ *     and to /ready, then RSS and the cgroup's memory figure --defaults-idle seconds (60) after start, the agent
+ *     alone in a memory cgroup of its own (v2 memory.current, or v1 memory.usage_in_bytes);
+ *   - `limiter`: the same configuration with the span cap raised (max_spans_per_second 1,000,000) and
+ *     agent.memory_limit.limit --limit MiB (soft limit auto, 80% of it), under an HTTP storm (wrk, keep-alive,
+ *     against a Bun.serve server) at the highest rate wrk reaches here for --load seconds, then the connect storm:
+ *     RSS sampled every RSS_SAMPLE_MS throughout, its peak next to the hard limit, with the requests/s reached and
+ *     the spans exported and dropped (memory_limit) under each.
+ * Needs root (eBPF), gcc, wrk and `bun run build`.
+ * Usage: bun bench/footprint.ts [--sections full,defaults,limiter] [--idle S] [--load S] [--conns N] [--starts N]
+ *        [--settle S] [--defaults-idle S] [--limit MiB]
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { BINARY, startReceiver } from "./lib/agent";
@@ -38,7 +50,14 @@ const TARGET_SPANS_PER_S = 20_000;
 const READY_TIMEOUT_MS = 30_000;
 const POLL_MS = 1;
 const BREAKDOWN_SETTLE_S = Number(argValue("settle", "3"));
-const RSS_SAMPLE_MS = 250;
+const SECTIONS = new Set(argValue("sections", "full,defaults,limiter").split(","));
+const DEFAULTS_IDLE_S = Number(argValue("defaults-idle", "60"));
+const LIMIT_MIB = Number(argValue("limit", "192"));
+const TARGET_DEFAULTS_RSS_MB = 75;
+const TARGET_DEFAULTS_READY_MS = 1000;
+const HTTP_STORM_THREADS = 2;
+const HTTP_STORM_CONNECTIONS = 128;
+const RSS_SAMPLE_MS = 100;
 const MB = 1024 * 1024;
 
 const dir = mkdtempSync(join(tmpdir(), "svc-bench-footprint-"));
@@ -203,6 +222,16 @@ try {
     bareRss = rssBytes(s.proc.pid!);
     await stop(s.proc);
   }
+  if (SECTIONS.has("defaults")) await defaultsSection(bareStarts, bareRss);
+  if (SECTIONS.has("limiter")) await limiterSection();
+  if (SECTIONS.has("full")) await fullSection(bareStarts, bareRss);
+} finally {
+  await receiver.stop();
+  rmSync(dir, { recursive: true, force: true });
+}
+report({ bench: "footprint: dist/svc-agent (embedded defaults; memory limiter under storms; every subsystem enabled)", rows, notes });
+
+async function fullSection(bareStarts: number[], bareRss: number): Promise<void> {
 
   const healthz: number[] = [];
   const ready: number[] = [];
@@ -294,8 +323,145 @@ try {
     DOCKER_PRESENT ? "Docker daemon present: /ready was 200" : `no Docker daemon (${DOCKER_SOCKET} absent): docker discovery (enabled: auto) waits for the socket without holding /ready back`,
     "the storm and the agent share the machine's cores: the events/s reached is bounded by how fast the storm can open loopback connections here",
   );
-} finally {
-  await receiver.stop();
-  rmSync(dir, { recursive: true, force: true });
 }
-report({ bench: "footprint: dist/svc-agent with every subsystem enabled", rows, notes });
+
+/** The embedded defaults with the listen address and the OTLP endpoint on loopback, plus `extra` lines under agent:. */
+function defaultsConfig(port: number, extra = ""): string {
+  const text = readFileSync(resolve(import.meta.dir, "../src/config/default.yaml"), "utf8")
+    .replace(/listen: "?:19090"?/, `listen: 127.0.0.1:${port}`)
+    .replace(/endpoint: 127\.0\.0\.1:4317/, `endpoint: ${receiver.address}`);
+  if (!text.includes(`127.0.0.1:${port}`) || !text.includes(receiver.address)) throw new Error("src/config/default.yaml: listen or endpoint not found");
+  return extra ? text.replace(/^agent:\n/m, `agent:\n${extra}`) : text;
+}
+
+/** A memory cgroup of the bench's own (v2, else v1), to read what the kernel charges the agent. */
+function memoryCgroup(name: string): { argv(cmd: string[]): string[]; bytes(): number; remove(): void } | undefined {
+  const v2 = existsSync("/sys/fs/cgroup/cgroup.controllers");
+  const path = v2 ? `/sys/fs/cgroup/${name}` : `/sys/fs/cgroup/memory/${name}`;
+  try {
+    mkdirSync(path);
+  } catch {
+    return undefined;
+  }
+  const file = v2 ? "memory.current" : "memory.usage_in_bytes";
+  if (!existsSync(join(path, file))) return undefined;
+  return {
+    argv: (cmd) => ["sh", "-c", `echo $$ > ${path}/cgroup.procs && exec "$@"`, "sh", ...cmd],
+    bytes: () => Number(readFileSync(join(path, file), "utf8").trim()),
+    remove: () => {
+      try {
+        rmdirSync(path);
+      } catch {
+        // still holds a process that has not been reaped
+      }
+    },
+  };
+}
+
+async function defaultsSection(bareStarts: number[], bareRss: number): Promise<void> {
+  const healthz: number[] = [];
+  const ready: number[] = [];
+  for (let i = 0; i < STARTS; i++) {
+    const port = freePort();
+    const cfg = join(dir, `defaults-${i}.yaml`);
+    writeFileSync(cfg, defaultsConfig(port));
+    const last = i === STARTS - 1;
+    const cg = last ? memoryCgroup(`svc-bench-${process.pid}`) : undefined;
+    const argv = [BINARY, "--config", cfg];
+    const s = await startTimed(cg ? cg.argv(argv) : argv, port, true);
+    healthz.push(s.healthzMs);
+    ready.push(s.readyMs!);
+    if (!last) {
+      await stop(s.proc);
+      continue;
+    }
+    const started = performance.now() - s.healthzMs;
+    await Bun.sleep(Math.max(0, DEFAULTS_IDLE_S * 1000 - (performance.now() - started)));
+    const rss = rssBytes(s.proc.pid!);
+    const split = rssSplit(s.proc.pid!);
+    const cgroupBytes = cg?.bytes();
+    await stop(s.proc);
+    cg?.remove();
+    rows.push(
+      { name: "embedded defaults: start to GET /healthz 200", agent: median(healthz), reference: median(bareStarts), referenceName: "bare compiled Bun.serve binary", unit: "ms", target: `<= ${TARGET_HEALTHZ_MS} ms`, met: median(healthz) <= TARGET_HEALTHZ_MS },
+      { name: "embedded defaults: start to GET /ready 200, network tracing loaded", agent: median(ready), unit: "ms", target: `<= ${TARGET_DEFAULTS_READY_MS} ms`, met: median(ready) <= TARGET_DEFAULTS_READY_MS },
+      { name: `embedded defaults, network tracing on: RSS ${DEFAULTS_IDLE_S} s after start`, agent: rss / MB, reference: bareRss / MB, referenceName: "bare compiled Bun.serve binary", unit: "MB", target: `<= ${TARGET_DEFAULTS_RSS_MB} MB`, met: rss / MB <= TARGET_DEFAULTS_RSS_MB },
+    );
+    if (cgroupBytes !== undefined)
+      rows.push({ name: `embedded defaults: the agent's own memory cgroup ${DEFAULTS_IDLE_S} s after start`, agent: cgroupBytes / MB, unit: "MB", target: `<= ${TARGET_DEFAULTS_RSS_MB} MB`, met: cgroupBytes / MB <= TARGET_DEFAULTS_RSS_MB });
+    notes.push(
+      `embedded defaults: starts ${healthz.map((x) => x.toFixed(0)).join(", ")} ms to /healthz, ${ready.map((x) => x.toFixed(0)).join(", ")} ms to /ready; RSS anonymous ${(split.anon / MB).toFixed(1)} MB, file-backed ${(split.file / MB).toFixed(1)} MB${cgroupBytes === undefined ? "; no memory cgroup could be made" : "; the cgroup's figure counts page cache only for pages first read in it"}`,
+    );
+  }
+}
+
+/** Starts a Bun.serve server on a free port in a child process; resolves with its URL and a stop function. */
+async function httpServer(): Promise<{ url: string; stop(): Promise<void> }> {
+  const proc = Bun.spawn([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`], { stdout: "pipe", stderr: "inherit" });
+  const reader = proc.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) text += new TextDecoder().decode((await reader.read()).value);
+  reader.releaseLock();
+  return { url: `http://127.0.0.1:${Number(text.trim())}/`, stop: async () => (proc.kill(), void (await proc.exited)) };
+}
+
+async function limiterSection(): Promise<void> {
+  const port = freePort();
+  const cfg = join(dir, "limiter.yaml");
+  const extra = `  memory_limit:\n    limit: ${LIMIT_MIB}MiB\n`;
+  writeFileSync(cfg, defaultsConfig(port, extra).replace(/network:\n(\s+)enabled: true/, (m, indent: string) => `${m}\n${indent}max_spans_per_second: 1000000`));
+  if (!readFileSync(cfg, "utf8").includes("max_spans_per_second: 1000000")) throw new Error("could not raise the span cap in the defaults");
+  const a = await startTimed([BINARY, "--config", cfg], port, true);
+  const pid = a.proc.pid!;
+  const memory = async () => ((await (await fetch(`${a.url}/status`)).json()) as { memory: { soft_limit_bytes: number; hard_limit_bytes: number; refusals: number; refused_in_kernel: number } }).memory;
+  const limits = await memory();
+  const server = await httpServer();
+  const idle = rssBytes(pid);
+  const storms: Array<{ name: string; run(): Promise<string> }> = [
+    {
+      name: `HTTP storm (wrk -t${HTTP_STORM_THREADS} -c${HTTP_STORM_CONNECTIONS}, keep-alive)`,
+      run: async () => {
+        const wrk = Bun.spawn(["wrk", `-t${HTTP_STORM_THREADS}`, `-c${HTTP_STORM_CONNECTIONS}`, `-d${LOAD_S}s`, server.url], { stdout: "pipe", stderr: "pipe" });
+        const out = await new Response(wrk.stdout).text();
+        await wrk.exited;
+        return `${Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0).toFixed(0)} requests/s`;
+      },
+    },
+    {
+      name: `connect storm (${CONNS_PER_S} connections/s asked)`,
+      run: async () => {
+        const storm = Bun.spawn([stormBin, String(CONNS_PER_S), String(LOAD_S)], { stdout: "pipe" });
+        const out = await new Response(storm.stdout).text();
+        await storm.exited;
+        return `${/connections=(\d+)/.exec(out)?.[1] ?? 0} connections`;
+      },
+    },
+  ];
+  try {
+    let overallPeak = idle;
+    for (const storm of storms) {
+      const m0 = await (await fetch(`${a.url}/metrics`)).text();
+      const mem0 = await memory();
+      let peak = 0;
+      const sampler = setInterval(() => (peak = Math.max(peak, rssBytes(pid))), RSS_SAMPLE_MS);
+      const t0 = performance.now();
+      const reached = await storm.run();
+      const seconds = (performance.now() - t0) / 1000;
+      clearInterval(sampler);
+      peak = Math.max(peak, rssBytes(pid));
+      overallPeak = Math.max(overallPeak, peak);
+      const m1 = await (await fetch(`${a.url}/metrics`)).text();
+      const mem1 = await memory();
+      const exported = sumMetric(m1, "svc_spans_exported_total") - sumMetric(m0, "svc_spans_exported_total");
+      const dropped = (byLabel(m1, "svc_spans_dropped_total", "reason").get("memory_limit") ?? 0) - (byLabel(m0, "svc_spans_dropped_total", "reason").get("memory_limit") ?? 0);
+      rows.push({ name: `limiter: peak RSS under the ${storm.name}`, agent: peak / MB, reference: limits.hard_limit_bytes / MB, referenceName: "the hard limit", unit: "MB", target: "<= hard limit", met: peak <= limits.hard_limit_bytes });
+      notes.push(
+        `limiter, ${storm.name}: ${reached} in ${seconds.toFixed(1)} s; spans exported ${(exported / seconds).toFixed(0)}/s, spans dropped as memory_limit ${dropped}; soft limit crossed ${mem1.refusals - mem0.refusals} times, ${mem1.refused_in_kernel - mem0.refused_in_kernel} events refused in the kernel`,
+      );
+    }
+    notes.push(`limiter: limit ${LIMIT_MIB} MiB (hard ${(limits.hard_limit_bytes / MB).toFixed(0)} MB, soft ${(limits.soft_limit_bytes / MB).toFixed(0)} MB), span cap raised to 1,000,000/s; idle RSS before the storms ${(idle / MB).toFixed(1)} MB, peak over both ${(overallPeak / MB).toFixed(1)} MB (sampled every ${RSS_SAMPLE_MS} ms)`);
+  } finally {
+    await server.stop();
+    await stop(a.proc);
+  }
+}

@@ -41,6 +41,7 @@ import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { bootstrapInterval, mean, median, quantile } from "./lib/stats";
 import { cpuSeconds } from "./lib/proc";
+import { quietConfig } from "../test/helpers/quiet-config";
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -99,29 +100,12 @@ const JUDGED = [UNTRACED, TRACED];
 const DIAGNOSTIC = [KERNEL_ONLY, NETWORK, IDLE];
 const STATES = [...JUDGED, ...DIAGNOSTIC];
 
-const config = (otlp: string, s: State) => `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: ${otlp}
-agent:
-  ebpf:
-    enabled: true
-    network:
-      enabled: ${s.network}
-      http: ${s.http}
-      max_spans_per_second: ${SPANS_PER_SECOND}
-    syscalls:
-      enabled: false
-  profiling:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+const config = (otlp: string, s: State) =>
+  quietConfig({
+    endpoint: otlp,
+    ebpf: `    enabled: true\n    network:\n      enabled: ${s.network}\n      http: ${s.http}\n      max_spans_per_second: ${SPANS_PER_SECOND}\n    syscalls:\n      enabled: false`,
+    agent: "  profiling:\n    enabled: false",
+  });
 
 const SERVER = `
 const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch(req) { return new Response("hello " + new URL(req.url).pathname); } });

@@ -17,6 +17,7 @@ import { startAgent, startReceiver } from "./lib/agent";
 import { pinProcess, wrkRps } from "./lib/wrk";
 import { median, quantile } from "./lib/stats";
 import { cpuSeconds } from "./lib/proc";
+import { quietConfig } from "../test/helpers/quiet-config";
 
 const SECONDS = Number(process.argv[process.argv.indexOf("--seconds") + 1]) || 1;
 const ROUNDS = process.argv.includes("--rounds") ? Number(process.argv[process.argv.indexOf("--rounds") + 1]) || 15 : 15;
@@ -29,21 +30,7 @@ const PATHS = [
   { path: "/metrics", target: 0.3 },
 ];
 
-const CONFIG = `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: \${OTLP_ENDPOINT}
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+const CONFIG = quietConfig();
 
 
 /** Requests/s of a wrk run against `url`, and the CPU microseconds per request of the server process `pid`. */

@@ -13,6 +13,7 @@ import { OtlpReceiver } from "../src/export/receiver";
 import { startAgent } from "./lib/agent";
 import { report } from "./lib/report";
 import { cpuSeconds } from "./lib/proc";
+import { quietConfig } from "../test/helpers/quiet-config";
 
 const LINES = Number(process.argv[2] ?? 1_000_000);
 const TARGET_LINES_PER_S = 50_000;
@@ -53,25 +54,10 @@ const rx = new OtlpReceiver({
 });
 const port = await rx.start();
 
-const yaml = `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: 127.0.0.1:${port}
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-  logs:
-    enabled: true
-    include: ["${dir}/*.log"]
-    checkpoint_file: ${dir}/state/checkpoint.json
-`;
+const yaml = quietConfig({
+  endpoint: `127.0.0.1:${port}`,
+  agent: `  logs:\n    enabled: true\n    include: ["${dir}/*.log"]\n    checkpoint_file: ${dir}/state/checkpoint.json`,
+});
 const started = performance.now();
 const agent = await startAgent(yaml);
 const cpuAtStart = cpuSeconds(agent.pid);

@@ -15,6 +15,7 @@ import { OtlpReceiver, decodeRequest } from "../src/export/receiver";
 import { startAgent } from "./lib/agent";
 import { report } from "./lib/report";
 import { cpuSeconds } from "./lib/proc";
+import { quietConfig } from "../test/helpers/quiet-config";
 
 const WINDOW_S = Number(process.argv[2] ?? 40);
 const SAMPLE_RATE_HZ = 99;
@@ -59,28 +60,12 @@ const rx = new OtlpReceiver({
 });
 const port = await rx.start();
 
-const config = (profiling: boolean, pid = 0) => `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: 127.0.0.1:${port}
-agent:
-  ebpf:
-    enabled: true
-    network:
-      enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-  profiling:
-    enabled: ${profiling}
-    sample_rate: ${SAMPLE_RATE_HZ}
-    interval: ${INTERVAL}
-    pid: ${pid}
-`;
+const config = (profiling: boolean, pid = 0) =>
+  quietConfig({
+    endpoint: `127.0.0.1:${port}`,
+    ebpf: "    enabled: true\n    network:\n      enabled: false",
+    agent: `  profiling:\n    enabled: ${profiling}\n    sample_rate: ${SAMPLE_RATE_HZ}\n    interval: ${INTERVAL}\n    pid: ${pid}`,
+  });
 
 async function measure(profiling: boolean, pid = 0): Promise<{ percent: number; cpuS: number; startupCpuS: number; bpf?: { ns: number; runs: number } }> {
   const agent = await startAgent(config(profiling, pid));

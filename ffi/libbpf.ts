@@ -112,7 +112,7 @@ const LIBBPF_SYMBOLS = {
   bpf_map_get_next_key: { args: [i32, P, P], returns: i32 },
   /** int bpf_map_lookup_elem(int fd, const void *key, void *value); -ENOENT when absent. */
   bpf_map_lookup_elem: { args: [i32, P, P], returns: i32 },
-  /** int bpf_map_update_elem(int fd, const void *key, const void *value, __u64 flags); negative errno. */
+  /** int bpf_map_update_elem(int fd, const void *key, const void *value, __u64 flags); -errno (E2BIG: full). */
   bpf_map_update_elem: { args: [i32, P, P, u64], returns: i32 },
   /** int bpf_map_delete_elem(int fd, const void *key); -ENOENT when absent. */
   bpf_map_delete_elem: { args: [i32, P], returns: i32 },

@@ -390,8 +390,9 @@ export class BpfMap implements BpfMapApi {
     return Math.ceil(size / 8) * 8 * cpus;
   }
 
-  update(key: Uint8Array, value: Uint8Array): void {
-    const r = nativeLib().bpf.bpf_map_update_elem(this.#fd(), ptr(key), ptr(value), 0);
+  updateU32Key(key: number, value: Uint8Array): void {
+    const k = new Uint32Array([key]);
+    const r = nativeLib().bpf.bpf_map_update_elem(this.#fd(), ptr(k), ptr(value), 0);
     if (r < 0) throw new LibbpfError("bpf_map_update_elem", -r, { subject: this.name });
   }
 

@@ -102,10 +102,10 @@ export interface BpfMapApi {
   lookup?(key: Uint8Array): Uint8Array | undefined;
   /** Up to `limit` keys of a hash map, as raw bytes, in the kernel's iteration order. Added for the profiler (optional). */
   keys?(limit: number): Uint8Array[];
-  /** Writes the value (value_size bytes) at a key given as raw bytes (BPF_ANY); throws LibbpfError. Optional. */
-  update?(key: Uint8Array, value: Uint8Array): void;
   /** Deletes a key; false when it was absent. Added for the profiler (optional). */
   delete?(key: Uint8Array): boolean;
+  /** Writes the value at a u32 key of an array map (BPF_ANY); throws LibbpfError. Optional (the memory gate). */
+  updateU32Key?(key: number, value: Uint8Array): void;
   /**
    * Takes (looks up and deletes) up to `limit` entries of a hash map in a few batch calls
    * (bpf_map_lookup_and_delete_batch): keys and values packed back to back (key_size and value_size each; a

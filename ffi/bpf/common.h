@@ -27,4 +27,37 @@ static __always_inline void svc_count_lost(void *lost_map)
     *n += 1;
 }
 
+/*
+ * The memory gate (src/memory): a set that produces events declares SVC_MEMORY_GATE; user space sets
+ * `svc_gate[0]` to 1 while the agent is above its memory soft limit, and the set's producers then refuse new
+ * events, counting them in `svc_gate_refused[reason]` (SVC_GATE_EXCHANGE: an HTTP exchange, one span;
+ * SVC_GATE_EVENT: any other event).
+ */
+#define SVC_GATE_EXCHANGE 0
+#define SVC_GATE_EVENT 1
+#define SVC_MEMORY_GATE                            \
+  struct {                                         \
+    __uint(type, BPF_MAP_TYPE_ARRAY);              \
+    __uint(max_entries, 1);                        \
+    __type(key, __u32);                            \
+    __type(value, __u32);                          \
+  } svc_gate SEC(".maps");                         \
+  struct {                                         \
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);       \
+    __uint(max_entries, 2);                        \
+    __type(key, __u32);                            \
+    __type(value, __u64);                          \
+  } svc_gate_refused SEC(".maps");                 \
+  static __always_inline int svc_gate_refuses(__u32 reason) \
+  {                                                \
+    __u32 zero = 0;                                \
+    __u32 *on = bpf_map_lookup_elem(&svc_gate, &zero); \
+    if (!on || !*(volatile __u32 *)on)             \
+      return 0;                                    \
+    __u64 *n = bpf_map_lookup_elem(&svc_gate_refused, &reason); \
+    if (n)                                         \
+      *n += 1;                                     \
+    return 1;                                      \
+  }
+
 #endif

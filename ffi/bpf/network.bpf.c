@@ -74,6 +74,9 @@
 #define FLAG_PREEXISTING 4
 /* An HTTP request was seen on the connection. */
 #define FLAG_HTTP 8
+/* The connection speaks HTTP/2 (its client preface or a SETTINGS frame opened one direction): every call of it is
+ * forwarded, up to H2_CAPTURE_BYTES each, so that user space keeps each direction's HPACK state. */
+#define FLAG_H2 16
 
 #define HTTP_CAPTURE_BYTES 256
 #define HTTP_FOLLOW_EVENTS 2
@@ -84,6 +87,10 @@
  * terminator often travel as separate iovecs of one sendmsg). */
 #define HTTP_MAX_IOVECS 4
 #define NSEC_PER_SEC 1000000000ULL
+/* HTTP/2: the most bytes forwarded of one call (user space skips DATA payloads it did not get exactly, and stops
+ * decoding a connection whose HEADERS it missed), and the iovecs of one call gathered. */
+#define H2_CAPTURE_BYTES 4096
+#define H2_MAX_IOVECS 32
 
 #define IO_READ 0
 #define IO_WRITE 1
@@ -386,6 +393,20 @@ struct {
   __type(value, struct http_scratch_value);
 } http_scratch SEC(".maps");
 
+/* An HTTP/2 record being built: struct http_event's header, then up to H2_CAPTURE_BYTES of data (and room for the
+ * verifier's bounds: an offset below H2_CAPTURE_BYTES plus a size masked to 2 * H2_CAPTURE_BYTES - 1). */
+struct h2_scratch_value {
+  struct http_event e;
+  __u8 more[3 * H2_CAPTURE_BYTES];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct h2_scratch_value);
+} h2_scratch SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
@@ -451,6 +472,8 @@ static __always_inline __u64 coarse_now(void)
   return cc->ns;
 }
 
+SVC_MEMORY_GATE;
+
 static __always_inline void count_stat(__u32 idx)
 {
   __u64 *n = bpf_map_lookup_elem(&stats, &idx);
@@ -460,6 +483,8 @@ static __always_inline void count_stat(__u32 idx)
 
 static __always_inline void emit_conn(void *ctx, __u64 sk, __u32 kind, struct conn *c)
 {
+  if (svc_gate_refuses(SVC_GATE_EVENT))
+    return;
   __u32 zero = 0;
   struct conn_event *e = bpf_map_lookup_elem(&conn_scratch, &zero);
   if (!e)
@@ -1006,9 +1031,12 @@ static __always_inline int refused_unread(struct conn *c, __u32 io, __u8 prev_io
  * request start takes a token or is counted as sampled out. Responses of exchanges not captured are skipped
  * without reading user memory.
  */
-static __always_inline int needs_inspection(struct conn *c, __u32 io)
+static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 moved)
 {
-  if (c->sampled)
+  if (c->sampled || (c->flags & FLAG_H2))
+    return 1;
+  /* The first call of a direction on a connection seen from its start: it may open HTTP/2 (a server's SETTINGS). */
+  if ((io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING))
     return 1;
   if (c->direction == DIR_INBOUND)
     return io == IO_READ;
@@ -1060,6 +1088,99 @@ static __always_inline __u32 gather_iovecs(struct http_event *e, __u64 iovp, __u
   return n > HTTP_CAPTURE_BYTES ? got : n;
 }
 
+/* Fills the header of a record about a call that moved `moved` bytes on `c` (`ts`: 0 for the precise clock now). */
+static __always_inline void fill_http_header(struct http_event *e, struct conn *c, __u64 skp, __u32 io, __u64 moved, __u32 n, __u64 ts)
+{
+  __u64 id = bpf_get_current_pid_tgid();
+  e->timestamp_ns = ts ? ts : bpf_ktime_get_ns();
+  e->sk = skp;
+  e->stream_off = (io == IO_READ ? c->bytes_recv : c->bytes_sent) - moved;
+  e->cgroup_id = bpf_get_current_cgroup_id();
+  e->pid = id >> 32;
+  e->tid = (__u32)id;
+  e->len = moved;
+  e->captured = n;
+  e->io = io;
+  e->direction = c->direction;
+  e->sport = c->sport;
+  e->dport = c->dport;
+  e->family = c->family;
+  e->pad = 0;
+  __builtin_memcpy(e->saddr, c->saddr, 16);
+  __builtin_memcpy(e->daddr, c->daddr, 16);
+  bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/* Whether the first 8 bytes of a direction open HTTP/2: the client preface ("PRI * HTTP/2.0...") or a SETTINGS
+ * frame header (length a multiple of 6, type 4, no flags, stream 0). */
+static __always_inline int h2_opening(const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return 0;
+  if (d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*' && d[5] == ' ' && d[6] == 'H' && d[7] == 'T')
+    return 1;
+  __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
+  return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
+}
+
+/*
+ * HTTP/2: forwards up to H2_CAPTURE_BYTES of a call on a connection flagged FLAG_H2, gathering up to
+ * H2_MAX_IOVECS iovecs in order (`buf` a struct iovec * when is_iov). No exchange budget: user space parses
+ * frames and keeps HPACK state, which needs every header block of the connection.
+ */
+static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 ts)
+{
+  __u32 zero = 0;
+  struct h2_scratch_value *sv = bpf_map_lookup_elem(&h2_scratch, &zero);
+  if (!sv)
+    return 0;
+  struct http_event *e = &sv->e;
+  __u32 got = 0;
+  if (!is_iov) {
+    __u32 size = moved < H2_CAPTURE_BYTES ? moved : H2_CAPTURE_BYTES;
+    asm volatile("%0 &= 8191" : "+r"(size));
+    if (size > H2_CAPTURE_BYTES)
+      return 0;
+    if (size > 0 && bpf_probe_read_user(e->data, size, (void *)buf) != 0)
+      return 0;
+    got = size;
+  } else {
+    for (__u32 i = 0; i < H2_MAX_IOVECS; i++) {
+      if (got >= H2_CAPTURE_BYTES || got >= moved)
+        break;
+      struct iovec iov = {};
+      if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(buf + i * sizeof(iov))) != 0)
+        break;
+      __u64 want = H2_CAPTURE_BYTES - got;
+      if (moved - got < want)
+        want = moved - got;
+      if (iov.iov_len < want)
+        want = iov.iov_len;
+      __u32 off = got;
+      __u32 size = want;
+      asm volatile("%0 &= 4095" : "+r"(off));
+      asm volatile("%0 &= 8191" : "+r"(size));
+      if (size == 0)
+        continue;
+      if (size > H2_CAPTURE_BYTES)
+        break;
+      if (bpf_probe_read_user((__u8 *)e->data + off, size, iov.iov_base) != 0)
+        break;
+      got = off + size;
+    }
+  }
+  fill_http_header(e, c, skp, io, moved, got, ts);
+  __u32 total = offsetof(struct http_event, data) + got;
+  asm volatile("%0 &= 8191" : "+r"(total));
+  if (total > offsetof(struct http_event, data) + H2_CAPTURE_BYTES)
+    return 0;
+  if (bpf_ringbuf_output(&http_events, e, total, 0) != 0)
+    svc_count_lost(&http_events_lost);
+  else
+    count_stat(STAT_HTTP_EVENTS);
+  return 0;
+}
+
 /*
  * Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`;
  * `now` is the clock read once by the calling program (coarse_now or precise), `ts` the record's timestamp (0: the
@@ -1069,6 +1190,8 @@ static __always_inline __u32 gather_iovecs(struct http_event *e, __u64 iovp, __u
  */
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
+  if (c->flags & FLAG_H2)
+    return emit_h2(c, skp, io, buf, is_iov, moved, ts);
   __u64 len = moved;
   __u64 iovp = buf;
   if (is_iov) {
@@ -1091,6 +1214,11 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (bpf_probe_read_user(e->data, head, (void *)buf) != 0)
     return 0;
   int start = http_start(e->data, head);
+  if (start == START_NONE && (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING) &&
+      h2_opening(e->data, head)) {
+    c->flags |= FLAG_H2;
+    return emit_h2(c, skp, io, iovp, is_iov, moved, ts);
+  }
   __u8 fidx = io & 1;
   if (red && red_enabled) {
     if (start == START_REQUEST) {
@@ -1108,8 +1236,10 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (start == START_REQUEST) {
     c->flags |= FLAG_HTTP;
     /* A request (read by a server or written by a client) decides whether its whole exchange is captured. */
-    c->sampled = take_exchange_token(now) ? io + 1 : 0;
-    if (!c->sampled)
+    /* Above the agent's memory soft limit the exchange is refused (counted by the gate), not sampled out. */
+    if (svc_gate_refuses(SVC_GATE_EXCHANGE))
+      c->sampled = 0;
+    else if (!(c->sampled = take_exchange_token(now) ? io + 1 : 0))
       count_stat(STAT_HTTP_SAMPLED_OUT);
     c->resp_left = HTTP_RESPONSE_RECORDS;
   }
@@ -1137,24 +1267,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (is_iov && n < HTTP_CAPTURE_BYTES && n < moved) {
     n = gather_iovecs(e, iovp, n, moved);
   }
-  __u64 id = bpf_get_current_pid_tgid();
-  e->timestamp_ns = ts ? ts : bpf_ktime_get_ns();
-  e->sk = skp;
-  e->stream_off = (io == IO_READ ? c->bytes_recv : c->bytes_sent) - moved;
-  e->cgroup_id = bpf_get_current_cgroup_id();
-  e->pid = id >> 32;
-  e->tid = (__u32)id;
-  e->len = moved;
-  e->captured = n;
-  e->io = io;
-  e->direction = c->direction;
-  e->sport = c->sport;
-  e->dport = c->dport;
-  e->family = c->family;
-  e->pad = 0;
-  __builtin_memcpy(e->saddr, c->saddr, 16);
-  __builtin_memcpy(e->daddr, c->daddr, 16);
-  bpf_get_current_comm(e->comm, sizeof(e->comm));
+  fill_http_header(e, c, skp, io, moved, n, ts);
   __u32 total = offsetof(struct http_event, data) + n;
   /* Opaque to clang, which would otherwise turn the bound below (never hit) into a test the verifier cannot relate to `total`. */
   asm volatile("%0 &= 1023" : "+r"(total));
@@ -1225,7 +1338,7 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   if (skp == 0 || pio != io || tp->ret <= 0)
     return 0;
   struct conn *c = conn_get(STORE_HASH, (void *)skp);
-  if (!c || !needs_inspection(c, io))
+  if (!c || !needs_inspection(c, io, tp->ret))
     return 0;
   if (is_iov == IS_MSGHDR) {
     struct user_msghdr msg = {};
@@ -1276,11 +1389,11 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
           red_move(r);
         awaited = r->state == RED_AWAITING;
       }
-      if (!needs_inspection(c, io) && !awaited)
+      if (!needs_inspection(c, io, ret) && !awaited)
         return 0;
       return capture_from_regs(ctx, c, skp, io, ret, now, 1, r, sk);
     }
-    if (!needs_inspection(c, io) || refused_unread(c, io, prev_io, now))
+    if (!needs_inspection(c, io, ret) || refused_unread(c, io, prev_io, now))
       return 0;
     return capture_from_regs(ctx, c, skp, io, ret, now, 0, 0, 0);
   }

@@ -7,6 +7,7 @@ import processObject from "../../build/process.bpf.o" with { type: "file" };
 import profileObject from "../../build/profile.bpf.o" with { type: "file" };
 import networkObject from "../../build/network.bpf.o" with { type: "file" };
 import syscallsObject from "../../build/syscalls.bpf.o" with { type: "file" };
+import tlsObject from "../../build/tls.bpf.o" with { type: "file" };
 
 /** Embedded objects by program set name. */
 export const EMBEDDED_OBJECTS: Record<string, string> = {
@@ -14,4 +15,5 @@ export const EMBEDDED_OBJECTS: Record<string, string> = {
   profile: profileObject,
   network: networkObject,
   syscalls: syscallsObject,
+  tls: tlsObject,
 };

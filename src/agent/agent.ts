@@ -13,7 +13,9 @@ import { StatusAggregator } from "../status/aggregator";
 import { AgentMetrics } from "../telemetry/metrics";
 import { TaskRegistry } from "../telemetry/tasks";
 import { buildSubsystems } from "./components";
-import type { AgentContext, BaseContext } from "./context";
+import { MemoryGate } from "../memory/gate";
+import type { BaseContext } from "../lifecycle/context";
+import type { AgentContext } from "../collectors/context";
 import { secretsOf } from "../config/secrets";
 
 export interface AgentOptions {
@@ -64,6 +66,7 @@ export class Agent {
       metrics: this.metrics,
       tasks: this.tasks,
       env: options.env,
+      memory: new MemoryGate(),
     };
     const subsystems = buildSubsystems(base);
     this.ctx = subsystems.ctx;

@@ -6,7 +6,8 @@
 import type { Component } from "../lifecycle/component";
 import { createExport } from "../export";
 import { createDiscovery } from "../discovery";
-import { createEbpfComponents } from "../ebpf";
+import { WorkloadRegistry } from "../workloads/registry";
+import { createEbpfComponents, EbpfCore, NATIVE_DEPS } from "../ebpf";
 import { createDebugComponent } from "../debug/component";
 import { createTracing } from "../tracing";
 import { createLogsCollector } from "../collectors/logs";
@@ -14,7 +15,10 @@ import { createGpuCollector } from "../collectors/gpu";
 import { createNetworkCollectors } from "../collectors/network";
 import { createSyscallCollectors } from "../collectors/syscalls";
 import { createProfilingCollector } from "../collectors/profiling";
-import type { AgentContext, BaseContext } from "./context";
+import { createMemoryLimiter } from "../memory/limiter";
+import { MemoryGate } from "../memory/gate";
+import type { BaseContext } from "../lifecycle/context";
+import type { AgentContext } from "../collectors/context";
 
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
@@ -25,7 +29,7 @@ export type ComponentFactory = (ctx: AgentContext) => Component[];
 export const COLLECTOR_FACTORIES: ComponentFactory[] = [
   createTracing,
   (ctx) => [createDebugComponent(ctx)],
-  createEbpfComponents,
+  (ctx) => createEbpfComponents(ctx.ebpf),
   (ctx) => [createLogsCollector(ctx)],
   (ctx) => [createGpuCollector(ctx)],
   createNetworkCollectors,
@@ -40,12 +44,18 @@ export interface Subsystems {
 }
 
 export function buildSubsystems(base: BaseContext): Subsystems {
+  // The memory limiter starts first: the gate it closes is read by everything after it.
+  const limiter = createMemoryLimiter(base, base.memory ?? new MemoryGate());
   const exporter = createExport(base);
   const discovery = createDiscovery({ ...base, pipeline: exporter.pipeline });
+  const ebpf = new EbpfCore(base, NATIVE_DEPS);
+  const workloads = new WorkloadRegistry(discovery.directory);
+  workloads.attachProcesses(ebpf.processes);
   const ctx: AgentContext = Object.create(base, {
     pipeline: { value: exporter.pipeline, enumerable: true },
-    workloads: { value: discovery.workloads, enumerable: true },
+    workloads: { value: workloads, enumerable: true },
+    ebpf: { value: ebpf, enumerable: true },
   });
   const collectors = COLLECTOR_FACTORIES.flatMap((f) => f(ctx));
-  return { ctx, components: [...exporter.components, ...collectors, ...discovery.components] };
+  return { ctx, components: [limiter, ...exporter.components, ...collectors, ...discovery.components] };
 }

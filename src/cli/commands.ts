@@ -1,10 +1,10 @@
 /**
  * Subcommands other than run / validate-config / version: each a name, its flags, its help and its action.
- * A subsystem that brings a command (receive, diagnostics) registers it here.
+ * Each command lives beside this file (receive.ts, diagnostics.ts) and calls into its subsystem.
  */
 import type { FlagSpec, ParsedArgs } from "./args";
-import { diagnosticsCommand, DIAGNOSTICS_HELP } from "../diagnostics";
-import { RECEIVE_HELP, receiveCommand } from "../export/receiver";
+import { diagnosticsCommand, DIAGNOSTICS_HELP } from "./diagnostics";
+import { RECEIVE_HELP, receiveCommand } from "./receive";
 
 export interface Command {
   help: string;

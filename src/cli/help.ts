@@ -1,6 +1,6 @@
 /** Help texts, kept next to the commands they describe. */
 
-export const MAIN_HELP = `svc-agent: eBPF telemetry collection agent (spans, metrics, logs, profiles over OTLP/gRPC)
+export const MAIN_HELP = `svc-agent: eBPF telemetry collection agent (spans, metrics, logs, profiles over OTLP/gRPC or OTLP/HTTP)
 
 Usage:
   svc-agent [run] [--config PATH] [--debug]   run the agent
@@ -11,18 +11,21 @@ Usage:
                                               write a diagnostics bundle (tar.gz)
   svc-agent version | --version               print version, commit, build time, Bun version
   svc-agent help [COMMAND]                    this text, or a command's
-  svc-agent help config                       every configuration key: type, default, meaning
+  svc-agent help config                       every configuration key (type, default, meaning) and
+                                              the OTEL_* environment variables
 
 Configuration: --config, else $SVC_CONFIG, else /etc/svc-agent/config.yaml if it exists, else the
-embedded defaults. Environment overrides: SVC_LOG_LEVEL, SVC_LOG_FORMAT, SVC_AGENT_EBPF_DEBUG, SVC_DEBUG.
+embedded defaults. Environment overrides: SVC_LOG_LEVEL, SVC_LOG_FORMAT, SVC_AGENT_EBPF_DEBUG, SVC_DEBUG,
+and the OpenTelemetry variables OTEL_EXPORTER_OTLP_* (endpoint, protocol, headers, compression, timeout,
+per signal too), OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES; they win over the file (help config).
 
 Exit codes: 0 ok, 1 runtime failure, 2 configuration or usage error.
 `;
 
 export const RUN_HELP = `Usage: svc-agent [run] [--config PATH] [--debug]
 
-Runs the agent: loads eBPF programs, collects, discovers, exports over OTLP/gRPC, and serves the
-self-telemetry HTTP interface on self_telemetry.listen (default :19090).
+Runs the agent: loads eBPF programs, collects, discovers, exports over OTLP (otlp.protocol: grpc or
+http/protobuf), and serves the self-telemetry HTTP interface on self_telemetry.listen (default :19090).
 
 Options:
   --config PATH   configuration file (default: $SVC_CONFIG, /etc/svc-agent/config.yaml, embedded defaults)

@@ -12,7 +12,7 @@ export function validateCommand(path: string, env: Record<string, string | undef
       config.agent.profiling.enabled && "profiling",
       config.agent.gpu.enabled && "gpu",
     ].filter(Boolean);
-    process.stdout.write(`${path}: valid (mode ${config.mode}, export to ${config.otlp.endpoint}, ${enabled.join(", ") || "nothing enabled"})\n`);
+    process.stdout.write(`${path}: valid (mode ${config.mode}, export to ${config.otlp.endpoint} over ${config.otlp.protocol}, ${enabled.join(", ") || "nothing enabled"})\n`);
     return EXIT.OK;
   } catch (e) {
     if (e instanceof ConfigError) {

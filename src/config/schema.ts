@@ -9,6 +9,7 @@ import { BackoffSchema, OtlpSchema, QueuesSchema, StorageSchema, validateExport,
 import { EbpfSchema, validateEbpf } from "../ebpf/config";
 import { GpuSchema, LogsSchema, ProfilingSchema, validateCollectors } from "../collectors/config";
 import { DiscoverySchema, validateDiscovery } from "../discovery/config";
+import { MemoryLimitSchema, validateMemoryLimit } from "../memory/config";
 import { Duration, durationMs } from "./units";
 import type { ConfigProblem } from "./problems";
 
@@ -19,6 +20,7 @@ export const AgentSectionSchema = Type.Object(
     gpu: GpuSchema,
     logs: LogsSchema,
     discovery: DiscoverySchema,
+    memory_limit: MemoryLimitSchema,
   },
   { additionalProperties: false, default: {} },
 );
@@ -55,6 +57,7 @@ export function validateConfig(c: Config): ConfigProblem[] {
     ...validateEbpf(c.agent.ebpf),
     ...validateCollectors(c.agent),
     ...validateDiscovery(c.agent.discovery),
+    ...validateMemoryLimit(c.agent.memory_limit),
   ];
   if ("service.name" in c.resource_attributes) problems.push({ path: "resource_attributes", message: "service.name is set by service_name (OTEL_SERVICE_NAME), not here" });
   if (durationMs(c.shutdown_timeout) <= 0) problems.push({ path: "shutdown_timeout", message: "must be greater than 0" });

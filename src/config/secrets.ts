@@ -3,10 +3,10 @@
  * /config and diagnostics bundles, and never echoed by a validation message, whatever their type.
  * Code that reads secrets from elsewhere (environment variables mapped onto these keys) asks `isSecretPath`.
  */
+import { REDACTED } from "../log/scrub";
 import { ConfigSchema } from "./schema";
 
-/** Replaces a secret in every view of the configuration. */
-export const REDACTED = "[REDACTED]";
+export { REDACTED, scrubText } from "../log/scrub";
 
 /** A key whose value is secret wherever it appears. */
 const SECRET_KEY_RE = /(token|secret|password|passwd|key|credential|authorization)/i;
@@ -90,17 +90,6 @@ export function rawSecretTexts(tree: unknown): string[] {
     if (text.length >= SCRUB_MIN_LENGTH) out.add(text);
   });
   return [...out].sort((a, b) => b.length - a.length);
-}
-
-/** Replaces every occurrence of `secrets` (and of their JSON-escaped form) in `text` by REDACTED. */
-export function scrubText(text: string, secrets: readonly string[]): string {
-  let out = text;
-  for (const s of secrets) {
-    if (out.includes(s)) out = out.replaceAll(s, REDACTED);
-    const escaped = JSON.stringify(s).slice(1, -1);
-    if (escaped !== s && out.includes(escaped)) out = out.replaceAll(escaped, REDACTED);
-  }
-  return out;
 }
 
 /** A deep copy of the configuration with every secret replaced by REDACTED (empty values stay empty). */

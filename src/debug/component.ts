@@ -1,5 +1,5 @@
 /** The component that switches the debug runtime (event-loop watch, task stacks) with self_telemetry.debug.enabled. */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Component } from "../lifecycle/component";
 import { gcMonitor } from "./gc-monitor";
 import { debugRuntimeFor } from "./runtime";

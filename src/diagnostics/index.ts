@@ -3,5 +3,4 @@
  * answers (status, metrics, eBPF objects, recent logs), kernel facts, and a manifest of what is in it and missing.
  */
 export { collectBundle, kernelInfo, agentUrlOf, type Bundle, type BundleFile, type Missing } from "./collect";
-export { diagnosticsCommand, DIAGNOSTICS_HELP } from "./command";
-export { tar, tarGz, type TarEntry } from "./tar";
+export { tarGz, type TarEntry } from "./tar";

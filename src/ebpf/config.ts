@@ -7,15 +7,19 @@ export const EbpfSchema = Type.Object(
   {
     enabled: Type.Boolean({ default: true, description: "Load eBPF programs." }),
     debug: Type.Boolean({ default: false, description: "libbpf log lines at debug level, verifier logs kept. Env: SVC_AGENT_EBPF_DEBUG." }),
-    ringbuf_size: Size("16MiB", "Ring buffer size in bytes, rounded up to a power of two."),
+    ringbuf_size: Type.Union([Type.Literal("auto"), Size(0, "")], {
+      default: "auto",
+      description:
+        "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: max_spans_per_second exchanges, 256KiB to 8MiB; the others 1MiB). Events that do not fit are counted as lost.",
+    }),
     network: Type.Object(
       {
         enabled: Type.Boolean({ default: true, description: "TCP connection and HTTP tracing." }),
-        http: Type.Boolean({ default: true, description: "HTTP/1.x spans from the first bytes of socket reads and writes (needs network.enabled)." }),
+        http: Type.Boolean({ default: true, description: "HTTP/1.x spans from the first bytes of socket reads and writes; HTTP/2 (h2c) and gRPC spans from every byte of connections that open with the HTTP/2 preface or SETTINGS (needs network.enabled)." }),
         http_capture: Type.Union([Type.Literal("socket"), Type.Literal("syscalls")], {
           default: "socket",
           description:
-            "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev enter/exit tracepoints (any kernel, more overhead).",
+            "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg enter/exit tracepoints (any kernel, more overhead).",
         }),
         http_query_redaction: Type.Union([Type.Literal("all"), Type.Literal("sensitive"), Type.Literal("none")], {
           default: "all",
@@ -49,6 +53,12 @@ export const EbpfSchema = Type.Object(
           default: 100,
           description: "http.route values per service at most in RED metrics (templates, else numeric, UUID, hex and token segments as placeholders); paths of further routes count under the route {overflow}.",
         }),
+        tls: Type.Boolean({
+          default: true,
+          description:
+            "HTTP spans from the plaintext of TLS connections: uprobes on SSL_read/SSL_write(_ex) of the libssl (OpenSSL 1.1/3, BoringSSL) processes load, or of executables with OpenSSL linked in with its symbols (needs network.enabled and network.http; off: nothing is loaded).",
+        }),
+        max_tls_libraries: Type.Integer({ minimum: 1, maximum: 1024, default: 64, description: "TLS library files (and static executables) probed at once; more are listed in /status/ebpf as not attached." }),
         max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it, or arriving while the kernel's HTTP ring buffer is half full, are not captured in the kernel (RED metrics still count them). Drops are counted." }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
@@ -86,7 +96,7 @@ export function validateEbpf(c: EbpfConfig): ConfigProblem[] {
       problems.push({ path: `agent.ebpf.network.http_duration_buckets[${i}]`, message: `bounds must increase, got ${bounds[i]} after ${bounds[i - 1]}` });
       break;
     }
-  const b = sizeBytes(c.ringbuf_size);
+  const b = c.ringbuf_size === "auto" ? MIN_RINGBUF_BYTES : sizeBytes(c.ringbuf_size);
   if (b < MIN_RINGBUF_BYTES || b > MAX_RINGBUF_BYTES)
     problems.push({ path: "agent.ebpf.ringbuf_size", message: `must be between 4KiB and 1GiB, got ${b} bytes` });
   return problems;

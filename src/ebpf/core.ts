@@ -5,7 +5,7 @@
  * (hash map iteration costs ~2-3 µs per key here: 65k keys in one go would stall the loop ~150 ms). The view
  * is a cheap snapshot of the last values.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { sizeBytes } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";
@@ -71,6 +71,9 @@ export class EbpfCore {
   #closed = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #endTask: (() => void) | undefined;
+  #tlsView: (() => NonNullable<EbpfView["tls"]>) | undefined;
+  /** Per set: the last sums of svc_gate_refused (exchanges, other events). */
+  readonly #gateRefusedSeen = new Map<string, [bigint, bigint]>();
   #ringbufText: Config["agent"]["ebpf"]["ringbuf_size"] | undefined;
   #ringbufBytes = 0;
 
@@ -78,6 +81,9 @@ export class EbpfCore {
     this.#ctx = ctx;
     this.#deps = deps;
     this.processes = processes;
+    ctx.memory?.subscribe(() => {
+      for (const [set, rec] of this.#sets) this.#applyGate(set, rec);
+    });
     ctx.status.provide(
       VIEWS.ebpf,
       () => this.view(),
@@ -104,14 +110,27 @@ export class EbpfCore {
     return this.#ctx.tasks.track(name, fn, "operation");
   }
 
-  /** agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes). */
-  ringbufSizeBytes(): number {
+  /**
+   * agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes), or
+   * undefined for `auto` (each ring sized by its set's spec).
+   */
+  ringbufSizeBytes(): number | undefined {
     const text = this.config.ringbuf_size;
+    if (text === "auto") return undefined;
     if (text !== this.#ringbufText) {
       this.#ringbufBytes = roundRingbufSize(sizeBytes(text));
       this.#ringbufText = text;
     }
     return this.#ringbufBytes;
+  }
+
+  /** The ring size the views show: the configured one, or with `auto` the largest ring loaded (0 before any). */
+  #shownRingbufSize(): number {
+    const configured = this.ringbufSizeBytes();
+    if (configured !== undefined) return configured;
+    let largest = 0;
+    for (const rec of this.#sets.values()) for (const b of rec.loaded?.readers ?? []) if (b.kind === "ringbuf") largest = Math.max(largest, b.sizeBytes);
+    return largest;
   }
 
   /** Loads libbpf and checks the environment, once; every set awaits the same answer. */
@@ -162,9 +181,35 @@ export class EbpfCore {
     return this.#verifierLogs;
   }
 
+  /** Sets the memory gate flag (ffi/bpf/common.h SVC_MEMORY_GATE) of a loaded set that has one to the gate's state. */
+  #applyGate(set: string, rec: SetRecord): void {
+    const map = rec.loaded?.object.map("svc_gate");
+    if (!map?.updateU32Key) return;
+    try {
+      map.updateU32Key(0, new Uint8Array(new Uint32Array([this.#ctx.memory?.refusing ? 1 : 0]).buffer));
+    } catch (e) {
+      this.#ctx.logger.warn("setting the memory gate of a program set failed", { set, error: (e as Error).message });
+    }
+  }
+
+  /** Adds what the kernel refused behind the memory gate since the last read: exchanges count as dropped spans. */
+  #readGate(set: string, rec: SetRecord): void {
+    const map = rec.loaded?.object.map("svc_gate_refused");
+    if (!map) return;
+    const now: [bigint, bigint] = [map.sumPerCpuU64(0), map.sumPerCpuU64(1)];
+    const seen = this.#gateRefusedSeen.get(set) ?? [0n, 0n];
+    this.#gateRefusedSeen.set(set, now);
+    const exchanges = Number(now[0] - seen[0]);
+    const events = Number(now[1] - seen[1]);
+    if (exchanges > 0) this.#ctx.metrics.spans.dropped.inc({ reason: "memory_limit" }, exchanges);
+    if (this.#ctx.memory && exchanges + events > 0) this.#ctx.memory.refusedInKernel += exchanges + events;
+  }
+
   /** Records (or replaces) a set's state. */
   record(set: string, rec: SetRecord): void {
+    if (this.#sets.get(set)?.loaded?.object !== rec.loaded?.object) this.#gateRefusedSeen.delete(set);
     this.#sets.set(set, rec);
+    this.#applyGate(set, rec);
     this.#ensureTimer();
     this.refresh();
     if (rec.loaded) void this.sweepMaps();
@@ -230,6 +275,11 @@ export class EbpfCore {
     const m = this.#ctx.metrics;
     for (const [set, rec] of this.#sets) {
       if (!rec.loaded) continue;
+      try {
+        this.#readGate(set, rec);
+      } catch {
+        // The set is being unloaded; its counts are gone with it.
+      }
       for (const b of rec.loaded.readers) {
         const label = `${set}/${b.map}`;
         let total: bigint;
@@ -264,6 +314,11 @@ export class EbpfCore {
     this.#sweep = this.#sweepUntilCurrent().finally(() => {
       this.#sweep = undefined;
       if (this.#closed || ![...this.#sets.values()].some((r) => r.loaded)) return;
+      // A set recorded between the loop's last check and here: sweep for it now, not a whole interval later.
+      if (this.#sweepAgain) {
+        void this.sweepMaps();
+        return;
+      }
       if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
       this.#sweepTimer = setTimeout(() => void this.sweepMaps(), MAP_SWEEP_INTERVAL_MS);
     });
@@ -309,6 +364,11 @@ export class EbpfCore {
     this.#maps = maps;
   }
 
+  /** Sets (or, with undefined, removes) the provider of the view's `tls` list (the `tls` set, while attached). */
+  setTlsView(fn: (() => NonNullable<EbpfView["tls"]>) | undefined): void {
+    this.#tlsView = fn;
+  }
+
   /** The `ebpf` status view (EbpfViewSchema): a snapshot of cached values, no kernel calls. */
   view(): EbpfView {
     const programs: EbpfView["programs"] = [];
@@ -319,17 +379,19 @@ export class EbpfCore {
       for (const pump of rec.pumps) received += pump.counters.received;
       for (const b of rec.loaded?.readers ?? []) lost += this.#lostTotal.get(`${set}/${b.map}`) ?? 0n;
     }
-    return {
+    const view: EbpfView = {
       enabled: this.config.enabled,
       programs,
       maps: this.#maps.map((m) => ({ ...m })),
-      ringbuf: { size: this.ringbufSizeBytes(), events_received: received, events_lost: Number(lost) },
+      ringbuf: { size: this.#shownRingbufSize(), events_received: received, events_lost: Number(lost) },
     };
+    if (this.#tlsView) view.tls = this.#tlsView();
+    return view;
   }
 
   /** What /status shows of the view, from the same values, without copying programs or maps. */
   summary(): EbpfSummary {
-    return { enabled: this.config.enabled, programs_loaded: this.#programsLoaded(), maps_created: this.#maps.length, ringbuf_size: this.ringbufSizeBytes() };
+    return { enabled: this.config.enabled, programs_loaded: this.#programsLoaded(), maps_created: this.#maps.length, ringbuf_size: this.#shownRingbufSize() };
   }
 
   /** Stops the refresher once every set is gone (the components call remove on shutdown). */

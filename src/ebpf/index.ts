@@ -3,13 +3,12 @@
  * buffer pumps, the `ebpf/<set>` components (readiness `ebpf`), the `ebpf` status view and ebpf_* metrics,
  * and the process table fed by the default `process` set. Native work goes through ffi/ only.
  *
- * Other program sets (network, syscalls, profiling) join by building components with `ebpfCore(ctx)` and
- * `EbpfSetComponent`, and label their telemetry with `ebpfCore(ctx).processes.forPid(pid)`.
+ * The agent builds one EbpfCore and hands it to collectors as `ctx.ebpf`: other program sets (network, syscalls,
+ * profiling) join by building an `EbpfSetComponent` over it, and label their telemetry with `ctx.ebpf.processes.forPid(pid)`.
  */
-import type { AgentContext, BaseContext } from "../agent/context";
 import type { Component } from "../lifecycle/component";
 import { EbpfSetComponent } from "./component";
-import { EbpfCore, type EbpfDeps } from "./core";
+import type { EbpfCore, EbpfDeps } from "./core";
 import { systemProbe } from "./environment";
 import { PROCESS_SET } from "./sets/process";
 
@@ -20,8 +19,6 @@ export { ProcessTable, containerIdFromCgroup, type ProcessInfo } from "./process
 export { UnsupportedFeatureError, FeatureProbes } from "./features";
 export type { ProgramSetSpec, ProgramSpec, RingBufferSpec, ProgramStatus } from "./spec";
 export type { ProcessEvent } from "./sets/process-decoder";
-
-const cores = new WeakMap<object, EbpfCore>();
 
 /** The real native side: libbpf through ffi/ (imported lazily so that nothing native loads until eBPF starts). */
 export const NATIVE_DEPS: EbpfDeps = {
@@ -37,20 +34,8 @@ export const NATIVE_DEPS: EbpfDeps = {
   },
 };
 
-/** The eBPF core of this agent (one per status aggregator), created on first use. */
-export function ebpfCore(ctx: BaseContext, deps: EbpfDeps = NATIVE_DEPS): EbpfCore {
-  let core = cores.get(ctx.status);
-  if (!core) {
-    core = new EbpfCore(ctx, deps);
-    cores.set(ctx.status, core);
-  }
-  return core;
-}
-
 /** The eBPF components: the `process` set (default). */
-export function createEbpfComponents(ctx: AgentContext, deps: EbpfDeps = NATIVE_DEPS): Component[] {
-  const core = ebpfCore(ctx, deps);
-  ctx.workloads?.attachProcesses?.(core.processes);
+export function createEbpfComponents(core: EbpfCore): Component[] {
   return [
     new EbpfSetComponent(core, {
       spec: PROCESS_SET,

@@ -17,8 +17,11 @@ export interface LoaderOptions {
   probes: FeatureProbes;
   /** The ELF bytes of an embedded object by name. */
   objectBytes(name: string): Promise<Uint8Array>;
-  /** Ring buffer size in bytes (a power of two); perf buffers get the same total spread over CPUs. */
-  ringbufSizeBytes: number;
+  /**
+   * Ring buffer size in bytes (a power of two), or undefined for `auto`: each ring's autoSizeBytes (else
+   * DEFAULT_AUTO_RINGBUF_BYTES). Perf buffers get the same total spread over CPUs.
+   */
+  ringbufSizeBytes: number | undefined;
   /** Ring buffers usable (kernel >= 5.8); else the perf fallback of each ring buffer is used. */
   useRingbuf: boolean;
   /** Called with the verifier log of a program the kernel rejected. */
@@ -77,6 +80,14 @@ export type LoadOutcome<E> =
 
 function reasonOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+/** A ring's size with `ringbuf_size: auto` when its spec says nothing. */
+export const DEFAULT_AUTO_RINGBUF_BYTES = 1 << 20;
+
+/** The size of ring `rb`: the configured one, else (auto) its own. */
+export function ringSizeBytes(rb: { autoSizeBytes?: number }, configured: number | undefined): number {
+  return configured ?? roundRingbufSize(rb.autoSizeBytes ?? DEFAULT_AUTO_RINGBUF_BYTES);
 }
 
 /** Rounds up to a power of two (at least one page). */
@@ -181,6 +192,11 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
       continue;
     }
     const prog = object.program(p.name)!;
+    if (p.manual) {
+      status.id = prog.id();
+      status.reason = "attached by its set to targets found at run time: none yet";
+      continue;
+    }
     try {
       status.id = prog.id();
       links.push(prog.attach(p.attach));
@@ -199,7 +215,7 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
         readers.push({ map: rb.map, kind: "ringbuf", reader: map.openReader(), lostMap: object.map(rb.lostMap), decode: rb.decode, sizeBytes: map.maxEntries });
       } else {
         const fb = rb.perfFallback!;
-        const pages = perfPagesPerCpu(options.ringbufSizeBytes, cpuCount);
+        const pages = perfPagesPerCpu(ringSizeBytes(rb, options.ringbufSizeBytes), cpuCount);
         const reader = object.map(fb.map)!.openReader({ perfPageCount: pages });
         readers.push({ map: fb.map, kind: "perfbuf", reader, lostMap: undefined, decode: rb.decode, sizeBytes: pages * PAGE_BYTES * cpuCount });
       }
@@ -228,7 +244,7 @@ function configure<E>(object: BpfObjectApi, spec: ProgramSetSpec<E>, options: Lo
       if (options.useRingbuf) perf.setMaxEntries(1);
     }
     // Below 5.8 the kernel cannot create the ring: it is left out (the verifier prunes the branch using it).
-    if (options.useRingbuf) ring.setMaxEntries(options.ringbufSizeBytes);
+    if (options.useRingbuf) ring.setMaxEntries(ringSizeBytes(rb, options.ringbufSizeBytes));
     else ring.setAutocreate(false);
   }
   object.setConstants(constants);

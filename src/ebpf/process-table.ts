@@ -158,6 +158,7 @@ export class ProcessTable {
   /** pid -> when "not in /proc" stops being believed (ms). */
   readonly #missing = new Map<number, number>();
   #evicted = 0;
+  readonly #listeners = new Set<(e: ProcessEvent) => void>();
 
   constructor(
     readonly proc: ProcSource = procfs,
@@ -246,8 +247,19 @@ export class ProcessTable {
     return { pid, ppid, comm, executable: image.executable, executableName: image.executableName, uid, cgroupId, containerId: image.containerId, exitedAtNs, image };
   }
 
-  /** Applies one event of the `process` set. */
+  /** Calls `fn` with every event applied (after the table took it); returns the unsubscribe function. */
+  subscribe(fn: (e: ProcessEvent) => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+
+  /** Applies one event of the `process` set, then tells the subscribers. */
   apply(e: ProcessEvent): void {
+    this.#apply(e);
+    for (const fn of this.#listeners) fn(e);
+  }
+
+  #apply(e: ProcessEvent): void {
     if (e.kind === "exec") {
       const executable = executablePath(this.proc, e.pid, e.filename);
       const image: ProcessImage = { pid: e.pid, executable, executableName: executable ? basename(executable) : e.comm, containerId: this.#containerId(e.pid, e.cgroupId, e.ppid) };

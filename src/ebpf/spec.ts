@@ -11,14 +11,21 @@ export interface ProgramSpec {
   attach: AttachTarget;
   /** A required program that fails makes the whole set a permanent error; an optional one is reported attached:false. */
   required: boolean;
+  /**
+   * Loaded but not attached by the loader: the set's component attaches it itself, to targets found at run time
+   * (uprobes on the libraries processes load); `attach` then only names the kind, for the feature check.
+   */
+  manual?: boolean;
 }
 
 /** Decodes one record; pure, over a DataView, offsets mirroring the C struct. Throws RangeError on short records. */
 export type RecordDecoder<E> = (view: DataView, offset: number, length: number) => E;
 
 export interface RingBufferSpec<E = unknown> {
-  /** The BPF_MAP_TYPE_RINGBUF map; its size is agent.ebpf.ringbuf_size. */
+  /** The BPF_MAP_TYPE_RINGBUF map; its size is agent.ebpf.ringbuf_size, or with `auto` autoSizeBytes. */
   map: string;
+  /** Size with `ringbuf_size: auto` (rounded up to a power of two; default DEFAULT_AUTO_RINGBUF_BYTES): what the set's event rate needs. */
+  autoSizeBytes?: number;
   /** The per-CPU array counting failed reservations (ffi/bpf/common.h SVC_LOST_MAP): `<map>_lost`. */
   lostMap: string;
   /**

@@ -4,7 +4,7 @@
  * while no export has told; while connections are refused, the transport's refusal probe answers first and the
  * call is made only once it no longer says refused), publishes the status view `export`, reloads and drains on shutdown.
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";

@@ -3,7 +3,7 @@
  * batcher, then retry -> timeout -> transport (@grpc/grpc-js, gzip, TLS, headers), exact accounting per
  * signal, status view `export`, readiness `otlp`; and the `receive` command's OTLP receiver (receiver/).
  */
-import type { BaseContext } from "../agent/context";
+import type { BaseContext } from "../lifecycle/context";
 import type { Component } from "../lifecycle/component";
 import { OtlpExporterComponent } from "./component";
 import { OtlpPipeline } from "./pipeline";
@@ -20,6 +20,6 @@ export interface ExportSubsystem {
 
 /** Builds the pipeline and its component `exporter/otlp` (which connects at start). */
 export function createExport(ctx: BaseContext): ExportSubsystem {
-  const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, tasks: ctx.tasks });
+  const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, tasks: ctx.tasks, gate: ctx.memory });
   return { pipeline, components: [new OtlpExporterComponent(ctx, pipeline)] };
 }

@@ -6,7 +6,10 @@
  * Layout: `<directory>/queue/<signal>/seg-<first sequence number, 20 digits>.log` segments of records
  * `[u32 payload length][u32 crc32 of payload][payload]` (little endian), payload `[u32 n][n item bytes][meta
  * JSON]`; and `cursor`: `[u64 committed sequence number][u32 crc32]`. Every item appended gets the next
- * sequence number. The committed cursor is the lowest sequence number not yet done with: items are done when
+ * sequence number. A resource or scope is written once per segment, as a definition record (payload
+ * `[u32 0xffffffff][u32 id][JSON]`, no sequence number) before the first item that refers to it by id
+ * (`"R"`/`"S"` in the item's meta; records of older versions carry `"r"`/`"s"` inline and still read).
+ * The committed cursor is the lowest sequence number not yet done with: items are done when
  * their batch was exported or dropped for good (permanent error, partial success), never merely when taken,
  * so after a crash only batches in flight (at most queues.<signal>.max_in_flight) are sent twice. A segment is deleted
  * once every record in it lies below the cursor.
@@ -32,6 +35,8 @@ const CURSOR_BYTES = 12;
 const DISK_FULL_RETRY_MS = 1000;
 /** Interned resource/scope objects kept at most (items are grouped by object identity when encoded). */
 const MAX_INTERNED = 10_000;
+/** First word of a definition record's payload (an item's byte count is never this large). */
+const DEFINITION = 0xffffffff;
 
 export interface PersistentQueueOptions {
   /** Directory of this signal's log (created when missing). */
@@ -98,6 +103,11 @@ export class PersistentQueue extends SignalQueue {
   #fullSince = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
   readonly #interned = new Map<string, unknown>();
+  /** Ids of resource and scope objects (by identity), and those already defined in the current segment. */
+  #ids = new WeakMap<object, number>();
+  #nextId = 0;
+  #defined = new Set<number>();
+  #definedPath = "";
   /** Items read back at start that did not fit capacity or mem_limit (already done with on disk). */
   readonly restoredDropped: { queue_full: number; mem_limit: number } = { queue_full: 0, mem_limit: 0 };
   /** Items read back at start and queued. */
@@ -193,19 +203,19 @@ export class PersistentQueue extends SignalQueue {
   #append(item: EncodedItem): boolean {
     if (this.#fd < 0) this.#openSegment();
     if (this.#fd < 0) return this.#full("cannot create a segment: no space");
-    const meta = Buffer.from(
-      JSON.stringify(
-        { s: item.scope, r: item.resource, m: item.metric, k: item.metricKey, p: item.profile },
-        replacer,
-      ),
-    );
+    const defs: Buffer[] = [];
+    const S = this.#refer(item.scope, defs);
+    const R = this.#refer(item.resource, defs);
+    const meta = Buffer.from(JSON.stringify({ S, R, m: item.metric, k: item.metricKey, p: item.profile }, replacer));
     const payloadBytes = 4 + item.bytes.length + meta.length;
-    const rec = Buffer.allocUnsafe(RECORD_HEADER_BYTES + payloadBytes);
-    rec.writeUInt32LE(payloadBytes, 0);
-    rec.writeUInt32LE(item.bytes.length, RECORD_HEADER_BYTES);
-    rec.set(item.bytes, RECORD_HEADER_BYTES + 4);
-    meta.copy(rec, RECORD_HEADER_BYTES + 4 + item.bytes.length);
-    rec.writeUInt32LE(Bun.hash.crc32(rec.subarray(RECORD_HEADER_BYTES)) >>> 0, 4);
+    const itemRec = Buffer.allocUnsafe(RECORD_HEADER_BYTES + payloadBytes);
+    itemRec.writeUInt32LE(payloadBytes, 0);
+    itemRec.writeUInt32LE(item.bytes.length, RECORD_HEADER_BYTES);
+    itemRec.set(item.bytes, RECORD_HEADER_BYTES + 4);
+    meta.copy(itemRec, RECORD_HEADER_BYTES + 4 + item.bytes.length);
+    itemRec.writeUInt32LE(Bun.hash.crc32(itemRec.subarray(RECORD_HEADER_BYTES)) >>> 0, 4);
+    // Definitions and the item go in one write: a failed append leaves neither behind.
+    const rec = defs.length === 0 ? itemRec : Buffer.concat([...defs, itemRec]);
     let written = 0;
     try {
       while (written < rec.length) written += writeSync(this.#fd, rec, written, rec.length - written);
@@ -225,6 +235,7 @@ export class PersistentQueue extends SignalQueue {
       this.#retryAppend = false;
       this.#onDiskFull?.(false, "");
     }
+    for (const d of defs) this.#defined.add(d.readUInt32LE(RECORD_HEADER_BYTES + 4));
     this.#fdBytes += rec.length;
     this.#dirty = true;
     if (this.#fsyncMs === 0) this.sync();
@@ -287,6 +298,10 @@ export class PersistentQueue extends SignalQueue {
       return;
     }
     this.#fdBytes = 0;
+    if (path !== this.#definedPath) {
+      this.#defined = new Set();
+      this.#definedPath = path;
+    }
     if (this.#segments.at(-1)?.first === this.#nextSeq) return;
     this.#segments.push({ first: this.#nextSeq, path });
   }
@@ -317,15 +332,20 @@ export class PersistentQueue extends SignalQueue {
       const data = readFileSync(path);
       let at = 0;
       let seq = first;
+      const definitions = new Map<number, unknown>();
       while (at + RECORD_HEADER_BYTES <= data.length) {
         const len = data.readUInt32LE(at);
         const end = at + RECORD_HEADER_BYTES + len;
         if (len < 4 || end > data.length) break;
         const payload = data.subarray(at + RECORD_HEADER_BYTES, end);
         if ((Bun.hash.crc32(payload) >>> 0) !== data.readUInt32LE(at + 4)) break;
-        if (seq >= cursor) this.#restore(payload, seq);
-        seq++;
         at = end;
+        if (payload.readUInt32LE(0) === DEFINITION) {
+          if (payload.length >= 8) definitions.set(payload.readUInt32LE(4), JSON.parse(payload.subarray(8).toString("utf8"), reviver));
+          continue;
+        }
+        if (seq >= cursor) this.#restore(payload, seq, definitions);
+        seq++;
       }
       if (at < data.length) {
         this.truncatedRecords++;
@@ -345,6 +365,27 @@ export class PersistentQueue extends SignalQueue {
     if (this.#segments.length === 1 && this.#nextSeq <= cursor) rmSync(this.#segments.shift()!.path, { force: true });
   }
 
+  /** The id of a resource or scope object; its definition record is added to `defs` when this segment lacks it. */
+  #refer(v: object | undefined, defs: Buffer[]): number | undefined {
+    if (v === undefined) return undefined;
+    let id = this.#ids.get(v);
+    if (id === undefined) {
+      id = this.#nextId++;
+      this.#ids.set(v, id);
+    }
+    if (!this.#defined.has(id) && !defs.some((d) => d.readUInt32LE(RECORD_HEADER_BYTES + 4) === id)) {
+      const json = Buffer.from(JSON.stringify(v, replacer));
+      const d = Buffer.allocUnsafe(RECORD_HEADER_BYTES + 8 + json.length);
+      d.writeUInt32LE(8 + json.length, 0);
+      d.writeUInt32LE(DEFINITION, RECORD_HEADER_BYTES);
+      d.writeUInt32LE(id, RECORD_HEADER_BYTES + 4);
+      json.copy(d, RECORD_HEADER_BYTES + 8);
+      d.writeUInt32LE(Bun.hash.crc32(d.subarray(RECORD_HEADER_BYTES)) >>> 0, 4);
+      defs.push(d);
+    }
+    return id;
+  }
+
   #intern<T>(v: T): T {
     if (v === undefined || v === null) return v;
     const key = JSON.stringify(v, replacer);
@@ -355,17 +396,21 @@ export class PersistentQueue extends SignalQueue {
     return v;
   }
 
-  #restore(payload: Buffer, seq: number): void {
+  #restore(payload: Buffer, seq: number, definitions: ReadonlyMap<number, unknown>): void {
     const n = payload.readUInt32LE(0);
     const bytes = new Uint8Array(payload.subarray(4, 4 + n));
     const meta = JSON.parse(payload.subarray(4 + n).toString("utf8"), reviver) as {
       s?: Scope;
       r?: Attributes;
+      S?: number;
+      R?: number;
       m?: EncodedItem["metric"];
       k?: string;
       p?: EncodedItem["profile"];
     };
-    const item: EncodedItem = { bytes, scope: this.#intern(meta.s), resource: this.#intern(meta.r) };
+    const scope = meta.S !== undefined ? (definitions.get(meta.S) as Scope | undefined) : meta.s;
+    const resource = meta.R !== undefined ? (definitions.get(meta.R) as Attributes | undefined) : meta.r;
+    const item: EncodedItem = { bytes, scope: this.#intern(scope), resource: this.#intern(resource) };
     if (meta.m !== undefined) item.metric = meta.m;
     if (meta.k !== undefined) item.metricKey = meta.k;
     if (meta.p !== undefined) {

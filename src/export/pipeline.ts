@@ -9,6 +9,7 @@ import { durationMs, sizeBytes } from "../config/units";
 import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
+import type { MemoryGate } from "../memory/gate";
 import { Batcher, type BatcherSettings } from "./batcher";
 import { SIGNALS, queueDirectory, signalTarget, type Signal } from "./config";
 import { ItemEncoder, buildRequest, queuedBytes, type EncodedItem } from "./encode";
@@ -18,7 +19,7 @@ import { SignalQueue } from "./queue";
 import { ResourceBuilder } from "./resource";
 import { sendWithRetry, type RetryResult } from "./retry";
 import { sendWithTimeout } from "./timeout";
-import { suppressTracing } from "../tracing/tracer";
+import { suppressTracing } from "../telemetry/span-context";
 import type { TaskRegistry } from "../telemetry/tasks";
 import type { Transport } from "./transport";
 import type { Attributes, DropReason, FlushResult, SignalAccounting, TelemetryPipeline } from "./types";
@@ -37,6 +38,8 @@ export interface PipelineOptions {
   random?: () => number;
   /** Where each batch in flight is registered as an operation (go_goroutines, debug profiles, self-tracing). */
   tasks?: TaskRegistry;
+  /** While it refuses (above the memory soft limit), submits are dropped as `memory_limit` and offers take nothing (src/memory). */
+  gate?: MemoryGate;
 }
 
 /** A batch between its cut and its end (sent, dropped or abandoned). */
@@ -92,6 +95,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   readonly #lanes: Record<Signal, Lane>;
   readonly #random: (() => number) | undefined;
   readonly #tasks: TaskRegistry | undefined;
+  readonly #gate: MemoryGate | undefined;
   readonly #stopRetries = new AbortController();
   readonly #cancelCalls = new AbortController();
   readonly #drainWaiters = new Set<() => void>();
@@ -120,6 +124,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#logger = o.logger;
     this.#random = o.random;
     this.#tasks = o.tasks;
+    this.#gate = o.gate;
     this.onOutcome = o.onOutcome;
     this.resource = new ResourceBuilder(o.config.service_name);
     this.resource.setOwnAttributes(o.config.resource_attributes);
@@ -235,6 +240,10 @@ export class OtlpPipeline implements TelemetryPipeline {
       this.#drop(lane, "shutdown", items.length);
       return 0;
     }
+    if (this.#gate?.refusing) {
+      this.#drop(lane, "memory_limit", items.length);
+      return 0;
+    }
     let accepted = 0;
     let queueFull = 0;
     let memLimit = 0;
@@ -264,7 +273,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   offer(signal: Signal, items: readonly unknown[]): number {
     const lane = this.#lanes[signal];
-    if (!lane || this.#closed || items.length === 0) return 0;
+    if (!lane || this.#closed || items.length === 0 || this.#gate?.refusing) return 0;
     let taken = 0;
     let accepted = 0;
     let tooBig = 0;
@@ -296,7 +305,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   /** Queue capacity left for `signal` (0 after shutdown); mem_limit may still refuse some of it. */
   room(signal: Signal): number {
     const lane = this.#lanes[signal];
-    if (!lane || this.#closed) return 0;
+    if (!lane || this.#closed || this.#gate?.refusing) return 0;
     if (lane.queue instanceof PersistentQueue && lane.queue.diskFull) return 0;
     return Math.max(0, lane.queue.capacity - lane.queue.size);
   }

@@ -4,7 +4,7 @@
  * `otlp.compression_level`, `otlp.headers`, TLS from `otlp.tls`. Every answer becomes an ExportOutcome by the
  * OTLP specification's rules for HTTP: 2xx is success (a partial_success in the body rejects that many items),
  * 429/502/503/504 are retryable (`Retry-After`, seconds or an HTTP date, is the server's delay), any other
- * status is a failure. The outcome's `code` is the gRPC code of the same meaning (so readiness, the
+ * status is a failure (3xx too: redirects are not followed, since the headers may carry credentials). The outcome's `code` is the gRPC code of the same meaning (so readiness, the
  * `export_errors_total` label and the retry rules read one vocabulary); the message starts `HTTP <status>`.
  */
 import { readFileSync } from "node:fs";
@@ -15,8 +15,8 @@ import { BUILD_INFO } from "../version";
 import type { OtlpConfig, Signal, SignalTarget } from "./config";
 import type { ExportOutcome } from "./outcome";
 import { connectionRefused, directConnection } from "./refusal-probe";
-import { SERVICES, otlpType } from "./schema";
-import { TransportConfigError, type Transport } from "./transport";
+import { otlpType } from "./schema";
+import { TransportConfigError, successOf, type Transport } from "./transport";
 
 const CONTENT_TYPE = "application/x-protobuf";
 /** The user agent: the agent's name and version, then the HTTP client's. */
@@ -25,6 +25,8 @@ export const HTTP_USER_AGENT = `svc-agent/${BUILD_INFO.version} Bun/${Bun.versio
 const RETRYABLE_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 /** Longest text of an error answer kept in the outcome's message. */
 const MAX_ERROR_TEXT_CHARS = 200;
+/** Largest answer body read (as OTLP/gRPC's max receive message size); the rest is not read. */
+const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 
 const gzipAsync = promisify(gzip) as (data: Uint8Array, options: { level: number }) => Promise<Buffer>;
 
@@ -41,6 +43,13 @@ export function grpcCodeOfHttpStatus(status: number): number {
       return GrpcStatus.PERMISSION_DENIED;
     case 404:
     case 405:
+      return GrpcStatus.UNIMPLEMENTED;
+    case 301:
+    case 302:
+    case 303:
+    case 307:
+    case 308:
+      // Redirects are not followed (the headers carry credentials): the endpoint is wrong, like a 404.
       return GrpcStatus.UNIMPLEMENTED;
     case 429:
       return GrpcStatus.RESOURCE_EXHAUSTED;
@@ -62,22 +71,6 @@ export function retryAfterMs(value: string | null, now = Date.now()): number | u
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-/** The ExportOutcome of a 2xx answer: a partial_success in the body rejects that many items. */
-export function successOf(signal: Signal, body: Uint8Array): ExportOutcome {
-  if (body.length === 0) return { kind: "success", rejected: 0, message: "" };
-  try {
-    const decoded = otlpType(SERVICES[signal].response).decode(body) as unknown as {
-      partialSuccess?: Record<string, unknown> & { errorMessage?: string };
-    };
-    const ps = decoded.partialSuccess;
-    if (!ps) return { kind: "success", rejected: 0, message: "" };
-    const rejected = Number(ps[SERVICES[signal].rejectedField] ?? 0);
-    return { kind: "success", rejected: Number.isFinite(rejected) && rejected > 0 ? rejected : 0, message: ps.errorMessage ?? "" };
-  } catch {
-    return { kind: "success", rejected: 0, message: "undecodable response" };
-  }
-}
-
 /** The message of an error answer: a google.rpc.Status body's message, else the start of its text. */
 function errorText(body: Uint8Array, contentType: string): string {
   if (body.length === 0) return "";
@@ -93,8 +86,8 @@ function errorText(body: Uint8Array, contentType: string): string {
 }
 
 /** The ExportOutcome of a non-2xx answer. */
-export function errorOutcome(status: number, statusText: string, retryAfter: string | null, body: Uint8Array, contentType: string): ExportOutcome {
-  const text = errorText(body, contentType);
+export function errorOutcome(status: number, statusText: string, retryAfter: string | null, body: Uint8Array, contentType: string, location: string | null = null): ExportOutcome {
+  const text = location ? `redirected to ${location}; set the endpoint to it (redirects are not followed)` : errorText(body, contentType);
   const message = `HTTP ${status}${statusText ? ` ${statusText}` : ""}${text ? `: ${text}` : ""}`;
   const code = grpcCodeOfHttpStatus(status);
   if (RETRYABLE_STATUSES.has(status)) return { kind: "retryable", code, message, delayMs: retryAfterMs(retryAfter) };
@@ -112,6 +105,30 @@ function networkOutcome(e: unknown, cancelled: boolean): ExportOutcome {
   else if (/CERT|SSL|TLS|SELF_SIGNED|VERIFY/i.test(code)) message = `TLS certificate verify failed: ${code}`;
   else if (code) message = `${code}: ${message}`;
   return { kind: "retryable", code: GrpcStatus.UNAVAILABLE, message, delayMs: undefined };
+}
+
+/** The body of `res`, at most `max` bytes (the rest is cancelled unread); `whole` says whether that was all of it. */
+export async function readBounded(res: Response, max = MAX_RESPONSE_BYTES): Promise<{ bytes: Uint8Array; whole: boolean }> {
+  if (!res.body) return { bytes: new Uint8Array(0), whole: true };
+  const declared = Number(res.headers.get("content-length") ?? -1);
+  if (declared > max) {
+    await res.body.cancel();
+    return { bytes: new Uint8Array(0), whole: false };
+  }
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.length;
+    if (total > max) {
+      await reader.cancel();
+      return { bytes: Buffer.concat(chunks), whole: false };
+    }
+    chunks.push(value);
+  }
+  return { bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), whole: true };
 }
 
 function readPem(key: string, path: string): string | undefined {
@@ -174,13 +191,14 @@ export class HttpTransport implements Transport {
         headers: target.headerList,
         body: payload,
         signal: signalOf,
-        redirect: "error",
+        redirect: "manual",
         ...(target.url.startsWith("https:") ? { tls: this.#tls } : {}),
       });
-      const answer = new Uint8Array(await res.arrayBuffer());
+      const { bytes: answer, whole } = await readBounded(res);
       this.#reached = true;
-      if (res.ok) return successOf(signal, answer);
-      return errorOutcome(res.status, res.statusText, res.headers.get("retry-after"), answer, res.headers.get("content-type") ?? "");
+      if (res.ok) return whole ? successOf(signal, answer) : { kind: "success", rejected: 0, message: `answer over ${MAX_RESPONSE_BYTES} bytes not read` };
+      const location = res.status >= 300 && res.status < 400 ? res.headers.get("location") : null;
+      return errorOutcome(res.status, res.statusText, res.headers.get("retry-after"), answer, res.headers.get("content-type") ?? "", location);
     } catch (e) {
       this.#reached = false;
       return networkOutcome(e, abort?.aborted === true && !timeout.aborted);

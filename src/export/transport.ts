@@ -145,7 +145,7 @@ export class GrpcTransport implements Transport {
           abort?.removeEventListener("abort", onAbort);
           this.#inFlight--;
           if (this.#closing && this.#inFlight === 0) this.#finishClose();
-          resolve(err ? fromError(err) : fromResponse(signal, response));
+          resolve(err ? fromError(err) : successOf(signal, response));
         },
       );
       const onAbort = () => call.cancel();
@@ -172,7 +172,8 @@ export class GrpcTransport implements Transport {
   }
 }
 
-function fromResponse(signal: Signal, response: Buffer | undefined): ExportOutcome {
+/** The ExportOutcome of an Export answer (OTLP/gRPC or OTLP/HTTP 2xx): a partial_success in it rejects that many items. */
+export function successOf(signal: Signal, response: Uint8Array | undefined): ExportOutcome {
   if (!response || response.length === 0) return { kind: "success", rejected: 0, message: "" };
   try {
     const decoded = otlpType(SERVICES[signal].response).decode(response) as unknown as {

@@ -9,7 +9,7 @@ export type AttributeValue = string | number | boolean | string[] | number[];
 export type Attributes = Record<string, AttributeValue>;
 
 /** Why items were dropped (the `reason` label of `<ns>_<signal>_dropped_total`). */
-export type DropReason = "queue_full" | "mem_limit" | "permanent_error" | "partial_success" | "shutdown" | "disk_full";
+export type DropReason = "queue_full" | "mem_limit" | "permanent_error" | "partial_success" | "shutdown" | "disk_full" | "memory_limit";
 
 /** The counts of one signal at one instant: `collected = exported + droppedTotal + queued + inFlight` always holds. */
 export interface SignalAccounting {

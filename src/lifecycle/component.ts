@@ -5,28 +5,9 @@
  */
 import type { Config } from "../config/schema";
 import type { Logger } from "../log/logger";
+import type { ComponentState, ReadinessCheck } from "../status/state";
 
-/**
- * - `starting`: start() is running or the first useful state is not reached yet (not ready).
- * - `ok`: working.
- * - `recoverable_error`: not working now, retrying by itself (e.g. backend refused): not ready, still healthy.
- * - `permanent_error`: will not work without a configuration change (e.g. required eBPF program failed): not ready.
- * - `fatal_error`: the agent cannot go on: unhealthy.
- * - `disabled`: turned off by configuration: counts as ok.
- * - `stopping` / `stopped`: around shutdown.
- */
-export type ComponentState =
-  | "starting"
-  | "ok"
-  | "recoverable_error"
-  | "permanent_error"
-  | "fatal_error"
-  | "disabled"
-  | "stopping"
-  | "stopped";
-
-/** The readiness check a component counts towards (`/ready`'s `checks`); components outside these only affect health. */
-export type ReadinessCheck = "ebpf" | "otlp" | "discovery";
+export type { ComponentState, ReadinessCheck } from "../status/state";
 
 /** What a component is given at start: a logger, a way to report status, and a way to publish status views. */
 export interface ComponentHost {

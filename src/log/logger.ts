@@ -3,7 +3,7 @@
  * filtered by level, with a bounded ring of recent records for the diagnostics bundle.
  * Registered secrets (the bearer token, exporter header values) are scrubbed from every record.
  */
-import { scrubText } from "../config/secrets";
+import { scrubText } from "./scrub";
 import type { LogSectionConfig } from "./config";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";

@@ -36,7 +36,7 @@ export const UnhealthySchema = t.Object({
 const CheckValue = t.String({ description: "`ok`, or `failed: <reason>`.", pattern: "^(ok|failed: .+)$" });
 export const ReadinessSchema = t.Object({
   status: t.Union([t.Literal("ready"), t.Literal("not_ready")]),
-  checks: t.Object({ ebpf: CheckValue, otlp: CheckValue, discovery: CheckValue }),
+  checks: t.Object({ ebpf: CheckValue, otlp: CheckValue, discovery: CheckValue, memory: CheckValue }),
 });
 
 export const StatusSchema = t.Object({
@@ -69,6 +69,15 @@ export const StatusSchema = t.Object({
     docker: t.Boolean(),
     pods_discovered: Type.Integer({ minimum: 0 }),
     containers_discovered: Type.Integer({ minimum: 0 }),
+  }),
+  memory: t.Object({
+    enabled: t.Boolean({ description: "agent.memory_limit.enabled" }),
+    resident_bytes: Type.Integer({ minimum: 0, description: "Resident memory at the last check." }),
+    soft_limit_bytes: Type.Integer({ minimum: 0, description: "Above it new data is refused (dropped as memory_limit)." }),
+    hard_limit_bytes: Type.Integer({ minimum: 0 }),
+    refusing: t.Boolean({ description: "Whether new data is refused now." }),
+    refusals: Type.Integer({ minimum: 0, description: "Times the soft limit was crossed upwards since start." }),
+    refused_in_kernel: Type.Integer({ minimum: 0, description: "Events the eBPF programs refused in the kernel while refusing (HTTP exchanges are also counted as spans dropped with reason memory_limit)." }),
   }),
 });
 export type StatusBody = typeof StatusSchema.static;

@@ -2,9 +2,9 @@
  * The one place that listens to component status events and answers health, readiness and status views.
  * Routes ask the aggregator, never a component.
  */
-import type { ComponentState, ReadinessCheck } from "../lifecycle/component";
+import type { ComponentState, ReadinessCheck } from "./state";
 
-export const READINESS_CHECKS: readonly ReadinessCheck[] = ["ebpf", "otlp", "discovery"];
+export const READINESS_CHECKS: readonly ReadinessCheck[] = ["ebpf", "otlp", "discovery", "memory"];
 
 export interface ComponentStatus {
   id: string;

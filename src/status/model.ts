@@ -24,6 +24,18 @@ export const EbpfMapSchema = Type.Object({
   max_entries: Count("Capacity."),
 });
 
+export const TlsTargetSchema = Type.Object({
+  path: Type.String({ description: "The library (or executable) path in the process's mount namespace." }),
+  kind: Type.Union([Type.Literal("shared"), Type.Literal("static")], { description: "shared: a libssl; static: an executable with OpenSSL linked in." }),
+  state: Type.Union([Type.Literal("attached"), Type.Literal("failed"), Type.Literal("not_traceable"), Type.Literal("limit")], {
+    description: "attached: probes live; failed: SSL_read/SSL_write could not be probed; not_traceable: OpenSSL linked in without symbols; limit: over agent.ebpf.network.max_tls_libraries.",
+  }),
+  reason: Type.Optional(Type.String({ description: "Why the target is not attached." })),
+  functions: Type.Array(Type.String(), { description: "Functions probed at entry and return." }),
+  processes: Count("Processes mapping the file."),
+  pids: Type.Array(Type.Integer(), { description: "Some of those processes (at most 32)." }),
+});
+
 /** `ebpf` view: GET /status/ebpf. */
 export const EbpfViewSchema = Type.Object({
   enabled: Type.Boolean(),
@@ -34,6 +46,7 @@ export const EbpfViewSchema = Type.Object({
     events_received: Count("Events read from every ring buffer."),
     events_lost: Count("Reservations that failed in the kernel."),
   }),
+  tls: Type.Optional(Type.Array(TlsTargetSchema, { description: "TLS libraries probed (ebpf/tls), per file, with the processes using each; absent when TLS tracing is off." })),
 });
 export type EbpfView = Static<typeof EbpfViewSchema>;
 

@@ -11,14 +11,17 @@ import type { TaskRegistry } from "./tasks";
 export const EXPORT_SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
 /** Why collector/logs cut a record short (logs_truncated_total's reason). */
 export const LOG_TRUNCATION_REASONS = ["max_line_size", "max_lines", "max_bytes"] as const;
-export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full"] as const;
+/** `mem_limit`: a queue's own byte bound (queues.<signal>.mem_limit); `memory_limit`: the agent above its memory soft limit (agent.memory_limit). */
+export const DROP_REASONS = ["queue_full", "mem_limit", "permanent_error", "partial_success", "shutdown", "disk_full", "memory_limit"] as const;
 /** Span drops before the pipeline: over agent.ebpf.network.max_spans_per_second (the kernel's or user space's budget). */
 export const SPAN_RATE_LIMIT_REASON = "rate_limit";
 /** Span drops of HTTP exchanges lost after capture: a message head that did not parse, a request never answered. */
 export const SPAN_HTTP_UNPARSED_REASON = "http_unparsed";
 export const SPAN_HTTP_UNANSWERED_REASON = "http_unanswered";
+/** HTTP/2 connection directions that stopped decoding (bytes missing, or over a bound): their later streams are lost. */
+export const SPAN_HTTP2_STATE_LOST_REASON = "http2_state_lost";
 /** Drop reasons of spans only, beside DROP_REASONS. */
-const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON] as const;
+const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP2_STATE_LOST_REASON] as const;
 /** The `code` values of export_errors_total: gRPC status code names other than OK. */
 export const EXPORT_ERROR_CODES = [
   "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",

@@ -3,7 +3,8 @@
  * through the agent's own export pipeline. Subsystems trace an operation with `ctx.tasks.track(name, fn)` (or
  * `startActive`), annotate it with `setSpanAttributes`, and exclude work with `suppressTracing`.
  */
-import type { AgentContext } from "../agent/context";
+import type { TelemetryPipeline } from "../export/types";
+import type { BaseContext } from "../lifecycle/context";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { Tracer } from "./tracer";
 
@@ -16,7 +17,7 @@ export const TRACING_COMPONENT_ID = "self/tracing";
  * turns it on or off); the other settings are read per operation. Not watching while disabled lets every HTTP
  * request begin and end its operation on the registry's unwatched path.
  */
-export function createTracing(ctx: AgentContext): Component[] {
+export function createTracing(ctx: BaseContext & { readonly pipeline: TelemetryPipeline }): Component[] {
   const tracer = new Tracer({ config: () => ctx.config, pipeline: ctx.pipeline });
   let host: ComponentHost | undefined;
   const apply = (enabled: boolean) => {

@@ -8,11 +8,13 @@
  * with `tasks.track` or `startActive` is the parent of the operations started inside it. Sampling is
  * deterministic by trace id (like OpenTelemetry's TraceIdRatioBased) and decided at the root; children follow.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
 import type { Config } from "../config/schema";
 import type { SpanItem } from "../export/model";
 import type { TelemetryPipeline } from "../export/types";
+import { SUPPRESSED, UNSAMPLED, spanContext as context, type ActiveSpan } from "../telemetry/span-context";
 import type { TaskInfo, TaskObserver, TaskOutcome, TaskRegistry, TaskWatch } from "../telemetry/tasks";
+
+export { activeSpan, setSpanAttributes, suppressTracing, type ActiveSpan } from "../telemetry/span-context";
 
 export const TRACER_SCOPE = { name: "svc-agent/self-tracing" } as const;
 /** SpanKind values (OTLP). */
@@ -34,38 +36,6 @@ function routeOf(path: string): string {
 const FLAG_SAMPLED = 1;
 /** Bits of the trace id compared against the sample rate. */
 const RATIO_BITS = 56;
-
-/** The span that is current in an async context. */
-export interface ActiveSpan {
-  readonly traceId: Uint8Array;
-  readonly spanId: Uint8Array;
-  readonly sampled: boolean;
-  /** Attributes set while the span runs (added to the exported span). */
-  readonly attributes: Record<string, string | number | boolean>;
-}
-
-const SUPPRESSED = Symbol("tracing suppressed");
-const context = new AsyncLocalStorage<ActiveSpan | typeof SUPPRESSED>();
-
-/** The span current in this async context, if any. */
-export function activeSpan(): ActiveSpan | undefined {
-  const s = context.getStore();
-  return s === SUPPRESSED || s === UNSAMPLED ? undefined : s;
-}
-
-/** Adds attributes to the current span (no-op without one). */
-export function setSpanAttributes(attributes: Record<string, string | number | boolean>): void {
-  const s = activeSpan();
-  if (s) Object.assign(s.attributes, attributes);
-}
-
-/**
- * Runs `fn` with no spans produced inside it. The exporter of the `traces` signal wraps its sends in this, so
- * exporting self-spans does not itself produce spans forever.
- */
-export function suppressTracing<T>(fn: () => T): T {
-  return context.run(SUPPRESSED, fn);
-}
 
 /** Runs `fn` as a traced operation named `name` (a tracked operation of `tasks`). */
 export function startActive<T>(tasks: TaskRegistry, name: string, fn: () => Promise<T>): Promise<T> {
@@ -93,8 +63,6 @@ function randomId(bytes: number): Uint8Array {
   return b;
 }
 
-/** The context of an operation in a trace that was not sampled: its children are not sampled either. */
-const UNSAMPLED: ActiveSpan = Object.freeze({ traceId: new Uint8Array(16), spanId: new Uint8Array(8), sampled: false, attributes: Object.freeze({}) as Record<string, never> });
 const NOOP = () => undefined;
 
 export interface TracerDeps {

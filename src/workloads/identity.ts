@@ -15,12 +15,10 @@
  * The other pairs of OTEL_RESOURCE_ATTRIBUTES are kept; observed facts (process.*, container.*, k8s.*) win over them.
  */
 import type { Attributes } from "../export/types";
+import { APP_NAME_ATTRIBUTE } from "../discovery/kubernetes/pods";
 import type { OtelEnvironment } from "./environ";
 
-/** The pod label naming the application (Kubernetes recommended labels). */
-export const APP_NAME_LABEL = "app.kubernetes.io/name";
-/** The resource attribute discovery stores that label under (semantic conventions: k8s.pod.label.<key>). */
-export const APP_NAME_ATTRIBUTE = `k8s.pod.label.${APP_NAME_LABEL}`;
+export { APP_NAME_ATTRIBUTE, APP_NAME_LABEL } from "../discovery/kubernetes/pods";
 /** The owner attributes, in the order they name a service. */
 export const OWNER_ATTRIBUTES = ["k8s.deployment.name", "k8s.statefulset.name", "k8s.daemonset.name", "k8s.cronjob.name", "k8s.job.name", "k8s.replicaset.name"] as const;
 /** service.name of telemetry no workload could be found for (the OpenTelemetry default). */

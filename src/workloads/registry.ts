@@ -14,7 +14,7 @@ import { ProcessTable, procfsAt, type ProcessImage } from "../ebpf/process-table
 import type { ContainerDirectory } from "../discovery/directory";
 import type { WorkloadDirectory } from "../discovery/types";
 import type { Attributes } from "../export/types";
-import { ownKernelPid } from "../collectors/network/self";
+import { ownKernelPid } from "../ebpf/self";
 import { EnvironReader, type OtelEnvironment } from "./environ";
 import { containerIdentityAttributes, identityAttributes, UNKNOWN_WORKLOAD } from "./identity";
 

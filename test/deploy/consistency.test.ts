@@ -8,8 +8,10 @@
  * - ports, probe paths and the metrics path come from the schema's defaults and the ConfigMap, and the
  *   binary run with the ConfigMap's configuration really answers on them (probes and scrape without a
  *   token, /status only with it);
- * - resource requests cover the idle RSS measured here with the eBPF program sets loaded, and the memory
- *   limit covers the request plus the ring buffer and the export queues' byte bounds;
+ * - the memory request and limit are derived from the memory limiter's defaults (src/memory): in a cgroup limited
+ *   to the DaemonSet's limit, `agent.memory_limit: auto` gives the default hard limit, whose soft limit is the
+ *   request; the idle RSS measured here with the eBPF program sets loaded stays below that soft limit, and the
+ *   room between the limit and the hard limit holds the ring buffers (charged to the cgroup, not to RSS alone);
  * - the systemd unit passes `systemd-analyze verify`, its capability set is enough to attach the eBPF
  *   programs (run under setpriv with exactly that bounding set) and a smaller one is not; the sample
  *   /etc/svc-agent/config.yaml validates; the Dockerfile exposes the default port.
@@ -24,7 +26,7 @@ import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/Object
 import { ConfigSchema, type Config } from "../../src/config/schema";
 import { parseConfig, SYSTEM_CONFIG_PATH } from "../../src/config/load";
 import { durationMs, parseDuration, parseSize, sizeBytes } from "../../src/config/units";
-import { SIGNALS } from "../../src/export/config";
+import { DEFAULT_HARD_LIMIT_BYTES, deploymentMemory, resolveLimits } from "../../src/memory";
 import type { EbpfView } from "../../src/status/model";
 import { renderChart, renderNotes, setValue } from "../../deploy/helm/render";
 import { DURATION_PATTERN, SIZE_PATTERN, VALUES_SCHEMA_PATH, valuesSchemaText } from "../../deploy/helm/values-schema";
@@ -113,7 +115,7 @@ describe("Kubernetes manifests and the Helm chart", () => {
       const noToken = Bun.spawnSync([BINARY, "--validate-config", good], { env: { PATH: env.PATH }, stdout: "pipe", stderr: "pipe" });
       expect(noToken.exitCode).toBe(2);
       const bad = join(dir, "bad.yaml");
-      writeFileSync(bad, configMapText(manifests()).replace("ringbuf_size: 16MiB", "ringbuf_size: 16 parsecs"));
+      writeFileSync(bad, configMapText(manifests()).replace("ringbuf_size: auto", "ringbuf_size: 16 parsecs"));
       expect(Bun.spawnSync([BINARY, "--validate-config", bad], { env, stdout: "pipe", stderr: "pipe" }).exitCode).toBe(2);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -201,8 +203,21 @@ describe("Kubernetes manifests and the Helm chart", () => {
     }
   }, LIVE_TIMEOUT_MS);
 
+  test("the memory request and limit are derived from the memory limiter's defaults", () => {
+    const res = container(manifests()).resources;
+    const { requestMiB, limitMiB } = deploymentMemory();
+    expect(res.requests.memory).toBe(`${requestMiB}Mi`);
+    expect(res.limits.memory).toBe(`${limitMiB}Mi`);
+    const cm = parseConfig(configMapText(manifests()), { API_TOKEN: TEST_TOKEN });
+    const inPod = resolveLimits(cm.agent.memory_limit, sizeBytes(res.limits.memory));
+    expect(cm.agent.memory_limit.enabled).toBe(true);
+    expect(inPod.source).toBe("cgroup");
+    expect(Math.abs(inPod.hardBytes - DEFAULT_HARD_LIMIT_BYTES)).toBeLessThan(2 ** 20);
+    expect(Math.ceil(inPod.softBytes / 2 ** 20)).toBe(requestMiB);
+  });
+
   test.skipIf(!hasBpfPrivileges())(
-    "memory request covers the idle RSS measured with the ConfigMap's configuration, eBPF loaded and a live OTLP backend; the limit adds ring buffers and queue bounds",
+    "the idle RSS measured with the ConfigMap's configuration, eBPF loaded and a live OTLP backend stays below the request (the soft limit); the limit holds the hard limit plus the ring buffers",
     async () => {
       const objs = manifests();
       const res = container(objs).resources;
@@ -217,6 +232,7 @@ describe("Kubernetes manifests and the Helm chart", () => {
       const agent = await spawnAgent({ config: JSON.stringify(tree), env: { API_TOKEN: TEST_TOKEN } });
       let rssBytes = 0;
       let ringBuffers = 0;
+      let ringBytes = 0;
       try {
         await waitAttached(agent.url, { authorization: `Bearer ${TEST_TOKEN}` });
         const deadline = Date.now() + ATTACH_TIMEOUT_MS;
@@ -231,6 +247,7 @@ describe("Kubernetes manifests and the Helm chart", () => {
         }
         const view = (await (await fetch(`${agent.url}/status/ebpf`, { headers: { authorization: `Bearer ${TEST_TOKEN}` } })).json()) as EbpfView;
         ringBuffers = view.maps.filter((m) => m.type === "ringbuf").length;
+        ringBytes = view.maps.filter((m) => m.type === "ringbuf").reduce((s, m) => s + m.max_entries, 0);
       } finally {
         await agent.stop();
         receiver.kill();
@@ -238,14 +255,14 @@ describe("Kubernetes manifests and the Helm chart", () => {
       const cm = parseConfig(configMapText(objs), { API_TOKEN: TEST_TOKEN });
       const request = sizeBytes(res.requests.memory);
       const limit = sizeBytes(res.limits.memory);
-      const queues = SIGNALS.reduce((sum, s) => sum + sizeBytes(cm.queues[s].mem_limit), 0);
+      const hard = resolveLimits(cm.agent.memory_limit, limit).hardBytes;
       console.log(
-        `deploy footprint: idle RSS ${(rssBytes / 2 ** 20).toFixed(1)} MiB (eBPF loaded, OTLP backend live); request ${res.requests.memory}, limit ${res.limits.memory} >= request + ${ringBuffers} ring buffers x ${cm.agent.ebpf.ringbuf_size} + queues ${queues / 2 ** 20} MiB`,
+        `deploy footprint: idle RSS ${(rssBytes / 2 ** 20).toFixed(1)} MiB (eBPF loaded, OTLP backend live); request ${res.requests.memory} (soft limit), limit ${res.limits.memory} >= hard limit ${(hard / 2 ** 20).toFixed(0)} MiB + ${ringBuffers} ring buffers of ${(ringBytes / 2 ** 20).toFixed(2)} MiB in all`,
       );
       expect(rssBytes).toBeGreaterThan(0);
       expect(ringBuffers).toBeGreaterThan(0);
       expect(request).toBeGreaterThanOrEqual(rssBytes);
-      expect(limit).toBeGreaterThanOrEqual(request + ringBuffers * sizeBytes(cm.agent.ebpf.ringbuf_size) + queues);
+      expect(limit).toBeGreaterThanOrEqual(hard + ringBytes);
     },
     LIVE_TIMEOUT_MS,
   );

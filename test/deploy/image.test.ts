@@ -218,7 +218,7 @@ agent:
       START_TIMEOUT_MS,
       () => logs(),
     );
-    expect(ready.checks).toEqual({ ebpf: "ok", otlp: "ok", discovery: "ok" });
+    expect(ready.checks).toEqual({ ebpf: "ok", otlp: "ok", discovery: "ok", memory: "ok" });
     const discovery = (await (await fetch(`${base}/status/discovery`)).json()) as DiscoveryView;
     expect(discovery.docker.connected).toBe(true);
     // The agent sees its own container through the read-only socket.
@@ -342,7 +342,7 @@ agent:
         START_TIMEOUT_MS,
         () => `${inPod(c.readinessProbe.httpGet.path).body}\n${podLogs()}`,
       );
-      expect(JSON.parse(ready)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } });
+      expect(JSON.parse(ready)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok", memory: "ok" } });
       const annotations = ds.spec.template.metadata.annotations as Record<string, string>;
       const metrics = inPod(annotations["prometheus.io/path"] ?? "", Number(annotations["prometheus.io/port"]));
       expect(metrics.status).toBe(200);

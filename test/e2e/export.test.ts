@@ -8,7 +8,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { BINARY, closedLoopbackPort, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
+import { BINARY, closedLoopbackPort, QUIET_CONFIG, quietConfig, spawnAgent, type AgentProcess } from "../helpers";
 import { waitUntil } from "../helpers/wait";
 
 const LINES = 25;
@@ -37,34 +37,12 @@ beforeAll(async () => {
   endpoint = await startReceiver(join(dir, "received.jsonl"));
   writeFileSync(join(dir, "app.log"), "");
   agent = await spawnAgent({
-    config: `
-self_telemetry:
-  listen: 127.0.0.1:0
-service_name: e2e-export
-otlp:
-  endpoint: ${endpoint}
-  compression: gzip
-  headers:
-    x-api-key: e2e-secret
-backoff:
-  initial: 50ms
-  max: 500ms
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-  logs:
-    enabled: true
-    include: ["${join(dir, "*.log")}"]
-    format: raw
-    checkpoint_file: ${join(dir, "checkpoint.json")}
-    poll_interval: 50ms
-`,
+    config: quietConfig({
+      endpoint,
+      otlp: "  compression: gzip\n  headers:\n    x-api-key: e2e-secret",
+      extra: "service_name: e2e-export\nbackoff:\n  initial: 50ms\n  max: 500ms",
+      agent: `  logs:\n    enabled: true\n    include: ["${join(dir, "*.log")}"]\n    format: raw\n    checkpoint_file: ${join(dir, "checkpoint.json")}\n    poll_interval: 50ms`,
+    }),
   });
 });
 

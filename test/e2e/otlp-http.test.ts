@@ -4,36 +4,20 @@
  * What arrives: requests on the OTLP paths with no field the schema does not know, gzip, the headers of
  * OTEL_EXPORTER_OTLP_HEADERS, the user agent, the resource of OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
  * What the agent shows: protocol http/protobuf, and the header values only as [REDACTED] in /config,
- * --validate-config output and the diagnostics bundle.
+ * --validate-config output and the diagnostics bundle. `help config` documents the protocol and the variables.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BINARY, spawnAgent, type AgentProcess } from "../helpers";
+import { OTEL_VARIABLES } from "../../src/config/env";
+import { BINARY, QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../helpers/official-receiver";
 
 const missing = missingOfficialTools();
 const SECRET = "e2e-otel-secret-8c1f";
-const CONFIG = `
-self_telemetry:
-  listen: 127.0.0.1:0
-  tracing:
-    enabled: true
-    sample_rate: 1.0
-queues:
-  traces:
-    batch_timeout: 50ms
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+/** The file's otlp.endpoint (127.0.0.1:4317 without OTLP_ENDPOINT) is overridden by OTEL_EXPORTER_OTLP_ENDPOINT. */
+const CONFIG = `${QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n")}queues:\n  traces:\n    batch_timeout: 50ms\n`;
 
 let dir = "";
 let rx: OfficialReceiver;
@@ -105,6 +89,7 @@ describe.skipIf(missing.length > 0)(`OTLP/HTTP from OTEL_* variables${missing.le
       Bun.spawnSync([BINARY, ...args], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env, ...extra }, stdout: "pipe", stderr: "pipe" });
     const ok = run(["--validate-config", path]);
     expect(ok.exitCode).toBe(0);
+    expect(ok.stdout.toString()).toContain(`export to ${rx.httpEndpoint} over http/protobuf`);
     expect(ok.stdout.toString() + ok.stderr.toString()).not.toContain(SECRET);
     // A malformed variable is named; the secret beside it is not printed.
     const bad = run(["--validate-config", path], { OTEL_EXPORTER_OTLP_HEADERS: `x-api-key=${SECRET},broken`, OTEL_EXPORTER_OTLP_TIMEOUT: "soon" });
@@ -124,4 +109,13 @@ describe.skipIf(missing.length > 0)(`OTLP/HTTP from OTEL_* variables${missing.le
     expect(contents).toContain("[REDACTED]");
     expect(contents).not.toContain(SECRET);
   });
+});
+
+test("help config lists otlp.protocol and every OpenTelemetry variable", () => {
+  const r = Bun.spawnSync([BINARY, "help", "config"], { stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode).toBe(0);
+  const text = r.stdout.toString();
+  expect(text).toContain('| `otlp.protocol` | "grpc" \\| "http/protobuf" | `"grpc"` |');
+  for (const { variable } of OTEL_VARIABLES) expect(text).toContain(`| \`${variable}\` |`);
+  expect(text).toContain("then the `SVC_*` overrides, then these variables");
 });

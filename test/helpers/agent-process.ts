@@ -6,6 +6,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+import { QUIET_CONFIG } from "./quiet-config";
+
+export { QUIET_CONFIG, quietConfig, type QuietConfigOptions } from "./quiet-config";
 
 export const BINARY = resolve(import.meta.dir, "../../dist/svc-agent");
 
@@ -36,23 +39,6 @@ export interface SpawnOptions {
   waitListening?: boolean;
   timeoutMs?: number;
 }
-
-/** A configuration that binds loopback port 0 and turns off what needs privileges or peers, for e2e tests to extend. */
-export const QUIET_CONFIG = `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: \${OTLP_ENDPOINT:-127.0.0.1:4317}
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
 
 export async function spawnAgent(options: SpawnOptions = {}): Promise<AgentProcess> {
   const dir = mkdtempSync(join(tmpdir(), "svc-agent-e2e-"));

@@ -1,5 +1,6 @@
 /**
- * In-process discovery for tests and benchmarks: createDiscovery() with a configuration from YAML text,
+ * In-process discovery for tests and benchmarks: createDiscovery() and the workload registry over its directory,
+ * with a configuration from YAML text,
  * a recording pipeline (resource attributes per source), a status aggregator and a supervisor, without the
  * rest of the agent.
  */
@@ -17,9 +18,11 @@ import { StatusAggregator } from "../../src/status/aggregator";
 import type { DiscoveryView } from "../../src/status/model";
 import { AgentMetrics } from "../../src/telemetry/metrics";
 import { TaskRegistry } from "../../src/telemetry/tasks";
+import { WorkloadRegistry } from "../../src/workloads/registry";
 
 export interface DiscoveryHarness {
-  parts: DiscoveryParts;
+  /** The discovery parts plus the workload registry built over their directory (as the agent builds it). */
+  parts: DiscoveryParts & { workloads: WorkloadRegistry };
   status: StatusAggregator;
   supervisor: Supervisor;
   /** Resource attributes set per source (the last call wins, as in the pipeline). */
@@ -33,7 +36,7 @@ export interface DiscoveryHarness {
   stop(): Promise<void>;
 }
 
-export function discoveryHarness(yaml: string, env: Record<string, string | undefined> = {}, options: DirectoryOptions = {}): DiscoveryHarness {
+export function discoveryHarness(yaml: string, env: Record<string, string | undefined> = {}, options: DirectoryOptions & { selfPid?: number } = {}): DiscoveryHarness {
   let config = parseConfig(yaml, env);
   const logs: LogRecord[] = [];
   const logger = new Logger({ sink: (line) => logs.push(JSON.parse(line) as LogRecord), level: "debug" });
@@ -59,7 +62,8 @@ export function discoveryHarness(yaml: string, env: Record<string, string | unde
     env,
     pipeline,
   };
-  const parts = createDiscovery(ctx, options);
+  const discovery = createDiscovery(ctx, options);
+  const parts = { ...discovery, workloads: new WorkloadRegistry(discovery.directory, { procRoot: options.procRoot, selfPid: options.selfPid, now: options.now }) };
   const supervisor = new Supervisor(logger, status);
   for (const c of parts.components) supervisor.add(c);
   return {

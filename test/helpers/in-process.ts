@@ -5,6 +5,7 @@
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { Agent, type AgentOptions } from "../../src/agent/agent";
 import { loadConfig } from "../../src/config/load";
 import { Logger, type LogRecord } from "../../src/log/logger";
@@ -46,7 +47,7 @@ export async function inProcessAgent(
 ): Promise<InProcessAgent> {
   const dir = mkdtempSync(join(tmpdir(), "svc-agent-int-"));
   const configPath = join(dir, "config.yaml");
-  writeFileSync(configPath, yaml);
+  writeFileSync(configPath, withoutMemoryLimit(yaml));
   const received: ReceivedRequest[] = [];
   let backend: OtlpReceiver | undefined;
   const env: Record<string, string | undefined> = { ...options.env };
@@ -73,7 +74,7 @@ export async function inProcessAgent(
     logs,
     backend,
     received,
-    writeConfig: (text) => writeFileSync(configPath, text),
+    writeConfig: (text) => writeFileSync(configPath, withoutMemoryLimit(text)),
     request,
     async stop() {
       live.delete(handle);
@@ -83,6 +84,22 @@ export async function inProcessAgent(
   };
   live.add(handle);
   return handle;
+}
+
+/**
+ * The agent in-process shares the test runner's resident memory, which says nothing about the agent's own: unless
+ * the configuration sets agent.memory_limit itself, the limiter is turned off.
+ */
+function withoutMemoryLimit(yaml: string): string {
+  let doc: Record<string, any>;
+  try {
+    doc = (parseYaml(yaml) ?? {}) as Record<string, any>;
+  } catch {
+    return yaml; // an invalid document is the test's point
+  }
+  if (typeof doc !== "object" || Array.isArray(doc) || (doc.agent !== undefined && (typeof doc.agent !== "object" || doc.agent === null)) || doc.agent?.memory_limit !== undefined) return yaml;
+  doc.agent = { ...(doc.agent ?? {}), memory_limit: { enabled: false } };
+  return stringifyYaml(doc);
 }
 
 const live = new Set<InProcessAgent>();

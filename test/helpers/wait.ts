@@ -18,3 +18,17 @@ export async function waitUntil<T>(
 export async function json(r: Response | Promise<Response>): Promise<any> {
   return (await r).json();
 }
+
+/** The first line a child process writes to `stream` (e.g. the port it bound), without waiting for the rest; the stream stays readable. */
+export async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  reader.releaseLock();
+  return text.split("\n")[0]!.trim();
+}

@@ -13,8 +13,8 @@ import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BINARY, spawnAgent, type AgentProcess } from "../helpers/agent-process";
-import { suiteConfig } from "./lib/agent-config";
 import { pacedGets, rawRequest, requestText } from "./lib/raw-http";
+import { quietConfig } from "../helpers/quiet-config";
 
 const TOKEN = "s3cr3t-Token-0123456789abcdef";
 const READ_ONLY = "read-only-Token-9876543210";
@@ -23,7 +23,7 @@ const BLAST_SECONDS = 4;
 /** How far the sustained accepted rate may stand from the limit. */
 const RATE_TOLERANCE = 0.05;
 
-const authConfig = suiteConfig({
+const authConfig = quietConfig({
   selfTelemetry: `  debug:\n    enabled: true\n  auth:\n    enabled: true\n    bearer_token: \${API_TOKEN}\n    read_only_tokens: ["\${RO_TOKEN}"]`,
 });
 
@@ -210,7 +210,7 @@ function expectWithinLimit(accepted: number, seconds: number, what: string): voi
 
 describe("rate limit at 10x the configured rate", () => {
   test("global: accepted rate within 5% of the limit, 429 with the error object beyond, probes answer throughout", async () => {
-    const a = await spawnAgent({ config: suiteConfig({ selfTelemetry: `  rate_limit:\n    enabled: true\n    requests_per_second: ${RATE}` }) });
+    const a = await spawnAgent({ config: quietConfig({ selfTelemetry: `  rate_limit:\n    enabled: true\n    requests_per_second: ${RATE}` }) });
     try {
       const total = RATE * 10 * BLAST_SECONDS;
       await warm(a.url);
@@ -232,7 +232,7 @@ describe("rate limit at 10x the configured rate", () => {
 
   test("per client: three source addresses each get the limit, independently; probes answer throughout", async () => {
     const a = await spawnAgent({
-      config: suiteConfig({ selfTelemetry: `  rate_limit:\n    enabled: true\n    per_client: true\n    requests_per_second: ${RATE}` }),
+      config: quietConfig({ selfTelemetry: `  rate_limit:\n    enabled: true\n    per_client: true\n    requests_per_second: ${RATE}` }),
     });
     try {
       const total = RATE * 10 * BLAST_SECONDS;

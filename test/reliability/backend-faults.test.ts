@@ -21,6 +21,7 @@ import { makeSelfSignedCert } from "../helpers/self-signed-cert";
 import { json, waitUntil } from "../helpers/wait";
 import { spans } from "../integration/export/harness";
 import { OtlpHttpBackend, type HttpReply } from "../helpers/otlp-http-backend";
+import { quietConfig } from "../helpers/quiet-config";
 
 const PROTOCOLS = ["grpc", "http/protobuf"] as const;
 type Protocol = (typeof PROTOCOLS)[number];
@@ -32,32 +33,12 @@ const OTLP_TIMEOUT_MS = 300;
 const RESUME_MARGIN_MS = 1500;
 const CAPACITY = 2000;
 
-const config = (protocol: Protocol, otlpExtra = "") => `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  protocol: ${protocol}
-  endpoint: \${OTLP_ENDPOINT}
-  timeout: ${OTLP_TIMEOUT_MS}ms
-  compression: none${otlpExtra}
-backoff:
-  initial: 50ms
-  max: ${BACKOFF_MAX_MS}ms
-queues:
-  traces:
-    capacity: ${CAPACITY}
-    batch_size: 100
-    batch_timeout: 10ms
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+const config = (protocol: Protocol, otlpExtra = "") =>
+  quietConfig({
+    endpoint: "${OTLP_ENDPOINT}",
+    otlp: `  protocol: ${protocol}\n  timeout: ${OTLP_TIMEOUT_MS}ms\n  compression: none${otlpExtra}`,
+    extra: `backoff:\n  initial: 50ms\n  max: ${BACKOFF_MAX_MS}ms\nqueues:\n  traces:\n    capacity: ${CAPACITY}\n    batch_size: 100\n    batch_timeout: 10ms`,
+  });
 
 /** A receiver of `protocol` on a fixed port that can be killed and brought back, recording span ids. */
 class Backend {

@@ -16,15 +16,15 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { REFRESH_INTERVAL_MS } from "../../src/ebpf/core";
 import { json, waitUntil } from "../helpers/wait";
-import { suiteConfig } from "./lib/agent-config";
 import { spawnWrapped, type WrappedAgent } from "./lib/wrapped-agent";
+import { quietConfig } from "../helpers/quiet-config";
 
 const running: WrappedAgent[] = [];
 afterEach(async () => {
   for (const a of running.splice(0)) expect(await a.stop()).toBe(0);
 });
 
-const ebpfConfig = (extra = "") => suiteConfig({ ebpf: `    enabled: true${extra}` });
+const ebpfConfig = (extra = "") => quietConfig({ ebpf: `    enabled: true${extra}` });
 
 async function start(prefix: string[], config = ebpfConfig()): Promise<WrappedAgent> {
   const a = await spawnWrapped(prefix, config);

@@ -15,8 +15,9 @@ import fc from "fast-check";
 import { spawnAgent, type AgentProcess } from "../helpers/agent-process";
 import { OpenApiChecker } from "../helpers/openapi";
 import { waitUntil } from "../helpers/wait";
-import { fdCount, rssKiB, suiteConfig } from "./lib/agent-config";
+import { fdCount, rssKiB } from "./lib/agent-config";
 import { openSocket, rawRequest, requestText, type RawAnswer } from "./lib/raw-http";
+import { quietConfig } from "../helpers/quiet-config";
 
 const MAX_BODY_BYTES = 65_536;
 const IDLE_CONNECTIONS = 400;
@@ -69,7 +70,7 @@ function expectErrorObject(a: RawAnswer | { status: number; body: string }, what
 
 beforeAll(async () => {
   agent = await spawnAgent({
-    config: suiteConfig({ selfTelemetry: `  max_body_bytes: ${MAX_BODY_BYTES}\n  debug:\n    enabled: true` }),
+    config: quietConfig({ selfTelemetry: `  max_body_bytes: ${MAX_BODY_BYTES}\n  debug:\n    enabled: true` }),
   });
   watcher = watchLiveness(agent.url);
 });

@@ -18,7 +18,7 @@ import { PersistentQueue } from "../../src/export/persistent-queue";
 import type { EncodedItem } from "../../src/export/encode";
 import { BINARY, spawnAgent, type AgentProcess } from "../helpers/agent-process";
 import { waitUntil } from "../helpers/wait";
-import { suiteConfig } from "./lib/agent-config";
+import { quietConfig } from "../helpers/quiet-config";
 
 const cleanup: Array<() => Promise<void> | void> = [];
 afterEach(async () => {
@@ -67,6 +67,50 @@ describe("the log", () => {
     again.close();
   });
 
+  test("a resource is written once per segment, not with every item; items come back with it after a restart", () => {
+    const dir = tmp("svc-pq-def-");
+    const q = open(dir);
+    const big = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`attribute.number.${i}`, `value-${i}-${"x".repeat(20)}`]));
+    const resourceBytes = JSON.stringify(big).length;
+    for (let i = 0; i < 200; i++) expect(q.offer({ ...item(i), resource: big })).toBe("ok");
+    q.close();
+    const onDisk = readdirSync(join(dir)).filter((f) => f.startsWith("seg-")).reduce((n, f) => n + statSync(join(dir, f)).size, 0);
+    expect(onDisk).toBeLessThan(resourceBytes * 2 + 200 * 64);
+    const r = open(dir);
+    expect(r.restored).toBe(200);
+    const back = r.take(200);
+    expect(back.map(text)).toEqual(Array.from({ length: 200 }, (_, i) => `item-${i}`));
+    expect(back[0]!.resource).toEqual(big);
+    expect(back[199]!.resource).toBe(back[0]!.resource);
+    expect(back[0]!.scope).toEqual(scope);
+    r.close();
+  });
+
+  test("records with the resource written inline (the earlier layout) still read", () => {
+    const dir = tmp("svc-pq-old-");
+    const payloadOf = (i: number) => {
+      const bytes = Buffer.from(`item-${i}`);
+      const meta = Buffer.from(JSON.stringify({ s: scope, r: resource }));
+      const p = Buffer.alloc(4 + bytes.length + meta.length);
+      p.writeUInt32LE(bytes.length, 0);
+      bytes.copy(p, 4);
+      meta.copy(p, 4 + bytes.length);
+      const rec = Buffer.alloc(8 + p.length);
+      rec.writeUInt32LE(p.length, 0);
+      rec.writeUInt32LE(Bun.hash.crc32(p) >>> 0, 4);
+      p.copy(rec, 8);
+      return rec;
+    };
+    writeFileSync(join(dir, `seg-${"0".repeat(20)}.log`), Buffer.concat([payloadOf(0), payloadOf(1)]));
+    const r = open(dir);
+    expect(r.restored).toBe(2);
+    const back = r.take(2);
+    expect(back.map(text)).toEqual(["item-0", "item-1"]);
+    expect(back[0]!.resource).toEqual(resource);
+    expect(back[1]!.scope).toEqual(scope);
+    r.close();
+  });
+
   test("metadata with bigint and bytes round-trips", () => {
     const dir = tmp("svc-pq-");
     const q = open(dir);
@@ -111,7 +155,7 @@ describe("configuration", () => {
     const file = join(dir, "not-a-dir");
     writeFileSync(file, "");
     const config = join(dir, "config.yaml");
-    writeFileSync(config, suiteConfig({ extra: `storage:\n  directory: ${file}/sub\nqueues:\n  traces:\n    persistent: true` }));
+    writeFileSync(config, quietConfig({ extra: `storage:\n  directory: ${file}/sub\nqueues:\n  traces:\n    persistent: true` }));
     const v = Bun.spawnSync([BINARY, "--validate-config", config], { stdout: "pipe", stderr: "pipe" });
     expect(v.exitCode).toBe(2);
     expect(v.stderr.toString() + v.stdout.toString()).toContain("storage.directory");
@@ -119,7 +163,7 @@ describe("configuration", () => {
     expect(run.exitCode).toBe(2);
     expect(run.stderr.toString()).toContain("storage.directory");
     // The same file with persistence off is fine: the directory is only required when used.
-    writeFileSync(config, suiteConfig({ extra: `storage:\n  directory: ${file}/sub` }));
+    writeFileSync(config, quietConfig({ extra: `storage:\n  directory: ${file}/sub` }));
     expect(Bun.spawnSync([BINARY, "--validate-config", config]).exitCode).toBe(0);
   });
 });
@@ -168,7 +212,7 @@ function writeLines(file: string, from: number, to: number): void {
 }
 
 function agentConfig(dir: string, port: number, o: { logs?: boolean; storage: string; batch?: number }): string {
-  return suiteConfig({
+  return quietConfig({
     endpoint: `127.0.0.1:${port}`,
     extra: `backoff:\n  initial: 50ms\n  max: 200ms\nstorage:\n  directory: ${o.storage}\nqueues:\n  logs:\n    persistent: true\n    batch_size: ${o.batch ?? 100}\n    batch_timeout: 20ms`,
   }).replace(

@@ -22,7 +22,8 @@ import { spawnAgent } from "../helpers/agent-process";
 import { inProcessAgent, stopAllAgents } from "../helpers/in-process";
 import { json, waitUntil } from "../helpers/wait";
 import { spans } from "../integration/export/harness";
-import { rssKiB, suiteConfig } from "./lib/agent-config";
+import { rssKiB } from "./lib/agent-config";
+import { quietConfig } from "../helpers/quiet-config";
 
 const INVALID_RELOADS = 1000;
 /**
@@ -50,7 +51,7 @@ afterAll(stopAllAgents);
 describe("invalid reloads", () => {
   test(`${INVALID_RELOADS} invalid reloads in a row: 400 each, configuration unchanged, memory flat`, async () => {
     // Debug on for /debug/pprof/heap?gc=1: a full collection before each sample, so RSS is not garbage-timing.
-    const a = await spawnAgent({ config: suiteConfig({ selfTelemetry: "  debug:\n    enabled: true" }) });
+    const a = await spawnAgent({ config: quietConfig({ selfTelemetry: "  debug:\n    enabled: true" }) });
     // RSS is the lowest of RSS_SAMPLES readings after collections, RSS_SAMPLE_GAP_MS apart: the allocator gives freed
     // pages back to the system on its own schedule, so one reading may hold pages it is about to return; a leak
     // keeps them in every reading.
@@ -66,7 +67,7 @@ describe("invalid reloads", () => {
     };
     try {
       const before = await (await fetch(`${a.url}/config`)).text();
-      const invalid = suiteConfig() + "\nqueues:\n  traces:\n    capacity: -5\n    batch_size: lots\n";
+      const invalid = quietConfig() + "\nqueues:\n  traces:\n    capacity: -5\n    batch_size: lots\n";
       writeFileSync(a.configPath, invalid);
       const reload = async () => {
         const r = await fetch(`${a.url}/admin/reload`, { method: "POST" });
@@ -111,7 +112,7 @@ const HEAP_FLAT_BYTES = 512 * 1024;
 const HEAP_FLAT_OBJECTS = 3 * INVALID_RELOADS;
 
 test(`${INVALID_RELOADS} invalid reloads of a file with ${MANY_PROBLEMS} problems leave the heap flat after a full collection`, async () => {
-  const valid = suiteConfig({ extra: `svc:\n  recent_records: ${HEAP_TEST_RECENT_RECORDS}` });
+  const valid = quietConfig({ extra: `svc:\n  recent_records: ${HEAP_TEST_RECENT_RECORDS}` });
   const a = await inProcessAgent(valid, { backend: false, logger: new Logger({ sink: () => {} }) });
   try {
     let invalid = valid + "\nqueues:\n  traces:\n    capacity: -5\n";
@@ -156,7 +157,7 @@ test("reloads under load lose nothing: batch size, compression (new transport) a
   });
   const port = await rx.start();
   const variant = (i: number) =>
-    suiteConfig({
+    quietConfig({
       endpoint: `127.0.0.1:${port}`,
       extra: `backoff:\n  initial: ${i % 2 ? "20ms" : "50ms"}\n  max: 200ms\nqueues:\n  traces:\n    batch_size: ${[50, 100, 200][i % 3]}\n    batch_timeout: 10ms`,
     }).replace("  endpoint:", `  compression: ${i % 2 ? "gzip" : "none"}\n  endpoint:`);
@@ -199,7 +200,7 @@ test("reloads under load lose nothing: batch size, compression (new transport) a
 
 describe("signals", () => {
   test("SIGHUP storms (valid file, then invalid file): the agent stays up and keeps a valid configuration", async () => {
-    const a = await spawnAgent({ config: suiteConfig() });
+    const a = await spawnAgent({ config: quietConfig() });
     try {
       for (let i = 0; i < 300; i++) a.proc.kill("SIGHUP");
       await waitUntil(() => a.records.some((r) => r.msg === "configuration reloaded"), { what: "a reload from SIGHUP" });
@@ -235,7 +236,7 @@ describe("signals", () => {
     const dir = mkdtempSync(join(tmpdir(), "svc-rel-term-"));
     const file = join(dir, "app.log");
     writeFileSync(file, "");
-    const config = suiteConfig({
+    const config = quietConfig({
       endpoint: `127.0.0.1:${port}`,
       extra: `shutdown_timeout: ${shutdownTimeout}\nbackoff:\n  initial: 50ms\n  max: 200ms\nqueues:\n  logs:\n    batch_size: 100\n    batch_timeout: 20ms`,
     }).replace("agent:\n", `agent:\n  logs:\n    enabled: true\n    include: ["${dir}/*.log"]\n    checkpoint_file: ${dir}/checkpoint.json\n    poll_interval: 20ms\n`);

@@ -20,6 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OtlpReceiver } from "../../src/export/receiver";
 import { spawnAgent } from "../helpers/agent-process";
+import { quietConfig } from "../helpers/quiet-config";
 
 const args = process.argv.slice(2);
 const MINUTES = Number(args[args.indexOf("--minutes") + 1] || 60) || 60;
@@ -52,33 +53,15 @@ const dir = mkdtempSync(join(tmpdir(), "svc-soak-"));
 const logFile = join(dir, "app.log");
 writeFileSync(logFile, "");
 
-const config = (variant: number) => `
-self_telemetry:
-  listen: 127.0.0.1:0
-  debug:
-    enabled: true
-otlp:
-  endpoint: 127.0.0.1:${port}
-  compression: ${variant % 2 ? "gzip" : "none"}
-queues:
-  logs:
-    batch_size: ${variant % 2 ? 256 : 512}
-agent:
-  ebpf:
-    enabled: true
-    network:
-      metrics_interval: ${variant % 2 ? "10s" : "15s"}
-  logs:
-    enabled: true
-    include: ["${dir}/*.log"]
-    checkpoint_file: ${dir}/checkpoint.json
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+const config = (variant: number) =>
+  quietConfig({
+    selfTelemetry: "  debug:\n    enabled: true",
+    endpoint: `127.0.0.1:${port}`,
+    otlp: `  compression: ${variant % 2 ? "gzip" : "none"}`,
+    extra: `queues:\n  logs:\n    batch_size: ${variant % 2 ? 256 : 512}`,
+    ebpf: `    enabled: true\n    network:\n      metrics_interval: ${variant % 2 ? "10s" : "15s"}`,
+    agent: `  logs:\n    enabled: true\n    include: ["${dir}/*.log"]\n    checkpoint_file: ${dir}/checkpoint.json`,
+  });
 
 const agent = await spawnAgent({ config: config(0), timeoutMs: 30_000 });
 const pid = agent.proc.pid;

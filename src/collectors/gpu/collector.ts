@@ -1,5 +1,5 @@
 /** The GPU collector: opens NVML (retrying while it cannot), reads each device per interval, submits metric points. */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { GaugePointItem, Scope } from "../../export/model";

@@ -5,9 +5,12 @@
  * is complete when its response ends: at the call carrying the response's last byte, as the parser finds it;
  * a response whose end cannot be found ends at its last call seen when the next one starts, when the
  * connection closes (`close`), or when the connection has been quiet for a while (`flushIdle`).
+ * A connection whose first bytes in a direction open HTTP/2 (client preface or SETTINGS) goes to an H2Connection
+ * instead (./h2): each stream is one exchange, with the same request/response heads (version "2").
  * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
+import { H2Connection, isH2Opening, type H2Counters, type RpcInfo } from "./h2";
 import { HttpStreamParser, type HttpRequestHead, type HttpResponseHead } from "./parser";
 
 export const DEFAULT_MAX_CONNECTIONS = 4096;
@@ -42,6 +45,10 @@ export interface HttpExchange<M = unknown> {
   /** Server: when the response's last byte was written; client: when it arrived. */
   endNs: bigint;
   meta: M;
+  /** HTTP/2: the request's `:scheme`. */
+  scheme?: string;
+  /** A gRPC call (HTTP/2 with content-type application/grpc). */
+  rpc?: RpcInfo;
 }
 
 /** A message started in one direction whose end is awaited; `exchange` when it is a response answering a request. */
@@ -63,6 +70,8 @@ class ConnectionState<M> {
   /** When the connection last carried a call (caller's clock, ms). */
   lastSeenMs = 0;
   readonly parsers: [HttpStreamParser<bigint>, HttpStreamParser<bigint>];
+  /** Set once the connection is known to speak HTTP/2: the HTTP/1 parsers are then unused. */
+  h2: H2Connection<M> | undefined;
 
   constructor() {
     /* The response side of an exchange is the direction opposite to its request. */
@@ -85,6 +94,8 @@ export interface ExchangeCounters {
 export class ExchangeTracker<M = unknown> {
   readonly #connections = new Map<string, ConnectionState<M>>();
   readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0, unparsed: 0 };
+  /** HTTP/2: directions whose HPACK state was lost, streams never answered. */
+  readonly h2Counters: H2Counters = { lostDirections: 0, unanswered: 0 };
   /** Connections with a response started and not ended. */
   readonly #awaiting = new Set<string>();
 
@@ -105,7 +116,7 @@ export class ExchangeTracker<M = unknown> {
   push(call: CapturedCall<M>, nowMs = 0): Array<HttpExchange<M>> {
     const done: Array<HttpExchange<M>> = [];
     let conn = this.#connections.get(call.connection);
-    const expected = conn?.parsers[call.io].expectedOffset;
+    const expected = conn?.h2 ? conn.h2.directions[call.io].expectedOffset : conn?.parsers[call.io].expectedOffset;
     if (conn && expected !== undefined && call.streamOffset < expected) {
       /* Offsets never go back on one connection: the socket address was reused by a new one. */
       done.push(...this.close(call.connection));
@@ -122,6 +133,11 @@ export class ExchangeTracker<M = unknown> {
     }
     this.#connections.set(call.connection, conn);
     conn.lastSeenMs = nowMs;
+    if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters);
+    if (conn.h2) {
+      done.push(...conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta));
+      return done;
+    }
     const parser = conn.parsers[call.io];
     const ignoredBefore = parser.ignoredCalls;
     const unparsedBefore = parser.unparsedHeads;
@@ -187,6 +203,7 @@ export class ExchangeTracker<M = unknown> {
     this.#awaiting.delete(connection);
     const done = finishOpen(conn);
     this.counters.unanswered += conn.pending.length;
+    conn.h2?.close();
     this.#connections.delete(connection);
     return done;
   }

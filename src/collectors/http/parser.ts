@@ -37,6 +37,8 @@ export interface HttpRequestHead {
   version: string | undefined;
   /** The Host header, when it was within the captured bytes. */
   host: string | undefined;
+  /** The User-Agent header, when it was within the captured bytes. */
+  userAgent?: string;
   /** False when the head was cut by bytes the kernel did not capture (headers may be missing). */
   complete: boolean;
   /** What the cut took: "url" (the request line was cut inside the target: target/path are its captured prefix), "headers" (some header lines). */
@@ -171,14 +173,15 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
     const colon = text.indexOf(":", at);
     if (colon > at && colon < nl) {
       const first = text.charCodeAt(at) | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host. */
-      if (first === 99 || first === 116 || first === 104) {
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
+      if (first === 99 || first === 116 || first === 104 || first === 117) {
         const name = text.slice(at, colon).trim().toLowerCase();
         const value = text.slice(colon + 1, nl).trim();
         if (name === "content-length" && /^\d{1,15}$/.test(value)) contentLength = Number(value);
         else if (name === "transfer-encoding") chunked = value.toLowerCase().split(",").some((v) => v.trim() === "chunked");
         else if (name === "connection") close = value.toLowerCase().includes("close");
         else if (name === "host" && head.kind === "request") head.host = value;
+        else if (name === "user-agent" && head.kind === "request") head.userAgent = value;
       }
     }
     at = nl + 1;

@@ -13,6 +13,8 @@ import type { HttpExchange } from "./exchanges";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
 const URL_SCHEME = "http";
+/** What the TLS uprobes see: the plaintext of TLS connections. */
+const TLS_URL_SCHEME = "https";
 export const REDACTED = "REDACTED";
 /** Methods the conventions know (HTTP semantic conventions, http.request.method). */
 const KNOWN_METHODS = new Set(["CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "QUERY", "TRACE"]);
@@ -31,6 +33,8 @@ export interface EndpointMeta {
   localPort: number;
   remoteAddress: string;
   remotePort: number;
+  /** The bytes are the plaintext of a TLS connection (read at the TLS library): url.scheme https. */
+  tls?: boolean;
 }
 
 export interface SpanContext {
@@ -89,7 +93,7 @@ function splitTarget(target: string): { base: string; query: string | undefined 
 }
 
 /** url.full of a client request: absolute-form targets as sent, others from the Host header or the peer address. */
-export function fullUrl(target: string, host: string | undefined, remoteAddress: string, remotePort: number, rule: QueryRedaction): string {
+export function fullUrl(target: string, host: string | undefined, remoteAddress: string, remotePort: number, rule: QueryRedaction, urlScheme = URL_SCHEME): string {
   const { base, query } = splitTarget(target);
   let prefix: string;
   let rest: string;
@@ -102,7 +106,8 @@ export function fullUrl(target: string, host: string | undefined, remoteAddress:
     rest = authorityEnd < 0 ? "" : base.slice(authorityEnd);
   } else {
     const peer = remoteAddress.includes(":") ? `[${remoteAddress}]` : remoteAddress;
-    prefix = `${URL_SCHEME}://${host ?? (remotePort === 80 ? peer : `${peer}:${remotePort}`)}`;
+    const defaultPort = urlScheme === TLS_URL_SCHEME ? 443 : 80;
+    prefix = `${urlScheme}://${host ?? (remotePort === defaultPort ? peer : `${peer}:${remotePort}`)}`;
     rest = base;
   }
   return query === undefined ? prefix + rest : `${prefix}${rest}?${redactQuery(query, rule)}`;
@@ -133,7 +138,61 @@ export class RouteTable {
   }
 }
 
+/** gRPC status codes a server reports as errors (RPC semantic conventions, gRPC): UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS. */
+const GRPC_SERVER_ERRORS = new Set([2, 4, 12, 13, 14, 15]);
+
+/** Whether a gRPC call ended in error for the side that reports it (clients: any status but OK; no status at all is one too). */
+export function grpcIsError(server: boolean, code: number | undefined): boolean {
+  if (code === undefined) return true;
+  return server ? GRPC_SERVER_ERRORS.has(code) : code !== 0;
+}
+
+/** A gRPC call as an RPC span (RPC semantic conventions): `{service}/{method}`, rpc.* attributes. */
+function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
+  const m = x.meta;
+  const rpc = x.rpc!;
+  const server = x.role === "server";
+  const who = c.describe(m.pid, m.comm);
+  const host = x.request.host ? splitHost(x.request.host) : undefined;
+  const attributes: Attributes = {
+    ...who.attributes,
+    "rpc.system": rpc.system,
+    "rpc.service": rpc.service,
+    "rpc.method": rpc.method,
+    "network.protocol.name": "http",
+    "network.protocol.version": "2",
+    "network.transport": "tcp",
+    "network.peer.address": m.remoteAddress,
+    "network.peer.port": m.remotePort,
+    "network.local.address": m.localAddress,
+    "network.local.port": m.localPort,
+    "server.address": server ? (host?.address ?? m.localAddress) : (host?.address ?? m.remoteAddress),
+    "server.port": server ? (host?.port ?? m.localPort) : (host?.port ?? m.remotePort),
+  };
+  if (rpc.statusCode !== undefined) attributes["rpc.grpc.status_code"] = rpc.statusCode;
+  if (server) {
+    attributes["client.address"] = m.remoteAddress;
+    attributes["client.port"] = m.remotePort;
+  }
+  const error = grpcIsError(server, rpc.statusCode);
+  if (error) attributes["error.type"] = rpc.statusCode === undefined ? "_OTHER" : String(rpc.statusCode);
+  const span: SpanItem = {
+    traceId: randomId(16),
+    spanId: randomId(8),
+    name: `${rpc.service}/${rpc.method}`,
+    kind: server ? SpanKind.SERVER : SpanKind.CLIENT,
+    startTimeUnixNano: c.toEpochNs(x.startNs),
+    endTimeUnixNano: c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs),
+    attributes,
+    status: { code: error ? StatusCode.ERROR : StatusCode.UNSET },
+  };
+  if (c.scope) span.scope = c.scope;
+  if (who.resource) span.resource = who.resource;
+  return span;
+}
+
 export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
+  if (x.rpc) return rpcSpan(x, c);
   const m = x.meta;
   const server = x.role === "server";
   const who = c.describe(m.pid, m.comm);
@@ -141,6 +200,8 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   const rule = c.queryRedaction ?? "all";
   const host = req.host ? splitHost(req.host) : undefined;
   const known = KNOWN_METHODS.has(req.method);
+  // HTTP/2 says its scheme (:scheme); otherwise the capture tells: TLS plaintext is https.
+  const scheme = x.scheme ?? (m.tls ? TLS_URL_SCHEME : URL_SCHEME);
   const attributes: Attributes = {
     ...who.attributes,
     "http.request.method": known ? req.method : "_OTHER",
@@ -149,11 +210,12 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
     "network.transport": "tcp",
     "network.peer.address": m.remoteAddress,
     "network.peer.port": m.remotePort,
-    "url.scheme": URL_SCHEME,
+    "url.scheme": scheme,
   };
   if (!known) attributes["http.request.method_original"] = req.method;
   if (req.version !== undefined) attributes["network.protocol.version"] = req.version;
   if (req.truncated) attributes["svc.http.request.truncated"] = req.truncated;
+  if (req.userAgent !== undefined) attributes["user_agent.original"] = req.userAgent;
   let route: string | undefined;
   if (server) {
     const query = splitTarget(req.target).query;
@@ -173,7 +235,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
       attributes["server.address"] = authority.address;
       attributes["server.port"] = authority.port ?? m.remotePort;
     } else {
-      attributes["url.full"] = fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule);
+      attributes["url.full"] = fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule, scheme);
       if (req.path !== undefined) attributes["url.path"] = req.path;
       attributes["server.address"] = host?.address ?? m.remoteAddress;
       attributes["server.port"] = host?.port ?? m.remotePort;

@@ -4,7 +4,7 @@
  * container and Kubernetes attributes and exports them as OTLP logs. Severity and time are read from the message
  * (message.ts); multiline rules join stack traces into one record (multiline.ts). Backpressure pauses reading.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { TailEngine } from "./tail-engine";

@@ -6,7 +6,9 @@
  * Checkpoint rule: an offset is written only after the records up to it were accepted by the pipeline and a
  * pipeline flush that started after that completed within its deadline (no records are offered meanwhile). A graceful stop (SIGTERM) therefore
  * resumes exactly where it left off; after a crash (SIGKILL) the lines accepted since the last checkpoint are
- * read again (at-least-once: duplicates are possible, loss is not).
+ * read again (at-least-once: duplicates are possible, loss is not). An offset never passes the start of a record still
+ * being assembled (partial CRI/Docker lines, a multiline record): it is read again and sent whole after a restart;
+ * the lines of other streams past that offset that were sent already are skipped then (CheckpointEntry.streams).
  */
 import type { LogsConfig } from "../config";
 import { durationMs, sizeBytes } from "../../config/units";
@@ -479,7 +481,7 @@ export class TailEngine {
   #flushIdle(): void {
     const now = Date.now();
     for (const f of this.#files.values()) {
-      if (f.records.size === 0 || f.tailer.offset < f.tailer.size()) continue;
+      if (![...f.records.values()].some((a) => a.startOffset !== undefined) || f.tailer.offset < f.tailer.size()) continue;
       for (const [stream, a] of f.records) {
         const done = a.flushIfIdle(now);
         if (done) this.#emit(f, stream, done);

@@ -4,13 +4,14 @@
  * spans (when `agent.ebpf.network.http`). Spans beyond `max_spans_per_second` are dropped and counted in
  * `<ns>_spans_dropped_total{reason="rate_limit"}`, whether the kernel skipped the exchange or user space did;
  * HTTP messages that started like HTTP/1.x but whose heads did not parse are counted as `http_unparsed`, requests
- * never answered (connection closed or too many waiting) as `http_unanswered`.
- * RED metrics (`http_metrics`): every exchange is counted in the kernel whether or not it is captured as a span;
- * each metrics interval (and each flush) takes the kernel's counts, templates routes and exports the histograms
- * and service graph of src/collectors/http/red.ts, with exemplars from the spans sampled in the interval.
+ * never answered (connection closed or too many waiting) as `http_unanswered` (HTTP/2 streams too), HTTP/2 connection
+ * directions whose HPACK state was lost (bytes not forwarded) as `http2_state_lost`.
+ * RED metrics (`http_metrics`): every HTTP/1.x exchange is counted in the kernel whether or not it is captured as a
+ * span; every second and each metrics interval (and flush) take the kernel's counts, template routes and export the
+ * histograms and service graph of src/collectors/http/red.ts, with exemplars from the spans sampled meanwhile.
  * A reload that changes what the kernel side was built with reloads the set.
  */
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
@@ -18,8 +19,9 @@ import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
-import { SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
+import { RpcMetrics } from "../http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
 import { RedAggregator } from "../http/red";
 import { RouteTemplater } from "../http/routes";
@@ -29,7 +31,8 @@ import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
 import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
-import { ownKernelPid } from "./self";
+import { ownKernelPid } from "../../ebpf/self";
+import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, networkSetSpec, redCounted } from "./spec";
 
 const STATS_POLL_MS = 1000;
@@ -60,6 +63,8 @@ export class NetworkCollector implements Component {
   readonly #labeler: ProcessLabeler;
   #connections: ConnectionTelemetry;
   #spanContext: SpanContext;
+  /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
+  readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
   readonly #budget: PerSecondBudget;
   #pendingSpans: SpanItem[] = [];
@@ -70,7 +75,7 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
-  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0 };
+  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
   /** The kernel's RED maps while the set is attached with http_metrics. */
@@ -87,6 +92,7 @@ export class NetworkCollector implements Component {
     this.#labeler = new ProcessLabeler(core.processes, ctx.workloads);
     this.#budget = new PerSecondBudget(this.#cfg.max_spans_per_second);
     this.#connections = this.#newConnections(this.#cfg);
+    this.#rpc = new RpcMetrics({ maxSeries: this.#cfg.max_series, describe: (pid, comm) => this.#labeler.describe(pid, comm), scope: SCOPE }, this.#clock.nowEpochNs());
     this.#spanContext = this.#newSpanContext(this.#cfg);
     this.#red = this.#newRed(this.#cfg);
     this.#redStartNs = this.#clock.nowEpochNs();
@@ -201,9 +207,10 @@ export class NetworkCollector implements Component {
   #offerExchanges(exchanges: Array<HttpExchange<EndpointMeta>>): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
+      if (x.rpc) this.#rpc.add(x);
       const span = exchangeToSpan(x, this.#spanContext);
-      if (!this.#offer(span) || !this.#redMaps) continue;
-      /* The span's ids become the exemplar of the RED series that counted its exchange. */
+      if (!this.#offer(span) || !this.#redMaps || x.meta.tls || x.rpc) continue;
+      /* The span's ids become the exemplar of the RED series that counted its exchange (HTTP/1.x in cleartext). */
       const method = (RED_METHODS as readonly string[]).includes(x.request.method) ? x.request.method : "_OTHER";
       const server = x.role === "server";
       this.#red.exemplar(
@@ -215,13 +222,40 @@ export class NetworkCollector implements Component {
     }
   }
 
+  /**
+   * One plaintext call of a TLS connection (the `tls` set): fed to the same exchange tracker and spans as
+   * cleartext, keyed by the SSL object (its socket's bytes are ciphertext), with url.scheme https.
+   */
+  handleTls(e: TlsEvent): void {
+    if (e.pid === this.#selfPid) return;
+    const call: CapturedCall<EndpointMeta> = {
+      connection: `tls:${e.pid}:${e.ssl}`,
+      io: e.io,
+      timestampNs: e.timestampNs,
+      streamOffset: e.streamOffset,
+      length: e.length,
+      data: e.data,
+      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true },
+    };
+    this.#offerExchanges(this.#http.push(call, performance.now()));
+  }
+
+  /** Closes the TLS connections of a process that exited (a response delimited by the close ends there). */
+  tlsProcessExited(pid: number): void {
+    this.#offerExchanges(this.#http.closeMatching(`tls:${pid}:`));
+  }
+
   /** HTTP exchanges lost in user space since the last call, as span drops by reason. */
   #countHttpDrops(): void {
     const c = this.#http.counters;
+    const h2 = this.#http.h2Counters;
     const unparsed = c.unparsed - this.#httpDropsSeen.unparsed;
-    const unanswered = c.unanswered - this.#httpDropsSeen.unanswered;
+    const unanswered = c.unanswered + h2.unanswered - this.#httpDropsSeen.unanswered;
+    const h2Lost = h2.lostDirections - this.#httpDropsSeen.h2Lost;
     this.#httpDropsSeen.unparsed = c.unparsed;
-    this.#httpDropsSeen.unanswered = c.unanswered;
+    this.#httpDropsSeen.unanswered = c.unanswered + h2.unanswered;
+    this.#httpDropsSeen.h2Lost = h2.lostDirections;
+    if (h2Lost > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, h2Lost);
     if (unparsed > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNPARSED_REASON }, unparsed);
     if (unanswered > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNANSWERED_REASON }, unanswered);
   }
@@ -249,11 +283,11 @@ export class NetworkCollector implements Component {
     this.#ctx.pipeline.submit("traces", spans);
   }
 
-  /** Exports the connection and RED metrics of the interval now (also called by the timer). */
+  /** Exports the connection, RPC and RED metrics of the interval now (also called by the timer). */
   exportMetrics(): number {
     const now = this.#clock.nowEpochNs();
     this.#takeRed();
-    const points = [...this.#connections.collect(now), ...this.#red.collect(this.#redStartNs, now)];
+    const points = [...this.#connections.collect(now), ...this.#rpc.collect(now), ...this.#red.collect(this.#redStartNs, now)];
     this.#redStartNs = now;
     if (points.length > 0) this.#ctx.pipeline.submit("metrics", points);
     return points.length;

@@ -9,6 +9,8 @@ export const CONN_EVENT_BYTES = 160;
 export const HTTP_EVENT_HEADER_BYTES = 104;
 /** HTTP_CAPTURE_BYTES in the C program: the most bytes captured per call. */
 export const HTTP_CAPTURE_BYTES = 256;
+/** H2_CAPTURE_BYTES in the C program: the most bytes forwarded of one call on an HTTP/2 connection. */
+export const H2_CAPTURE_BYTES = 4096;
 
 export const ConnKind = { OPEN: 1, FAILED: 2, CLOSED: 3, PROGRESS: 4 } as const;
 export type ConnKindValue = (typeof ConnKind)[keyof typeof ConnKind];
@@ -183,7 +185,7 @@ class HttpEventRecord implements HttpEvent {
 export function decodeHttpEvent(view: DataView, offset: number, length: number): HttpEvent {
   if (length < HTTP_EVENT_HEADER_BYTES) throw new RangeError(`http_event: ${length} bytes, need ${HTTP_EVENT_HEADER_BYTES}`);
   const captured = view.getUint16(offset + HTTP.captured, true);
-  if (captured > HTTP_CAPTURE_BYTES || HTTP_EVENT_HEADER_BYTES + captured > length) {
+  if (captured > H2_CAPTURE_BYTES || HTTP_EVENT_HEADER_BYTES + captured > length) {
     throw new RangeError(`http_event: ${captured} captured bytes do not fit a ${length}-byte record`);
   }
   const start = view.byteOffset + offset;

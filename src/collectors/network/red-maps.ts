@@ -130,7 +130,7 @@ export class RedMaps {
     const n = Math.min(RED_MAX_BOUNDS, this.boundsSeconds.length);
     v.setUint32(4, n, true);
     for (let i = 0; i < n; i++) v.setBigUint64(8 + i * 8, BigInt(Math.round(this.boundsSeconds[i]! * 1e9)), true);
-    this.#config.update!(new Uint8Array(4), value);
+    this.#config.updateU32Key!(0, value);
   }
 
   /** The path bytes of a path hash, if the kernel's table still holds them. */

@@ -10,7 +10,19 @@
  */
 import { existsSync } from "node:fs";
 import type { ProgramSetSpec, ProgramSpec } from "../../ebpf/spec";
-import { decodeConnEvent, decodeHttpEvent, type NetworkEvent } from "./decoders";
+import { decodeConnEvent, decodeHttpEvent, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
+
+/** Ring records one captured exchange takes on average (request, its continuation, the response's last call). */
+const HTTP_RECORDS_PER_EXCHANGE = 4;
+/** One record in the ring: its 8-byte header, the event header and a full capture. */
+const HTTP_RECORD_BYTES = 8 + HTTP_EVENT_HEADER_BYTES + HTTP_CAPTURE_BYTES;
+const MIN_HTTP_RING_BYTES = 256 * 1024;
+const MAX_HTTP_RING_BYTES = 8 * 2 ** 20;
+
+/** http_events with `ringbuf_size: auto`: one second of the exchange budget (the kernel captures no more), within 256KiB..8MiB. */
+export function httpRingAutoBytes(exchangesPerSecond: number): number {
+  return Math.min(MAX_HTTP_RING_BYTES, Math.max(MIN_HTTP_RING_BYTES, exchangesPerSecond * HTTP_RECORDS_PER_EXCHANGE * HTTP_RECORD_BYTES));
+}
 
 export interface NetworkSetOptions {
   /** The agent's own pid: never traced. */
@@ -78,7 +90,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
     programs: [...lifecyclePrograms(socketStorage), ...(syscallCapture ? HTTP_PROGRAMS : [])],
     ringBuffers: [
       { map: "conn_events", lostMap: "conn_events_lost", decode: decodeConnEvent },
-      { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEvent },
+      { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEvent, autoSizeBytes: o.http ? httpRingAutoBytes(o.httpExchangesPerSecond) : 4096 },
     ],
     constants: {
       self_tgid: o.selfPid,

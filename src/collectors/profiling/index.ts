@@ -4,8 +4,7 @@
  * symbolized (kallsyms, ELF symbols cached by build id, perf maps and jitdump files of JIT runtimes), and one
  * OTLP profile per process is exported. Each period is also available as pprof.
  */
-import type { AgentContext } from "../../agent/context";
-import { ebpfCore } from "../../ebpf";
+import type { AgentContext } from "../context";
 import { ProfilingCollector } from "./profiler";
 
 export { ProfilingCollector, profileSetSpec, PROFILE_SET_NAME, PROFILING_SCOPE, type ProfilerOptions } from "./profiler";
@@ -15,7 +14,7 @@ export { encodePprof } from "./pprof";
 const collectors = new WeakMap<object, ProfilingCollector>();
 
 export function createProfilingCollector(ctx: AgentContext): ProfilingCollector {
-  const c = new ProfilingCollector(ctx, { core: ebpfCore(ctx) });
+  const c = new ProfilingCollector(ctx, { core: ctx.ebpf });
   collectors.set(ctx.status, c);
   return c;
 }

@@ -7,7 +7,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import { loadProgramSet, type EbpfCore, type LoadedSet, type ProgramSetSpec } from "../../ebpf";
@@ -19,7 +19,7 @@ import type { BpfMapApi } from "../../../ffi/types";
 import { decodeComm, decodeCount, decodeProfileKey, decodeStack, decodeUserStack, NO_STACK, PROFILE_ERRORS, PROFILE_KEY_BYTES } from "./decode";
 import { encodePprof } from "./pprof";
 import { Symbolizer } from "./symbolizer";
-import { ownKernelPid } from "../network/self";
+import { ownKernelPid } from "../../ebpf/self";
 
 /** The agent's own pid: its profiles go under the agent's own resource. */
 const SELF_PID = ownKernelPid();

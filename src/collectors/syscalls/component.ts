@@ -8,7 +8,7 @@
  * `<ns>_syscalls_dropped_total{reason}`.
  */
 import { existsSync } from "node:fs";
-import type { AgentContext } from "../../agent/context";
+import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { durationMs } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
@@ -17,7 +17,7 @@ import type { LoadedSet } from "../../ebpf/loader";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { KernelClock } from "../network/clock";
 import { ProcessLabeler } from "../network/labels";
-import { ownKernelPid } from "../network/self";
+import { ownKernelPid } from "../../ebpf/self";
 import { SyscallAggregator, type SyscallEntry } from "./aggregate";
 import { decodeSyscallKey, decodeSyscallStats, encodeSyscallKey, SC_DROP_REASONS, SC_KEY_BYTES, SC_MAX_NR, SC_STATS_BYTES } from "./decoders";
 import { hasSyscallTable, syscallName } from "./names";

@@ -3,8 +3,7 @@
  * `syscalls` eBPF program set (ffi/bpf/syscalls.bpf.c) and exported periodically as bounded metrics (top N
  * processes plus `other`), with syscall names for x86_64 and arm64. Component `ebpf/syscalls`.
  */
-import type { AgentContext } from "../../agent/context";
-import { ebpfCore } from "../../ebpf";
+import type { AgentContext } from "../context";
 import type { Component } from "../../lifecycle/component";
 import { SyscallCollector } from "./component";
 
@@ -13,5 +12,5 @@ export { syscallSetSpec } from "./spec";
 
 /** COLLECTOR_FACTORIES entry: the `ebpf/syscalls` component (it reports `disabled` when turned off, the default). */
 export function createSyscallCollectors(ctx: AgentContext): Component[] {
-  return [new SyscallCollector(ctx, ebpfCore(ctx))];
+  return [new SyscallCollector(ctx, ctx.ebpf)];
 }

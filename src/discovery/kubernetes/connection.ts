@@ -7,7 +7,7 @@
  */
 import { statSync, readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
-import { KubeConfig } from "@kubernetes/client-node";
+import type { KubeConfig as KubeConfigType } from "@kubernetes/client-node";
 
 /** TLS options for Bun's fetch (PEM text). */
 export interface TlsSettings {
@@ -117,10 +117,19 @@ function readOptional(data: string | undefined, file: string | undefined): strin
   return undefined;
 }
 
+/**
+ * A KubeConfig, its library loaded on first use: @kubernetes/client-node costs ~8 MB of heap and ~0.7 s of
+ * start-up to evaluate, and only a kubeconfig connection needs it (in-cluster credentials are read directly).
+ */
+function newKubeConfig(): KubeConfigType {
+  const { KubeConfig } = require("@kubernetes/client-node") as typeof import("@kubernetes/client-node");
+  return new KubeConfig();
+}
+
 export function kubeconfigConnection(path: string): KubeConnection {
   const file = new WatchedFile(path);
   const load = () => {
-    const kc = new KubeConfig();
+    const kc = newKubeConfig();
     try {
       kc.loadFromString(file.read());
     } catch (e) {

@@ -8,7 +8,11 @@ import type { Attributes } from "../../export/types";
 import { normalizeContainerId, type ContainerEntry } from "../directory";
 import { splitImage } from "../docker/containers";
 import type { KubeObjectMeta } from "./api-client";
-import { APP_NAME_ATTRIBUTE, APP_NAME_LABEL } from "../../workloads/identity";
+
+/** The pod label naming the application (Kubernetes recommended labels). */
+export const APP_NAME_LABEL = "app.kubernetes.io/name";
+/** The resource attribute discovery stores that label under (semantic conventions: k8s.pod.label.<key>). */
+export const APP_NAME_ATTRIBUTE = `k8s.pod.label.${APP_NAME_LABEL}`;
 
 export interface PodContainerStatus {
   name: string;

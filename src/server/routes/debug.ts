@@ -1,10 +1,10 @@
 /**
  * /debug/pprof/* and /debug/vars: served only in debug mode (otherwise 404 not_found, like any unknown path).
- * Their content comes from src/debug; this file routes and gates.
+ * debug-vars.ts and debug-profiles.ts build the answers from src/debug; this file routes and gates.
  */
 import { Elysia, t } from "elysia";
-import { debugVars } from "../../debug/vars";
-import { PROFILES, profileResponse } from "../../debug/profiles";
+import { debugVars } from "./debug-vars";
+import { PROFILES, profileResponse } from "./debug-profiles";
 import type { ServerDeps } from "../deps";
 import { notFound } from "../errors";
 import { DebugVarsSchema, ErrorSchema, PRIVILEGED_ERRORS } from "../model";

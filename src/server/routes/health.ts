@@ -29,7 +29,7 @@ export function healthRoutes(deps: ServerDeps, prefix = "", check = true) {
       },
       {
         response: { 200: answer(ReadinessSchema, check), 503: answer(ReadinessSchema, check), ...COMMON_ERRORS },
-        detail: { summary: "Readiness", description: "200 when the ebpf, otlp and discovery checks all pass; 503 with the failing check as `failed: <reason>`.", tags: ["health"] },
+        detail: { summary: "Readiness", description: "200 when the ebpf, otlp, discovery and memory checks all pass; 503 with the failing check as `failed: <reason>` (memory: the agent is above its memory soft limit and refuses new data).", tags: ["health"] },
       },
     );
 }

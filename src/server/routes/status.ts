@@ -5,6 +5,7 @@ import { sizeBytes } from "../../config/units";
 import type { Config } from "../../config/schema";
 import { signalTarget } from "../../export/config";
 import { VIEWS, type DiscoverySummary, type DiscoveryView, type EbpfSummary, type EbpfView, type ExportSummary, type ExportView, type ProfilingView } from "../../status/model";
+import { MEMORY_VIEW } from "../../memory/limiter";
 import { jsonAnswer } from "../answer";
 import type { ServerDeps } from "../deps";
 import { answer, COMMON_ERRORS, DiscoveryViewSchema, EbpfViewSchema, ExportViewSchema, StatusSchema, type StatusBody } from "../model";
@@ -24,7 +25,7 @@ function ebpfView(deps: ServerDeps, c: Config): EbpfView {
       enabled: false,
       programs: [],
       maps: [],
-      ringbuf: { size: sizeBytes(c.agent.ebpf.ringbuf_size), events_received: 0, events_lost: 0 },
+      ringbuf: { size: c.agent.ebpf.ringbuf_size === "auto" ? 0 : sizeBytes(c.agent.ebpf.ringbuf_size), events_received: 0, events_lost: 0 },
     }
   );
 }
@@ -54,6 +55,10 @@ function discoveryView(deps: ServerDeps, c: Config): DiscoveryView {
       discovered_services: [],
     }
   );
+}
+
+function memoryView(deps: ServerDeps): StatusBody["memory"] {
+  return deps.status.view<StatusBody["memory"]>(MEMORY_VIEW) ?? { enabled: false, resident_bytes: 0, soft_limit_bytes: 0, hard_limit_bytes: 0, refusing: false, refusals: 0, refused_in_kernel: 0 };
 }
 
 function profilingView(deps: ServerDeps, c: Config): ProfilingView {
@@ -113,6 +118,7 @@ export function statusBody(deps: ServerDeps): StatusBody {
   const exp = exportSummary(deps, c);
   const disc = discoverySummary(deps, c);
   const prof = profilingView(deps, c);
+  const mem = memoryView(deps);
   return {
     version: deps.build.version,
     commit: deps.build.commit,
@@ -135,6 +141,15 @@ export function statusBody(deps: ServerDeps): StatusBody {
       pods_discovered: disc.pods_discovered,
       containers_discovered: disc.containers_discovered,
     },
+    memory: {
+      enabled: mem.enabled,
+      resident_bytes: mem.resident_bytes,
+      soft_limit_bytes: mem.soft_limit_bytes,
+      hard_limit_bytes: mem.hard_limit_bytes,
+      refusing: mem.refusing,
+      refusals: mem.refusals,
+      refused_in_kernel: mem.refused_in_kernel,
+    },
   };
 }
 
@@ -149,6 +164,7 @@ export function statusFigures(b: StatusBody, out: unknown[]): void {
   out.push(b.profiling.enabled, b.profiling.sample_rate, b.profiling.profiles_collected);
   out.push(b.export.endpoint, b.export.connected, b.export.last_export, b.export.spans_exported, b.export.metrics_exported);
   out.push(b.discovery.kubernetes, b.discovery.docker, b.discovery.pods_discovered, b.discovery.containers_discovered);
+  out.push(b.memory.enabled, b.memory.resident_bytes, b.memory.soft_limit_bytes, b.memory.hard_limit_bytes, b.memory.refusing, b.memory.refusals, b.memory.refused_in_kernel);
 }
 
 const errors = COMMON_ERRORS;

@@ -53,7 +53,7 @@ export async function waitFor(what: string, cond: () => boolean, timeoutMs = 10_
   }
 }
 
-import type { AgentContext } from "../../../src/agent/context";
+import type { AgentContext } from "../../../src/collectors/context";
 import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
 import { parseConfig } from "../../../src/config/load";
 import { Logger } from "../../../src/log/logger";
@@ -61,10 +61,12 @@ import { StatusAggregator } from "../../../src/status/aggregator";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
 import type { Attributes } from "../../../src/export/types";
+import { EbpfCore, NATIVE_DEPS } from "../../../src/ebpf";
 
-/** An AgentContext over a YAML configuration, a recording pipeline and a fixed workload directory. */
+/** An AgentContext over a YAML configuration, a recording pipeline, a fixed workload directory and the native eBPF core. */
 export function fakeContext(yaml: string, pipeline = new RecordingPipeline(), byPid: Record<number, Attributes> = {}): AgentContext & { pipeline: RecordingPipeline } {
   const tasks = new TaskRegistry();
+  let ebpf: EbpfCore | undefined;
   return {
     config: parseConfig(yaml, {}),
     logger: new Logger({ sink: () => {} }),
@@ -74,6 +76,10 @@ export function fakeContext(yaml: string, pipeline = new RecordingPipeline(), by
     env: {},
     pipeline,
     workloads: { forContainer: () => undefined, forPid: (pid) => byPid[pid] },
+    /** The native eBPF core, built on first use (as the agent builds one per context). */
+    get ebpf() {
+      return (ebpf ??= new EbpfCore(this, NATIVE_DEPS));
+    },
   };
 }
 

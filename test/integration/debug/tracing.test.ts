@@ -7,28 +7,12 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { decodeRequest } from "../../../src/export/receiver";
 import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../../helpers/in-process";
 import { waitUntil } from "../../helpers/wait";
+import { quietConfig } from "../../helpers/quiet-config";
 
 afterAll(stopAllAgents);
 
-const config = (enabled: boolean, rate: number) => `
-self_telemetry:
-  listen: 127.0.0.1:0
-  tracing:
-    enabled: ${enabled}
-    sample_rate: ${rate}
-otlp:
-  endpoint: \${OTLP_ENDPOINT}
-  insecure: true
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+const config = (enabled: boolean, rate: number) =>
+  quietConfig({ selfTelemetry: `  tracing:\n    enabled: ${enabled}\n    sample_rate: ${rate}`, otlp: "  insecure: true" });
 
 interface Span {
   name: string;

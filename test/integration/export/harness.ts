@@ -3,7 +3,7 @@
  * exporter/otlp component wired to a status aggregator, metrics and a logger, as the Agent wires them.
  */
 import { expect } from "bun:test";
-import type { BaseContext } from "../../../src/agent/context";
+import type { BaseContext } from "../../../src/lifecycle/context";
 import { loadConfig } from "../../../src/config/load";
 import type { Config } from "../../../src/config/schema";
 import { OtlpExporterComponent, type ExporterOptions } from "../../../src/export/component";

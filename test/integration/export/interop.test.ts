@@ -6,37 +6,12 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { TestBackend, harness, testConfig, type Harness } from "./harness";
+import { parseProtocText } from "../../helpers/protoc";
 
 type Raw = { [field: number]: Array<string | Raw> };
 
-/** Parses protoc --decode_raw text: `N {` opens a message, `}` closes it, `N: value` is a scalar. */
-function parseRaw(text: string): Raw {
-  const root: Raw = {};
-  const stack: Raw[] = [root];
-  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
-    const top = stack[stack.length - 1]!;
-    let m: RegExpExecArray | null;
-    if ((m = /^(\d+) \{$/.exec(line))) {
-      const child: Raw = {};
-      (top[Number(m[1])] ??= []).push(child);
-      stack.push(child);
-    } else if (line === "}") stack.pop();
-    else if ((m = /^(\d+): (.*)$/.exec(line))) {
-      const v = m[2]!.startsWith('"') ? unescapeC(m[2]!.slice(1, -1)) : m[2]!;
-      (top[Number(m[1])] ??= []).push(v);
-    } else throw new Error(`unexpected decode_raw line: ${line}`);
-  }
-  return root;
-}
-
-/** decode_raw prints bytes C-style: \\nnn octal, \\n, \\", \\\\ ... (as latin1 bytes; our test strings are ASCII). */
-function unescapeC(s: string): string {
-  return s.replace(/\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)/g, (_, e: string) => {
-    if (/^[0-7]+$/.test(e)) return String.fromCharCode(parseInt(e, 8));
-    if (e[0] === "x") return String.fromCharCode(parseInt(e.slice(1), 16));
-    return ({ n: "\n", t: "\t", r: "\r" } as Record<string, string>)[e] ?? e;
-  });
-}
+/** protoc --decode_raw text, fields by number. */
+const parseRaw = (text: string): Raw => parseProtocText(text) as unknown as Raw;
 
 function decodeRaw(body: Uint8Array): Raw {
   const r = Bun.spawnSync(["protoc", "--decode_raw"], { stdin: body, stdout: "pipe", stderr: "pipe" });

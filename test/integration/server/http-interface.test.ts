@@ -135,7 +135,7 @@ describe("endpoints", () => {
   test("GET /ready with a reachable backend and the rest disabled is ready", async () => {
     const r = await call(plain, "GET", "/ready");
     expect(r.status).toBe(200);
-    expect(await json(r)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } });
+    expect(await json(r)).toEqual({ status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok", memory: "ok" } });
   });
 
   test("GET /status has the spec's fields with their types", async () => {
@@ -289,7 +289,7 @@ describe("health and readiness follow component states", () => {
     ctl.report("recoverable_error", "connection refused");
     const r = await call(a, "GET", "/ready");
     expect(r.status).toBe(503);
-    expect(await json(r)).toEqual({ status: "not_ready", checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok" } });
+    expect(await json(r)).toEqual({ status: "not_ready", checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok", memory: "ok" } });
     ctl.report("ok");
     expect((await call(a, "GET", "/ready")).status).toBe(200);
     ctl.report("fatal_error", "disk gone");

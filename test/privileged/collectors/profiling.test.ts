@@ -12,10 +12,9 @@ import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { ProfilingCollector } from "../../../src/collectors/profiling";
-import { ebpfCore } from "../../../src/ebpf";
 import type { ProfileItem } from "../../../src/export/model";
 import { RecordingPipeline, fakeContext, recordingHost, waitFor } from "../../integration/collectors/fakes";
-import type { AgentContext } from "../../../src/agent/context";
+import type { AgentContext } from "../../../src/collectors/context";
 import { createExport } from "../../../src/export";
 import type { TelemetryPipeline } from "../../../src/export/types";
 import { OtlpReceiver, decodeRequest, type ReceivedRequest } from "../../../src/export/receiver";
@@ -61,7 +60,7 @@ async function profile(
   enough: (samples: ProfileItem["samples"]) => boolean,
   ctx: AgentContext = fakeContext(PROFILING_YAML),
 ): Promise<{ items: ProfileItem[]; collector: ProfilingCollector }> {
-  const collector = new ProfilingCollector(ctx, { core: ebpfCore(ctx), targetPid: pid });
+  const collector = new ProfilingCollector(ctx, { core: ctx.ebpf, targetPid: pid });
   const host = recordingHost();
   await collector.start(host);
   try {

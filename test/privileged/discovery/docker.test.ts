@@ -98,7 +98,7 @@ agent:
     const v = await view();
     expect(v.docker).toEqual({ enabled: true, connected: true, containers: 1 });
     expect(v.discovered_services).toEqual([{ name: "web", namespace: "shop", instances: 1, ports: [] }]);
-    expect(await ready()).toEqual({ status: 200, body: { status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok" } } });
+    expect(await ready()).toEqual({ status: 200, body: { status: "ready", checks: { ebpf: "ok", otlp: "ok", discovery: "ok", memory: "ok" } } });
     const attrs = directory().forContainer(first)!;
     expect(attrs["container.id"]).toBe(first);
     expect(attrs["container.name"]).toBe("first");

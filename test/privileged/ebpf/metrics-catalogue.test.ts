@@ -73,7 +73,7 @@ describe("the metric catalogue on the live binary", () => {
     }
     for (const plural of ["spans", "metrics", "logs", "profiles"])
       for (const reason of DROP_REASONS) expect({ plural, reason, value: value(`svc_${plural}_dropped_total`, { reason }) }).toEqual({ plural, reason, value: 0 });
-    for (const reason of ["rate_limit", "http_unparsed", "http_unanswered"]) expect({ reason, value: value("svc_spans_dropped_total", { reason }) }).toEqual({ reason, value: 0 });
+    for (const reason of ["rate_limit", "http_unparsed", "http_unanswered", "http2_state_lost"]) expect({ reason, value: value("svc_spans_dropped_total", { reason }) }).toEqual({ reason, value: 0 });
     for (const signal of EXPORT_SIGNALS) {
       for (const code of EXPORT_ERROR_CODES) expect(has("svc_export_errors_total", { signal, code })).toBe(true);
       expect(has("svc_export_latency_seconds_count", { signal })).toBe(true);

@@ -19,6 +19,7 @@ import type { ComponentState } from "../../../src/lifecycle/component";
 import { EbpfViewSchema, VIEWS, type EbpfView } from "../../../src/status/model";
 import { testContext } from "../../unit/ebpf/fakes";
 import { expectReleased, until } from "./helpers";
+import { firstLine } from "../../helpers/wait";
 
 /** Where cgroup v2 is mounted (/sys/fs/cgroup on unified hosts, /sys/fs/cgroup/unified on hybrid ones). */
 function cgroup2Root(): string | undefined {
@@ -53,15 +54,7 @@ describe("process set", () => {
 
       // A subshell is a fork without exec: the fork event puts it in the table with its parent's image and container.
       const shell = Bun.spawn(["/bin/sh", "-c", `echo $$ > ${cg}/cgroup.procs && exec /bin/sh -c '( while :; do sleep 0.05; done ) & echo $!; wait'`], { stdout: "pipe" });
-      const reader = shell.stdout.getReader();
-      let line = "";
-      while (!line.includes("\n")) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        line += new TextDecoder().decode(value);
-      }
-      reader.releaseLock();
-      const sub = Number(line.trim());
+      const sub = Number(await firstLine(shell.stdout));
       expect(sub).toBeGreaterThan(0);
       try {
         await until(() => core.processes.forPid(sub) !== undefined, "the forked subshell in the process table");

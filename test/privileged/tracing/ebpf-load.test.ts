@@ -3,31 +3,13 @@ import { afterAll, expect, test } from "bun:test";
 import { decodeRequest } from "../../../src/export/receiver";
 import { inProcessAgent, stopAllAgents } from "../../helpers/in-process";
 import { waitUntil } from "../../helpers/wait";
+import { quietConfig } from "../../helpers/quiet-config";
 
 afterAll(stopAllAgents);
 
 test("an eBPF program set's load is a span of service svc-agent", async () => {
   const a = await inProcessAgent(
-    `
-self_telemetry:
-  listen: 127.0.0.1:0
-  tracing:
-    enabled: true
-    sample_rate: 1.0
-otlp:
-  endpoint: \${OTLP_ENDPOINT}
-agent:
-  ebpf:
-    enabled: true
-    network:
-      enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`,
+    quietConfig({ selfTelemetry: "  tracing:\n    enabled: true\n    sample_rate: 1.0", ebpf: "    enabled: true\n    network:\n      enabled: false" }),
     { waitReady: true },
   );
   const names = () =>

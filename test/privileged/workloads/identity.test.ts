@@ -13,6 +13,7 @@ import { spawnAgent, type AgentProcess } from "../../helpers/agent-process";
 import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 import { closedLoopbackPort } from "../../helpers/ports";
+import { firstLine } from "../../helpers/wait";
 import { agentYaml } from "../collectors/network/harness";
 
 const AGENT_SERVICE = "identity-agent";
@@ -57,18 +58,6 @@ function collect(reqs: OfficialRequest[]): Found[] {
     }
   }
   return out;
-}
-
-async function readLine(stream: ReadableStream<Uint8Array>): Promise<string> {
-  const reader = stream.getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value: chunk, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(chunk);
-  }
-  reader.releaseLock();
-  return text.trim();
 }
 
 describe.skipIf(unavailable !== undefined)("workload identity on the real kernel and a real dockerd", () => {
@@ -136,7 +125,7 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
       cwd: "/",
       env: { PATH: "/usr/bin:/bin", OTEL_SERVICE_NAME: "orders-py", OTEL_RESOURCE_ATTRIBUTES: "service.namespace=shop,deployment.environment=test", UNRELATED_SECRET: "do-not-export" },
     });
-    pyPort = Number(await readLine(python.stdout));
+    pyPort = Number(await firstLine(python.stdout));
     httpdPort = closedLoopbackPort();
     containerId = dockerd.docker("run", "-d", "--network", "host", "--stop-signal", "KILL", "--name", containerName, TEST_IMAGE, "/bin/busybox", "httpd", "-f", "-p", `127.0.0.1:${httpdPort}`, "-h", "/");
     httpdPid = Number(dockerd.docker("inspect", "-f", "{{.State.Pid}}", containerId));

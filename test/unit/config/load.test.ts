@@ -2,18 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, embeddedDefaultText, loadConfig, parseConfig, resolveConfigPath } from "../../../src/config";
-import { sizeBytes } from "../../../src/config/units";
-
-function problemsOf(text: string, env: Record<string, string> = {}) {
-  try {
-    parseConfig(text, env);
-  } catch (e) {
-    if (e instanceof ConfigError) return e.problems;
-    throw e;
-  }
-  throw new Error("expected the configuration to be refused");
-}
+import { embeddedDefaultText, loadConfig, parseConfig, resolveConfigPath } from "../../../src/config";
+import { problemsOf } from "../../helpers/config-problems";
 
 describe("defaults", () => {
   test("an empty document gives every default", () => {
@@ -26,7 +16,7 @@ describe("defaults", () => {
     expect(c.self_telemetry.auth.exempt_paths).toEqual(["/healthz", "/ready"]);
     expect(c.svc.log_level).toBe("info");
     expect(c.svc.log_format).toBe("json");
-    expect(sizeBytes(c.agent.ebpf.ringbuf_size)).toBe(16 * 1024 * 1024);
+    expect(c.agent.ebpf.ringbuf_size).toBe("auto");
     expect(c.shutdown_timeout).toBe("10s");
     expect(c.otlp.endpoint).toBe("127.0.0.1:4317");
   });

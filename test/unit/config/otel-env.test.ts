@@ -6,20 +6,11 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigError, parseConfig } from "../../../src/config";
+import { parseConfig } from "../../../src/config";
 import { OTEL_VARIABLES, otelVariablesMarkdown } from "../../../src/config/env";
 import { redactConfig, secretsOf } from "../../../src/config/secrets";
 import { signalTarget } from "../../../src/export/config";
-
-function problemsOf(text: string, env: Record<string, string> = {}) {
-  try {
-    parseConfig(text, env);
-  } catch (e) {
-    if (e instanceof ConfigError) return e.problems;
-    throw e;
-  }
-  throw new Error("expected the configuration to be refused");
-}
+import { problemsOf } from "../../helpers/config-problems";
 
 describe("otlp.protocol and the endpoint", () => {
   test("grpc by default at 127.0.0.1:4317; http/protobuf defaults to http://127.0.0.1:4318 with the signal paths appended", () => {

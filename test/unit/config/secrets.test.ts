@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { ConfigError, parseConfig } from "../../../src/config";
-import { isSecretPath, mayHoldSecret, redactConfig, secretsOf } from "../../../src/config/secrets";
+import { isSecretPath, mayHoldSecret, redactConfig, scrubText, secretsOf } from "../../../src/config/secrets";
 import { MARKER, MARKER_NUMBER, MISTYPED_SECRETS } from "../../helpers/mistyped-secrets";
 
 function refusal(text: string): ConfigError {
@@ -66,5 +66,22 @@ describe("the secret-key list (one place)", () => {
     const r = redactConfig(c);
     expect(JSON.stringify(r)).not.toMatch(/t0k3n|r3ad|h3ad3r/);
     expect(r.self_telemetry.auth.read_only_tokens).toEqual(["[REDACTED]"]);
+  });
+});
+
+describe("scrubbing free text", () => {
+  test("a short secret is replaced where it stands as a token, never inside another word", () => {
+    expect(scrubText('{"msg":"export ready","token":"x"}', ["x"])).toBe('{"msg":"export ready","token":"[REDACTED]"}');
+    expect(scrubText("Bearer ab12 refused; ab123 is another word", ["ab12"])).toBe("Bearer [REDACTED] refused; ab123 is another word");
+  });
+
+  test("a long secret is replaced wherever it appears, its JSON-escaped form too", () => {
+    const long = 'k"3y-0123456789abcdef';
+    expect(scrubText(`prefix${long}suffix`, [long])).toBe("prefix[REDACTED]suffix");
+    expect(scrubText(JSON.stringify({ v: long }), [long])).toBe('{"v":"[REDACTED]"}');
+  });
+
+  test("characters special to regular expressions in a short secret are taken literally", () => {
+    expect(scrubText("a.b+c? and axb+c", ["a.b+c?"])).toBe("[REDACTED] and axb+c");
   });
 });

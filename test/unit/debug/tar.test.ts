@@ -1,4 +1,4 @@
-/** The ustar writer against the system tar: listing, long names, contents. */
+/** The bundle's tar writer against the system tar: listing, long names, contents. */
 import { expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +9,7 @@ test("system tar lists and extracts what the writer wrote, long names included",
   const dir = mkdtempSync(join(tmpdir(), "svc-tar-"));
   const long = `root/${"d".repeat(80)}/${"f".repeat(90)}.json`;
   const big = "x".repeat(70_000);
-  writeFileSync(join(dir, "a.tar.gz"), tarGz([{ name: "root/" }, { name: "root/a.txt", data: "hello\n" }, { name: long, data: big }, { name: "root/empty.txt", data: "" }]));
+  writeFileSync(join(dir, "a.tar.gz"), await tarGz([{ name: "root/" }, { name: "root/a.txt", data: "hello\n" }, { name: long, data: big }, { name: "root/empty.txt", data: "" }]));
   const list = Bun.spawnSync(["tar", "-tzf", join(dir, "a.tar.gz")]);
   expect(list.exitCode).toBe(0);
   expect(list.stdout.toString().trim().split("\n")).toEqual(["root/", "root/a.txt", long, "root/empty.txt"]);

@@ -203,3 +203,17 @@ describe("ebpf/<set> component and the ebpf view", () => {
     expect(pollIntervalMs(2 * 1024 * 1024)).toBe(2);
   });
 });
+
+describe("ring buffer sizes with ringbuf_size: auto", () => {
+  test("each ring takes its set's own size, the http ring one second of the exchange budget; a configured size wins", async () => {
+    const { ringSizeBytes, DEFAULT_AUTO_RINGBUF_BYTES } = await import("../../../src/ebpf/loader");
+    const { httpRingAutoBytes } = await import("../../../src/collectors/network/spec");
+    expect(ringSizeBytes({}, undefined)).toBe(DEFAULT_AUTO_RINGBUF_BYTES);
+    expect(ringSizeBytes({ autoSizeBytes: 300_000 }, undefined)).toBe(512 * 1024);
+    expect(ringSizeBytes({ autoSizeBytes: 300_000 }, 16 << 20)).toBe(16 << 20);
+    // The default budget (250 exchanges/s): 250 x 4 records x 368 bytes = 368,000 bytes -> 512 KiB.
+    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(250) }, undefined)).toBe(512 * 1024);
+    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(10) }, undefined)).toBe(256 * 1024);
+    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(100_000) }, undefined)).toBe(8 << 20);
+  });
+});

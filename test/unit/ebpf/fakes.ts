@@ -1,7 +1,7 @@
 /** Fakes of the ffi/types interfaces (no kernel) and a context for eBPF unit tests. */
 import { LibbpfError, QuietLoadError } from "../../../ffi/errors";
 import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, RecordDecoderFn, RecordHandler, RecordReader } from "../../../ffi/types";
-import type { BaseContext } from "../../../src/agent/context";
+import type { BaseContext } from "../../../src/lifecycle/context";
 import { parseConfig } from "../../../src/config/load";
 import type { Config } from "../../../src/config/schema";
 import type { EbpfDeps } from "../../../src/ebpf/core";

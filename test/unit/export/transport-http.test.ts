@@ -1,7 +1,10 @@
-/** How OTLP/HTTP answers become outcomes (the specification's retry rules for HTTP), without a network. */
+/** How OTLP/HTTP answers become outcomes (the specification's retry rules for HTTP); a redirect on loopback. */
 import { describe, expect, test } from "bun:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
-import { errorOutcome, retryAfterMs, successOf } from "../../../src/export/transport-http";
+import { successOf } from "../../../src/export/transport";
+import { HttpTransport, errorOutcome, readBounded, retryAfterMs } from "../../../src/export/transport-http";
+import { parseConfig } from "../../../src/config";
+import { signalTarget } from "../../../src/export/config";
 import { otlpType } from "../../../src/export/schema";
 
 const none = new Uint8Array(0);
@@ -53,4 +56,45 @@ describe("2xx bodies", () => {
     expect(successOf("profiles", answer("opentelemetry.proto.collector.profiles.v1development.ExportProfilesServiceResponse", "rejectedProfiles"))).toMatchObject({ rejected: 7 });
     expect(successOf("traces", none)).toEqual({ kind: "success", rejected: 0, message: "" });
   });
+});
+
+test("a redirect is not followed (headers carry credentials): a failure naming the Location, readiness fails as for a wrong path", async () => {
+  let hits = 0;
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: () => {
+      hits++;
+      return new Response(null, { status: 308, headers: { location: "https://elsewhere.example/v1/traces" } });
+    },
+  });
+  try {
+    const c = parseConfig("", { OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf", OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${server.port}` });
+    const t = new HttpTransport({ otlp: c.otlp, targets: { traces: signalTarget(c.otlp, "traces") } });
+    const o = await t.send("traces", new Uint8Array(0), Date.now() + 5000);
+    expect(o).toMatchObject({ kind: "failure", code: GrpcStatus.UNIMPLEMENTED });
+    expect((o as { message: string }).message).toContain("HTTP 308");
+    expect((o as { message: string }).message).toContain("redirected to https://elsewhere.example/v1/traces");
+    expect(hits).toBe(1);
+  } finally {
+    server.stop(true);
+  }
+});
+
+test("answers are read up to a bound: a larger body (declared or streamed) is cut, not buffered whole", async () => {
+  const small = await readBounded(new Response(new Uint8Array(10)), 16);
+  expect(small).toMatchObject({ whole: true });
+  expect(small.bytes.length).toBe(10);
+  expect((await readBounded(new Response(new Uint8Array(32), { headers: { "content-length": "32" } }), 16)).whole).toBe(false);
+  let pulled = 0;
+  const endless = new ReadableStream<Uint8Array>({
+    pull(c) {
+      pulled++;
+      c.enqueue(new Uint8Array(8));
+    },
+  });
+  const cut = await readBounded(new Response(endless), 16);
+  expect(cut.whole).toBe(false);
+  expect(cut.bytes.length).toBe(16);
+  expect(pulled).toBeLessThan(10);
 });

@@ -54,7 +54,7 @@ describe("supervisor", () => {
     await s.startAll();
     expect(status.component("ebpf/a")).toMatchObject({ state: "permanent_error", reason: "start failed: no" });
     expect(status.component("ebpf/b")!.state).toBe("ok");
-    expect(status.readiness()).toEqual({ ready: false, checks: { ebpf: "failed: start failed: no", otlp: "ok", discovery: "ok" } });
+    expect(status.readiness()).toEqual({ ready: false, checks: { ebpf: "failed: start failed: no", otlp: "ok", discovery: "ok", memory: "ok" } });
   });
 
   test("a reload that one component refuses is rolled back on those that applied it", async () => {
@@ -85,7 +85,7 @@ describe("status aggregator", () => {
     a.report("discovery/docker", "discovery", "disabled");
     expect(a.readiness().checks.otlp).toBe("failed: exporter/otlp is starting");
     a.report("exporter/otlp", "otlp", "recoverable_error", "connection refused");
-    expect(a.readiness()).toEqual({ ready: false, checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok" } });
+    expect(a.readiness()).toEqual({ ready: false, checks: { ebpf: "ok", otlp: "failed: connection refused", discovery: "ok", memory: "ok" } });
     a.report("exporter/otlp", "otlp", "ok");
     expect(a.readiness().ready).toBe(true);
   });

@@ -4,6 +4,7 @@
  */
 import { OtlpReceiver, decodeRequest } from "../../../../src/export/receiver";
 import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process";
+import { parseProtocText, type ProtocNode } from "../../../helpers/protoc";
 
 type Json = Record<string, unknown>;
 
@@ -165,34 +166,7 @@ export async function until(cond: () => boolean, what: string, ms = 15_000): Pro
 
 const PROTO_DIR = new URL("../../../../proto", import.meta.url).pathname;
 
-type TextNode = { [field: string]: Array<string | TextNode> };
-
-/** Text format strings are C-escaped (\\nnn octal, \\n, \\", \\\\); bytes come back as latin1 chars. */
-function unescapeC(s: string): string {
-  return s.replace(/\\([0-7]{1,3}|x[0-9a-fA-F]{2}|.)/g, (_, e: string) => {
-    if (/^[0-7]+$/.test(e)) return String.fromCharCode(parseInt(e, 8));
-    if (e[0] === "x") return String.fromCharCode(parseInt(e.slice(1), 16));
-    return ({ n: "\n", t: "\t", r: "\r" } as Record<string, string>)[e] ?? e;
-  });
-}
-
-/** Parses protobuf text format as protoc --decode prints it (`name {` ... `}`, `name: value`). */
-function parseTextFormat(text: string): TextNode {
-  const root: TextNode = {};
-  const stack: TextNode[] = [root];
-  for (const line of text.split("\n").map((l) => l.trim()).filter(Boolean)) {
-    const top = stack[stack.length - 1]!;
-    let m: RegExpExecArray | null;
-    if ((m = /^(\w+) \{$/.exec(line))) {
-      const child: TextNode = {};
-      (top[m[1]!] ??= []).push(child);
-      stack.push(child);
-    } else if (line === "}") stack.pop();
-    else if ((m = /^(\w+): (.*)$/.exec(line))) (top[m[1]!] ??= []).push(m[2]!.startsWith('"') ? unescapeC(m[2]!.slice(1, -1)) : m[2]!);
-    else throw new Error(`unexpected protoc output line: ${line}`);
-  }
-  return root;
-}
+type TextNode = ProtocNode;
 
 const nodes = (n: TextNode, f: string) => (n[f] ?? []) as TextNode[];
 const scalar = (n: TextNode, f: string) => n[f]?.[0] as string | undefined;
@@ -218,7 +192,7 @@ export function decodeSpansWithProtoc(bodies: Uint8Array[]): DecodedSpan[] {
       }
       return a;
     };
-    for (const rs of nodes(parseTextFormat(r.stdout.toString()), "resource_spans")) {
+    for (const rs of nodes(parseProtocText(r.stdout.toString()), "resource_spans")) {
       const resource = kv(nodes(rs, "resource")[0] ?? {});
       for (const ss of nodes(rs, "scope_spans")) {
         for (const s of nodes(ss, "spans")) {

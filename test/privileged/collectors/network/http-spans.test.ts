@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { realpathSync } from "node:fs";
 import { basename } from "node:path";
 import { startTracingAgent, until, type TracingAgent, type DecodedSpan } from "./harness";
+import { firstLine } from "../../../helpers/wait";
 import { closedLoopbackPort } from "../../../helpers/ports";
 
 const SERVER_SCRIPT = `
@@ -47,15 +48,7 @@ function suite(mode: "socket" | "syscalls"): void {
       await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
       started = BigInt(Date.now()) * 1_000_000n;
       server = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-      const reader = server.stdout.getReader();
-      let text = "";
-      while (!text.includes("\n")) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += new TextDecoder().decode(value);
-      }
-      reader.releaseLock();
-      port = Number(text.trim());
+      port = Number(await firstLine(server.stdout));
       const base = `http://127.0.0.1:${port}`;
       // One curl, one connection: three GETs then (--next keeps the connection) a POST.
       const curl = Bun.spawn(

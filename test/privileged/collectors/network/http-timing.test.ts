@@ -8,9 +8,13 @@
  *
  * The kernel's exchange budget is machine-wide, and other processes on a shared test machine may spend it: an
  * exchange of curl's that was not captured at all (no span within the wait) is run again, at most ATTEMPTS times.
+ * So is one whose durations are off: on a loaded 2-core machine curl's own total now and then holds tens of ms
+ * in which curl waited for a CPU, outside the exchange (client and server spans then agree with each other and not
+ * with curl). A span that ends at the first bytes is off in every attempt.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { firstLine } from "../../../helpers/wait";
 
 const SLOW_CHUNKS = 5;
 const SLOW_CHUNK_GAP_MS = 50;
@@ -71,20 +75,9 @@ interface Exchange {
   server: DecodedSpan;
 }
 
-async function firstLine(p: Bun.Subprocess<"ignore", "pipe", "inherit">): Promise<string> {
-  const reader = p.stdout.getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return text.trim();
-}
-
 const seconds = (s: DecodedSpan) => Number(s.endNs - s.startNs) / 1e9;
 const ratio = (x: Exchange, s: DecodedSpan) => Math.abs(seconds(s) - x.measured) / x.measured;
+const within10 = (x: Exchange) => ratio(x, x.client) < 0.1 && ratio(x, x.server) < 0.1;
 
 function suite(mode: "socket" | "syscalls"): void {
   describe(`HTTP span paths and durations on the real kernel (http_capture: ${mode})`, () => {
@@ -95,7 +88,7 @@ function suite(mode: "socket" | "syscalls"): void {
      * Runs curl against `url` until one run's client span and the matching server span (of `serverPid`, same client
      * port) arrive, decoded by protoc.
      */
-    async function exchange(url: string, serverPid: number, path: string): Promise<Exchange> {
+    async function exchange(url: string, serverPid: number, path: string, accept: (x: Exchange) => boolean = () => true): Promise<Exchange> {
       for (let attempt = 1; ; attempt++) {
         const p = Bun.spawn(["curl", "-s", "--http1.1", "-o", "/dev/null", "-w", "%{time_total}", url], { stdout: "pipe", stderr: "inherit" });
         const measured = Number((await new Response(p.stdout).text()).trim());
@@ -111,7 +104,9 @@ function suite(mode: "socket" | "syscalls"): void {
           if (attempt < ATTEMPTS) continue;
           throw e;
         }
-        return find(decodeSpansWithProtoc(t.collected.traceBodies))!;
+        const x = find(decodeSpansWithProtoc(t.collected.traceBodies))!;
+        if (accept(x) || attempt >= ATTEMPTS) return x;
+        console.warn(`attempt ${attempt}: curl measured ${x.measured} s, client span ${seconds(x.client)} s, server span ${seconds(x.server)} s; again`);
       }
     }
 
@@ -130,8 +125,8 @@ function suite(mode: "socket" | "syscalls"): void {
       servers.push(bun, py);
       bunPid = bun.pid;
       pyPid = py.pid;
-      bunBase = `http://127.0.0.1:${await firstLine(bun)}`;
-      pyBase = `http://127.0.0.1:${await firstLine(py)}`;
+      bunBase = `http://127.0.0.1:${await firstLine(bun.stdout)}`;
+      pyBase = `http://127.0.0.1:${await firstLine(py.stdout)}`;
     }, 60_000);
 
     afterAll(async () => {
@@ -155,14 +150,15 @@ function suite(mode: "socket" | "syscalls"): void {
     });
 
     test("a chunked response streamed over 250 ms: client and server spans last what curl measured (within 10%)", async () => {
-      const x = await exchange(`${bunBase}/slow`, bunPid, "/slow");
+      const x = await exchange(`${bunBase}/slow`, bunPid, "/slow", within10);
       const report = { measured: x.measured, client: seconds(x.client), server: seconds(x.server) };
       expect(x.measured).toBeGreaterThan((SLOW_CHUNKS * SLOW_CHUNK_GAP_MS) / 1000 - 0.01);
+      for (const s of [x.client, x.server]) expect(String(s.attributes["user_agent.original"])).toStartWith("curl/");
       expect({ ...report, clientOff: ratio(x, x.client) < 0.1, serverOff: ratio(x, x.server) < 0.1 }).toEqual({ ...report, clientOff: true, serverOff: true });
     });
 
     test("a 1 MiB Content-Length body sent in parts over ~150 ms: the spans end at its last byte (within 10% of curl)", async () => {
-      const x = await exchange(`${pyBase}/big`, pyPid, "/big");
+      const x = await exchange(`${pyBase}/big`, pyPid, "/big", within10);
       const report = { measured: x.measured, client: seconds(x.client), server: seconds(x.server) };
       expect(x.measured).toBeGreaterThan(((BIG_PARTS - 1) * BIG_PART_GAP_MS) / 1000 - 0.01);
       expect({ ...report, clientOff: ratio(x, x.client) < 0.1, serverOff: ratio(x, x.server) < 0.1 }).toEqual({ ...report, clientOff: true, serverOff: true });

@@ -24,7 +24,7 @@ describe("HTTP/1.x stream parser", () => {
     const m = feed(new HttpStreamParser<number>(), [curlGet]);
     expect(m).toHaveLength(1);
     const h = m[0]!.head as HttpRequestHead;
-    expect(h).toMatchObject({ kind: "request", method: "GET", target: "/a?x=1", path: "/a", version: "1.1", host: "127.0.0.1:8080", complete: true });
+    expect(h).toMatchObject({ kind: "request", method: "GET", target: "/a?x=1", path: "/a", version: "1.1", host: "127.0.0.1:8080", userAgent: "curl/7.88.1", complete: true });
   });
 
   test("a request split across reads at every position gives the same single message", () => {

@@ -53,7 +53,7 @@ class FakeMap {
   entries: Array<[Uint8Array, Uint8Array]> = [];
   written: Uint8Array[] = [];
   constructor(readonly name: string, readonly typeName: string, private readonly one?: Uint8Array) {}
-  update(_k: Uint8Array, v: Uint8Array) {
+  updateU32Key(_k: number, v: Uint8Array) {
     this.written.push(v.slice());
   }
   lookupU32Key(_k: number) {

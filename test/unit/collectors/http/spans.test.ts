@@ -20,13 +20,13 @@ function exchange(role: "server" | "client", method: string, target: string, o: 
 
 describe("HTTP spans per the semantic conventions", () => {
   test("server span: name, url.scheme, url.path, redacted url.query, server/client addresses", () => {
-    const s = exchangeToSpan(exchange("server", "GET", "/users/42?token=abc&debug"), ctx());
+    const s = exchangeToSpan(exchange("server", "GET", "/users/42?token=abc&debug", { userAgent: "curl/8.5.0" }), ctx());
     expect(s.name).toBe("GET");
     expect(s.kind).toBe(2);
     expect(s.attributes).toMatchObject({
       "http.request.method": "GET", "url.scheme": "http", "url.path": "/users/42", "url.query": "token=REDACTED&debug",
       "server.address": "api.local", "server.port": 8080, "client.address": "10.0.0.2", "client.port": 51000,
-      "network.peer.address": "10.0.0.2", "network.protocol.version": "1.1", "http.response.status_code": 200,
+      "network.peer.address": "10.0.0.2", "network.protocol.version": "1.1", "http.response.status_code": 200, "user_agent.original": "curl/8.5.0",
     });
     expect(s.attributes).not.toHaveProperty("http.route");
     expect(s.attributes).not.toHaveProperty("url.full");
@@ -76,5 +76,23 @@ describe("HTTP spans per the semantic conventions", () => {
     expect(exchangeToSpan(exchange("server", "GET", "/", {}, 404), ctx()).status?.code).toBe(0);
     expect(exchangeToSpan(exchange("client", "GET", "/", {}, 404), ctx()).attributes!["error.type"]).toBe("404");
     expect(exchangeToSpan(exchange("server", "GET", "/", {}, 503), ctx()).status?.code).toBe(2);
+  });
+});
+
+describe("agent.ebpf.network HTTP span keys", () => {
+  test("defaults: every query value redacted, no route templates; bad values are refused naming the key", async () => {
+    const { parseConfig } = await import("../../../../src/config/load");
+    const { ConfigError } = await import("../../../../src/config/problems");
+    const c = parseConfig("", {});
+    expect(c.agent.ebpf.network.http_query_redaction).toBe("all");
+    expect(c.agent.ebpf.network.http_routes).toEqual([]);
+    let problems: string[] = [];
+    try {
+      parseConfig("agent:\n  ebpf:\n    network:\n      http_routes: [\"users/{id}\"]\n      http_query_redaction: some\n", {});
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      problems = e.problems.map((p) => p.path);
+    }
+    expect(problems.sort()).toEqual(["agent.ebpf.network.http_query_redaction", "agent.ebpf.network.http_routes[0]"]);
   });
 });

@@ -1,7 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
 import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction } from "../../../../src/collectors/network/decoders";
-import { ebpfCore } from "../../../../src/ebpf";
 import { fakeContext, recordingHost } from "../../../integration/collectors/fakes";
 import { connRecord, httpRecord } from "./records";
 
@@ -22,7 +21,7 @@ const http = (pid: number, io: number, off: number, data: string, ts: bigint) =>
 describe("ebpf/network component over decoded records", () => {
   test("a request read and its response written become one SERVER span; the agent's own pid is ignored", async () => {
     const ctx = fakeContext(YAML(100));
-    const c = new NetworkCollector(ctx, ebpfCore(ctx), 999);
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
     const req = "GET /x?y=1 HTTP/1.1\r\nHost: svc.local:8080\r\n\r\n";
     const res = "HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n";
     c.handle(http(42, 0, 0, req, 1_000n));
@@ -37,9 +36,37 @@ describe("ebpf/network component over decoded records", () => {
     expect(spans[0]!.attributes).toMatchObject({ "http.request.method": "GET", "url.path": "/x", "http.response.status_code": 503, "server.address": "svc.local", "server.port": 8080, "client.port": 50000, "error.type": "503" });
   });
 
+  test("http_routes and http_query_redaction shape the spans, and a reload changes them", async () => {
+    const yaml = (routes: string, redaction: string) => `
+agent:
+  ebpf:
+    enabled: false
+    network:
+      http_routes: ${routes}
+      http_query_redaction: ${redaction}
+`;
+    const ctx = fakeContext(yaml(`["/items/{id}"]`, "all"));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const exchange = (sk: number, ts: bigint) => {
+      for (const [io, data] of [[0, "GET /items/7?sig=abc&x=1 HTTP/1.1\r\nHost: shop\r\n\r\n"], [1, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]] as const) {
+        const v = httpRecord({ ts, sk: BigInt(sk), off: 0, pid: 42, len: data.length, io, sport: 8080, dport: 50000 + sk, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
+        c.handle(decodeHttpEvent(v, 0, v.byteLength));
+      }
+    };
+    exchange(1, 1_000n);
+    const next = fakeContext(yaml("[]", "sensitive")).config;
+    await c.reload(next, ctx.config);
+    exchange(2, 2_000n);
+    await Promise.resolve();
+    expect(ctx.pipeline.accepted.traces.map((s) => [s.name, s.attributes!["http.route"], s.attributes!["url.query"]])).toEqual([
+      ["GET /items/{id}", "/items/{id}", "sig=REDACTED&x=REDACTED"],
+      ["GET", undefined, "sig=REDACTED&x=1"],
+    ]);
+  });
+
   test("a request head that does not parse is a span drop counted as http_unparsed; an unanswered request at close as http_unanswered", async () => {
     const ctx = fakeContext(YAML(100));
-    const c = new NetworkCollector(ctx, ebpfCore(ctx), 999);
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
     c.handle(http(42, 0, 0, "GET /x HTTP/7.7\r\n\r\n", 1_000n));
     const v = httpRecord({ ts: 2_000n, sk: 6n, off: 0, pid: 42, len: 20, io: 0, sport: 8080, dport: 50001, family: 2, saddr: lo, daddr: lo, comm: "srv", data: "GET /y HTTP/1.1\r\n\r\n" });
     c.handle(decodeHttpEvent(v, 0, v.byteLength));
@@ -53,7 +80,7 @@ describe("ebpf/network component over decoded records", () => {
 
   test("spans over max_spans_per_second are dropped and counted as rate_limit", async () => {
     const ctx = fakeContext(YAML(2));
-    const c = new NetworkCollector(ctx, ebpfCore(ctx), 999);
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
     for (let i = 0; i < 5; i++) {
       const v = connRecord({ kind: ConnKind.FAILED, ts: 10n, sk: BigInt(i + 1), start: 1n, est: 0n, sent: 0, recv: 0, pid: 7, retrans: 0, sport: 40000 + i, dport: 9, family: 2, dir: Direction.OUTBOUND, flags: 0, saddr: lo, daddr: lo, comm: "c" });
       c.handle(decodeConnEvent(v, 0, v.byteLength));
@@ -69,7 +96,7 @@ describe("ebpf/network component over decoded records", () => {
 
   test("a flush takes the interval's connection metrics at once", async () => {
     const ctx = fakeContext(YAML(100));
-    const c = new NetworkCollector(ctx, ebpfCore(ctx), 999);
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
     await c.start(recordingHost());
     for (let i = 0; i < 3; i++) {
       const v = connRecord({ kind: ConnKind.FAILED, ts: 10n, sk: BigInt(i + 1), start: 1n, est: 0n, sent: 0, recv: 0, pid: 7, retrans: 0, sport: 40000 + i, dport: 9, family: 2, dir: Direction.OUTBOUND, flags: 0, saddr: lo, daddr: lo, comm: "c" });

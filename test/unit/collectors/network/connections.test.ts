@@ -118,7 +118,7 @@ describe("connection telemetry", () => {
 
 describe("own pid", () => {
   test("the outermost NSpid is the pid BPF helpers report", async () => {
-    const { parseNsPid, ownKernelPid } = await import("../../../../src/collectors/network/self");
+    const { parseNsPid, ownKernelPid } = await import("../../../../src/ebpf/self");
     expect(parseNsPid("Name:\tx\nNSpid:\t41234\t7\n")).toBe(41234);
     expect(parseNsPid("Name:\tx\n")).toBeUndefined();
     expect(ownKernelPid(() => "NSpid:\t99\t1\n")).toBe(99);

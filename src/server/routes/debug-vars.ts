@@ -3,9 +3,9 @@
  * counters. Every figure is measured; `memstats_notes` says what each memstats figure is under this runtime.
  */
 import { heapSize, heapStats } from "bun:jsc";
-import type { ServerDeps } from "../server/deps";
-import { gcMonitor } from "./gc-monitor";
-import { debugRuntimeFor } from "./runtime";
+import type { ServerDeps } from "../deps";
+import { gcMonitor } from "../../debug/gc-monitor";
+import { debugRuntimeFor } from "../../debug/runtime";
 
 export const MEMSTATS_NOTES = {
   Alloc: "bytes of JavaScript heap in use now (JavaScriptCore heap size)",

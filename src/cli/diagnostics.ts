@@ -1,9 +1,9 @@
 /** `svc-agent diagnostics [--config PATH] [--output FILE]`: writes the bundle as tar.gz to stdout or FILE. */
 import { writeFileSync } from "node:fs";
-import type { ParsedArgs } from "../cli/args";
-import { EXIT } from "../cli/exit";
-import { collectBundle } from "./collect";
-import { tarGz, type TarEntry } from "./tar";
+import type { ParsedArgs } from "./args";
+import { EXIT } from "./exit";
+import { collectBundle } from "../diagnostics/collect";
+import { tarGz, type TarEntry } from "../diagnostics/tar";
 
 export const DIAGNOSTICS_HELP = `Usage: svc-agent diagnostics [--config PATH] [--output FILE]
 
@@ -44,7 +44,7 @@ export async function diagnosticsCommand(args: ParsedArgs, env: Record<string, s
     { name: `${root}manifest.json`, data: manifest },
     ...bundle.files.map((f) => ({ name: root + f.name, data: f.data })),
   ];
-  const archive = tarGz(entries);
+  const archive = await tarGz(entries);
   if (output) {
     writeFileSync(output, archive, { mode: 0o600 });
   } else {

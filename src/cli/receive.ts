@@ -2,11 +2,11 @@
  * `svc-agent receive --listen ADDR [--output FILE]`: runs an OTLP/gRPC receiver until SIGINT/SIGTERM, prints a
  * summary line per request to standard output and, with --output, appends each request as a JSON line.
  */
-import type { ParsedArgs } from "../../cli/args";
-import { UsageError } from "../../cli/args";
-import { EXIT } from "../../cli/exit";
-import type { Signal } from "../config";
-import { OtlpReceiver, decodeRequest, type ReceivedRequest } from "./server";
+import type { ParsedArgs } from "./args";
+import { UsageError } from "./args";
+import { EXIT } from "./exit";
+import type { Signal } from "../export/config";
+import { OtlpReceiver, decodeRequest, type ReceivedRequest } from "../export/receiver/server";
 
 export const RECEIVE_HELP = `Usage: svc-agent receive --listen ADDR [--output FILE]
 

@@ -3,13 +3,13 @@
  * reads them; goroutine also as text (?debug=1 counts, ?debug=2 stacks); trace as Chrome trace-event JSON (gzip).
  */
 import { gzipSync } from "node:zlib";
-import type { ServerDeps } from "../server/deps";
-import { ApiError } from "../server/errors";
-import { cpuProfileToPprof, ProfilerBusyError, sampleCpu } from "./cpu-profile";
-import { heapProfile } from "./heap-profile";
-import type { PprofBuilder } from "./pprof";
-import { debugRuntimeFor, TraceBusyError } from "./runtime";
-import { blockProfile, goroutineCountsText, goroutineProfile, goroutineStacksText, mutexProfile, threadcreateProfile } from "./runtime-profiles";
+import type { ServerDeps } from "../deps";
+import { ApiError } from "../errors";
+import { cpuProfileToPprof, ProfilerBusyError, sampleCpu } from "../../debug/cpu-profile";
+import { heapProfile } from "../../debug/heap-profile";
+import type { PprofBuilder } from "../../debug/pprof";
+import { debugRuntimeFor, TraceBusyError } from "../../debug/runtime";
+import { blockProfile, goroutineCountsText, goroutineProfile, goroutineStacksText, mutexProfile, threadcreateProfile } from "../../debug/runtime-profiles";
 
 export const PROFILES = ["profile", "heap", "allocs", "goroutine", "threadcreate", "block", "mutex", "trace"] as const;
 export type ProfileName = (typeof PROFILES)[number];

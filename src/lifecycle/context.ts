@@ -1,8 +1,7 @@
 /** What every component factory is given: the shared, long-lived parts of the agent. */
 import type { Config } from "../config/schema";
-import type { WorkloadDirectory } from "../discovery/types";
-import type { TelemetryPipeline } from "../export/types";
 import type { Logger } from "../log/logger";
+import type { MemoryGate } from "../memory/gate";
 import type { StatusAggregator } from "../status/aggregator";
 import type { AgentMetrics } from "../telemetry/metrics";
 import type { TaskRegistry } from "../telemetry/tasks";
@@ -18,12 +17,6 @@ export interface BaseContext {
   readonly tasks: TaskRegistry;
   /** Environment of the process (tests pass their own). */
   readonly env: Record<string, string | undefined>;
-}
-
-/** The base plus the services subsystems offer each other. */
-export interface AgentContext extends BaseContext {
-  /** Where collectors submit spans, metrics, logs and profiles (built by src/export). */
-  readonly pipeline: TelemetryPipeline;
-  /** Workload metadata for labelling (built by src/discovery). */
-  readonly workloads: WorkloadDirectory;
+  /** Closed by the memory limiter above the soft limit: producers refuse new data (src/memory). Absent in some tests. */
+  readonly memory?: MemoryGate;
 }

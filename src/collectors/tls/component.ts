@@ -1,0 +1,203 @@
+/**
+ * Component `ebpf/tls` (readiness `ebpf`): runs the `tls` program set and keeps its uprobes on the TLS libraries
+ * processes load. At attach it scans the processes running (sliced between event loop turns); a process that
+ * execs is scanned shortly after (its dynamic loader maps libssl after the exec) and again later (a library
+ * opened with dlopen); every RESCAN_INTERVAL_MS all processes are scanned again, which also notices a library
+ * unmapped. An exit releases the process's targets; a target no process holds is detached. The plaintext
+ * records go to `sink` (the HTTP exchange tracker of `ebpf/network`, which makes the spans). The targets show in
+ * /status/ebpf under `tls`.
+ */
+import type { AgentContext } from "../context";
+import type { Config } from "../../config/schema";
+import type { EbpfCore } from "../../ebpf/core";
+import { EbpfSetComponent } from "../../ebpf/component";
+import type { LoadedSet } from "../../ebpf/loader";
+import type { ProcessEvent } from "../../ebpf/sets/process-decoder";
+import type { Component, ComponentHost } from "../../lifecycle/component";
+import { ownKernelPid } from "../../ebpf/self";
+import type { TlsEvent } from "./decoder";
+import { TlsTargetRegistry } from "./registry";
+import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, tlsSetSpec } from "./spec";
+import { procTargetSource, type TargetSource } from "./targets";
+
+/** After an exec: when the process's mappings are read (ms after the event). */
+export const EXEC_SCAN_DELAYS_MS = [150, 1500, 5000] as const;
+export const RESCAN_INTERVAL_MS = 30_000;
+/** Processes scanned per event loop turn during a full scan. */
+const SCAN_SLICE_PROCESSES = 32;
+/** Scans waiting after execs at most (an exec storm does not grow the queue without bound). */
+const MAX_PENDING_EXEC_SCANS = 1024;
+
+/** Where the plaintext goes, and what to forget when a process exits. */
+export interface TlsSink {
+  handleTls(e: TlsEvent): void;
+  tlsProcessExited(pid: number): void;
+}
+
+export function tlsEnabled(config: Config): boolean {
+  const n = config.agent.ebpf.network;
+  return n.enabled && n.http && n.tls;
+}
+
+export class TlsCollector implements Component {
+  readonly id = "ebpf/tls";
+  readonly readiness = "ebpf" as const;
+  readonly #core: EbpfCore;
+  readonly #sink: TlsSink;
+  readonly #source: TargetSource;
+  readonly #inner: EbpfSetComponent<TlsEvent>;
+  #maxTargets: number;
+  #registry: TlsTargetRegistry | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #rescanTimer: ReturnType<typeof setInterval> | undefined;
+  readonly #pendingScans = new Map<number, Array<ReturnType<typeof setTimeout>>>();
+  #scanning = false;
+  #host: ComponentHost | undefined;
+
+  constructor(ctx: AgentContext, core: EbpfCore, sink: TlsSink, options: { selfPid?: number; source?: TargetSource } = {}) {
+    this.#core = core;
+    this.#sink = sink;
+    this.#source = options.source ?? procTargetSource();
+    this.#maxTargets = ctx.config.agent.ebpf.network.max_tls_libraries;
+    this.#inner = new EbpfSetComponent<TlsEvent>(core, {
+      spec: tlsSetSpec({ selfPid: options.selfPid ?? ownKernelPid() }),
+      onEvent: (e) => sink.handleTls(e),
+      onAttached: (set) => this.#attached(set),
+      onDetached: () => this.#detached(),
+      enabled: tlsEnabled,
+    });
+  }
+
+  /** The registry while the set is attached (tests). */
+  get registry(): TlsTargetRegistry | undefined {
+    return this.#registry;
+  }
+
+  #attached(set: LoadedSet<TlsEvent>): void {
+    const programs = new Map(set.programs.map((p) => [p.name, p]));
+    this.#registry = new TlsTargetRegistry(
+      this.#source,
+      (binary, func, ret) => {
+        const name = ret ? TLS_RETURN_PROGRAM : TLS_ENTRY_PROGRAMS[func];
+        const prog = set.object.program(name);
+        if (!prog) throw new Error(`no program ${name}`);
+        return prog.attach({ kind: ret ? "uretprobe" : "uprobe", binary, func });
+      },
+      this.#maxTargets,
+    );
+    const registry = this.#registry;
+    const refreshPrograms = () => {
+      const attached = registry.attachedCount;
+      for (const name of [...Object.values(TLS_ENTRY_PROGRAMS), TLS_RETURN_PROGRAM]) {
+        const p = programs.get(name);
+        if (!p) continue;
+        p.attached = attached > 0;
+        p.reason = attached > 0 ? undefined : "attached by its set to TLS libraries found at run time: none yet";
+        if (p.reason === undefined) delete p.reason;
+      }
+    };
+    this.#refreshPrograms = refreshPrograms;
+    this.#core.setTlsView(() => registry.view());
+    this.#unsubscribe = this.#core.processes.subscribe((e) => this.#onProcess(e));
+    void this.#scanAll();
+    this.#rescanTimer = setInterval(() => {
+      if (!this.#scanning) void this.#scanAll();
+    }, RESCAN_INTERVAL_MS);
+    this.#rescanTimer.unref?.();
+  }
+
+  #refreshPrograms: () => void = () => {};
+
+  async #scanAll(): Promise<void> {
+    this.#scanning = true;
+    try {
+      const pids = this.#source.pids();
+      for (let i = 0; i < pids.length; i++) {
+        if (!this.#registry) return;
+        this.#scan(pids[i]!);
+        if (i % SCAN_SLICE_PROCESSES === SCAN_SLICE_PROCESSES - 1) await new Promise<void>((r) => setImmediate(r));
+      }
+      // Processes held whose exit went unseen (lost events) are scanned too: a gone one releases its targets.
+      for (const pid of this.#registry?.pids() ?? []) if (!pids.includes(pid)) this.#scan(pid);
+    } finally {
+      this.#scanning = false;
+    }
+  }
+
+  #scan(pid: number): void {
+    const registry = this.#registry;
+    if (!registry) return;
+    const before = registry.counters.attaches + registry.counters.failures;
+    try {
+      registry.scan(pid);
+    } catch (e) {
+      this.#host?.logger.warn("TLS target scan failed", { pid, error: (e as Error).message });
+    }
+    if (registry.counters.attaches + registry.counters.failures !== before) {
+      this.#refreshPrograms();
+      for (const t of registry.view()) {
+        if (t.pids.includes(pid) && t.state !== "attached") this.#host?.logger.warn("TLS library not traced", { path: t.path, state: t.state, reason: t.reason, pid });
+      }
+      this.#host?.logger.info("TLS libraries probed", { attached: registry.attachedCount, pid });
+    }
+  }
+
+  #onProcess(e: ProcessEvent): void {
+    if (!this.#registry) return;
+    if (e.kind === "exit") {
+      for (const t of this.#pendingScans.get(e.pid) ?? []) clearTimeout(t);
+      this.#pendingScans.delete(e.pid);
+      // Only a process that mapped a probed library can have TLS connections to close.
+      if (this.#registry.forget(e.pid)) {
+        this.#refreshPrograms();
+        this.#sink.tlsProcessExited(e.pid);
+      }
+      return;
+    }
+    if (e.kind !== "exec" || this.#pendingScans.size >= MAX_PENDING_EXEC_SCANS) return;
+    for (const t of this.#pendingScans.get(e.pid) ?? []) clearTimeout(t);
+    const timers = EXEC_SCAN_DELAYS_MS.map((ms, i) =>
+      setTimeout(() => {
+        if (i === EXEC_SCAN_DELAYS_MS.length - 1) this.#pendingScans.delete(e.pid);
+        this.#scan(e.pid);
+      }, ms),
+    );
+    for (const t of timers) t.unref?.();
+    this.#pendingScans.set(e.pid, timers);
+  }
+
+  #detached(): void {
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+    if (this.#rescanTimer) clearInterval(this.#rescanTimer);
+    this.#rescanTimer = undefined;
+    for (const timers of this.#pendingScans.values()) for (const t of timers) clearTimeout(t);
+    this.#pendingScans.clear();
+    this.#core.setTlsView(undefined);
+    this.#registry?.close();
+    this.#registry = undefined;
+    this.#refreshPrograms = () => {};
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    await this.#inner.start(host);
+  }
+
+  async shutdown(deadline: AbortSignal): Promise<void> {
+    await this.#inner.shutdown(deadline);
+  }
+
+  async reload(next: Config, previous: Config): Promise<void> {
+    const a = previous.agent.ebpf.network;
+    const b = next.agent.ebpf.network;
+    this.#maxTargets = b.max_tls_libraries;
+    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries) {
+      // The enabled switch is checked by the inner component itself; a new bound needs the targets attached again.
+      await this.#inner.shutdown(AbortSignal.timeout(5000));
+      if (this.#host) await this.#inner.start(this.#host);
+      return;
+    }
+    await this.#inner.reload(next, previous);
+  }
+}

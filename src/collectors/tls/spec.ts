@@ -1,0 +1,34 @@
+/**
+ * The `tls` program set as data (ffi/bpf/tls.bpf.c): the SSL_* entry and return probes, loaded here and attached
+ * per library file by the component (`manual`), and the socket-length tp_btf programs that tie a call to its
+ * socket (optional: without them spans carry no addresses).
+ */
+import type { ProgramSetSpec, ProgramSpec } from "../../ebpf/spec";
+import { decodeTlsEvent, type TlsEvent } from "./decoder";
+import type { TlsFunction } from "./targets";
+
+/** The entry program of each probed function; every return goes to TLS_RETURN_PROGRAM. */
+export const TLS_ENTRY_PROGRAMS: Record<TlsFunction, string> = {
+  SSL_write: "ssl_write_enter",
+  SSL_write_ex: "ssl_write_ex_enter",
+  SSL_read: "ssl_read_enter",
+  SSL_read_ex: "ssl_read_ex_enter",
+};
+export const TLS_RETURN_PROGRAM = "ssl_leave";
+
+const manual = (name: string, kind: "uprobe" | "uretprobe", func: string): ProgramSpec => ({ name, attach: { kind, binary: "", func }, required: true, manual: true });
+
+export function tlsSetSpec(o: { selfPid: number }): ProgramSetSpec<TlsEvent> {
+  return {
+    name: "tls",
+    object: "tls",
+    programs: [
+      ...Object.entries(TLS_ENTRY_PROGRAMS).map(([func, name]) => manual(name, "uprobe", func)),
+      manual(TLS_RETURN_PROGRAM, "uretprobe", "SSL_*"),
+      { name: "tls_send_length", attach: { kind: "tp_btf" }, required: false },
+      { name: "tls_recv_length", attach: { kind: "tp_btf" }, required: false },
+    ],
+    ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
+    constants: { self_tgid: o.selfPid },
+  };
+}

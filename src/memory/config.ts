@@ -1,0 +1,78 @@
+/**
+ * `agent.memory_limit`: the soft and hard limits of the agent's resident memory, and the defaults the
+ * deployment files derive the DaemonSet's memory request and limit from (test/deploy keeps them in step).
+ *
+ * `limit: auto` is CGROUP_LIMIT_FRACTION of the cgroup's memory limit (the rest is left to what the cgroup
+ * charges besides the agent's RSS: eBPF maps, page cache), or DEFAULT_HARD_LIMIT_BYTES outside a limited
+ * cgroup; `soft_limit: auto` is SOFT_LIMIT_FRACTION of the limit. The DaemonSet's limit is the cgroup limit
+ * that makes `auto` give the default hard limit, and its request is the default soft limit.
+ */
+import { Type, type Static } from "@sinclair/typebox";
+import type { ConfigProblem } from "../config/problems";
+import { Duration, durationMs, parseSize, Size, sizeBytes } from "../config/units";
+
+/** The hard limit outside a cgroup with a memory limit. */
+export const DEFAULT_HARD_LIMIT_BYTES = 400 * 2 ** 20;
+/** `limit: auto` in a cgroup with a memory limit: this fraction of it. */
+export const CGROUP_LIMIT_FRACTION = 0.8;
+/** `soft_limit: auto`: this fraction of the hard limit. */
+export const SOFT_LIMIT_FRACTION = 0.8;
+const MIB = 2 ** 20;
+
+const AutoOrSize = (description: string) => Type.Union([Type.Literal("auto"), Size(0, description)], { default: "auto", description });
+
+export const MemoryLimitSchema = Type.Object(
+  {
+    enabled: Type.Boolean({ default: true, description: "Watch the agent's resident memory and refuse new data above the soft limit." }),
+    limit: AutoOrSize(
+      `Hard limit of the agent's resident memory (size, or auto: ${CGROUP_LIMIT_FRACTION * 100}% of the cgroup's memory limit, else ${DEFAULT_HARD_LIMIT_BYTES / MIB}MiB). Above it the agent also collects garbage at once.`,
+    ),
+    soft_limit: AutoOrSize(
+      `Above this resident memory the agent refuses new data, in the kernel and in user space, counted as dropped with reason memory_limit, until it falls below 90% of it (size, or auto: ${SOFT_LIMIT_FRACTION * 100}% of limit).`,
+    ),
+    check_interval: Duration("10ms", "How often resident memory is compared with the limits (reading it costs a few microseconds)."),
+  },
+  { additionalProperties: false, default: {} },
+);
+
+export type MemoryLimitConfig = Static<typeof MemoryLimitSchema>;
+
+export interface MemoryLimits {
+  softBytes: number;
+  hardBytes: number;
+  /** Where the hard limit comes from: `configured`, `cgroup` (auto, in a limited cgroup) or `default`. */
+  source: "configured" | "cgroup" | "default";
+}
+
+/** The limits in force, given the cgroup's memory limit (undefined: none). */
+export function resolveLimits(c: MemoryLimitConfig, cgroupLimitBytes: number | undefined): MemoryLimits {
+  let hardBytes: number;
+  let source: MemoryLimits["source"];
+  if (c.limit !== "auto") [hardBytes, source] = [sizeBytes(c.limit), "configured"];
+  else if (cgroupLimitBytes !== undefined) [hardBytes, source] = [Math.floor(cgroupLimitBytes * CGROUP_LIMIT_FRACTION), "cgroup"];
+  else [hardBytes, source] = [DEFAULT_HARD_LIMIT_BYTES, "default"];
+  const softBytes = c.soft_limit === "auto" ? Math.floor(hardBytes * SOFT_LIMIT_FRACTION) : Math.min(sizeBytes(c.soft_limit), hardBytes);
+  return { softBytes, hardBytes, source };
+}
+
+/**
+ * The DaemonSet's memory request and limit, derived from the defaults: the limit is the cgroup limit under which
+ * `limit: auto` gives DEFAULT_HARD_LIMIT_BYTES, the request the default soft limit. Both in MiB, rounded up.
+ */
+export function deploymentMemory(): { requestMiB: number; limitMiB: number } {
+  return {
+    requestMiB: Math.ceil((DEFAULT_HARD_LIMIT_BYTES * SOFT_LIMIT_FRACTION) / MIB),
+    limitMiB: Math.ceil(DEFAULT_HARD_LIMIT_BYTES / CGROUP_LIMIT_FRACTION / MIB),
+  };
+}
+
+export function validateMemoryLimit(c: MemoryLimitConfig, path = "agent.memory_limit"): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  const size = (v: string | number) => (typeof v === "number" ? v : parseSize(v));
+  if (c.limit !== "auto" && (size(c.limit) ?? 0) <= 0) problems.push({ path: `${path}.limit`, message: "must be auto or a size greater than 0" });
+  if (c.soft_limit !== "auto" && (size(c.soft_limit) ?? 0) <= 0) problems.push({ path: `${path}.soft_limit`, message: "must be auto or a size greater than 0" });
+  if (c.limit !== "auto" && c.soft_limit !== "auto" && (size(c.soft_limit) ?? 0) > (size(c.limit) ?? 0))
+    problems.push({ path: `${path}.soft_limit`, message: "must not be above limit" });
+  if (durationMs(c.check_interval) <= 0) problems.push({ path: `${path}.check_interval`, message: "must be greater than 0" });
+  return problems;
+}

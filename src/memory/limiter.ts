@@ -1,0 +1,177 @@
+/**
+ * Component `memory/limiter` (readiness `memory`): every `check_interval` compares the agent's resident memory
+ * with the soft and hard limits of `agent.memory_limit`. At or above the soft limit it closes the memory gate:
+ * the export pipeline drops what collectors submit (reason `memory_limit`), producers that can wait (the log
+ * tailer) pause, and the eBPF program sets refuse new events in the kernel; `/ready` says `memory: failed: ...`
+ * and `/status` shows `memory.refusing`. Below RESUME_FRACTION of the soft limit it opens the gate again. While refusing, and at
+ * once above the hard limit, it collects garbage, so that what was freed is given back. Modelled on the
+ * OpenTelemetry Collector's memory_limiter processor.
+ */
+import type { BaseContext } from "../lifecycle/context";
+import type { Config } from "../config/schema";
+import { durationMs } from "../config/units";
+import type { Component, ComponentHost } from "../lifecycle/component";
+import { cgroupMemoryLimit } from "./cgroup";
+import { resolveLimits, type MemoryLimits } from "./config";
+import type { MemoryGate } from "./gate";
+
+/** The name of the status view (GET /status: `memory`). */
+export const MEMORY_VIEW = "memory";
+const MIB = 2 ** 20;
+/**
+ * Refusing ends below this fraction of the soft limit: what comes in right after the gate opens (a storm's
+ * backlog at full rate) starts from below the soft limit rather than at it, and the gate does not flap.
+ */
+export const RESUME_FRACTION = 0.9;
+/**
+ * While refusing, garbage is collected at most this often (a full collection of a large heap takes tens of ms):
+ * refusing stops new data, not the work on what was taken before it (the ring's backlog, exports), whose garbage
+ * still grows the heap.
+ */
+export const GC_WHILE_REFUSING_EVERY_MS = 1000;
+/** ... and at most this often once RSS is past half-way from the soft to the hard limit; above the hard limit, at every check. */
+export const GC_NEAR_HARD_LIMIT_EVERY_MS = 100;
+
+export interface MemoryLimiterOptions {
+  /** Resident memory in bytes now (default: the process's RSS). */
+  residentBytes?(): number;
+  /** The cgroup's memory limit (default: read from /proc/self/cgroup and /sys/fs/cgroup). */
+  cgroupLimitBytes?(): number | undefined;
+  /** Full garbage collection (default: Bun.gc(true)). */
+  collectGarbage?(): void;
+}
+
+/** What GET /status shows under `memory`. */
+export interface MemoryView {
+  enabled: boolean;
+  resident_bytes: number;
+  soft_limit_bytes: number;
+  hard_limit_bytes: number;
+  refusing: boolean;
+  /** Times the soft limit was crossed upwards since start. */
+  refusals: number;
+  /** Events the eBPF programs refused in the kernel while refusing. */
+  refused_in_kernel: number;
+}
+
+const mib = (b: number) => `${(b / MIB).toFixed(0)} MiB`;
+
+export class MemoryLimiter implements Component {
+  readonly id = "memory/limiter";
+  readonly readiness = "memory" as const;
+  readonly #ctx: BaseContext;
+  readonly #gate: MemoryGate;
+  readonly #resident: () => number;
+  readonly #cgroupLimit: () => number | undefined;
+  readonly #gc: () => void;
+  #limits: MemoryLimits;
+  #enabled: boolean;
+  #host: ComponentHost | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #lastResident = 0;
+  #refusals = 0;
+  #lastGcMs = -Infinity;
+
+  constructor(ctx: BaseContext, gate: MemoryGate, o: MemoryLimiterOptions = {}) {
+    this.#ctx = ctx;
+    this.#gate = gate;
+    this.#resident = o.residentBytes ?? (() => process.memoryUsage.rss());
+    this.#cgroupLimit = o.cgroupLimitBytes ?? (() => cgroupMemoryLimit());
+    this.#gc = o.collectGarbage ?? (() => Bun.gc(true));
+    this.#enabled = ctx.config.agent.memory_limit.enabled;
+    this.#limits = resolveLimits(ctx.config.agent.memory_limit, this.#cgroupLimit());
+    ctx.status.provide(MEMORY_VIEW, () => this.view());
+  }
+
+  /** The limits in force. */
+  get limits(): MemoryLimits {
+    return this.#limits;
+  }
+
+  view(): MemoryView {
+    return {
+      enabled: this.#enabled,
+      resident_bytes: this.#lastResident,
+      soft_limit_bytes: this.#limits.softBytes,
+      hard_limit_bytes: this.#limits.hardBytes,
+      refusing: this.#gate.refusing,
+      refusals: this.#refusals,
+      refused_in_kernel: this.#gate.refusedInKernel,
+    };
+  }
+
+  /** Compares resident memory with the limits now and opens or closes the gate; returns whether it refuses. Also run by the timer. */
+  check(): boolean {
+    if (!this.#enabled) return false;
+    let rss = this.#resident();
+    const { softBytes, hardBytes } = this.#limits;
+    const now = performance.now();
+    const sinceGc = now - this.#lastGcMs;
+    const nearHard = rss >= softBytes + (hardBytes - softBytes) / 2;
+    if (rss >= hardBytes || (nearHard && sinceGc >= GC_NEAR_HARD_LIMIT_EVERY_MS) || (this.#gate.refusing && rss >= softBytes && sinceGc >= GC_WHILE_REFUSING_EVERY_MS)) {
+      this.#gc();
+      this.#lastGcMs = now;
+      rss = this.#resident();
+    }
+    this.#lastResident = rss;
+    if (rss >= softBytes || (this.#gate.refusing && rss >= softBytes * RESUME_FRACTION)) {
+      if (!this.#gate.refusing) {
+        this.#refusals++;
+        this.#host?.logger.warn("memory above the soft limit: refusing new data", { resident_bytes: rss, soft_limit_bytes: softBytes, hard_limit_bytes: hardBytes });
+      }
+      const reason =
+        rss >= softBytes
+          ? `refusing new data: resident memory ${mib(rss)} at or above the soft limit ${mib(softBytes)} (hard limit ${mib(hardBytes)})`
+          : `refusing new data: resident memory ${mib(rss)} not yet below ${RESUME_FRACTION * 100}% of the soft limit ${mib(softBytes)}`;
+      this.#gate.set(reason);
+      this.#host?.report("recoverable_error", reason);
+      return true;
+    }
+    if (this.#gate.refusing) {
+      this.#host?.logger.info("memory below the soft limit again: accepting new data", { resident_bytes: rss, soft_limit_bytes: softBytes });
+      this.#gate.set(undefined);
+      this.#host?.report("ok");
+    }
+    return false;
+  }
+
+  #startTimer(c: Config): void {
+    this.#stopTimer();
+    if (!this.#enabled) return;
+    this.#timer = setInterval(() => this.check(), durationMs(c.agent.memory_limit.check_interval));
+    this.#timer.unref?.();
+  }
+
+  #stopTimer(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #apply(c: Config): void {
+    this.#enabled = c.agent.memory_limit.enabled;
+    this.#limits = resolveLimits(c.agent.memory_limit, this.#cgroupLimit());
+    if (!this.#enabled && this.#gate.refusing) this.#gate.set(undefined);
+    this.#startTimer(c);
+    if (!this.#enabled) this.#host?.report("disabled");
+    else if (!this.check()) this.#host?.report("ok");
+  }
+
+  async start(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    host.logger.info("memory limits", { enabled: this.#enabled, soft_limit_bytes: this.#limits.softBytes, hard_limit_bytes: this.#limits.hardBytes, source: this.#limits.source });
+    this.#apply(this.#ctx.config);
+  }
+
+  async shutdown(): Promise<void> {
+    this.#stopTimer();
+    this.#gate.set(undefined);
+  }
+
+  async reload(next: Config): Promise<void> {
+    this.#apply(next);
+  }
+}
+
+export function createMemoryLimiter(ctx: BaseContext, gate: MemoryGate, o?: MemoryLimiterOptions): MemoryLimiter {
+  return new MemoryLimiter(ctx, gate, o);
+}

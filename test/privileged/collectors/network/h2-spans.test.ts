@@ -1,0 +1,190 @@
+/**
+ * Privileged: HTTP/2 and gRPC on the real kernel. A Node `http2` server answers nghttp (three GETs multiplexed
+ * on one h2c connection) and curl --http2-prior-knowledge (a POST); an @grpc/grpc-js server and client (under node) make unary calls,
+ * a call that ends NOT_FOUND, a server-streaming and a client-streaming call. The spans exported must match
+ * what the clients did (method, path, status, gRPC status, count), decoded by protoc from the bodies that reached
+ * the receiver; the RPC duration metrics count the calls.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+
+setDefaultTimeout(60_000);
+
+const REPO = new URL("../../../../", import.meta.url).pathname;
+
+const H2_SERVER = `
+const http2 = require("node:http2");
+const s = http2.createServer();
+s.on("stream", (stream, headers) => {
+  const p = headers[":path"];
+  const m = headers[":method"];
+  let body = "";
+  stream.on("data", (d) => (body += d));
+  stream.on("end", () => {
+    if (p === "/missing") { stream.respond({ ":status": 404 }); stream.end("no"); return; }
+    if (m === "POST") { stream.respond({ ":status": 201, "x-echo": body }); stream.end("made " + body); return; }
+    stream.respond({ ":status": 200, "content-type": "text/plain", "x-long": "v".repeat(300) });
+    stream.end("hello " + p);
+  });
+});
+s.listen(0, "127.0.0.1", () => console.log(s.address().port));
+`;
+
+const GRPC_COMMON = `
+const grpc = require("@grpc/grpc-js");
+const id = (b) => b;
+const def = (path, requestStream, responseStream) => ({ path, requestStream, responseStream, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id });
+const service = {
+  Echo: def("/test.v1.Echo/Echo", false, false),
+  Fail: def("/test.v1.Echo/Fail", false, false),
+  Stream: def("/test.v1.Echo/Stream", false, true),
+  Collect: def("/test.v1.Echo/Collect", true, false),
+};
+`;
+
+const GRPC_SERVER = `${GRPC_COMMON}
+const server = new grpc.Server();
+server.addService(service, {
+  Echo: (call, cb) => cb(null, call.request),
+  Fail: (call, cb) => cb({ code: grpc.status.NOT_FOUND, details: "nothing here" }),
+  Stream: (call) => { for (let i = 0; i < 3; i++) call.write(Buffer.from("part" + i)); call.end(); },
+  Collect: (call, cb) => { let n = 0; call.on("data", () => n++); call.on("end", () => cb(null, Buffer.from(String(n)))); },
+});
+server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => { if (err) throw err; console.log(port); });
+`;
+
+const GRPC_CLIENT = `${GRPC_COMMON}
+const Client = grpc.makeGenericClientConstructor(service, "Echo");
+const c = new Client("127.0.0.1:" + process.argv[1], grpc.credentials.createInsecure());
+const unary = (m, arg) => new Promise((res) => c[m](arg, (err, v) => res(err ? err.code : 0)));
+(async () => {
+  const codes = [];
+  for (let i = 0; i < 3; i++) codes.push(await unary("Echo", Buffer.from("hi" + i)));
+  codes.push(await unary("Fail", Buffer.from("x")));
+  codes.push(await new Promise((res) => { const s = c.Stream(Buffer.from("go")); let n = 0; s.on("data", () => n++); s.on("status", (st) => res(n === 3 ? st.code : -1)); }));
+  codes.push(await new Promise((res) => { const s = c.Collect((err, v) => res(err ? err.code : Number(String(v)) === 4 ? 0 : -1)); for (let i = 0; i < 4; i++) s.write(Buffer.from("m" + i)); s.end(); }));
+  console.log(JSON.stringify(codes));
+  c.close();
+})();
+`;
+
+async function firstLine(p: Bun.Subprocess<"ignore", "pipe", "inherit">): Promise<string> {
+  const reader = p.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return text.trim();
+}
+
+function spawnNode(script: string, ...args: string[]): Bun.Subprocess<"ignore", "pipe", "inherit"> {
+  return Bun.spawn(["node", "-e", script, ...args], { cwd: REPO, stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+}
+
+describe("HTTP/2 and gRPC tracing on the real kernel", () => {
+  let t: TracingAgent;
+  const children: Array<Bun.Subprocess<"ignore", "pipe", "inherit">> = [];
+  let h2Server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let grpcServer: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let h2Port = 0;
+  let grpcPort = 0;
+  let curlPid = 0;
+  let nghttpPid = 0;
+  let grpcClientPid = 0;
+  let spans: DecodedSpan[] = [];
+
+  beforeAll(async () => {
+    t = await startTracingAgent(`    network:
+      enabled: true
+      metrics_interval: 1s`);
+    await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+    h2Server = spawnNode(H2_SERVER);
+    grpcServer = spawnNode(GRPC_SERVER);
+    children.push(h2Server, grpcServer);
+    h2Port = Number(await firstLine(h2Server));
+    grpcPort = Number(await firstLine(grpcServer));
+    const base = `http://127.0.0.1:${h2Port}`;
+    const nghttp = Bun.spawn(["nghttp", "-n", `${base}/hello?x=1`, `${base}/missing`, `${base}/a/b/c`], { stdout: "ignore", stderr: "inherit" });
+    nghttpPid = nghttp.pid;
+    expect(await nghttp.exited).toBe(0);
+    const curl = Bun.spawn(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null", "-d", "k=v", `${base}/submit`], { stdout: "ignore", stderr: "inherit" });
+    curlPid = curl.pid;
+    expect(await curl.exited).toBe(0);
+    const client = spawnNode(GRPC_CLIENT, String(grpcPort));
+    grpcClientPid = client.pid;
+    expect(await firstLine(client)).toBe(JSON.stringify([0, 0, 0, 5, 0, 0]));
+    await client.exited;
+  }, 90_000);
+
+  afterAll(async () => {
+    for (const c of children) c.kill();
+    await Promise.all(children.map((c) => c.exited));
+    await t?.stop();
+  });
+
+  const rows = (list: DecodedSpan[]) => list.map((s) => `${s.attributes["http.request.method"]} ${s.attributes["url.path"]} ${s.attributes["http.response.status_code"]}`).sort();
+  const protocSpans = () => (spans = decodeSpansWithProtoc(t.collected.traceBodies));
+  const of = (pid: number, kind: string) => spans.filter((s) => s.attributes["process.pid"] === pid && s.kind === kind && !s.name.startsWith("CONNECT"));
+
+  test("h2c: nghttp's three multiplexed requests and curl's POST are server spans of the Node server and client spans of each client", async () => {
+    await until(() => (protocSpans(), of(h2Server.pid, "SPAN_KIND_SERVER").length >= 4 && of(nghttpPid, "SPAN_KIND_CLIENT").length >= 3 && of(curlPid, "SPAN_KIND_CLIENT").length >= 1), "4 server and 4 client HTTP/2 spans");
+    await Bun.sleep(300);
+    protocSpans();
+    const server = of(h2Server.pid, "SPAN_KIND_SERVER");
+    const client = [...of(nghttpPid, "SPAN_KIND_CLIENT"), ...of(curlPid, "SPAN_KIND_CLIENT")];
+    expect(rows(server)).toEqual(["GET /a/b/c 200", "GET /hello 200", "GET /missing 404", "POST /submit 201"]);
+    expect(rows(client)).toEqual(["GET /a/b/c 200", "GET /hello 200", "GET /missing 404", "POST /submit 201"]);
+    expect(rows(of(curlPid, "SPAN_KIND_CLIENT"))).toEqual(["POST /submit 201"]);
+    for (const s of [...server, ...client]) {
+      expect(s.attributes["network.protocol.version"]).toBe("2");
+      expect(s.attributes["server.port"]).toBe(h2Port);
+      expect(s.endNs).toBeGreaterThan(s.startNs);
+    }
+    expect(server.find((s) => s.attributes["url.path"] === "/hello")!.attributes["url.query"]).toBe("x=REDACTED");
+    /* nghttp's three streams shared one connection, curl's POST had its own. */
+    expect(new Set(server.map((s) => s.attributes["client.port"])).size).toBe(2);
+    expect(client.find((s) => s.attributes["http.response.status_code"] === 404)!.status).toMatchObject({ code: ["STATUS_CODE_ERROR"] });
+  });
+
+  test("gRPC: unary, failing and streaming calls are RPC spans with the trailers' status, on both sides", async () => {
+    await until(() => (protocSpans(), of(grpcServer.pid, "SPAN_KIND_SERVER").length >= 6 && of(grpcClientPid, "SPAN_KIND_CLIENT").length >= 6), "6 gRPC server and client spans");
+    await Bun.sleep(300);
+    protocSpans();
+    for (const [pid, kind] of [[grpcServer.pid, "SPAN_KIND_SERVER"], [grpcClientPid, "SPAN_KIND_CLIENT"]] as const) {
+      const list = of(pid, kind);
+      expect(list.map((s) => `${s.name} ${s.attributes["rpc.grpc.status_code"]}`).sort()).toEqual([
+        "test.v1.Echo/Collect 0",
+        "test.v1.Echo/Echo 0",
+        "test.v1.Echo/Echo 0",
+        "test.v1.Echo/Echo 0",
+        "test.v1.Echo/Fail 5",
+        "test.v1.Echo/Stream 0",
+      ]);
+      for (const s of list) {
+        expect(s.attributes["rpc.system"]).toBe("grpc");
+        expect(s.attributes["rpc.service"]).toBe("test.v1.Echo");
+        expect(s.attributes["server.port"]).toBe(grpcPort);
+        expect(s.endNs).toBeGreaterThan(s.startNs);
+      }
+      const fail = list.find((s) => s.attributes["rpc.method"] === "Fail")!;
+      /* NOT_FOUND is an error for the client, not for the server (RPC semantic conventions). */
+      if (kind === "SPAN_KIND_CLIENT") expect(fail.status).toMatchObject({ code: ["STATUS_CODE_ERROR"] });
+      else expect(fail.status?.code).toBeUndefined();
+      expect(list.filter((s) => s.attributes["rpc.method"] !== "Fail").every((s) => s.status?.code === undefined)).toBe(true);
+    }
+  });
+
+  test("RPC duration metrics count the calls per method and status", async () => {
+    const calls = (metric: string, method: string, code: number) => t.collected.total(metric, (a) => a["rpc.method"] === method && a["rpc.grpc.status_code"] === code && a["rpc.service"] === "test.v1.Echo");
+    await until(() => calls("rpc.server.duration", "Echo", 0) >= 3 && calls("rpc.client.duration", "Echo", 0) >= 3, "rpc duration points", 20_000);
+    expect(calls("rpc.server.duration", "Echo", 0)).toBe(3);
+    expect(calls("rpc.client.duration", "Echo", 0)).toBe(3);
+    expect(calls("rpc.server.duration", "Fail", 5)).toBe(1);
+    expect(calls("rpc.client.duration", "Fail", 5)).toBe(1);
+    expect(calls("rpc.server.duration", "Stream", 0)).toBe(1);
+    expect(calls("rpc.server.duration", "Collect", 0)).toBe(1);
+  });
+});

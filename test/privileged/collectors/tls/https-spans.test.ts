@@ -1,0 +1,176 @@
+/**
+ * Privileged e2e: dist/svc-agent with the `tls` set on the real kernel. Python's http.server wrapped in ssl
+ * (/usr/bin/python3, whose _ssl module links libssl.so.3 dynamically) serves HTTPS; curl (libcurl, the same
+ * libssl) sends a known set of requests on one keep-alive connection. The spans decoded by the official OTLP
+ * receiver (protoc-generated Python, Debian's grpcio) must be exactly those requests, as SERVER spans of the
+ * Python process and CLIENT spans of curl, with url.scheme https and the connection's addresses.
+ * /status/ebpf lists libssl as attached with the server's pid; once the server exits its pid is released.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { rmSync } from "node:fs";
+import { resolve } from "node:path";
+import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../../helpers";
+import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../../helpers/official-receiver";
+import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
+
+setDefaultTimeout(90_000);
+
+const isRoot = process.getuid?.() === 0;
+const missing = [...missingOfficialTools(), ...(Bun.which("curl") ? [] : ["curl"]), ...(Bun.which("openssl") ? [] : ["openssl"])];
+const SERVER = resolve(import.meta.dir, "../../../fixtures/https-server.py");
+
+interface TlsTarget {
+  path: string;
+  kind: string;
+  state: string;
+  reason?: string;
+  functions: string[];
+  processes: number;
+  pids: number[];
+}
+
+interface Span {
+  name: string;
+  kind: string;
+  attributes: Record<string, unknown>;
+}
+
+/** Attributes by key; int values (strings in MessageToDict's JSON) as numbers. */
+const attrs = (list: Array<{ key: string; value: Record<string, unknown> }> | undefined): Record<string, unknown> =>
+  Object.fromEntries((list ?? []).map((a) => [a.key, "intValue" in a.value ? Number(a.value.intValue) : Object.values(a.value)[0]]));
+
+function spans(reqs: OfficialRequest[]): Span[] {
+  const out: Span[] = [];
+  for (const r of reqs.filter((x) => x.signal === "traces"))
+    for (const rs of r.message.resourceSpans ?? [])
+      for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) out.push({ name: s.name, kind: s.kind, attributes: attrs(s.attributes) });
+  return out;
+}
+
+let rx: OfficialReceiver | undefined;
+let agent: AgentProcess | undefined;
+let server: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
+let cert: SelfSignedCert | undefined;
+let port = 0;
+
+async function tlsTargets(): Promise<TlsTarget[]> {
+  const r = await fetch(`${agent!.url}/status/ebpf`);
+  return ((await r.json()) as { tls?: TlsTarget[] }).tls ?? [];
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const end = performance.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(100);
+  }
+}
+
+describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes${isRoot ? "" : " (needs root)"}${missing.length ? ` (missing ${missing.join(", ")})` : ""}`, () => {
+  beforeAll(async () => {
+    cert = makeSelfSignedCert();
+    rx = await startOfficialReceiver();
+    const config = QUIET_CONFIG.replace("otlp:\n", "otlp:\n  compression: gzip\n").replace(
+      "  ebpf:\n    enabled: false\n",
+      `  ebpf:
+    enabled: true
+    network:
+      enabled: true
+      http: true
+      tls: true
+      max_spans_per_second: 1000000
+`,
+    );
+    agent = await spawnAgent({ config: `${config}queues:\n  traces:\n    batch_timeout: 50ms\n`, env: { OTLP_ENDPOINT: rx.endpoint }, timeoutMs: 30_000 });
+    await until("ebpf/tls attached", async () => ((await (await fetch(`${agent!.url}/status/ebpf`)).json()) as { tls?: unknown }).tls);
+    server = Bun.spawn(["/usr/bin/python3", SERVER, cert.certPath, `${cert.dir}/key.pem`], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+    const reader = server.stdout.getReader();
+    let text = "";
+    while (!text.includes("\n")) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("https server exited before printing its port");
+      text += new TextDecoder().decode(value);
+    }
+    reader.releaseLock();
+    port = Number(text.trim());
+  });
+
+  afterAll(async () => {
+    server?.kill();
+    await server?.exited;
+    await agent?.stop();
+    await rx?.stop();
+    if (cert) rmSync(cert.dir, { recursive: true, force: true });
+  });
+
+  test("libssl of the running server is attached, then its requests become exact SERVER and CLIENT spans with url.scheme https", async () => {
+    const serverPid = server!.pid;
+    const lib = await until("libssl attached for the server", async () => {
+      const t = (await tlsTargets()).find((x) => x.kind === "shared" && x.pids.includes(serverPid));
+      return t?.state === "attached" ? t : undefined;
+    });
+    expect(lib.path).toMatch(/libssl\.so\.3$/);
+    expect(lib.functions).toEqual(expect.arrayContaining(["SSL_read", "SSL_write"]));
+
+    const base = `https://127.0.0.1:${port}`;
+    const curl = Bun.spawn(
+      ["curl", "-sk", "--http1.1", "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", `${base}/hello?x=1`, `${base}/missing`, `${base}/a/b/c?q=2`,
+        "--next", "-sk", "--http1.1", "-o", "/dev/null", "-d", "k=v", `${base}/submit`],
+      { stdout: "ignore", stderr: "pipe" },
+    );
+    const curlPid = curl.pid;
+    expect(await curl.exited).toBe(0);
+
+    const expected = [
+      ["GET", "/hello", 200],
+      ["GET", "/missing", 404],
+      ["GET", "/a/b/c", 200],
+      ["POST", "/submit", 201],
+    ];
+    const https = (all: Span[]) => all.filter((s) => s.attributes["url.scheme"] === "https");
+    const of = (all: Span[], pid: number, kind: string) => https(all).filter((s) => s.attributes["process.pid"] === pid && s.kind === kind);
+    const reqs = await rx!.waitFor((all) => {
+      void fetch(`${agent!.url}/admin/flush`, { method: "POST" }).catch(() => {});
+      const s = spans(all);
+      return of(s, serverPid, "SPAN_KIND_SERVER").length >= 4 && of(s, curlPid, "SPAN_KIND_CLIENT").length >= 4;
+    }, 30_000).catch((e) => {
+      console.error(JSON.stringify(https(spans(rx!.requests())).filter((s) => s.attributes["server.port"] === port || s.attributes["network.peer.port"] === port), null, 1));
+      console.error(JSON.stringify(spans(rx!.requests()).filter((s) => s.attributes["process.pid"] === serverPid || s.attributes["process.pid"] === curlPid), null, 1));
+      throw e;
+    });
+    expect(reqs.flatMap((r) => r.unknown_fields)).toEqual([]);
+    // A moment for any extra span to arrive (there must be none).
+    await Bun.sleep(500);
+    const all = spans(rx!.requests());
+    const serverSpans = of(all, serverPid, "SPAN_KIND_SERVER");
+    const clientSpans = of(all, curlPid, "SPAN_KIND_CLIENT");
+    const summary = (list: Span[]) => list.map((s) => [s.attributes["http.request.method"], s.attributes["url.path"], s.attributes["http.response.status_code"]]);
+    expect(summary(serverSpans)).toEqual(expected);
+    expect(summary(clientSpans)).toEqual(expected);
+    for (const s of serverSpans) {
+      expect(s.name).toBe(String(s.attributes["http.request.method"]));
+      expect(s.attributes["server.port"]).toBe(port);
+      expect(s.attributes["network.local.address"]).toBe("127.0.0.1");
+      expect(s.attributes["client.address"]).toBe("127.0.0.1");
+      expect(s.attributes["network.protocol.version"]).toBe("1.1");
+    }
+    for (const s of clientSpans) {
+      expect(s.attributes["server.address"]).toBe("127.0.0.1");
+      expect(s.attributes["server.port"]).toBe(port);
+      expect(s.attributes["network.peer.port"]).toBe(port);
+    }
+    // Every https span is one of these: nothing else (no ciphertext parsed as HTTP, no duplicate from SSL_read calling SSL_read_ex).
+    expect(https(all).filter((s) => s.attributes["server.port"] === port).length).toBe(8);
+    // The ciphertext on the socket makes no http span.
+    expect(all.filter((s) => s.attributes["url.scheme"] === "http" && s.attributes["server.port"] === port)).toEqual([]);
+  });
+
+  test("the server's exit releases its pid from the library", async () => {
+    const pid = server!.pid;
+    server!.kill();
+    await server!.exited;
+    await until("server pid released", async () => ((await tlsTargets()).some((t) => t.pids.includes(pid)) ? undefined : true));
+  });
+});

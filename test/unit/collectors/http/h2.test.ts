@@ -1,0 +1,136 @@
+/**
+ * HTTP/2 exchanges from frame bytes: header blocks encoded by hpack.js's compressor (Huffman strings, dynamic
+ * table entries reused across blocks), fed through ExchangeTracker as the kernel would forward them.
+ */
+import { describe, expect, test } from "bun:test";
+import hpack from "hpack.js";
+import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../src/collectors/http/exchanges";
+import { MAX_OPEN_STREAMS, grpcNames, isH2Opening } from "../../../../src/collectors/http/h2";
+
+const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+interface Compressor {
+  write(headers: Array<{ name: string; value: string }>): void;
+  read(): Uint8Array;
+}
+const newCompressor = (): Compressor => (hpack as unknown as { compressor: { create(o: unknown): Compressor } }).compressor.create({ table: { size: 4096 } });
+
+function frame(type: number, flags: number, stream: number, payload: Uint8Array): Uint8Array {
+  const f = new Uint8Array(9 + payload.length);
+  f[0] = (payload.length >> 16) & 0xff;
+  f[1] = (payload.length >> 8) & 0xff;
+  f[2] = payload.length & 0xff;
+  f[3] = type;
+  f[4] = flags;
+  new DataView(f.buffer).setUint32(5, stream);
+  f.set(payload, 9);
+  return f;
+}
+const cat = (...parts: Uint8Array[]) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+};
+const settings = () => frame(4, 0, 0, new Uint8Array(6));
+const END_STREAM = 1;
+const END_HEADERS = 4;
+
+/** A server-side view: the process reads requests (IO_READ) and writes responses (IO_WRITE). */
+class Conn {
+  readonly tracker = new ExchangeTracker<string>();
+  readonly enc: [Compressor, Compressor] = [newCompressor(), newCompressor()];
+  readonly off = [0, 0];
+  ts = 1n;
+
+  send(io: Io, bytes: Uint8Array, opts: { captured?: number } = {}) {
+    const call: CapturedCall<string> = { connection: "c", io, timestampNs: this.ts++, streamOffset: this.off[io]!, length: bytes.length, data: bytes.subarray(0, opts.captured ?? bytes.length), meta: "m" };
+    this.off[io]! += bytes.length;
+    return this.tracker.push(call);
+  }
+
+  headers(io: Io, stream: number, h: Record<string, string>, flags = END_HEADERS): Uint8Array {
+    this.enc[io].write(Object.entries(h).map(([name, value]) => ({ name, value })));
+    return frame(1, flags, stream, this.enc[io].read());
+  }
+}
+
+describe("HTTP/2 exchanges", () => {
+  test("preface and SETTINGS open HTTP/2; HTTP/1 does not", () => {
+    expect(isH2Opening(PREFACE)).toBe(true);
+    expect(isH2Opening(settings())).toBe(true);
+    expect(isH2Opening(new TextEncoder().encode("GET / HTTP/1.1\r\n"))).toBe(false);
+    expect(grpcNames("/pkg.Svc/Do")).toEqual({ service: "pkg.Svc", method: "Do" });
+    expect(grpcNames("/a/b/c")).toBeUndefined();
+  });
+
+  test("multiplexed streams pair by stream id, answered out of order, ending at END_STREAM (dynamic table reused)", () => {
+    const c = new Conn();
+    expect(c.send(IO_WRITE, settings())).toEqual([]);
+    const req = (id: number, path: string) => c.headers(IO_READ, id, { ":method": "GET", ":scheme": "http", ":path": path, ":authority": "svc:8080", "x-trace": "same-value-each-time" }, END_HEADERS | END_STREAM);
+    expect(c.send(IO_READ, cat(PREFACE, settings(), req(1, "/a?q=1"), req(3, "/b"), req(5, "/c")))).toEqual([]);
+    const r3 = c.send(IO_WRITE, cat(c.headers(IO_WRITE, 3, { ":status": "404" }, END_HEADERS | END_STREAM)));
+    expect(r3.map((x) => [x.role, x.request.method, x.request.path, x.request.target, x.request.host, x.response.status, x.request.version])).toEqual([["server", "GET", "/b", "/b", "svc:8080", 404, "2"]]);
+    /* HEADERS then DATA: the exchange ends with the DATA frame carrying END_STREAM. */
+    expect(c.send(IO_WRITE, c.headers(IO_WRITE, 1, { ":status": "200", "content-type": "text/plain" }))).toEqual([]);
+    const r1 = c.send(IO_WRITE, cat(frame(0, 0, 1, new Uint8Array(10)), frame(0, END_STREAM, 1, new Uint8Array(5)), c.headers(IO_WRITE, 5, { ":status": "200", "content-type": "text/plain" }, END_HEADERS | END_STREAM)));
+    expect(r1.map((x) => [x.request.path, x.response.status, x.endNs])).toEqual([["/a", 200, 5n], ["/c", 200, 5n]]);
+    expect(r1[0]!.startNs).toBe(2n);
+  });
+
+  test("gRPC: content-type application/grpc, status from the trailers; a client's view pairs the same way", () => {
+    const c = new Conn();
+    /* The client writes the request (IO_WRITE) and reads the response. */
+    c.send(IO_WRITE, cat(PREFACE, settings(), c.headers(IO_WRITE, 1, { ":method": "POST", ":scheme": "http", ":path": "/pkg.v1.Greeter/Hello", ":authority": "127.0.0.1:5000", "content-type": "application/grpc", te: "trailers" }), frame(0, END_STREAM, 1, new Uint8Array(12))));
+    c.send(IO_READ, cat(settings(), c.headers(IO_READ, 1, { ":status": "200", "content-type": "application/grpc" }), frame(0, 0, 1, new Uint8Array(7))));
+    const done = c.send(IO_READ, c.headers(IO_READ, 1, { "grpc-status": "5", "grpc-message": "not found" }, END_HEADERS | END_STREAM));
+    expect(done).toHaveLength(1);
+    expect(done[0]!.role).toBe("client");
+    expect(done[0]!.rpc).toEqual({ system: "grpc", service: "pkg.v1.Greeter", method: "Hello", statusCode: 5 });
+  });
+
+  test("bytes the kernel did not forward: a DATA payload is skipped exactly; a header block lost stops the direction, counted", () => {
+    const c = new Conn();
+    c.send(IO_READ, cat(PREFACE, settings(), c.headers(IO_READ, 1, { ":method": "POST", ":path": "/up", ":scheme": "http" })));
+    /* 5000 bytes of DATA of which only the frame header and 100 bytes were forwarded. */
+    c.send(IO_READ, frame(0, END_STREAM, 1, new Uint8Array(5000)), { captured: 109 });
+    c.send(IO_WRITE, settings());
+    expect(c.send(IO_WRITE, c.headers(IO_WRITE, 1, { ":status": "200" }, END_HEADERS | END_STREAM)).map((x) => x.response.status)).toEqual([200]);
+    expect(c.tracker.h2Counters.lostDirections).toBe(0);
+    /* A request header block cut: that direction decodes nothing more (HPACK state unknown), never guesses. */
+    c.send(IO_READ, c.headers(IO_READ, 3, { ":method": "GET", ":path": "/lost", ":scheme": "http" }, END_HEADERS | END_STREAM), { captured: 12 });
+    expect(c.tracker.h2Counters.lostDirections).toBe(1);
+    c.send(IO_READ, c.headers(IO_READ, 5, { ":method": "GET", ":path": "/after", ":scheme": "http" }, END_HEADERS | END_STREAM));
+    expect(c.send(IO_WRITE, c.headers(IO_WRITE, 5, { ":status": "200" }, END_HEADERS | END_STREAM))).toEqual([]);
+    expect(c.tracker.h2Counters.lostDirections).toBe(1);
+  });
+
+  test("a connection seen after its start is not decoded; open streams are bounded and counted; close counts the rest", () => {
+    const late = new ExchangeTracker<string>();
+    const bytes = frame(1, END_HEADERS, 1, new Uint8Array([0x82]));
+    expect(late.push({ connection: "x", io: IO_READ, timestampNs: 1n, streamOffset: 500, length: bytes.length, data: bytes, meta: "m" })).toEqual([]);
+    const c = new Conn();
+    c.send(IO_READ, cat(PREFACE, settings()));
+    for (let id = 1; id < 2 * (MAX_OPEN_STREAMS + 10); id += 2) c.send(IO_READ, c.headers(IO_READ, id, { ":method": "GET", ":path": `/s${id}`, ":scheme": "http" }, END_HEADERS | END_STREAM));
+    expect(c.tracker.h2Counters.unanswered).toBe(10);
+    c.tracker.close("c");
+    expect(c.tracker.h2Counters.unanswered).toBe(MAX_OPEN_STREAMS + 10);
+    expect(c.tracker.size).toBe(0);
+  });
+
+  test("RST_STREAM before a response forgets the stream (counted); CONTINUATION frames join a header block", () => {
+    const c = new Conn();
+    c.send(IO_READ, cat(PREFACE, settings()));
+    c.send(IO_READ, c.headers(IO_READ, 1, { ":method": "GET", ":path": "/reset", ":scheme": "http" }, END_HEADERS | END_STREAM));
+    c.send(IO_WRITE, cat(settings(), frame(3, 0, 1, new Uint8Array(4))));
+    expect(c.tracker.h2Counters.unanswered).toBe(1);
+    const block = c.headers(IO_READ, 3, { ":method": "GET", ":path": "/continued/long/path", ":scheme": "http", ":authority": "example" }).subarray(9);
+    const half = Math.floor(block.length / 2);
+    c.send(IO_READ, cat(frame(1, END_STREAM, 3, block.subarray(0, half)), frame(9, END_HEADERS, 3, block.subarray(half))));
+    const done = c.send(IO_WRITE, c.headers(IO_WRITE, 3, { ":status": "204" }, END_HEADERS | END_STREAM));
+    expect(done.map((x) => [x.request.path, x.request.host, x.response.status])).toEqual([["/continued/long/path", "example", 204]]);
+  });
+});

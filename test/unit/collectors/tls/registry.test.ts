@@ -1,0 +1,147 @@
+import { describe, expect, test } from "bun:test";
+import { TlsTargetRegistry, type AttachProbe } from "../../../../src/collectors/tls/registry";
+import { libsslInMaps, statKey, type StaticVerdict, type TargetSource } from "../../../../src/collectors/tls/targets";
+
+const LIBSSL3 = "7f0000000000-7f0000001000 r-xp 00020000 08:01 4242                       /usr/lib/x86_64-linux-gnu/libssl.so.3";
+const mapsWith = (...lines: string[]) => ["55550000-55551000 r-xp 00000000 08:01 100 /usr/bin/python3.11", ...lines, "7fff0000-7fff1000 rw-p 00000000 00:00 0 [stack]"].join("\n");
+
+class FakeSource {
+  readonly maps = new Map<number, string>();
+  readonly exes = new Map<number, { path: string; key: string; size: number }>();
+  mapsOf = (pid: number) => this.maps.get(pid);
+  pids = () => [...this.maps.keys()];
+  executable = (pid: number) => this.exes.get(pid);
+  hostPath = (pid: number, path: string) => `/proc/${pid}/root${path}`;
+}
+
+function fixture(max = 8, verdict: (path: string) => StaticVerdict = () => ({ kind: "none" })) {
+  const src = new FakeSource();
+  const source: TargetSource = { maps: src.mapsOf, pids: src.pids, executable: src.executable, hostPath: src.hostPath };
+  const links: Array<{ binary: string; func: string; ret: boolean; closed: boolean }> = [];
+  const missing = new Set<string>();
+  const attach: AttachProbe = (binary, func, ret) => {
+    if (missing.has(func)) throw new Error(`bpf_program__attach_uprobe_opts: ENOENT (no symbol ${func})`);
+    const l = { binary, func, ret, closed: false };
+    links.push(l);
+    return { close: () => void (l.closed = true), [Symbol.dispose]() {} };
+  };
+  const reg = new TlsTargetRegistry(source, attach, max, (p) => verdict(p));
+  return { src, reg, links, missing, live: () => links.filter((l) => !l.closed) };
+}
+
+describe("libssl in /proc/<pid>/maps", () => {
+  test("each libssl file once (by device and inode), other files and anonymous mappings ignored", () => {
+    const text = mapsWith(
+      LIBSSL3,
+      "7f0000001000-7f0000002000 r--p 00090000 08:01 4242                       /usr/lib/x86_64-linux-gnu/libssl.so.3",
+      "7f0000002000-7f0000003000 r-xp 00000000 08:01 4243 /usr/lib/x86_64-linux-gnu/libcrypto.so.3",
+      "7f0000003000-7f0000004000 r-xp 00000000 fd:02 99 /opt/app/lib/libssl.so.1.1",
+      "7f0000004000-7f0000005000 r-xp 00000000 08:01 98 /usr/lib/libssl.so.3 (deleted)",
+    );
+    expect(libsslInMaps(text)).toEqual([
+      { key: "08:01:4242", path: "/usr/lib/x86_64-linux-gnu/libssl.so.3" },
+      { key: "fd:02:99", path: "/opt/app/lib/libssl.so.1.1" },
+    ]);
+  });
+
+  test("stat devices are written as maps writes them", () => {
+    expect(statKey(0x801, 4242)).toBe("08:01:4242");
+    expect(statKey(0xfd02, 7)).toBe("fd:02:7");
+  });
+});
+
+describe("TLS target registry", () => {
+  test("a library is attached once for every process mapping it, and detached when the last one exits", () => {
+    const { src, reg, live } = fixture();
+    src.maps.set(10, mapsWith(LIBSSL3));
+    src.maps.set(11, mapsWith(LIBSSL3));
+    reg.scan(10);
+    reg.scan(11);
+    reg.scan(10);
+    expect(live()).toHaveLength(8);
+    expect(live().map((l) => `${l.func}:${l.ret}`).sort()).toEqual(["SSL_read:false", "SSL_read:true", "SSL_read_ex:false", "SSL_read_ex:true", "SSL_write:false", "SSL_write:true", "SSL_write_ex:false", "SSL_write_ex:true"]);
+    expect(live()[0]!.binary).toBe("/proc/10/root/usr/lib/x86_64-linux-gnu/libssl.so.3");
+    expect(reg.view()).toEqual([{ path: "/usr/lib/x86_64-linux-gnu/libssl.so.3", kind: "shared", state: "attached", functions: ["SSL_write", "SSL_write_ex", "SSL_read", "SSL_read_ex"], processes: 2, pids: [10, 11] }]);
+    reg.forget(10);
+    expect(live()).toHaveLength(8);
+    reg.forget(11);
+    expect(live()).toHaveLength(0);
+    expect(reg.view()).toEqual([]);
+    expect(reg.counters).toEqual({ attaches: 1, detaches: 1, failures: 0 });
+  });
+
+  test("a library unmapped by a running process is released on the next scan; a gone process releases everything", () => {
+    const { src, reg, live } = fixture();
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    expect(live()).toHaveLength(8);
+    src.maps.set(10, mapsWith());
+    reg.scan(10);
+    expect(live()).toHaveLength(0);
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    src.maps.delete(10);
+    reg.scan(10);
+    expect(live()).toHaveLength(0);
+    expect(reg.pids()).toEqual([]);
+  });
+
+  test("OpenSSL without the _ex functions (1.1.0) is attached on SSL_read/SSL_write; without SSL_read it fails with the reason", () => {
+    const { src, reg, live, missing } = fixture();
+    missing.add("SSL_read_ex").add("SSL_write_ex");
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    expect(live()).toHaveLength(4);
+    expect(reg.view()[0]).toMatchObject({ state: "attached", functions: ["SSL_write", "SSL_read"] });
+    missing.add("SSL_read");
+    src.maps.set(11, mapsWith("7f0000003000-7f0000004000 r-xp 00000000 fd:02 99 /opt/app/lib/libssl.so.1.1"));
+    reg.scan(11);
+    const failed = reg.view().find((t) => t.state === "failed")!;
+    expect(failed.path).toBe("/opt/app/lib/libssl.so.1.1");
+    expect(failed.reason).toContain("cannot probe SSL_read");
+    expect(failed.reason).toContain("ENOENT");
+    expect(live()).toHaveLength(4);
+  });
+
+  test("static executables: with symbols attached by their symbols, without them listed as not traceable", () => {
+    const verdicts: Record<string, StaticVerdict> = {
+      "/proc/20/exe": { kind: "symbols", functions: ["SSL_write", "SSL_read"] },
+      "/proc/21/exe": { kind: "no_symbols", reason: "BoringSSL linked statically without SSL_read/SSL_write symbols (stripped): not traceable" },
+    };
+    const { src, reg, live } = fixture(8, (p) => verdicts[p] ?? { kind: "none" });
+    src.maps.set(20, "00400000-00401000 r-xp 00000000 08:01 500 /usr/bin/node\n");
+    src.exes.set(20, { path: "/proc/20/exe", key: "08:01:500", size: 90e6 });
+    src.maps.set(21, "00400000-00401000 r-xp 00000000 08:01 501 /usr/local/bin/bun\n");
+    src.exes.set(21, { path: "/proc/21/exe", key: "08:01:501", size: 90e6 });
+    reg.scan(20);
+    reg.scan(21);
+    expect(live().map((l) => l.binary)).toEqual(Array(4).fill("/proc/20/exe"));
+    expect(reg.view()).toEqual([
+      { path: "/usr/bin/node", kind: "static", state: "attached", functions: ["SSL_write", "SSL_read"], processes: 1, pids: [20] },
+      { path: "/usr/local/bin/bun", kind: "static", state: "not_traceable", reason: "BoringSSL linked statically without SSL_read/SSL_write symbols (stripped): not traceable", functions: [], processes: 1, pids: [21] },
+    ]);
+    reg.forget(21);
+    expect(reg.view().map((t) => t.path)).toEqual(["/usr/bin/node"]);
+  });
+
+  test("beyond max targets a library is listed as not attached, with the reason", () => {
+    const { src, reg, live } = fixture(1);
+    src.maps.set(10, mapsWith(LIBSSL3));
+    src.maps.set(11, mapsWith("7f0000003000-7f0000004000 r-xp 00000000 fd:02 99 /opt/app/lib/libssl.so.1.1"));
+    reg.scan(10);
+    reg.scan(11);
+    expect(live()).toHaveLength(8);
+    expect(reg.view()[1]).toMatchObject({ path: "/opt/app/lib/libssl.so.1.1", state: "limit", reason: "not attached: 1 TLS libraries are attached already", processes: 1 });
+  });
+
+  test("close detaches everything and scans after it attach nothing", () => {
+    const { src, reg, live } = fixture();
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    reg.close();
+    reg.close();
+    expect(live()).toHaveLength(0);
+    reg.scan(10);
+    expect(live()).toHaveLength(0);
+  });
+});

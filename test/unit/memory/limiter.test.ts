@@ -1,0 +1,162 @@
+/**
+ * The memory limiter: above the soft limit the gate closes, the pipeline drops submits as memory_limit (offers take
+ * nothing), readiness says why; when memory falls below the soft limit again everything is accepted again. Then
+ * the same with the process's real resident memory, grown and shrunk by a large buffer. Limits resolve from the
+ * configuration and the cgroup.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Value } from "@sinclair/typebox/value";
+import type { BaseContext } from "../../../src/lifecycle/context";
+import { ConfigSchema, validateConfig, type Config } from "../../../src/config/schema";
+import { OtlpPipeline } from "../../../src/export/pipeline";
+import type { ComponentState } from "../../../src/lifecycle/component";
+import { Logger } from "../../../src/log/logger";
+import { cgroupMemoryLimit, DEFAULT_HARD_LIMIT_BYTES, deploymentMemory, MemoryGate, MemoryLimiter, resolveLimits } from "../../../src/memory";
+import { StatusAggregator } from "../../../src/status/aggregator";
+import { AgentMetrics } from "../../../src/telemetry/metrics";
+import { TaskRegistry } from "../../../src/telemetry/tasks";
+import { spans } from "../../integration/export/harness";
+
+const MIB = 2 ** 20;
+
+function context(memoryLimit: Partial<Config["agent"]["memory_limit"]>) {
+  const config = Value.Default(ConfigSchema, {}) as Config;
+  config.agent.memory_limit = { ...config.agent.memory_limit, ...memoryLimit };
+  const status = new StatusAggregator();
+  const tasks = new TaskRegistry();
+  const gate = new MemoryGate();
+  const ctx: BaseContext = { config, logger: new Logger({ sink: () => undefined }), status, metrics: new AgentMetrics("svc", tasks), tasks, env: {}, memory: gate };
+  const states: Array<[ComponentState, string | undefined]> = [];
+  const host = {
+    logger: ctx.logger,
+    report(state: ComponentState, reason?: string) {
+      states.push([state, reason]);
+      status.report("memory/limiter", "memory", state, reason);
+    },
+  };
+  return { ctx, gate, status, host, states };
+}
+
+const dropped = async (ctx: BaseContext, signal: string) => {
+  const text = await ctx.metrics.render();
+  return Number(new RegExp(`svc_${signal}_dropped_total\\{reason="memory_limit"\\} (\\d+)`).exec(text)?.[1]);
+};
+
+describe("memory limiter", () => {
+  test("refuses above the soft limit in the pipeline and in readiness, and recovers when memory falls", async () => {
+    const { ctx, gate, status, host } = context({ limit: "100MiB", soft_limit: "80MiB" });
+    let rss = 50 * MIB;
+    let collections = 0;
+    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => collections++ });
+    const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, gate });
+    await limiter.start(host);
+    expect(status.readiness().checks.memory).toBe("ok");
+    expect(pipeline.submit("traces", spans(1))).toBe(1);
+
+    rss = 85 * MIB;
+    expect(limiter.check()).toBe(true);
+    expect(gate.refusing).toBe(true);
+    expect(pipeline.submit("traces", spans(2))).toBe(0);
+    expect(pipeline.offer("logs", [{ body: "x" }])).toBe(0);
+    expect(pipeline.room("logs")).toBe(0);
+    expect(await dropped(ctx, "spans")).toBe(2);
+    const ready = status.readiness();
+    expect(ready.ready).toBe(false);
+    expect(ready.checks.memory).toStartWith("failed: refusing new data: resident memory 85 MiB at or above the soft limit 80 MiB");
+    expect(limiter.view()).toMatchObject({ enabled: true, refusing: true, resident_bytes: 85 * MIB, soft_limit_bytes: 80 * MIB, hard_limit_bytes: 100 * MIB, refusals: 1 });
+
+    // Above the hard limit, garbage is collected at once.
+    const before = collections;
+    rss = 120 * MIB;
+    limiter.check();
+    expect(collections).toBeGreaterThan(before);
+
+    rss = 60 * MIB;
+    expect(limiter.check()).toBe(false);
+    expect(gate.refusing).toBe(false);
+    expect(status.readiness().checks.memory).toBe("ok");
+    expect(pipeline.submit("traces", spans(1))).toBe(1);
+    expect(await dropped(ctx, "spans")).toBe(2);
+    expect(limiter.view().refusing).toBe(false);
+    await limiter.shutdown();
+    await pipeline.shutdown(AbortSignal.timeout(1000));
+  });
+
+  test("the gate's listeners hear each change once", () => {
+    const gate = new MemoryGate();
+    const heard: boolean[] = [];
+    const off = gate.subscribe((r) => heard.push(r));
+    gate.set("a");
+    gate.set("b");
+    gate.set(undefined);
+    gate.set(undefined);
+    off();
+    gate.set("c");
+    expect(heard).toEqual([true, false]);
+  });
+
+  test("with the process's real resident memory: a large buffer closes the gate, freeing it opens it again", async () => {
+    Bun.gc(true);
+    const base = process.memoryUsage.rss();
+    const { ctx, gate, host } = context({ limit: base + 256 * MIB, soft_limit: base + 96 * MIB });
+    const limiter = new MemoryLimiter(ctx, gate, { cgroupLimitBytes: () => undefined });
+    await limiter.start(host);
+    expect(gate.refusing).toBe(false);
+    let big: Uint8Array | undefined = new Uint8Array(160 * MIB).fill(7);
+    expect(limiter.check()).toBe(true);
+    expect(big[big.length - 1]).toBe(7);
+    big = undefined;
+    // The limiter collects garbage while refusing; the buffer's pages go back to the system.
+    let refusing = true;
+    for (let i = 0; i < 50 && refusing; i++) {
+      Bun.gc(true);
+      refusing = limiter.check();
+      if (refusing) await Bun.sleep(20);
+    }
+    expect(refusing).toBe(false);
+    expect(gate.refusing).toBe(false);
+    await limiter.shutdown();
+  });
+
+  test("limits: configured, auto from the cgroup, auto default; the deployment's request and limit follow the defaults", () => {
+    const auto = { enabled: true, limit: "auto" as const, soft_limit: "auto" as const, check_interval: "10ms" };
+    expect(resolveLimits(auto, undefined)).toEqual({ hardBytes: DEFAULT_HARD_LIMIT_BYTES, softBytes: Math.floor(DEFAULT_HARD_LIMIT_BYTES * 0.8), source: "default" });
+    expect(resolveLimits(auto, 1000 * MIB)).toEqual({ hardBytes: 800 * MIB, softBytes: 640 * MIB, source: "cgroup" });
+    expect(resolveLimits({ ...auto, limit: "1GiB", soft_limit: "512MiB" }, 100 * MIB)).toEqual({ hardBytes: 1024 * MIB, softBytes: 512 * MIB, source: "configured" });
+    const { requestMiB, limitMiB } = deploymentMemory();
+    // In a cgroup limited to the DaemonSet's limit, auto gives the default hard limit, and its soft limit is the request.
+    const inPod = resolveLimits(auto, limitMiB * MIB);
+    expect(Math.abs(inPod.hardBytes - DEFAULT_HARD_LIMIT_BYTES)).toBeLessThan(MIB);
+    expect(Math.ceil(inPod.softBytes / MIB)).toBe(requestMiB);
+  });
+
+  test("bad limits are refused with their key paths", () => {
+    const c = Value.Default(ConfigSchema, {}) as Config;
+    c.agent.memory_limit = { enabled: true, limit: "100MiB", soft_limit: "200MiB", check_interval: "0s" };
+    const paths = validateConfig(c).map((p) => p.path);
+    expect(paths).toContain("agent.memory_limit.soft_limit");
+    expect(paths).toContain("agent.memory_limit.check_interval");
+  });
+
+  test("the cgroup's limit: v2 takes the tightest ancestor, v1 ignores its 'unlimited'", () => {
+    const root = mkdtempSync(join(tmpdir(), "svc-cgroup-"));
+    mkdirSync(join(root, "kubepods/pod1/ctr"), { recursive: true });
+    writeFileSync(join(root, "kubepods/memory.max"), "max\n");
+    writeFileSync(join(root, "kubepods/pod1/memory.max"), `${500 * MIB}\n`);
+    writeFileSync(join(root, "kubepods/pod1/ctr/memory.max"), `${600 * MIB}\n`);
+    const self = join(root, "self-v2");
+    writeFileSync(self, "0::/kubepods/pod1/ctr\n");
+    expect(cgroupMemoryLimit(self, root)).toBe(500 * MIB);
+    writeFileSync(self, "0::/kubepods\n");
+    expect(cgroupMemoryLimit(self, root)).toBeUndefined();
+    mkdirSync(join(root, "memory/docker/abc"), { recursive: true });
+    writeFileSync(join(root, "memory/docker/abc/memory.limit_in_bytes"), "9223372036854771712\n");
+    writeFileSync(self, "4:memory:/docker/abc\n0::/\n");
+    expect(cgroupMemoryLimit(self, root)).toBeUndefined();
+    writeFileSync(join(root, "memory/docker/abc/memory.limit_in_bytes"), `${256 * MIB}\n`);
+    expect(cgroupMemoryLimit(self, root)).toBe(256 * MIB);
+  });
+});
