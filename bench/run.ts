@@ -66,6 +66,8 @@ const PLANS: Plan[] = [
   { name: "debug-overhead", args: ["--seconds", "2", "--ops", "50000", "--rounds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000", "--rounds", "1"], timeoutS: 90 },
   { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
   { name: "http-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "5"], timeoutS: 255, root: true, selfLimitFlag: "--max-seconds" },
+  { name: "tls-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 130, root: true, selfLimitFlag: "--max-seconds" },
+  { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 120, root: true },
 ];
 
 function arg(name: string): string | undefined {
@@ -261,7 +263,7 @@ function writeReport(outcomes: Outcome[], m: Machine, loadStart: string, loadEnd
   if (!missed.length) lines.push("None.");
   for (const { bench, row } of missed) lines.push(`- **${bench}**: ${row.name}: ${fmt(row.agent)} ${row.unit}, target ${row.target}${row.reference !== undefined ? ` (reference ${fmt(row.reference)})` : ""}.`);
   const f = findings();
-  if (missed.length && f) lines.push("", "Reasons found by profiling (bench/findings.md, written from profiles of the agent; the measurement commands are in it):", "", f.replace(/^# .*\n/, ""));
+  if (missed.length && f) lines.push("", "Where the costs go (bench/findings.md; each section gives its figures and the commands that give them):", "", f.replace(/^# .*\n/, ""));
   lines.push("");
 
   for (const o of outcomes) {

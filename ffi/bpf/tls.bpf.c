@@ -14,6 +14,13 @@
  * `tls_conns` (calls served from already-decrypted data make no socket call). Records carry the stream offset of
  * their bytes so user space sees gaps exactly, as for cleartext capture.
  *
+ * What is forwarded, as for cleartext (network.bpf.c): a call whose plaintext starts an HTTP/1.x request takes a
+ * token of the per-second exchange budget (`exchanges_per_second`); the exchange is captured (its request calls and
+ * up to RESPONSE_RECORDS calls of the other side) or not at all (counted in stats[STAT_SAMPLED_OUT]). A connection
+ * whose first bytes in a direction open HTTP/2 (client preface, or a SETTINGS frame) has every call forwarded, up
+ * to H2_CAPTURE_BYTES, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
+ * probes and an 8-byte read, and reach no ring buffer.
+ *
  * The agent's own process (`self_tgid`) is never traced. The layout is mirrored by src/collectors/tls/decoder.ts.
  */
 #include "common.h"
@@ -22,12 +29,31 @@
 #define AF_INET 2
 #define AF_INET6 10
 #define COMM_LEN 16
+/* Bytes captured per call: HTTP/1.x heads, and HTTP/2 frames (whole header blocks and frame headers). */
 #define TLS_CAPTURE_BYTES 512
+#define H2_CAPTURE_BYTES 4096
 #define IO_READ 0
 #define IO_WRITE 1
 #define FLAG_SOCKET 1
+#define NSEC_PER_SEC 1000000000ULL
+/* Calls after a message start on the side that started it (the rest of a head read in pieces). */
+#define FOLLOW_RECORDS 2
+/* Calls on the response side of a captured exchange (user space follows the response's framing to its end). */
+#define RESPONSE_RECORDS 1024
+
+#define START_NONE 0
+#define START_REQUEST 1
+#define START_STATUS 2
+
+/* tls_conn.flags */
+#define CONN_H2 1
+
+#define STAT_SAMPLED_OUT 0
+#define STAT_EVENTS 1
+#define STAT_COUNT 2
 
 const volatile __u32 self_tgid = 0;
+const volatile __u32 exchanges_per_second = 1000;
 
 struct tls_call {
   __u64 ssl;
@@ -51,12 +77,21 @@ struct tls_conn {
   __u16 sport;
   __u16 dport;
   __u16 family;
-  __u16 pad;
+  __u8 flags;      /* CONN_* */
+  __u8 sampled;    /* the current exchange is captured: IO_* + 1 of its request's side, 0 when not */
   __u8 saddr[16];
   __u8 daddr[16];
+  __u16 resp_left; /* RESPONSE_RECORDS budget of the current exchange */
+  __u8 follow[2];  /* FOLLOW_RECORDS budget per IO_* direction */
+  __u32 pad;
 };
 
-/* 112 bytes of header, then up to TLS_CAPTURE_BYTES of plaintext. */
+struct rate_window {
+  __u64 start_ns;
+  __u64 count;
+};
+
+/* 112 bytes of header, then up to TLS_CAPTURE_BYTES (HTTP/2 connections: H2_CAPTURE_BYTES) of plaintext. */
 struct tls_event {
   __u64 timestamp_ns; /*   0: write: call entry; read: call return */
   __u64 ssl;          /*   8: the SSL object (identity of the connection within the process) */
@@ -76,7 +111,7 @@ struct tls_event {
   __u8 saddr[16];     /*  64 */
   __u8 daddr[16];     /*  80 */
   char comm[COMM_LEN];/*  96 */
-  __u8 data[TLS_CAPTURE_BYTES]; /* 112 */
+  __u8 data[H2_CAPTURE_BYTES]; /* 112: up to TLS_CAPTURE_BYTES (HTTP/2: H2_CAPTURE_BYTES) */
 };
 
 _Static_assert(__builtin_offsetof(struct tls_event, data) == 112, "struct tls_event layout is mirrored by the decoder");
@@ -108,6 +143,72 @@ struct {
   __type(key, __u32);
   __type(value, struct tls_event);
 } tls_scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rate_window);
+} tls_rate SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, STAT_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} tls_stats SEC(".maps");
+
+static __always_inline void count_stat(__u32 idx)
+{
+  __u64 *n = bpf_map_lookup_elem(&tls_stats, &idx);
+  if (n)
+    *n += 1;
+}
+
+static __always_inline int http_start(const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return START_NONE;
+  __u32 w;
+  __builtin_memcpy(&w, d, 4);
+#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
+  if (w == W('H', 'T', 'T', 'P'))
+    return (d[4] == '/' && d[5] == '1' && d[6] == '.') ? START_STATUS : START_NONE;
+  if (w == W('G', 'E', 'T', ' ') || w == W('P', 'O', 'S', 'T') || w == W('P', 'U', 'T', ' ') ||
+      w == W('H', 'E', 'A', 'D') || w == W('D', 'E', 'L', 'E') || w == W('P', 'A', 'T', 'C') ||
+      w == W('O', 'P', 'T', 'I') || w == W('C', 'O', 'N', 'N') || w == W('T', 'R', 'A', 'C'))
+    return START_REQUEST;
+#undef W
+  return START_NONE;
+}
+
+/* The first bytes of a direction open HTTP/2: the client preface, or a server's SETTINGS frame. */
+static __always_inline int h2_opening(const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return 0;
+  if (d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*' && d[5] == ' ' && d[6] == 'H' && d[7] == 'T')
+    return 1;
+  __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
+  return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
+}
+
+/* Takes one unit of the per-second exchange budget. */
+static __always_inline int take_exchange_token(void)
+{
+  __u32 zero = 0;
+  struct rate_window *w = bpf_map_lookup_elem(&tls_rate, &zero);
+  if (!w)
+    return 0;
+  __u64 now = bpf_ktime_get_ns();
+  if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
+    w->start_ns = now;
+    w->count = 0;
+  }
+  if (*(volatile __u64 *)&w->count >= exchanges_per_second)
+    return 0;
+  return __sync_fetch_and_add(&w->count, 1) < exchanges_per_second;
+}
 
 static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io)
 {
@@ -180,6 +281,8 @@ static __always_inline int leave(long ret)
     if (conn->sk) {
       conn->offset[0] = 0;
       conn->offset[1] = 0;
+      conn->flags = 0;
+      conn->sampled = 0;
     }
     conn->sk = c.sk;
     addrs_from_sk(conn, (struct sock *)c.sk);
@@ -192,13 +295,45 @@ static __always_inline int leave(long ret)
   struct tls_event *e = bpf_map_lookup_elem(&tls_scratch, &zero);
   if (!e)
     return 0;
-  __u32 n = moved < TLS_CAPTURE_BYTES ? moved : TLS_CAPTURE_BYTES;
-  __u32 size = n;
-  /* An opaque mask: clang drops a plain `& 1023` it can prove redundant, and the verifier then sees an unbounded size. */
-  asm volatile("%0 &= 1023" : "+r"(size));
-  if (size > TLS_CAPTURE_BYTES)
+  __u32 head = moved < 8 ? moved : 8;
+  asm volatile("%0 &= 15" : "+r"(head));
+  if (bpf_probe_read_user(e->data, head, (void *)c.buf) != 0)
     return 0;
-  if (bpf_probe_read_user(e->data, size, (void *)c.buf) != 0)
+  __u32 cap = TLS_CAPTURE_BYTES;
+  if (!(conn->flags & CONN_H2) && off == 0 && h2_opening(e->data, head))
+    conn->flags |= CONN_H2;
+  if (conn->flags & CONN_H2) {
+    cap = H2_CAPTURE_BYTES;
+  } else {
+    int start = http_start(e->data, head);
+    if (start == START_REQUEST) {
+      /* A request decides whether its whole exchange is captured. */
+      conn->sampled = take_exchange_token() ? c.io + 1 : 0;
+      if (!conn->sampled)
+        count_stat(STAT_SAMPLED_OUT);
+      conn->resp_left = RESPONSE_RECORDS;
+    }
+    if (!conn->sampled)
+      return 0;
+    if (start != START_NONE) {
+      conn->follow[fidx] = FOLLOW_RECORDS;
+    } else if (conn->sampled != c.io + 1) {
+      if (conn->resp_left == 0)
+        return 0;
+      conn->resp_left -= 1;
+    } else {
+      if (conn->follow[fidx] == 0)
+        return 0;
+      conn->follow[fidx] -= 1;
+    }
+  }
+  __u32 n = moved < cap ? moved : cap;
+  __u32 size = n;
+  /* An opaque mask: clang drops a plain `& 8191` it can prove redundant, and the verifier then sees an unbounded size. */
+  asm volatile("%0 &= 8191" : "+r"(size));
+  if (size > H2_CAPTURE_BYTES)
+    return 0;
+  if (size > head && bpf_probe_read_user(e->data, size, (void *)c.buf) != 0)
     return 0;
   e->timestamp_ns = c.io == IO_WRITE ? c.enter_ns : bpf_ktime_get_ns();
   e->ssl = c.ssl;
@@ -223,6 +358,8 @@ static __always_inline int leave(long ret)
     total = sizeof(*e);
   if (bpf_ringbuf_output(&tls_events, e, total, 0) != 0)
     svc_count_lost(&tls_events_lost);
+  else
+    count_stat(STAT_EVENTS);
   return 0;
 }
 

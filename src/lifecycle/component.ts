@@ -23,6 +23,11 @@ export interface Component {
   /** Which readiness check this component's state feeds, if any. */
   readonly readiness?: ReadinessCheck;
   /**
+   * Started before every other component, whatever the order added (the HTTP interface: /healthz answers and
+   * /ready names what is still starting while the eBPF program sets load). Shutdown keeps the order added.
+   */
+  readonly startsEarly?: boolean;
+  /**
    * Starts the component; long work goes to the background. Reports `ok`, `disabled` or an error through the host.
    * Throwing means the component could not start at all; the supervisor reports it as `permanent_error`.
    */

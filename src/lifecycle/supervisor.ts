@@ -45,9 +45,14 @@ export class Supervisor {
     };
   }
 
-  /** Starts every component in order. One that throws is reported `permanent_error` and the rest still start. */
+  /**
+   * Starts every component in order, those that start early (the HTTP interface) first. One that throws is
+   * reported `permanent_error` and the rest still start. Between two starts the event loop gets a turn, so that
+   * an early component answers (probes) while the others start.
+   */
   async startAll(): Promise<void> {
-    for (const c of this.#components) {
+    const order = [...this.#components.filter((c) => c.startsEarly), ...this.#components.filter((c) => !c.startsEarly)];
+    for (const c of order) {
       const host = this.hostFor(c);
       try {
         this.#started.add(c);
@@ -55,6 +60,7 @@ export class Supervisor {
       } catch (e) {
         host.report("permanent_error", `start failed: ${(e as Error).message}`);
       }
+      await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 

@@ -80,6 +80,7 @@ export function createHttpServerComponent(deps: ServerDeps): Component {
 
   return {
     id: HTTP_SERVER_ID,
+    startsEarly: true,
     async start(h) {
       host = h;
       const c = deps.config();

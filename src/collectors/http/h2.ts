@@ -58,7 +58,8 @@ interface Frame {
   stream: number;
   remaining: number;
   /** Payload bytes kept (header blocks and their padding/priority prefix); undefined when the payload is skipped. */
-  parts: Uint8Array[] | undefined;
+  buf: Buffer | undefined;
+  filled: number;
 }
 
 /** One direction of one HTTP/2 connection: frames and the HPACK decoder of the header blocks it carries. */
@@ -69,7 +70,7 @@ export class H2Direction<T> {
   #headerLen = 0;
   #frame: Frame | undefined;
   /** A header block waiting for CONTINUATION frames. */
-  #block: { stream: number; endStream: boolean; parts: Uint8Array[]; bytes: number; push: boolean } | undefined;
+  #block: { stream: number; endStream: boolean; parts: Buffer[]; bytes: number; push: boolean } | undefined;
   readonly #table = hpack.table.create({ maxSize: MAX_TABLE_BYTES });
   #events: Array<H2Event<T>> = [];
   /** Why this direction stopped decoding (undefined while it decodes). */
@@ -114,12 +115,12 @@ export class H2Direction<T> {
   #gap(n: number, at: T): void {
     if (this.lost) return;
     const f = this.#frame;
-    if (f && !f.parts && f.remaining >= n) {
+    if (f && !f.buf && f.remaining >= n) {
       f.remaining -= n;
       if (f.remaining === 0) this.#frameDone(f, at);
       return;
     }
-    this.#lose(f && f.parts ? "a header block was not forwarded whole" : "bytes between frames were not forwarded");
+    this.#lose(f && f.buf ? "a header block was not forwarded whole" : "bytes between frames were not forwarded");
   }
 
   #step(b: Uint8Array, i: number, at: T): number {
@@ -136,14 +137,21 @@ export class H2Direction<T> {
     }
     const f = this.#frame;
     if (!f) {
+      /* Byte by byte: 9 bytes, cheaper than a subarray view. */
       const take = Math.min(FRAME_HEADER_BYTES - this.#headerLen, b.length - i);
-      this.#header.set(b.subarray(i, i + take), this.#headerLen);
+      const h = this.#header;
+      for (let k = 0; k < take; k++) h[this.#headerLen + k] = b[i + k]!;
       this.#headerLen += take;
       if (this.#headerLen === FRAME_HEADER_BYTES) this.#startFrame(at);
       return i + take;
     }
     const take = Math.min(f.remaining, b.length - i);
-    if (f.parts) f.parts.push(b.slice(i, i + take));
+    if (f.buf) {
+      const buf = f.buf;
+      let at2 = f.filled;
+      for (let k = 0; k < take; k++) buf[at2++] = b[i + k]!;
+      f.filled = at2;
+    }
     f.remaining -= take;
     if (f.remaining === 0) this.#frameDone(f, at);
     return i + take;
@@ -160,7 +168,7 @@ export class H2Direction<T> {
     if (this.#block && type !== T_CONTINUATION) return this.#lose("a header block was interrupted");
     const keep = type === T_HEADERS || type === T_CONTINUATION || type === T_PUSH_PROMISE;
     if (keep && (this.#block?.bytes ?? 0) + length > MAX_HEADER_BLOCK_BYTES) return this.#lose("header block over the bound");
-    const f: Frame = { type, flags, stream, remaining: length, parts: keep ? [] : undefined };
+    const f: Frame = { type, flags, stream, remaining: length, buf: keep ? Buffer.allocUnsafe(length) : undefined, filled: 0 };
     this.#frame = f;
     if (length === 0) this.#frameDone(f, at);
   }
@@ -176,7 +184,7 @@ export class H2Direction<T> {
         return;
       case T_HEADERS:
       case T_PUSH_PROMISE: {
-        let payload = concat(f.parts!);
+        let payload: Buffer = f.buf!;
         let from = 0;
         let to = payload.length;
         if (f.flags & F_PADDED) {
@@ -192,7 +200,7 @@ export class H2Direction<T> {
       }
       case T_CONTINUATION: {
         if (!this.#block || this.#block.stream !== f.stream) return this.#lose("CONTINUATION without a header block");
-        const payload = concat(f.parts!);
+        const payload = f.buf!;
         this.#block.parts.push(payload);
         this.#block.bytes += payload.length;
         break;
@@ -209,12 +217,12 @@ export class H2Direction<T> {
   }
 
   /** Decodes one whole header block through the HPACK table; undefined (direction lost) when it does not decode. */
-  #decode(block: Uint8Array): Map<string, string> | undefined {
+  #decode(block: Buffer): Map<string, string> | undefined {
     const out = new Map<string, string>();
     const table = this.#table;
     try {
       const d = hpack.decoder.create();
-      if (block.length > 0) d.push(Buffer.from(block.buffer, block.byteOffset, block.length));
+      if (block.length > 0) d.push(block);
       while (!d.isEmpty()) {
         if (d.decodeBit()) {
           const e = table.lookup(d.decodeInt());
@@ -256,17 +264,8 @@ export class H2Direction<T> {
   }
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!;
-  let n = 0;
-  for (const p of parts) n += p.length;
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+function concat(parts: Buffer[]): Buffer {
+  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
 }
 
 /** What a gRPC call adds to an exchange (RPC semantic conventions). */

@@ -176,10 +176,15 @@ function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
   }
   const error = grpcIsError(server, rpc.statusCode);
   if (error) attributes["error.type"] = rpc.statusCode === undefined ? "_OTHER" : String(rpc.statusCode);
+  return exchangeSpan(x, c, `${rpc.service}/${rpc.method}`, server, attributes, error, who.resource);
+}
+
+/** The span of an exchange, from its start to its end, once its name and attributes are known. */
+function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: string, server: boolean, attributes: Attributes, error: boolean, resource: Attributes | undefined): SpanItem {
   const span: SpanItem = {
     traceId: randomId(16),
     spanId: randomId(8),
-    name: `${rpc.service}/${rpc.method}`,
+    name,
     kind: server ? SpanKind.SERVER : SpanKind.CLIENT,
     startTimeUnixNano: c.toEpochNs(x.startNs),
     endTimeUnixNano: c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs),
@@ -187,7 +192,7 @@ function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
     status: { code: error ? StatusCode.ERROR : StatusCode.UNSET },
   };
   if (c.scope) span.scope = c.scope;
-  if (who.resource) span.resource = who.resource;
+  if (resource) span.resource = resource;
   return span;
 }
 
@@ -247,17 +252,5 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   const error = status >= 500 || (!server && status >= 400);
   if (error) attributes["error.type"] = String(status);
   const method = known ? req.method : "HTTP";
-  const span: SpanItem = {
-    traceId: randomId(16),
-    spanId: randomId(8),
-    name: route !== undefined ? `${method} ${route}` : method,
-    kind: server ? SpanKind.SERVER : SpanKind.CLIENT,
-    startTimeUnixNano: c.toEpochNs(x.startNs),
-    endTimeUnixNano: c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs),
-    attributes,
-    status: { code: error ? StatusCode.ERROR : StatusCode.UNSET },
-  };
-  if (c.scope) span.scope = c.scope;
-  if (who.resource) span.resource = who.resource;
-  return span;
+  return exchangeSpan(x, c, route !== undefined ? `${method} ${route}` : method, server, attributes, error, who.resource);
 }

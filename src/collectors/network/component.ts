@@ -208,8 +208,11 @@ export class NetworkCollector implements Component {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
+      /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
+      if (this.#overBudget()) continue;
       const span = exchangeToSpan(x, this.#spanContext);
-      if (!this.#offer(span) || !this.#redMaps || x.meta.tls || x.rpc) continue;
+      this.#push(span);
+      if (!this.#redMaps || x.meta.tls || x.rpc) continue;
       /* The span's ids become the exemplar of the RED series that counted its exchange (HTTP/1.x in cleartext). */
       const method = (RED_METHODS as readonly string[]).includes(x.request.method) ? x.request.method : "_OTHER";
       const server = x.role === "server";
@@ -260,19 +263,24 @@ export class NetworkCollector implements Component {
     if (unanswered > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP_UNANSWERED_REASON }, unanswered);
   }
 
-  /** Queues a span within the per-second cap; false when the cap dropped it. */
-  #offer(span: SpanItem): boolean {
-    if (!this.#budget.take()) {
-      this.counters.dropped++;
-      this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
-      return false;
-    }
+  #offer(span: SpanItem): void {
+    if (!this.#overBudget()) this.#push(span);
+  }
+
+  /** Takes one span from the per-second budget; false when it is spent (the drop is counted). */
+  #overBudget(): boolean {
+    if (this.#budget.take()) return false;
+    this.counters.dropped++;
+    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    return true;
+  }
+
+  #push(span: SpanItem): void {
     this.#pendingSpans.push(span);
     if (!this.#flushScheduled) {
       this.#flushScheduled = true;
       queueMicrotask(() => this.#flushSpans());
     }
-    return true;
   }
 
   #flushSpans(): void {

@@ -32,6 +32,27 @@ function fake(id: string, events: string[], opts: { failStart?: boolean; failRel
 }
 
 describe("supervisor", () => {
+  test("a component that starts early (the HTTP interface) starts first and answers while the others start; shutdown keeps the order added", async () => {
+    const events: string[] = [];
+    const status = new StatusAggregator();
+    const s = new Supervisor(quiet(), status);
+    let readyDuringStart: unknown;
+    const slow = fake("ebpf/network", events, { readiness: "ebpf" });
+    const start = slow.start.bind(slow);
+    slow.start = async (h) => {
+      readyDuringStart = status.readiness();
+      await start(h);
+    };
+    s.add(fake("exporter/otlp", events));
+    s.add(slow);
+    s.add({ ...fake("server/http", events), startsEarly: true });
+    await s.startAll();
+    expect(events).toEqual(["start server/http", "start exporter/otlp", "start ebpf/network"]);
+    expect(readyDuringStart).toEqual({ ready: false, checks: { ebpf: "failed: ebpf/network is starting", otlp: "ok", discovery: "ok", memory: "ok" } });
+    await s.shutdownAll(1000);
+    expect(events.slice(3)).toEqual(["shutdown server/http", "shutdown ebpf/network", "shutdown exporter/otlp"]);
+  });
+
   test("starts in order, shuts down in reverse, only what started", async () => {
     const events: string[] = [];
     const s = new Supervisor(quiet(), new StatusAggregator());
