@@ -17,7 +17,7 @@ import {
   RecordPump,
   TURN_BUDGET_MS,
 } from "../../../src/ebpf/pump";
-import { FakeRing, record } from "./fake-ring";
+import { FakeRing, record } from "../../helpers/fakes/ring";
 
 const decode = (v: DataView, o: number, len: number): number => {
   if (len < 4) throw new RangeError(`short: ${len}`);
