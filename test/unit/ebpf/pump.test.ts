@@ -18,6 +18,7 @@ import {
   TURN_BUDGET_MS,
 } from "../../../src/ebpf/pump";
 import { FakeRing, record } from "../../helpers/fakes/ring";
+import { advanceTimersByTime } from "../../helpers/fake-timers";
 
 const decode = (v: DataView, o: number, len: number): number => {
   if (len < 4) throw new RangeError(`short: ${len}`);
@@ -184,7 +185,7 @@ describe("RecordPump", () => {
       const ticker = new PollTicker();
       pump.start(ticker);
       // Polls at the base interval until IDLE_POLLS_BEFORE_STRETCH empty ones, then at the stretched one.
-      for (let i = 0; i < 100 && pump.counters.turns <= IDLE_POLLS_BEFORE_STRETCH; i++) jest.advanceTimersByTime(pump.currentIntervalMs);
+      for (let i = 0; i < 100 && pump.counters.turns <= IDLE_POLLS_BEFORE_STRETCH; i++) advanceTimersByTime(pump.currentIntervalMs);
       expect(pump.counters.turns).toBeGreaterThan(IDLE_POLLS_BEFORE_STRETCH);
       expect(pump.currentIntervalMs).toBe(pump.idleIntervalMs);
       expect(ticker.intervalMs).toBe(pump.idleIntervalMs);
