@@ -10,3 +10,8 @@ const timers = jest as typeof jest & { advanceTimersByTime(ms: number): void };
 export function advanceTimersByTime(ms: number): void {
   timers.advanceTimersByTime(ms);
 }
+
+/** Lets pending promise continuations run (timers stay where they are): a few turns of the microtask queue. */
+export async function flushPromises(turns = 10): Promise<void> {
+  for (let i = 0; i < turns; i++) await Promise.resolve();
+}
