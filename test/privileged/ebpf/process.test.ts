@@ -17,7 +17,7 @@ import { PROCESS_SET } from "../../../src/ebpf/sets/process";
 import type { ProcessEvent } from "../../../src/ebpf/sets/process-decoder";
 import type { ComponentState } from "../../../src/lifecycle/component";
 import { EbpfViewSchema, EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
-import { testContext } from "../../unit/ebpf/fakes";
+import { testContext } from "../../helpers/fakes/ebpf";
 import { expectReleased, until } from "./helpers";
 import { firstLine } from "../../helpers/wait";
 

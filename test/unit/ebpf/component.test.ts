@@ -7,7 +7,7 @@ import { pollIntervalMs } from "../../../src/ebpf/pump";
 import type { ProgramSetSpec } from "../../../src/ebpf/spec";
 import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
 import { EbpfViewSchema, EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
-import { fakeDeps, fakeEnvironment, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "./fakes";
+import { fakeDeps, fakeEnvironment, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "../../helpers/fakes/ebpf";
 
 const SPEC: ProgramSetSpec<number> = {
   name: "probes",
