@@ -1,13 +1,13 @@
 /** collector/profiling over fakes of the native layer (ffi/types) and of symbolization: no kernel. */
 import { describe, expect, test } from "bun:test";
-import { ProfilingCollector, Symbolizer } from "../../../src/collectors/profiling";
-import { PROFILE_KEY_BYTES } from "../../../src/collectors/profiling/decode";
-import { EbpfCore } from "../../../src/ebpf/core";
-import type { ProfileFrame } from "../../../src/export/model";
-import { PROFILING_STATUS, type ProfilingView } from "../../../src/collectors/profiling/status";
-import { parseConfig } from "../../../src/config/load";
-import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../helpers/fakes/ebpf";
-import { RecordingPipeline, recordingHost, waitFor } from "../../helpers/fakes/collectors";
+import { ProfilingCollector, Symbolizer } from "../../../../src/collectors/profiling";
+import { PROFILE_KEY_BYTES } from "../../../../src/collectors/profiling/decode";
+import { EbpfCore } from "../../../../src/ebpf/core";
+import type { ProfileFrame } from "../../../../src/export/model";
+import { PROFILING_STATUS, type ProfilingView } from "../../../../src/collectors/profiling/status";
+import { parseConfig } from "../../../../src/config/load";
+import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../../helpers/fakes/ebpf";
+import { RecordingPipeline, recordingHost, waitFor } from "../../../helpers/fakes/collectors";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
