@@ -391,9 +391,13 @@ int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, __u64 num, __u64 *readby
   return enter((__u64)ssl, (__u64)buf, (__u64)readbytes, IO_READ);
 }
 
-/* One return program serves the four functions: the active call knows which form it was. */
+/*
+ * One return program serves the four functions: the active call knows which form it was. All four return an
+ * int: only the low 32 bits of the register are the value (SSL_read's -1, WANT_READ on a non-blocking socket,
+ * reads 0xffffffff as a long).
+ */
 SEC("uretprobe")
-int BPF_KRETPROBE(ssl_leave, long ret)
+int BPF_KRETPROBE(ssl_leave, int ret)
 {
   return leave(ret);
 }
