@@ -4,7 +4,8 @@
  *
  * uprobes on SSL_write / SSL_write_ex / SSL_read / SSL_read_ex remember the call per thread (`active`: the SSL
  * object, the buffer, and for the _ex forms where the byte count is written); the uretprobes copy the first
- * TLS_CAPTURE_BYTES of what the call moved into a `struct tls_event` on the ring buffer `tls_events`. User space
+ * TLS_CAPTURE_BYTES of what the call moved (TLS_H2_CAPTURE_BYTES on HTTP/2 connections and for a direction's first
+ * call) into a `struct tls_event` on the ring buffer `tls_events`. User space
  * attaches the probes per library file (every process mapping that file is then traced).
  *
  * Which socket: the SSL object's file descriptor is not read from the BIO (its layout differs between versions,
@@ -23,6 +24,13 @@
 #define AF_INET6 10
 #define COMM_LEN 16
 #define TLS_CAPTURE_BYTES 512
+/* HTTP/2 connections (their plaintext opens with the client preface or a SETTINGS frame): up to this many bytes of
+ * each call, so that user space sees every header block (HPACK needs them all). */
+#define TLS_H2_CAPTURE_BYTES 4096
+#define CONN_H2 1
+/* An HTTP/2 call goes out as up to this many records of TLS_H2_CAPTURE_BYTES each (consecutive stream offsets):
+ * 32 KiB, more than a default-size DATA frame (16 KiB) and the frame header after it. */
+#define TLS_H2_CHUNKS 8
 #define IO_READ 0
 #define IO_WRITE 1
 #define FLAG_SOCKET 1
@@ -35,6 +43,7 @@ struct tls_call {
   __u64 count_ptr; /* size_t * of the _ex forms, 0 otherwise */
   __u64 enter_ns;
   __u64 sk;        /* set by sock_*_length during the call */
+  __u64 cookie;    /* that socket's cookie (never reused, unlike the struct sock's address) */
   __u32 io;
   __u32 depth;     /* calls of the same SSL object nested inside this one (reported once, at the outermost return) */
 };
@@ -47,11 +56,12 @@ struct tls_conn_key {
 
 struct tls_conn {
   __u64 sk;
+  __u64 cookie;
   __u64 offset[2]; /* bytes moved per IO_* direction */
   __u16 sport;
   __u16 dport;
   __u16 family;
-  __u16 pad;
+  __u16 proto;      /* CONN_H2 once the plaintext opened HTTP/2 */
   __u8 saddr[16];
   __u8 daddr[16];
 };
@@ -102,11 +112,18 @@ struct {
 
 SVC_LOST_MAP(tls_events);
 
+/* The record being built: struct tls_event's header, then up to TLS_H2_CAPTURE_BYTES of plaintext (and room for the
+ * verifier's bound on a masked size). */
+struct tls_scratch_value {
+  struct tls_event e;
+  __u8 more[2 * TLS_H2_CAPTURE_BYTES];
+};
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct tls_event);
+  __type(value, struct tls_scratch_value);
 } tls_scratch SEC(".maps");
 
 static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io)
@@ -155,13 +172,16 @@ static __always_inline int leave(long ret)
   struct tls_call c = *call;
   bpf_map_delete_elem(&active, &id);
   __u64 moved = 0;
+  /* The four functions return an int: the upper half of the register is not part of it (an SSL_read's -1 of a
+   * non-blocking socket would otherwise read as 4294967295 bytes). */
+  int r = (int)ret;
   if (c.count_ptr) {
-    if (ret != 1 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
+    if (r != 1 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
       return 0;
   } else {
-    if (ret <= 0)
+    if (r <= 0)
       return 0;
-    moved = ret;
+    moved = r;
   }
   if (moved == 0)
     return 0;
@@ -175,13 +195,16 @@ static __always_inline int leave(long ret)
     if (!conn)
       return 0;
   }
-  if (c.sk && c.sk != conn->sk) {
-    /* A first socket, or an SSL object freed and another allocated at its address: a new stream. */
+  if (c.sk && (c.sk != conn->sk || c.cookie != conn->cookie)) {
+    /* A first socket, or an SSL object freed and another allocated at its address (perhaps over a socket at the
+     * address of the previous one: the cookie tells): a new stream. */
     if (conn->sk) {
       conn->offset[0] = 0;
       conn->offset[1] = 0;
+      conn->proto = 0;
     }
     conn->sk = c.sk;
+    conn->cookie = c.cookie;
     addrs_from_sk(conn, (struct sock *)c.sk);
   }
   __u32 fidx = c.io & 1;
@@ -189,17 +212,29 @@ static __always_inline int leave(long ret)
   conn->offset[fidx] = off + moved;
 
   __u32 zero = 0;
-  struct tls_event *e = bpf_map_lookup_elem(&tls_scratch, &zero);
-  if (!e)
+  struct tls_scratch_value *sv = bpf_map_lookup_elem(&tls_scratch, &zero);
+  if (!sv)
     return 0;
-  __u32 n = moved < TLS_CAPTURE_BYTES ? moved : TLS_CAPTURE_BYTES;
+  struct tls_event *e = &sv->e;
+  /* A direction's first call gets the larger capture too: it may open HTTP/2 and carry its first header block. */
+  __u32 limit = (conn->proto == CONN_H2 || off == 0) ? TLS_H2_CAPTURE_BYTES : TLS_CAPTURE_BYTES;
+  __u32 n = moved < limit ? moved : limit;
   __u32 size = n;
-  /* An opaque mask: clang drops a plain `& 1023` it can prove redundant, and the verifier then sees an unbounded size. */
-  asm volatile("%0 &= 1023" : "+r"(size));
-  if (size > TLS_CAPTURE_BYTES)
+  /* An opaque mask: clang drops a plain mask it can prove redundant, and the verifier then sees an unbounded size. */
+  asm volatile("%0 &= 8191" : "+r"(size));
+  if (size > TLS_H2_CAPTURE_BYTES)
     return 0;
   if (bpf_probe_read_user(e->data, size, (void *)c.buf) != 0)
     return 0;
+  /* A direction's first bytes: the HTTP/2 client preface, or a SETTINGS frame header (length a multiple of 6,
+   * type 4, no flags, stream 0), make the connection HTTP/2. */
+  if (off == 0 && n >= 9 && conn->proto != CONN_H2) {
+    const __u8 *d = e->data;
+    __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
+    if ((d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*') ||
+        (d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && d[8] == 0 && flen % 6 == 0 && flen <= 96))
+      conn->proto = CONN_H2;
+  }
   e->timestamp_ns = c.io == IO_WRITE ? c.enter_ns : bpf_ktime_get_ns();
   e->ssl = c.ssl;
   e->stream_off = off;
@@ -218,11 +253,40 @@ static __always_inline int leave(long ret)
   __builtin_memcpy(e->saddr, conn->saddr, 16);
   __builtin_memcpy(e->daddr, conn->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
+  int h2 = conn->proto == CONN_H2;
+  if (h2 && moved > n)
+    e->len = n; /* the call continues in the records below */
   __u32 total = offsetof(struct tls_event, data) + n;
-  if (total > sizeof(*e))
-    total = sizeof(*e);
+  asm volatile("%0 &= 8191" : "+r"(total));
+  if (total > offsetof(struct tls_event, data) + TLS_H2_CAPTURE_BYTES)
+    return 0;
   if (bpf_ringbuf_output(&tls_events, e, total, 0) != 0)
     svc_count_lost(&tls_events_lost);
+  if (!h2)
+    return 0;
+  /* HTTP/2: the rest of the call, one record per TLS_H2_CAPTURE_BYTES; the last one's len covers what is left. */
+  for (__u32 i = 1; i < TLS_H2_CHUNKS; i++) {
+    __u64 at = (__u64)i * TLS_H2_CAPTURE_BYTES;
+    if (at >= moved)
+      break;
+    __u64 left = moved - at;
+    __u32 chunk = left < TLS_H2_CAPTURE_BYTES ? left : TLS_H2_CAPTURE_BYTES;
+    __u32 csize = chunk;
+    asm volatile("%0 &= 8191" : "+r"(csize));
+    if (csize > TLS_H2_CAPTURE_BYTES)
+      return 0;
+    if (bpf_probe_read_user(e->data, csize, (void *)(c.buf + at)) != 0)
+      return 0;
+    e->stream_off = off + at;
+    e->len = (i == TLS_H2_CHUNKS - 1 && left > 0xffffffffULL) ? 0xffffffffU : (i == TLS_H2_CHUNKS - 1 ? (__u32)left : csize);
+    e->captured = csize;
+    __u32 ctotal = offsetof(struct tls_event, data) + csize;
+    asm volatile("%0 &= 8191" : "+r"(ctotal));
+    if (ctotal > offsetof(struct tls_event, data) + TLS_H2_CAPTURE_BYTES)
+      return 0;
+    if (bpf_ringbuf_output(&tls_events, e, ctotal, 0) != 0)
+      svc_count_lost(&tls_events_lost);
+  }
   return 0;
 }
 
@@ -267,8 +331,10 @@ static __always_inline int on_socket_call(struct sock *sk)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
   struct tls_call *call = bpf_map_lookup_elem(&active, &id);
-  if (call)
+  if (call) {
     call->sk = (__u64)sk;
+    call->cookie = bpf_get_socket_cookie(sk);
+  }
   return 0;
 }
 
