@@ -55,7 +55,7 @@ interface Plan {
 
 /** Arguments per benchmark: durations chosen so the sum stays well under TOTAL_BUDGET_S on 2 cores. */
 const PLANS: Plan[] = [
-  { name: "footprint", args: ["--idle", "15", "--load", "15", "--starts", "3"], quickArgs: ["--idle", "2", "--load", "3", "--starts", "1", "--settle", "1"], timeoutS: 150, root: true },
+  { name: "footprint", args: ["--idle", "10", "--load", "10", "--starts", "3", "--settle", "2", "--defaults-idle", "60"], quickArgs: ["--idle", "2", "--load", "3", "--starts", "1", "--settle", "1", "--defaults-idle", "3"], timeoutS: 210, root: true },
   { name: "scaling", args: [], quickArgs: ["--min-ms", "50", "--series", "1000,10000"], timeoutS: 60 },
   { name: "http", args: [], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 200 },
   { name: "export", args: ["--spans", "100000", "--rounds", "5"], quickArgs: ["--spans", "10000", "--rounds", "1"], timeoutS: 90 },
@@ -66,6 +66,7 @@ const PLANS: Plan[] = [
   { name: "debug-overhead", args: ["--seconds", "2", "--ops", "50000", "--rounds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000", "--rounds", "1"], timeoutS: 90 },
   { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
   { name: "http-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "5"], timeoutS: 255, root: true, selfLimitFlag: "--max-seconds" },
+  { name: "tls-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 130, root: true, selfLimitFlag: "--max-seconds" },
   { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 120, root: true },
 ];
 

@@ -16,7 +16,8 @@
 import { Registry } from "prom-client";
 import { inProcessAgent } from "../test/helpers/in-process";
 import { QUIET_CONFIG } from "../test/helpers/agent-process";
-import { VIEWS, type DiscoveryView, type EbpfView } from "../src/status/model";
+import { EBPF_STATUS, type EbpfView } from "../src/ebpf/status";
+import { DISCOVERY_STATUS, type DiscoveryView } from "../src/discovery/status";
 import { report, type BenchRow } from "./lib/report";
 import { argValue, meanMs, type BenchResultWithCurves, type Curve } from "./lib/curves";
 
@@ -111,13 +112,13 @@ const discMs: number[] = [];
 const discRef: number[] = [];
 for (const n of SIZES) {
   const ev = ebpfView(n);
-  h.agent.status.provide(VIEWS.ebpf, () => ev);
+  h.agent.status.provide(EBPF_STATUS.name, () => ev);
   const body = JSON.parse(await get("/status/ebpf")) as EbpfView;
   if (body.maps.length !== n) throw new Error(`/status/ebpf has ${body.maps.length} maps, expected ${n}`);
   ebpfMs.push(await meanMs(() => get("/status/ebpf"), 5, MIN_MS));
   ebpfRef.push(await meanMs(() => JSON.stringify(ev), 5, MIN_MS));
   const dv = discoveryView(n);
-  h.agent.status.provide(VIEWS.discovery, () => dv);
+  h.agent.status.provide(DISCOVERY_STATUS.name, () => dv);
   const dbody = JSON.parse(await get("/status/discovery")) as DiscoveryView;
   if (dbody.discovered_services.length !== n) throw new Error(`/status/discovery has ${dbody.discovered_services.length} services, expected ${n}`);
   discMs.push(await meanMs(() => get("/status/discovery"), 5, MIN_MS));

@@ -312,7 +312,7 @@ export class BpfMap implements BpfMapApi {
 
   lookupU32Key(key: number): Uint8Array | undefined {
     const n = nativeLib();
-    const value = new Uint8Array(n.bpf.bpf_map__value_size(this.#handle));
+    const value = new Uint8Array(this.#valueBytes());
     const k = new Uint32Array([key]);
     const r = n.bpf.bpf_map_lookup_elem(this.#fd(), ptr(k), ptr(value));
     if (r < 0) {
@@ -324,7 +324,7 @@ export class BpfMap implements BpfMapApi {
 
   lookup(key: Uint8Array): Uint8Array | undefined {
     const n = nativeLib();
-    const value = new Uint8Array(n.bpf.bpf_map__value_size(this.#handle));
+    const value = new Uint8Array(this.#valueBytes());
     const r = n.bpf.bpf_map_lookup_elem(this.#fd(), ptr(key), ptr(value));
     if (r < 0) {
       if (-r === 2) return undefined;
@@ -357,7 +357,7 @@ export class BpfMap implements BpfMapApi {
     const n = nativeLib();
     const fd = this.#fd();
     const keySize = n.bpf.bpf_map__key_size(this.#handle);
-    const valueSize = n.bpf.bpf_map__value_size(this.#handle);
+    const valueSize = this.#valueBytes();
     let buffers = this.#batch;
     if (!buffers || buffers.keys.length < keySize * limit || buffers.values.length < valueSize * limit)
       this.#batch = buffers = { keys: new Uint8Array(keySize * limit), values: new Uint8Array(valueSize * limit) };
@@ -378,6 +378,16 @@ export class BpfMap implements BpfMapApi {
       if (r < 0) break;
     }
     return { count: taken, keys, values };
+  }
+
+  /** Bytes of one value as user space reads it: per-CPU maps give each possible CPU's value, 8-byte aligned. */
+  #valueBytes(): number {
+    const n = nativeLib();
+    const size = n.bpf.bpf_map__value_size(this.#handle);
+    if (!this.typeName.startsWith("percpu")) return size;
+    const cpus = n.bpf.libbpf_num_possible_cpus();
+    if (cpus < 0) throw new LibbpfError("libbpf_num_possible_cpus", -cpus);
+    return Math.ceil(size / 8) * 8 * cpus;
   }
 
   updateU32Key(key: number, value: Uint8Array): void {

@@ -90,7 +90,7 @@ export interface BpfMapApi {
   entryCounter(limit: number): EntryCounter;
   /** Sum over CPUs of the u64 value at `key` of a per-CPU array (0 when absent). */
   sumPerCpuU64(key: number): bigint;
-  /** Value at a u32 key of an array or hash map, or undefined. */
+  /** Value at a u32 key of an array or hash map (per-CPU maps: every possible CPU's value, each 8-aligned), or undefined. */
   lookupU32Key(key: number): Uint8Array | undefined;
   /**
    * A reader over this map: a ring buffer (read from the mmapped ring, or with `mechanism: "libbpf-callback"`
@@ -108,7 +108,8 @@ export interface BpfMapApi {
   updateU32Key?(key: number, value: Uint8Array): void;
   /**
    * Takes (looks up and deletes) up to `limit` entries of a hash map in a few batch calls
-   * (bpf_map_lookup_and_delete_batch): keys and values packed back to back (key_size and value_size each).
+   * (bpf_map_lookup_and_delete_batch): keys and values packed back to back (key_size and value_size each; a
+   * per-CPU map's value is every possible CPU's value, each rounded up to 8 bytes).
    * The buffers are reused by the next call. Undefined when the kernel lacks batch operations
    * (EINVAL/ENOTSUPP): use keys/lookup/delete. Optional.
    */

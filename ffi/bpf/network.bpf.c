@@ -21,7 +21,19 @@
  *   CAPTURE_SYSCALLS: the syscall tracepoints remember the buffer per thread at entry (`pending`),
  *     sock_*_length marks the call as TCP, and the syscall exit copies the bytes.
  * A request starts an exchange; exchanges beyond `http_requests_per_second` are not captured at all
- * (neither request nor response) and are counted in stats[STAT_HTTP_SAMPLED_OUT].
+ * (neither request nor response) and are counted in stats[STAT_HTTP_SAMPLED_OUT], as are those refused while
+ * the ring buffer `http_events` is more than half full (the budget adapts to what user space drains: nothing is
+ * lost in the ring).
+ *
+ * RED metrics (`red_enabled`, socket storage programs only): every exchange, captured or not, is counted in the
+ * kernel. A request start records its method, the precise clock and, on the server side, the first
+ * RED_PATH_BYTES of its path and a hash of the path up to '?', '#' or the space before the version (per-socket
+ * storage `red_store`). The response's status line counts the exchange into the per-CPU hash of the current
+ * generation (`red_a` or `red_b`, chosen by `red_config.gen`) keyed by (pid, role, method, status, path hash,
+ * peer); later calls on the response side move its duration to their time (its last byte) while the generation
+ * lasts. User space flips the generation, then takes the other map whole (lookup-and-delete), so nothing counted
+ * is lost or counted twice. The path of each new key goes to `red_paths` (hash -> bytes). Keys beyond the map's
+ * room are counted per role in `red_overflow` (cumulative; user space takes differences).
  *
  * Where entries live: with kernel BTF (the default) the lifecycle and length programs run as tp_btf and keep
  * each connection in per-socket storage (`conn_store`, BPF_MAP_TYPE_SK_STORAGE: reached from the socket itself,
@@ -87,7 +99,11 @@
 #define STAT_PENDING_FULL 1
 #define STAT_HTTP_SAMPLED_OUT 2
 #define STAT_HTTP_EVENTS 3
-#define STAT_COUNT 4
+/* A request started on a connection whose previous request was still unanswered (pipelined): the earlier one is not counted. */
+#define STAT_RED_REPLACED 4
+/* Exchanges refused a span because the http_events ring was more than half full (also in STAT_HTTP_SAMPLED_OUT). */
+#define STAT_HTTP_RING_BUSY 5
+#define STAT_COUNT 6
 
 /* Set before load. */
 #define CAPTURE_OFF 0
@@ -100,6 +116,8 @@ const volatile __u32 capture_http = CAPTURE_SOCKET;
 const volatile __u32 http_requests_per_second = 1000;
 /* Entries of conn_store at most (per-socket storage has no max_entries of its own). */
 const volatile __u32 max_conns = 65536;
+/* Count every HTTP exchange into the RED maps (socket storage programs only). */
+const volatile __u32 red_enabled = 0;
 
 /* Where a program keeps connections: compile-time argument of the inline helpers, one per program. */
 #define STORE_HASH 0
@@ -226,6 +244,127 @@ struct {
   __type(key, __u32);
   __type(value, __u64);
 } stats SEC(".maps");
+
+
+/* ---- RED metrics ---- */
+
+#define RED_PATH_BYTES 64
+#define RED_PATH_WORDS (RED_PATH_BYTES / 8)
+/* Histogram bounds at most (the conventions' default has 14). */
+#define RED_MAX_BOUNDS 16
+#define RED_BUCKETS (RED_MAX_BOUNDS + 1)
+/* Keys per generation (each map): 88 bytes per possible CPU each, preallocated. */
+#define RED_MAX_KEYS 4096
+
+#define RED_IDLE 0
+#define RED_AWAITING 1
+#define RED_COUNTED 2
+
+#define ROLE_SERVER 1
+#define ROLE_CLIENT 2
+
+/* 40 bytes. */
+struct red_key {
+  __u64 path_hash;  /*  0: server: hash of the path bytes; 0 on the client side */
+  __u32 pid;        /*  8 */
+  __u16 status;     /* 12 */
+  __u8 method;      /* 14: METHOD_* (0: other) */
+  __u8 role;        /* 15: ROLE_* */
+  __u8 peer[16];    /* 16: client: the server's address; server: the client's when loopback or private, else zero */
+  __u16 peer_port;  /* 32: client: the server's port; server: the local (listening) port */
+  __u16 family;     /* 34 */
+  __u32 pad;        /* 36 */
+};
+
+/* 88 bytes per CPU; counts are signed: a duration moved to a later bucket takes one from its first bucket. */
+struct red_value {
+  __s64 count;               /*   0 */
+  __s64 sum_ns;              /*   8 */
+  __s32 buckets[RED_BUCKETS];/*  16 */
+  __u32 pad;                 /*  84 */
+};
+
+struct red_conn {
+  struct red_key key;        /*   0: of the exchange under way (status set by its response) */
+  __u64 start_ns;            /*  40: request seen */
+  __u64 end_ns;              /*  48: last response-side call of the counted exchange */
+  __u32 gen;                 /*  56: generation it was counted in */
+  __u8 state;                /*  60: RED_* */
+  __u8 req_io;               /*  61: IO_* + 1 of its request */
+  __u8 bucket;               /*  62 */
+  __u8 pad;                  /*  63 */
+  __u64 path[RED_PATH_WORDS];/*  64: server: the path's first bytes, zero from its end on */
+};
+
+struct red_config_value {
+  __u32 gen;
+  __u32 nbounds;
+  __u64 bounds_ns[RED_MAX_BOUNDS];
+  __u64 path_keys;  /* keys with a path created in this generation (user space zeroes it at each flip) */
+};
+
+/* Keys with a path per generation at most; further new paths count under RED_PATH_OVERFLOW (their pid, method and
+ * status kept), so that the map keeps room for them. */
+#define RED_PATH_KEYS_MAX 3072
+#define RED_PATH_OVERFLOW 1
+
+_Static_assert(sizeof(struct red_key) == 40, "struct red_key layout is mirrored by the decoder");
+_Static_assert(sizeof(struct red_value) == 88, "struct red_value layout is mirrored by the decoder");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct red_conn);
+} red_store SEC(".maps");
+
+/* Preallocated: an element is taken from a free list in any context (allocating on demand fails under bursts of new keys). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+  __uint(max_entries, RED_MAX_KEYS);
+  __type(key, struct red_key);
+  __type(value, struct red_value);
+} red_a SEC(".maps");
+
+/* Preallocated: an element is taken from a free list in any context (allocating on demand fails under bursts of new keys). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+  __uint(max_entries, RED_MAX_KEYS);
+  __type(key, struct red_key);
+  __type(value, struct red_value);
+} red_b SEC(".maps");
+
+/* Path bytes of each path hash counted (written when its key is new). */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, __u64[RED_PATH_WORDS]);
+} red_paths SEC(".maps");
+
+/* Exchanges whose key found no room, per ROLE_* (index 0 unused); cumulative. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 3);
+  __type(key, __u32);
+  __type(value, struct red_value);
+} red_overflow SEC(".maps");
+
+/* Written by user space: the generation counted into and the histogram bounds. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct red_config_value);
+} red_config SEC(".maps");
+
+/* A zero red_value to create keys from. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct red_value);
+} red_zero SEC(".maps");
 
 /* One global window of http_requests_per_second exchanges. */
 struct rate_window {
@@ -621,6 +760,11 @@ static __always_inline int take_exchange_token(__u64 now)
    * cache line alone instead of bouncing it between CPUs with an atomic add each. */
   if (*(volatile __u64 *)&w->count >= http_requests_per_second)
     return 0;
+  /* What user space does not drain is refused here, not lost in the ring: no new exchange while it is half full. */
+  if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 2) {
+    count_stat(STAT_HTTP_RING_BUSY);
+    return 0;
+  }
   return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
 }
 
@@ -632,6 +776,237 @@ static __always_inline int budget_spent(__u64 now)
   if (!w)
     return 0;
   return (__s64)(now - w->start_ns) < (__s64)NSEC_PER_SEC && *(volatile __u64 *)&w->count >= http_requests_per_second;
+}
+
+
+/* ---- RED metrics: every exchange counted (see the header) ---- */
+
+#define METHOD_OTHER 0
+#define METHOD_GET 1
+#define METHOD_POST 2
+#define METHOD_PUT 3
+#define METHOD_HEAD 4
+#define METHOD_DELETE 5
+#define METHOD_PATCH 6
+#define METHOD_OPTIONS 7
+#define METHOD_CONNECT 8
+#define METHOD_TRACE 9
+
+/* METHOD_* of a request start (at least 8 bytes) and the length of its method. */
+static __always_inline __u8 http_method(const __u8 *d, __u32 *mlen)
+{
+  __u32 w;
+  __builtin_memcpy(&w, d, 4);
+#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
+  if (w == W('G', 'E', 'T', ' ')) { *mlen = 3; return METHOD_GET; }
+  if (w == W('P', 'O', 'S', 'T')) { *mlen = 4; return METHOD_POST; }
+  if (w == W('P', 'U', 'T', ' ')) { *mlen = 3; return METHOD_PUT; }
+  if (w == W('H', 'E', 'A', 'D')) { *mlen = 4; return METHOD_HEAD; }
+  if (w == W('D', 'E', 'L', 'E')) { *mlen = 6; return METHOD_DELETE; }
+  if (w == W('P', 'A', 'T', 'C')) { *mlen = 5; return METHOD_PATCH; }
+  if (w == W('O', 'P', 'T', 'I')) { *mlen = 7; return METHOD_OPTIONS; }
+  if (w == W('C', 'O', 'N', 'N')) { *mlen = 7; return METHOD_CONNECT; }
+  if (w == W('T', 'R', 'A', 'C')) { *mlen = 5; return METHOD_TRACE; }
+#undef W
+  *mlen = 0;
+  return METHOD_OTHER;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* 0x80 in each byte of `x` that is zero (exact for the lowest one, which is all that is used). */
+#define ZERO_BYTES(x) (((x) - ONES) & ~(x) & HIGHS)
+
+/*
+ * Hash of the path in `words` up to its first ' ', '?', '#' or NUL, eight bytes at a time (no loop per byte);
+ * the terminator and what follows it in its word are zeroed, so user space reads the path up to the first NUL.
+ */
+static __always_inline __u64 path_hash(__u64 *words)
+{
+  __u64 h = 0xcbf29ce484222325ULL;
+#pragma unroll
+  for (int i = 0; i < RED_PATH_WORDS; i++) {
+    __u64 w = words[i];
+    __u64 m = ZERO_BYTES(w ^ (ONES * ' ')) | ZERO_BYTES(w ^ (ONES * '?')) | ZERO_BYTES(w ^ (ONES * '#')) | ZERO_BYTES(w);
+    if (m) {
+      __u64 low = m & (~m + 1);
+      w &= (low >> 7) - 1;
+      words[i] = w;
+      h = (h ^ w) * 0x100000001b3ULL;
+      if (i + 1 < RED_PATH_WORDS)
+        words[i + 1] = 0;
+      return (h ^ (h >> 31)) | 2;
+    }
+    h = (h ^ w) * 0x100000001b3ULL;
+  }
+  return (h ^ (h >> 31)) | 2;
+}
+
+/* Loopback or private addresses (RFC 1918, fc00::/7, fe80::/10, and as IPv4-mapped IPv6): kept as the server side's peer. */
+static __always_inline int local_class(const __u8 *a, __u16 family)
+{
+  const __u8 *v4 = a;
+  if (family == AF_INET6) {
+    __u64 hi;
+    __u32 mid;
+    __builtin_memcpy(&hi, a, 8);
+    __builtin_memcpy(&mid, a + 8, 4);
+    if (hi == 0 && mid == 0xffff0000) {
+      v4 = a + 12;
+    } else {
+      if ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80))
+        return 1;
+      __u32 lo;
+      __builtin_memcpy(&lo, a + 12, 4);
+      return hi == 0 && mid == 0 && lo == bpf_htonl(1);
+    }
+  }
+  return v4[0] == 127 || v4[0] == 10 || (v4[0] == 172 && (v4[1] & 0xf0) == 16) || (v4[0] == 192 && v4[1] == 168);
+}
+
+/* A request start (`head`: its first bytes, at least 8) on connection `c`: the exchange it opens awaits its response. */
+static __always_inline void red_request(struct red_conn *r, struct conn *c, __u32 io, const __u8 *head, __u64 buf, __u64 len, __u64 ts)
+{
+  if (r->state == RED_AWAITING)
+    count_stat(STAT_RED_REPLACED);
+  __u32 mlen = 0;
+  struct red_key *k = &r->key;
+  k->method = http_method(head, &mlen);
+  k->pid = c->pid;
+  k->status = 0;
+  k->family = c->family;
+  k->pad = 0;
+  r->state = RED_AWAITING;
+  r->req_io = io + 1;
+  r->start_ns = ts;
+  if (io == IO_WRITE) {
+    k->role = ROLE_CLIENT;
+    k->path_hash = 0;
+    k->peer_port = c->dport;
+    __builtin_memcpy(k->peer, c->daddr, 16);
+    return;
+  }
+  k->role = ROLE_SERVER;
+  k->peer_port = c->sport;
+  if (local_class(c->daddr, c->family))
+    __builtin_memcpy(k->peer, c->daddr, 16);
+  else
+    __builtin_memset(k->peer, 0, 16);
+  __u64 at = buf + mlen + 1;
+  if (mlen == 0 || bpf_probe_read_user(r->path, RED_PATH_BYTES, (void *)at) != 0) {
+    /* The path may end closer than RED_PATH_BYTES to the end of its mapping: read what the call moved. */
+    __builtin_memset(r->path, 0, RED_PATH_BYTES);
+    __u64 avail = len > mlen + 1 ? len - mlen - 1 : 0;
+    __u32 size = avail < RED_PATH_BYTES ? avail : RED_PATH_BYTES - 1;
+    asm volatile("%0 &= 63" : "+r"(size));
+    if (mlen == 0 || size == 0 || bpf_probe_read_user(r->path, size, (void *)at) != 0)
+      __builtin_memset(r->path, 0, RED_PATH_BYTES);
+  }
+  k->path_hash = path_hash(r->path);
+}
+
+/* The histogram bucket of `d` ns: the first bound >= d (OTLP explicit bounds), else the last bucket. */
+static __always_inline __u32 red_bucket(struct red_config_value *cfg, __u64 d)
+{
+  __u32 n = cfg->nbounds;
+#pragma unroll
+  for (__u32 i = 0; i < RED_MAX_BOUNDS; i++) {
+    if (i >= n)
+      return i;
+    if (d <= cfg->bounds_ns[i])
+      return i;
+  }
+  return RED_MAX_BOUNDS;
+}
+
+/* The value of `k` in `map` (one generation), created from zero (its path recorded) when new; 0 when there is no room. */
+static __always_inline struct red_value *red_slot(void *map, struct red_key *k, __u64 *path, struct red_config_value *cfg)
+{
+  struct red_value *v = bpf_map_lookup_elem(map, k);
+  if (v)
+    return v;
+  if (k->path_hash > RED_PATH_OVERFLOW && __sync_fetch_and_add(&cfg->path_keys, 1) >= RED_PATH_KEYS_MAX) {
+    k->path_hash = RED_PATH_OVERFLOW;
+    v = bpf_map_lookup_elem(map, k);
+    if (v)
+      return v;
+  }
+  __u32 zero = 0;
+  struct red_value *z = bpf_map_lookup_elem(&red_zero, &zero);
+  if (!z)
+    return 0;
+  bpf_map_update_elem(map, k, z, BPF_NOEXIST);
+  v = bpf_map_lookup_elem(map, k);
+  if (v && k->path_hash > RED_PATH_OVERFLOW)
+    bpf_map_update_elem(&red_paths, &k->path_hash, path, BPF_ANY);
+  return v;
+}
+
+static __always_inline void red_add(struct red_value *v, __u64 b, __u64 d)
+{
+  if (b >= RED_BUCKETS)
+    return;
+  v->count += 1;
+  v->sum_ns += d;
+  v->buckets[b] += 1;
+}
+
+/* A response's status line (`head`, `n` bytes) answering the awaited request: the exchange is counted. */
+static __always_inline void red_response(struct red_conn *r, const __u8 *head, __u32 n, __u64 ts)
+{
+  if (n < 12 || head[8] != ' ')
+    return;
+  __u8 d0 = head[9] - '0', d1 = head[10] - '0', d2 = head[11] - '0';
+  if (d0 > 9 || d1 > 9 || d2 > 9)
+    return;
+  __u16 status = d0 * 100 + d1 * 10 + d2;
+  /* Interim responses (1xx but 101 Switching Protocols) leave the exchange awaiting its final one. */
+  if (status < 200 && status != 101)
+    return;
+  __u32 zero = 0;
+  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
+  if (!cfg)
+    return;
+  r->key.status = status;
+  __u32 gen = cfg->gen;
+  __u64 d = (__s64)(ts - r->start_ns) > 0 ? ts - r->start_ns : 0;
+  __u64 b = red_bucket(cfg, d);
+  struct red_value *v = (gen & 1) ? red_slot(&red_b, &r->key, r->path, cfg) : red_slot(&red_a, &r->key, r->path, cfg);
+  if (!v) {
+    __u32 role = r->key.role == ROLE_CLIENT ? ROLE_CLIENT : ROLE_SERVER;
+    v = bpf_map_lookup_elem(&red_overflow, &role);
+  }
+  if (v)
+    red_add(v, b, d);
+  r->state = RED_COUNTED;
+  r->gen = gen;
+  r->end_ns = ts;
+  r->bucket = b;
+}
+
+/* A later call on the response side of the counted exchange: its duration ends here (while its generation lasts). */
+static __always_inline void red_move(struct red_conn *r)
+{
+  __u32 zero = 0;
+  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
+  if (!cfg || cfg->gen != r->gen)
+    return;
+  __u64 ts = bpf_ktime_get_ns();
+  struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_b, &r->key) : bpf_map_lookup_elem(&red_a, &r->key);
+  if (!v)
+    return;
+  /* 64-bit indexes: the verifier sees the bound on the register that indexes. */
+  __u64 b = red_bucket(cfg, ts - r->start_ns);
+  __u64 old = r->bucket;
+  if (b >= RED_BUCKETS || old >= RED_BUCKETS)
+    return;
+  v->sum_ns += ts - r->end_ns;
+  if (b != old) {
+    v->buckets[old] -= 1;
+    v->buckets[b] += 1;
+    r->bucket = b;
+  }
+  r->end_ns = ts;
 }
 
 /*
@@ -809,9 +1184,11 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
 /*
  * Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`;
  * `now` is the clock read once by the calling program (coarse_now or precise), `ts` the record's timestamp (0: the
- * precise clock, read here once the call is known to be captured).
+ * precise clock, read here once the call is known to be captured). With `red` (a constant: socket storage programs),
+ * request starts and the status lines answering them are counted (`r`: the socket's RED state, created for its
+ * first request on socket `sk`).
  */
-static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts)
+static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
   if (c->flags & FLAG_H2)
     return emit_h2(c, skp, io, buf, is_iov, moved, ts);
@@ -830,7 +1207,8 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (!sv)
     return 0;
   struct http_event *e = &sv->e;
-  __u32 head = len < 8 ? len : 8;
+  /* 12 bytes: a status line's code ends there. */
+  __u32 head = len < 12 ? len : 12;
   /* An opaque mask: clang drops a plain `& 15` it can prove redundant, and the verifier then sees an unbounded size. */
   asm volatile("%0 &= 15" : "+r"(head));
   if (bpf_probe_read_user(e->data, head, (void *)buf) != 0)
@@ -842,6 +1220,19 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     return emit_h2(c, skp, io, iovp, is_iov, moved, ts);
   }
   __u8 fidx = io & 1;
+  if (red && red_enabled) {
+    if (start == START_REQUEST) {
+      if (!r)
+        r = bpf_sk_storage_get(&red_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+      if (r) {
+        ts = ts ? ts : bpf_ktime_get_ns();
+        red_request(r, c, io, e->data, buf, len, ts);
+      }
+    } else if (start == START_STATUS && r && r->state == RED_AWAITING && r->req_io != io + 1) {
+      ts = ts ? ts : bpf_ktime_get_ns();
+      red_response(r, e->data, head, ts);
+    }
+  }
   if (start == START_REQUEST) {
     c->flags |= FLAG_HTTP;
     /* A request (read by a server or written by a client) decides whether its whole exchange is captured. */
@@ -900,7 +1291,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
 #define NR_RECVMSG 47
 
 /* CAPTURE_SOCKET: the buffer of the syscall running now, from its arguments in the saved user registers. */
-static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 skp, __u32 io, int moved, __u64 now)
+static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 skp, __u32 io, int moved, __u64 now, int red, struct red_conn *r, void *sk)
 {
 #if defined(__TARGET_ARCH_x86)
   struct task_struct *task = bpf_get_current_task_btf();
@@ -912,20 +1303,20 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
   __u64 arg2 = regs->si;
   if (io == IO_READ) {
     if (nr == NR_READ || nr == NR_RECVFROM)
-      return emit_http(c, skp, io, arg2, 0, moved, now, 0);
+      return emit_http(c, skp, io, arg2, 0, moved, now, 0, red, r, sk);
     if (nr == NR_READV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, 0);
+      return emit_http(c, skp, io, arg2, 1, moved, now, 0, red, r, sk);
   } else {
     if (nr == NR_WRITE || nr == NR_SENDTO)
-      return emit_http(c, skp, io, arg2, 0, moved, now, 0);
+      return emit_http(c, skp, io, arg2, 0, moved, now, 0, red, r, sk);
     if (nr == NR_WRITEV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, 0);
+      return emit_http(c, skp, io, arg2, 1, moved, now, 0, red, r, sk);
   }
   if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
     struct user_msghdr msg = {};
     if (bpf_probe_read_user(&msg, sizeof(msg), (void *)arg2) != 0)
       return 0;
-    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, now, 0);
+    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, now, 0, red, r, sk);
   }
 #endif
   return 0;
@@ -957,7 +1348,7 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
     is_iov = 1;
   }
   __u64 now = bpf_ktime_get_ns();
-  return emit_http(c, skp, io, buf, is_iov, tp->ret, now, io == IO_READ ? now : enter_ns);
+  return emit_http(c, skp, io, buf, is_iov, tp->ret, now, io == IO_READ ? now : enter_ns, 0, 0, 0);
 }
 
 static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, int flags, __u32 io)
@@ -989,9 +1380,22 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
   if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
     return 0;
   if (capture_http == CAPTURE_SOCKET) {
+    if (store == STORE_SK && red_enabled) {
+      /* Every request is read (to be counted), and the status line of each awaited response. */
+      struct red_conn *r = bpf_sk_storage_get(&red_store, sk, 0, 0);
+      int awaited = 0;
+      if (r && r->req_io != io + 1) {
+        if (r->state == RED_COUNTED)
+          red_move(r);
+        awaited = r->state == RED_AWAITING;
+      }
+      if (!needs_inspection(c, io, ret) && !awaited)
+        return 0;
+      return capture_from_regs(ctx, c, skp, io, ret, now, 1, r, sk);
+    }
     if (!needs_inspection(c, io, ret) || refused_unread(c, io, prev_io, now))
       return 0;
-    return capture_from_regs(ctx, c, skp, io, ret, now);
+    return capture_from_regs(ctx, c, skp, io, ret, now, 0, 0, 0);
   }
   __u64 id = bpf_get_current_pid_tgid();
   struct pending *p = bpf_map_lookup_elem(&pending, &id);

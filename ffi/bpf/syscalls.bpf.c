@@ -170,23 +170,30 @@ int sc_exit(struct trace_event_raw_sys_exit *ctx)
   return 0;
 }
 
-/* Moves the statistics of (tgid, nr) into exited_stats[nr]. */
+/*
+ * Moves the statistics of (tgid, nr) into exited_stats[nr]: copied, deleted, then added, so that a reader never
+ * sees the calls in both maps (user space reads exited_stats, then syscall_stats). The process has ended: nothing
+ * updates the entry any more. The copy is taken before the delete because a deleted element of a preallocated
+ * hash map may be reused at once by an insert on another CPU.
+ */
 static __always_inline void fold(__u32 tgid, __u32 nr)
 {
   struct sc_key key = { .tgid = tgid, .nr = nr };
   struct sc_stats *s = bpf_map_lookup_elem(&syscall_stats, &key);
   if (!s)
     return;
+  struct sc_stats v = *s;
+  if (bpf_map_delete_elem(&syscall_stats, &key) != 0)
+    return;
   struct sc_stats *e = bpf_map_lookup_elem(&exited_stats, &nr);
-  if (e) {
-    __sync_fetch_and_add(&e->count, s->count);
-    __sync_fetch_and_add(&e->errors, s->errors);
-    __sync_fetch_and_add(&e->total_ns, s->total_ns);
-    for (int i = 0; i < SC_BUCKETS; i++)
-      if (s->buckets[i])
-        __sync_fetch_and_add(&e->buckets[i], s->buckets[i]);
-  }
-  bpf_map_delete_elem(&syscall_stats, &key);
+  if (!e)
+    return;
+  __sync_fetch_and_add(&e->count, v.count);
+  __sync_fetch_and_add(&e->errors, v.errors);
+  __sync_fetch_and_add(&e->total_ns, v.total_ns);
+  for (int i = 0; i < SC_BUCKETS; i++)
+    if (v.buckets[i])
+      __sync_fetch_and_add(&e->buckets[i], v.buckets[i]);
 }
 
 struct fold_ctx {

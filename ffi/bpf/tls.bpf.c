@@ -4,8 +4,7 @@
  *
  * uprobes on SSL_write / SSL_write_ex / SSL_read / SSL_read_ex remember the call per thread (`active`: the SSL
  * object, the buffer, and for the _ex forms where the byte count is written); the uretprobes copy the first
- * TLS_CAPTURE_BYTES of what the call moved (TLS_H2_CAPTURE_BYTES on HTTP/2 connections and for a direction's first
- * call) into a `struct tls_event` on the ring buffer `tls_events`. User space
+ * TLS_CAPTURE_BYTES of what the call moved into a `struct tls_event` on the ring buffer `tls_events`. User space
  * attaches the probes per library file (every process mapping that file is then traced).
  *
  * Which socket: the SSL object's file descriptor is not read from the BIO (its layout differs between versions,
@@ -15,6 +14,13 @@
  * `tls_conns` (calls served from already-decrypted data make no socket call). Records carry the stream offset of
  * their bytes so user space sees gaps exactly, as for cleartext capture.
  *
+ * What is forwarded, as for cleartext (network.bpf.c): a call whose plaintext starts an HTTP/1.x request takes a
+ * token of the per-second exchange budget (`exchanges_per_second`); the exchange is captured (its request calls and
+ * up to RESPONSE_RECORDS calls of the other side) or not at all (counted in stats[STAT_SAMPLED_OUT]). A connection
+ * whose first bytes in a direction open HTTP/2 (client preface, or a SETTINGS frame) has every call forwarded, up
+ * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
+ * probes and an 8-byte read, and reach no ring buffer.
+ *
  * The agent's own process (`self_tgid`) is never traced. The layout is mirrored by src/collectors/tls/decoder.ts.
  */
 #include "common.h"
@@ -23,19 +29,34 @@
 #define AF_INET 2
 #define AF_INET6 10
 #define COMM_LEN 16
+/* Bytes captured per call: HTTP/1.x heads, and HTTP/2 frames (whole header blocks and frame headers). */
 #define TLS_CAPTURE_BYTES 512
-/* HTTP/2 connections (their plaintext opens with the client preface or a SETTINGS frame): up to this many bytes of
- * each call, so that user space sees every header block (HPACK needs them all). */
-#define TLS_H2_CAPTURE_BYTES 4096
-#define CONN_H2 1
-/* An HTTP/2 call goes out as up to this many records of TLS_H2_CAPTURE_BYTES each (consecutive stream offsets):
- * 32 KiB, more than a default-size DATA frame (16 KiB) and the frame header after it. */
-#define TLS_H2_CHUNKS 8
+#define H2_CAPTURE_BYTES 4096
+/* An HTTP/2 call goes out as up to this many records of H2_CAPTURE_BYTES each (consecutive stream offsets): 32 KiB,
+ * more than a default-size DATA frame (16 KiB) and the frame header after it. */
+#define H2_CHUNKS 8
 #define IO_READ 0
 #define IO_WRITE 1
 #define FLAG_SOCKET 1
+#define NSEC_PER_SEC 1000000000ULL
+/* Calls after a message start on the side that started it (the rest of a head read in pieces). */
+#define FOLLOW_RECORDS 2
+/* Calls on the response side of a captured exchange (user space follows the response's framing to its end). */
+#define RESPONSE_RECORDS 1024
+
+#define START_NONE 0
+#define START_REQUEST 1
+#define START_STATUS 2
+
+/* tls_conn.flags */
+#define CONN_H2 1
+
+#define STAT_SAMPLED_OUT 0
+#define STAT_EVENTS 1
+#define STAT_COUNT 2
 
 const volatile __u32 self_tgid = 0;
+const volatile __u32 exchanges_per_second = 1000;
 
 struct tls_call {
   __u64 ssl;
@@ -61,12 +82,21 @@ struct tls_conn {
   __u16 sport;
   __u16 dport;
   __u16 family;
-  __u16 proto;      /* CONN_H2 once the plaintext opened HTTP/2 */
+  __u8 flags;      /* CONN_* */
+  __u8 sampled;    /* the current exchange is captured: IO_* + 1 of its request's side, 0 when not */
   __u8 saddr[16];
   __u8 daddr[16];
+  __u16 resp_left; /* RESPONSE_RECORDS budget of the current exchange */
+  __u8 follow[2];  /* FOLLOW_RECORDS budget per IO_* direction */
+  __u32 pad;
 };
 
-/* 112 bytes of header, then up to TLS_CAPTURE_BYTES of plaintext. */
+struct rate_window {
+  __u64 start_ns;
+  __u64 count;
+};
+
+/* 112 bytes of header, then up to TLS_CAPTURE_BYTES (HTTP/2 connections: H2_CAPTURE_BYTES) of plaintext. */
 struct tls_event {
   __u64 timestamp_ns; /*   0: write: call entry; read: call return */
   __u64 ssl;          /*   8: the SSL object (identity of the connection within the process) */
@@ -86,7 +116,7 @@ struct tls_event {
   __u8 saddr[16];     /*  64 */
   __u8 daddr[16];     /*  80 */
   char comm[COMM_LEN];/*  96 */
-  __u8 data[TLS_CAPTURE_BYTES]; /* 112 */
+  __u8 data[H2_CAPTURE_BYTES]; /* 112: up to TLS_CAPTURE_BYTES (HTTP/2: H2_CAPTURE_BYTES) */
 };
 
 _Static_assert(__builtin_offsetof(struct tls_event, data) == 112, "struct tls_event layout is mirrored by the decoder");
@@ -112,11 +142,10 @@ struct {
 
 SVC_LOST_MAP(tls_events);
 
-/* The record being built: struct tls_event's header, then up to TLS_H2_CAPTURE_BYTES of plaintext (and room for the
- * verifier's bound on a masked size). */
+/* The record being built, with room past it for the verifier's bound on a masked size. */
 struct tls_scratch_value {
   struct tls_event e;
-  __u8 more[2 * TLS_H2_CAPTURE_BYTES];
+  __u8 spare[H2_CAPTURE_BYTES];
 };
 
 struct {
@@ -125,6 +154,72 @@ struct {
   __type(key, __u32);
   __type(value, struct tls_scratch_value);
 } tls_scratch SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rate_window);
+} tls_rate SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, STAT_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} tls_stats SEC(".maps");
+
+static __always_inline void count_stat(__u32 idx)
+{
+  __u64 *n = bpf_map_lookup_elem(&tls_stats, &idx);
+  if (n)
+    *n += 1;
+}
+
+static __always_inline int http_start(const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return START_NONE;
+  __u32 w;
+  __builtin_memcpy(&w, d, 4);
+#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
+  if (w == W('H', 'T', 'T', 'P'))
+    return (d[4] == '/' && d[5] == '1' && d[6] == '.') ? START_STATUS : START_NONE;
+  if (w == W('G', 'E', 'T', ' ') || w == W('P', 'O', 'S', 'T') || w == W('P', 'U', 'T', ' ') ||
+      w == W('H', 'E', 'A', 'D') || w == W('D', 'E', 'L', 'E') || w == W('P', 'A', 'T', 'C') ||
+      w == W('O', 'P', 'T', 'I') || w == W('C', 'O', 'N', 'N') || w == W('T', 'R', 'A', 'C'))
+    return START_REQUEST;
+#undef W
+  return START_NONE;
+}
+
+/* The first bytes of a direction open HTTP/2: the client preface, or a server's SETTINGS frame. */
+static __always_inline int h2_opening(const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return 0;
+  if (d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*' && d[5] == ' ' && d[6] == 'H' && d[7] == 'T')
+    return 1;
+  __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
+  return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
+}
+
+/* Takes one unit of the per-second exchange budget. */
+static __always_inline int take_exchange_token(void)
+{
+  __u32 zero = 0;
+  struct rate_window *w = bpf_map_lookup_elem(&tls_rate, &zero);
+  if (!w)
+    return 0;
+  __u64 now = bpf_ktime_get_ns();
+  if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
+    w->start_ns = now;
+    w->count = 0;
+  }
+  if (*(volatile __u64 *)&w->count >= exchanges_per_second)
+    return 0;
+  return __sync_fetch_and_add(&w->count, 1) < exchanges_per_second;
+}
 
 static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io)
 {
@@ -172,7 +267,7 @@ static __always_inline int leave(long ret)
   struct tls_call c = *call;
   bpf_map_delete_elem(&active, &id);
   __u64 moved = 0;
-  /* The four functions return an int: the upper half of the register is not part of it (an SSL_read's -1 of a
+  /* The four functions return an int: the upper half of the register is not part of it (an SSL_read's -1 on a
    * non-blocking socket would otherwise read as 4294967295 bytes). */
   int r = (int)ret;
   if (c.count_ptr) {
@@ -196,12 +291,13 @@ static __always_inline int leave(long ret)
       return 0;
   }
   if (c.sk && (c.sk != conn->sk || c.cookie != conn->cookie)) {
-    /* A first socket, or an SSL object freed and another allocated at its address (perhaps over a socket at the
-     * address of the previous one: the cookie tells): a new stream. */
+    /* A first socket, or an SSL object freed and another allocated at its address (perhaps over a new socket at
+     * the previous one's address: the cookie tells): a new stream. */
     if (conn->sk) {
       conn->offset[0] = 0;
       conn->offset[1] = 0;
-      conn->proto = 0;
+      conn->flags = 0;
+      conn->sampled = 0;
     }
     conn->sk = c.sk;
     conn->cookie = c.cookie;
@@ -216,25 +312,46 @@ static __always_inline int leave(long ret)
   if (!sv)
     return 0;
   struct tls_event *e = &sv->e;
-  /* A direction's first call gets the larger capture too: it may open HTTP/2 and carry its first header block. */
-  __u32 limit = (conn->proto == CONN_H2 || off == 0) ? TLS_H2_CAPTURE_BYTES : TLS_CAPTURE_BYTES;
-  __u32 n = moved < limit ? moved : limit;
-  __u32 size = n;
-  /* An opaque mask: clang drops a plain mask it can prove redundant, and the verifier then sees an unbounded size. */
-  asm volatile("%0 &= 8191" : "+r"(size));
-  if (size > TLS_H2_CAPTURE_BYTES)
+  __u32 head = moved < 8 ? moved : 8;
+  asm volatile("%0 &= 15" : "+r"(head));
+  if (bpf_probe_read_user(e->data, head, (void *)c.buf) != 0)
     return 0;
-  if (bpf_probe_read_user(e->data, size, (void *)c.buf) != 0)
-    return 0;
-  /* A direction's first bytes: the HTTP/2 client preface, or a SETTINGS frame header (length a multiple of 6,
-   * type 4, no flags, stream 0), make the connection HTTP/2. */
-  if (off == 0 && n >= 9 && conn->proto != CONN_H2) {
-    const __u8 *d = e->data;
-    __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
-    if ((d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*') ||
-        (d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && d[8] == 0 && flen % 6 == 0 && flen <= 96))
-      conn->proto = CONN_H2;
+  __u32 cap = TLS_CAPTURE_BYTES;
+  if (!(conn->flags & CONN_H2) && off == 0 && h2_opening(e->data, head))
+    conn->flags |= CONN_H2;
+  if (conn->flags & CONN_H2) {
+    cap = H2_CAPTURE_BYTES;
+  } else {
+    int start = http_start(e->data, head);
+    if (start == START_REQUEST) {
+      /* A request decides whether its whole exchange is captured. */
+      conn->sampled = take_exchange_token() ? c.io + 1 : 0;
+      if (!conn->sampled)
+        count_stat(STAT_SAMPLED_OUT);
+      conn->resp_left = RESPONSE_RECORDS;
+    }
+    if (!conn->sampled)
+      return 0;
+    if (start != START_NONE) {
+      conn->follow[fidx] = FOLLOW_RECORDS;
+    } else if (conn->sampled != c.io + 1) {
+      if (conn->resp_left == 0)
+        return 0;
+      conn->resp_left -= 1;
+    } else {
+      if (conn->follow[fidx] == 0)
+        return 0;
+      conn->follow[fidx] -= 1;
+    }
   }
+  __u32 n = moved < cap ? moved : cap;
+  __u32 size = n;
+  /* An opaque mask: clang drops a plain `& 8191` it can prove redundant, and the verifier then sees an unbounded size. */
+  asm volatile("%0 &= 8191" : "+r"(size));
+  if (size > H2_CAPTURE_BYTES)
+    return 0;
+  if (size > head && bpf_probe_read_user(e->data, size, (void *)c.buf) != 0)
+    return 0;
   e->timestamp_ns = c.io == IO_WRITE ? c.enter_ns : bpf_ktime_get_ns();
   e->ssl = c.ssl;
   e->stream_off = off;
@@ -253,39 +370,44 @@ static __always_inline int leave(long ret)
   __builtin_memcpy(e->saddr, conn->saddr, 16);
   __builtin_memcpy(e->daddr, conn->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
-  int h2 = conn->proto == CONN_H2;
+  int h2 = (conn->flags & CONN_H2) != 0;
   if (h2 && moved > n)
     e->len = n; /* the call continues in the records below */
   __u32 total = offsetof(struct tls_event, data) + n;
-  asm volatile("%0 &= 8191" : "+r"(total));
-  if (total > offsetof(struct tls_event, data) + TLS_H2_CAPTURE_BYTES)
-    return 0;
+  if (total > sizeof(*e))
+    total = sizeof(*e);
   if (bpf_ringbuf_output(&tls_events, e, total, 0) != 0)
     svc_count_lost(&tls_events_lost);
+  else
+    count_stat(STAT_EVENTS);
   if (!h2)
     return 0;
-  /* HTTP/2: the rest of the call, one record per TLS_H2_CAPTURE_BYTES; the last one's len covers what is left. */
-  for (__u32 i = 1; i < TLS_H2_CHUNKS; i++) {
-    __u64 at = (__u64)i * TLS_H2_CAPTURE_BYTES;
+  /* HTTP/2: the rest of the call, one record per H2_CAPTURE_BYTES; the last one's len covers what is left. */
+  for (__u32 i = 1; i < H2_CHUNKS; i++) {
+    __u64 at = (__u64)i * H2_CAPTURE_BYTES;
     if (at >= moved)
       break;
     __u64 left = moved - at;
-    __u32 chunk = left < TLS_H2_CAPTURE_BYTES ? left : TLS_H2_CAPTURE_BYTES;
-    __u32 csize = chunk;
+    __u32 csize = left < H2_CAPTURE_BYTES ? left : H2_CAPTURE_BYTES;
     asm volatile("%0 &= 8191" : "+r"(csize));
-    if (csize > TLS_H2_CAPTURE_BYTES)
+    if (csize > H2_CAPTURE_BYTES)
       return 0;
     if (bpf_probe_read_user(e->data, csize, (void *)(c.buf + at)) != 0)
       return 0;
     e->stream_off = off + at;
-    e->len = (i == TLS_H2_CHUNKS - 1 && left > 0xffffffffULL) ? 0xffffffffU : (i == TLS_H2_CHUNKS - 1 ? (__u32)left : csize);
+    if (i < H2_CHUNKS - 1)
+      e->len = csize;
+    else
+      e->len = left > 0xffffffffULL ? 0xffffffffU : (__u32)left;
     e->captured = csize;
     __u32 ctotal = offsetof(struct tls_event, data) + csize;
     asm volatile("%0 &= 8191" : "+r"(ctotal));
-    if (ctotal > offsetof(struct tls_event, data) + TLS_H2_CAPTURE_BYTES)
+    if (ctotal > sizeof(*e))
       return 0;
     if (bpf_ringbuf_output(&tls_events, e, ctotal, 0) != 0)
       svc_count_lost(&tls_events_lost);
+    else
+      count_stat(STAT_EVENTS);
   }
   return 0;
 }

@@ -8,7 +8,7 @@
 import type { BaseContext } from "../lifecycle/context";
 import type { TelemetryPipeline } from "../export/types";
 import type { Component } from "../lifecycle/component";
-import { VIEWS } from "../status/model";
+import { DISCOVERY_STATUS } from "./status";
 import { CloudSource } from "./cloud/source";
 import { ContainerDirectory, type DirectoryOptions } from "./directory";
 import { DockerSource } from "./docker/source";
@@ -38,6 +38,6 @@ export function createDiscovery(ctx: BaseContext & { pipeline: TelemetryPipeline
   const kubernetes = new KubernetesSource(ctx.config, ctx.env, directory, ctx.pipeline, ctx.tasks);
   const cloud = new CloudSource(ctx.config, ctx.pipeline, ctx.tasks);
   const view = createDiscoveryView({ docker, kubernetes, cloud });
-  ctx.status.provide(VIEWS.discovery, view, createDiscoverySummary({ docker, kubernetes, cloud }));
+  ctx.status.provide(DISCOVERY_STATUS.name, view, createDiscoverySummary({ docker, kubernetes, cloud }));
   return { components: [cloud, kubernetes, docker], directory, docker, kubernetes, cloud, view };
 }

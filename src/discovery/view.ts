@@ -3,7 +3,7 @@
  * discovered services. Derived lists are cached (frozen) by the sources' generations, so repeated requests cost
  * only the small object assembly; /status reads the summary, from the sources' counts.
  */
-import type { DiscoverySummary, DiscoveryView } from "../status/model";
+import type { DiscoverySummary, DiscoveryView } from "./status";
 import type { CloudSource } from "./cloud/source";
 import type { DockerSource } from "./docker/source";
 import type { KubernetesSource } from "./kubernetes/source";

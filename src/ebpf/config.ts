@@ -31,13 +31,35 @@ export const EbpfSchema = Type.Object(
           description:
             "Route templates of HTTP servers (\"/users/{id}/orders\": {name} is one path segment); a server span whose path matches one (first wins) gets http.route and is named \"METHOD template\".",
         }),
+        http_routes_by_service: Type.Record(Type.String({ minLength: 1 }), Type.Array(Type.String({ pattern: "^/", minLength: 1 })), {
+          default: {},
+          description:
+            "Route templates per service.name, tried before http_routes for that service's RED metrics (\"checkout: [/carts/{id}]\").",
+        }),
+        http_metrics: Type.Boolean({
+          default: true,
+          description:
+            "RED metrics of every HTTP exchange (http.server.request.duration, http.client.request.duration, the service graph), counted in the kernel whatever max_spans_per_second samples; needs http_capture socket and kernel BTF.",
+        }),
+        http_duration_buckets: Type.Array(Type.Number({ exclusiveMinimum: 0 }), {
+          default: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+          minItems: 1,
+          maxItems: 16,
+          description: "Bucket bounds (seconds, increasing) of the HTTP duration histograms; the HTTP semantic conventions' defaults.",
+        }),
+        http_max_routes: Type.Integer({
+          minimum: 1,
+          maximum: 10_000,
+          default: 100,
+          description: "http.route values per service at most in RED metrics (templates, else numeric, UUID, hex and token segments as placeholders); paths of further routes count under the route {overflow}.",
+        }),
         tls: Type.Boolean({
           default: true,
           description:
             "HTTP spans from the plaintext of TLS connections: uprobes on SSL_read/SSL_write(_ex) of the libssl (OpenSSL 1.1/3, BoringSSL) processes load, or of executables with OpenSSL linked in with its symbols (needs network.enabled and network.http; off: nothing is loaded).",
         }),
         max_tls_libraries: Type.Integer({ minimum: 1, maximum: 1024, default: 64, description: "TLS library files (and static executables) probed at once; more are listed in /status/ebpf as not attached." }),
-        max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it are not captured in the kernel. Drops are counted." }),
+        max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it, or arriving while the kernel's HTTP ring buffer is half full, are not captured in the kernel (RED metrics still count them). Drops are counted." }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
         metrics_interval: Duration("15s", "How often connection metrics are exported."),
@@ -68,6 +90,12 @@ export function validateEbpf(c: EbpfConfig): ConfigProblem[] {
   for (const [path, d] of [["agent.ebpf.network.metrics_interval", c.network.metrics_interval], ["agent.ebpf.syscalls.interval", c.syscalls.interval]] as const) {
     if (durationMs(d) < MIN_INTERVAL_MS) problems.push({ path, message: `must be at least 1s, got ${d}` });
   }
+  const bounds = c.network.http_duration_buckets;
+  for (let i = 1; i < bounds.length; i++)
+    if (!(bounds[i]! > bounds[i - 1]!)) {
+      problems.push({ path: `agent.ebpf.network.http_duration_buckets[${i}]`, message: `bounds must increase, got ${bounds[i]} after ${bounds[i - 1]}` });
+      break;
+    }
   const b = c.ringbuf_size === "auto" ? MIN_RINGBUF_BYTES : sizeBytes(c.ringbuf_size);
   if (b < MIN_RINGBUF_BYTES || b > MAX_RINGBUF_BYTES)
     problems.push({ path: "agent.ebpf.ringbuf_size", message: `must be between 4KiB and 1GiB, got ${b} bytes` });

@@ -9,7 +9,7 @@ import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { sizeBytes } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";
-import { VIEWS, type EbpfSummary, type EbpfView } from "../status/model";
+import { EBPF_STATUS, type EbpfSummary, type EbpfView } from "./status";
 import { checkEnvironment, type EnvironmentProbe, type EnvironmentReport } from "./environment";
 import { FeatureProbes } from "./features";
 import { roundRingbufSize, type LoadedSet } from "./loader";
@@ -85,7 +85,7 @@ export class EbpfCore {
       for (const [set, rec] of this.#sets) this.#applyGate(set, rec);
     });
     ctx.status.provide(
-      VIEWS.ebpf,
+      EBPF_STATUS.name,
       () => this.view(),
       () => this.summary(),
     );

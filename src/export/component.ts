@@ -8,7 +8,7 @@ import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { durationMs } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
-import { VIEWS, type ExportSummary, type ExportView } from "../status/model";
+import { EXPORT_STATUS, type ExportSummary, type ExportView } from "./status";
 import { SIGNALS, signalTarget, type Signal } from "./config";
 import { describe, isUnreachable, readinessReason, REFUSED_REASON, type ExportOutcome } from "./outcome";
 import type { OtlpPipeline } from "./pipeline";
@@ -86,7 +86,7 @@ export class OtlpExporterComponent implements Component {
   async start(host: ComponentHost): Promise<void> {
     this.#host = host;
     this.#pipeline.setTransport(this.#factory(this.#pipeline.config));
-    this.#ctx.status.provide(VIEWS.export, this.#view, this.#summary);
+    this.#ctx.status.provide(EXPORT_STATUS.name, this.#view, this.#summary);
     this.#endTask = this.#ctx.tasks.begin("exporter/otlp connectivity check");
     host.report("starting", "connecting to the backend");
     this.#schedule(0);
@@ -158,7 +158,7 @@ export class OtlpExporterComponent implements Component {
       if (lost) this.#ctx.logger.warn("export stopped; items not exported before the shutdown deadline were dropped", { component: this.id, dropped_shutdown: lost, ...counts });
       else this.#ctx.logger.info("export stopped; queues drained", { component: this.id, ...counts });
     }
-    this.#ctx.status.withdraw(VIEWS.export, this.#view);
+    this.#ctx.status.withdraw(EXPORT_STATUS.name, this.#view);
     this.#endTask?.();
     this.#endTask = undefined;
   }

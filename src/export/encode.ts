@@ -35,8 +35,9 @@ export const F = {
   Histogram: { data_points: 1, aggregation_temporality: 2 },
   NumberDataPoint: { attributes: 7, start_time_unix_nano: 2, time_unix_nano: 3, as_double: 4, as_int: 6 },
   HistogramDataPoint: {
-    attributes: 9, start_time_unix_nano: 2, time_unix_nano: 3, count: 4, sum: 5, bucket_counts: 6, explicit_bounds: 7, min: 11, max: 12,
+    attributes: 9, start_time_unix_nano: 2, time_unix_nano: 3, count: 4, sum: 5, bucket_counts: 6, explicit_bounds: 7, exemplars: 8, min: 11, max: 12,
   },
+  Exemplar: { time_unix_nano: 2, as_double: 3, span_id: 4, trace_id: 5 },
   ExportLogsServiceRequest: { resource_logs: 1 },
   ResourceLogs: { resource: 1, scope_logs: 2 },
   ScopeLogs: { scope: 1, log_records: 2 },
@@ -209,6 +210,15 @@ export function writeDataPoint(w: ProtoWriter, p: MetricPointItem): void {
       w.varint(p.explicitBounds.length * 8);
       for (const b of p.explicitBounds) w.double(b);
     }
+    if (p.exemplars)
+      for (const e of p.exemplars) {
+        const m = w.open(H.exemplars);
+        w.fixed64Field(F.Exemplar.time_unix_nano, e.timeUnixNano);
+        w.doubleField(F.Exemplar.as_double, e.value);
+        if (e.spanId) w.bytesField(F.Exemplar.span_id, e.spanId);
+        if (e.traceId) w.bytesField(F.Exemplar.trace_id, e.traceId);
+        w.end(m);
+      }
     if (p.min !== undefined) w.doubleField(H.min, p.min);
     if (p.max !== undefined) w.doubleField(H.max, p.max);
     return;

@@ -98,6 +98,14 @@ export interface SumPointItem extends MetricIdentity {
   monotonic: boolean;
 }
 
+/** A measurement of a sampled span attached to a point (OTLP Exemplar). */
+export interface Exemplar {
+  timeUnixNano: bigint;
+  value: number;
+  traceId?: Uint8Array;
+  spanId?: Uint8Array;
+}
+
 /** A histogram point (OTLP Histogram / HistogramDataPoint): `bucketCounts.length` is `explicitBounds.length + 1`. */
 export interface HistogramPointItem extends MetricIdentity {
   type: "histogram";
@@ -108,6 +116,7 @@ export interface HistogramPointItem extends MetricIdentity {
   max?: number;
   bucketCounts: number[];
   explicitBounds: number[];
+  exemplars?: Exemplar[];
 }
 
 /** One metric data point. */

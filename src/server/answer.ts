@@ -54,6 +54,23 @@ export function jsonAnswer<T extends TSchema>(
   };
 }
 
+/**
+ * Every leaf of a JSON body, depth first in key order (an array adds its length first): a `figures` writer for
+ * bodies that are always built with one shape, so that equal leaves mean equal text.
+ */
+export function figuresOf(body: unknown, out: unknown[]): void {
+  if (body === null || typeof body !== "object") {
+    out.push(body);
+    return;
+  }
+  if (Array.isArray(body)) {
+    out.push(body.length);
+    for (const v of body) figuresOf(v, out);
+    return;
+  }
+  for (const k in body) figuresOf((body as Record<string, unknown>)[k], out);
+}
+
 function sameFigures(a: unknown[], b: unknown[]): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;

@@ -1,10 +1,15 @@
 /**
  * Schemas of the interface's answers. They validate the handlers' results, type them
- * (`typeof X.static`), and generate /openapi.json. The per-subsystem views come from src/status/model.ts.
+ * (`typeof X.static`), and generate /openapi.json. Each subsystem's view and its part of /status come from its
+ * own status.ts (src/ebpf, src/export, src/discovery, src/collectors/profiling, src/memory).
  */
 import { Type, type TSchema } from "@sinclair/typebox";
 import { t } from "elysia";
-export { EbpfViewSchema, ExportViewSchema, DiscoveryViewSchema } from "../status/model";
+import { EbpfSummarySchema } from "../ebpf/status";
+import { ExportSummarySchema } from "../export/status";
+import { DiscoverySummarySchema } from "../discovery/status";
+import { ProfilingViewSchema } from "../collectors/profiling/status";
+import { MemoryViewSchema } from "../memory/status";
 
 export const ErrorSchema = t.Object(
   {
@@ -46,39 +51,11 @@ export const StatusSchema = t.Object({
   uptime: t.String({ pattern: "^\\d+h\\d+m\\d+s$", description: "<h>h<m>m<s>s" }),
   mode: t.Literal("agent"),
   host: t.Object({ name: t.String(), os: t.String(), arch: t.String(), kernel: t.String() }),
-  ebpf: t.Object({
-    enabled: t.Boolean(),
-    programs_loaded: Type.Integer({ minimum: 0 }),
-    maps_created: Type.Integer({ minimum: 0 }),
-    ringbuf_size: Type.Integer({ minimum: 0, description: "Bytes." }),
-  }),
-  profiling: t.Object({
-    enabled: t.Boolean(),
-    sample_rate: Type.Integer({ minimum: 0, description: "Samples per second." }),
-    profiles_collected: Type.Integer({ minimum: 0 }),
-  }),
-  export: t.Object({
-    endpoint: t.String(),
-    connected: t.Boolean(),
-    last_export: t.Union([t.String({ format: "date-time" }), t.Null()], { description: "null before the first successful export." }),
-    spans_exported: Type.Integer({ minimum: 0 }),
-    metrics_exported: Type.Integer({ minimum: 0 }),
-  }),
-  discovery: t.Object({
-    kubernetes: t.Boolean(),
-    docker: t.Boolean(),
-    pods_discovered: Type.Integer({ minimum: 0 }),
-    containers_discovered: Type.Integer({ minimum: 0 }),
-  }),
-  memory: t.Object({
-    enabled: t.Boolean({ description: "agent.memory_limit.enabled" }),
-    resident_bytes: Type.Integer({ minimum: 0, description: "Resident memory at the last check." }),
-    soft_limit_bytes: Type.Integer({ minimum: 0, description: "Above it new data is refused (dropped as memory_limit)." }),
-    hard_limit_bytes: Type.Integer({ minimum: 0 }),
-    refusing: t.Boolean({ description: "Whether new data is refused now." }),
-    refusals: Type.Integer({ minimum: 0, description: "Times the soft limit was crossed upwards since start." }),
-    refused_in_kernel: Type.Integer({ minimum: 0, description: "Events the eBPF programs refused in the kernel while refusing (HTTP exchanges are also counted as spans dropped with reason memory_limit)." }),
-  }),
+  ebpf: EbpfSummarySchema,
+  profiling: ProfilingViewSchema,
+  export: ExportSummarySchema,
+  discovery: DiscoverySummarySchema,
+  memory: MemoryViewSchema,
 });
 export type StatusBody = typeof StatusSchema.static;
 

@@ -2,6 +2,7 @@
  * The one place that listens to component status events and answers health, readiness and status views.
  * Routes ask the aggregator, never a component.
  */
+import type { StatusSection } from "./model";
 import type { ComponentState, ReadinessCheck } from "./state";
 
 export const READINESS_CHECKS: readonly ReadinessCheck[] = ["ebpf", "otlp", "discovery", "memory"];
@@ -125,6 +126,16 @@ export class StatusAggregator {
   summary<T>(view: string): T | undefined {
     const p = this.#summaries.get(view);
     return p ? (p() as T) : undefined;
+  }
+
+  /** The section's published view, else its disabled view for `config`. */
+  viewOf<V, S, C>(section: StatusSection<V, S, C>, config: C): V {
+    return this.view<V>(section.name) ?? section.disabled(config);
+  }
+
+  /** The section's published summary, else the summary of viewOf(section). */
+  summaryOf<V, S, C>(section: StatusSection<V, S, C>, config: C): S {
+    return this.summary<S>(section.name) ?? section.summary(this.viewOf(section, config));
   }
 }
 

@@ -27,7 +27,7 @@ import { ConfigSchema, type Config } from "../../src/config/schema";
 import { parseConfig, SYSTEM_CONFIG_PATH } from "../../src/config/load";
 import { durationMs, parseDuration, parseSize, sizeBytes } from "../../src/config/units";
 import { DEFAULT_HARD_LIMIT_BYTES, deploymentMemory, resolveLimits } from "../../src/memory";
-import type { EbpfView } from "../../src/status/model";
+import type { EbpfView } from "../../src/ebpf/status";
 import { renderChart, renderNotes, setValue } from "../../deploy/helm/render";
 import { DURATION_PATTERN, SIZE_PATTERN, VALUES_SCHEMA_PATH, valuesSchemaText } from "../../deploy/helm/values-schema";
 import Ajv from "ajv";

@@ -29,7 +29,8 @@ import { MANIFESTS_PATH } from "../../deploy/kubernetes/generate";
 import { BINARY } from "../helpers/agent-process";
 import { closedLoopbackPort } from "../helpers/ports";
 import { IMAGE_BINARY_PATH, NONROOT_UID, stageRootfs } from "../../deploy/container/stage-rootfs";
-import type { EbpfView, DiscoveryView } from "../../src/status/model";
+import type { EbpfView } from "../../src/ebpf/status";
+import type { DiscoveryView } from "../../src/discovery/status";
 
 const DOCKERFILE = resolve(import.meta.dir, "../../deploy/container/Dockerfile");
 const README = resolve(import.meta.dir, "../../deploy/README.md");

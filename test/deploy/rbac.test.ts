@@ -17,7 +17,7 @@ import { FakeKubeApiServer, type RecordedRequest } from "../helpers/k8s-api-serv
 import { makeSelfSignedCert, type SelfSignedCert } from "../helpers/self-signed-cert";
 import { spawnAgent, type AgentProcess } from "../helpers/agent-process";
 import { MANIFESTS_PATH } from "../../deploy/kubernetes/generate";
-import type { DiscoveryView } from "../../src/status/model";
+import type { DiscoveryView } from "../../src/discovery/status";
 
 const NODE = "node-1";
 const SA_TOKEN = "service-account-token";

@@ -15,7 +15,7 @@ import type { Attributes, TelemetryPipeline } from "../../src/export/types";
 import { Supervisor } from "../../src/lifecycle/supervisor";
 import { Logger, type LogRecord } from "../../src/log/logger";
 import { StatusAggregator } from "../../src/status/aggregator";
-import type { DiscoveryView } from "../../src/status/model";
+import type { DiscoveryView } from "../../src/discovery/status";
 import { AgentMetrics } from "../../src/telemetry/metrics";
 import { TaskRegistry } from "../../src/telemetry/tasks";
 import { WorkloadRegistry } from "../../src/workloads/registry";

@@ -6,6 +6,9 @@
  * HTTP messages that started like HTTP/1.x but whose heads did not parse are counted as `http_unparsed`, requests
  * never answered (connection closed or too many waiting) as `http_unanswered` (HTTP/2 streams too), HTTP/2 connection
  * directions whose HPACK state was lost (bytes not forwarded) as `http2_state_lost`.
+ * RED metrics (`http_metrics`): every HTTP/1.x exchange is counted in the kernel whether or not it is captured as a
+ * span; every second and each metrics interval (and flush) take the kernel's counts, template routes and export the
+ * histograms and service graph of src/collectors/http/red.ts, with exemplars from the spans sampled meanwhile.
  * A reload that changes what the kernel side was built with reloads the set.
  */
 import type { AgentContext } from "../context";
@@ -20,6 +23,9 @@ import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UN
 import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
 import { RpcMetrics } from "../http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
+import { RedAggregator } from "../http/red";
+import { RouteTemplater } from "../http/routes";
+import { RED_METHODS, RedMaps, Role } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
@@ -27,7 +33,7 @@ import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./d
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
-import { NetworkStat, networkSetSpec } from "./spec";
+import { NetworkStat, networkSetSpec, redCounted } from "./spec";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -40,7 +46,7 @@ type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.max_connections]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -72,6 +78,11 @@ export class NetworkCollector implements Component {
   readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
+  /** The kernel's RED maps while the set is attached with http_metrics. */
+  #redMaps: RedMaps | undefined;
+  #red: RedAggregator;
+  /** Epoch ns where the current RED interval began. */
+  #redStartNs: bigint;
 
   constructor(ctx: AgentContext, core: EbpfCore, selfPid = ownKernelPid()) {
     this.#ctx = ctx;
@@ -83,7 +94,32 @@ export class NetworkCollector implements Component {
     this.#connections = this.#newConnections(this.#cfg);
     this.#rpc = new RpcMetrics({ maxSeries: this.#cfg.max_series, describe: (pid, comm) => this.#labeler.describe(pid, comm), scope: SCOPE }, this.#clock.nowEpochNs());
     this.#spanContext = this.#newSpanContext(this.#cfg);
+    this.#red = this.#newRed(this.#cfg);
+    this.#redStartNs = this.#clock.nowEpochNs();
     this.#inner = this.#newInner(this.#cfg);
+  }
+
+  #newRed(c: NetworkConfig): RedAggregator {
+    const workloads = this.#ctx.workloads;
+    return new RedAggregator({
+      routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
+      boundsSeconds: c.http_duration_buckets,
+      describe: (pid) => this.#labeler.describe(pid, ""),
+      path: (hash) => this.#redMaps?.path(hash),
+      serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
+      scope: SCOPE,
+    });
+  }
+
+  /** Takes what the kernel counted since the last take into the aggregator. */
+  #takeRed(): void {
+    if (!this.#redMaps) return;
+    try {
+      const { entries, overflow } = this.#redMaps.take();
+      this.#red.add(entries, overflow);
+    } catch (e) {
+      this.#host?.logger.warn("reading the RED maps failed", { error: (e as Error).message });
+    }
   }
 
   #newConnections(c: NetworkConfig): ConnectionTelemetry {
@@ -100,14 +136,24 @@ export class NetworkCollector implements Component {
 
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: c.max_spans_per_second, maxConnections: c.max_connections }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: c.max_spans_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
         this.#sampledOutSeen = 0n;
+        this.#redMaps = undefined;
+        if (redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics, selfPid: 0, httpExchangesPerSecond: 0, maxConnections: 0 })) {
+          try {
+            this.#redMaps = new RedMaps(set.object, c.http_duration_buckets);
+          } catch (e) {
+            this.#host?.logger.warn("RED metrics unavailable", { error: (e as Error).message });
+          }
+        }
       },
       onDetached: () => {
         this.#pollStats();
+        this.#takeRed();
+        this.#redMaps = undefined;
         this.#set = undefined;
       },
       enabled: (config) => config.agent.ebpf.network.enabled,
@@ -164,7 +210,18 @@ export class NetworkCollector implements Component {
       if (x.rpc) this.#rpc.add(x);
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
       if (this.#overBudget()) continue;
-      this.#push(exchangeToSpan(x, this.#spanContext));
+      const span = exchangeToSpan(x, this.#spanContext);
+      this.#push(span);
+      if (!this.#redMaps || x.meta.tls || x.rpc) continue;
+      /* The span's ids become the exemplar of the RED series that counted its exchange (HTTP/1.x in cleartext). */
+      const method = (RED_METHODS as readonly string[]).includes(x.request.method) ? x.request.method : "_OTHER";
+      const server = x.role === "server";
+      this.#red.exemplar(
+        server
+          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort }
+          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort },
+        { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
+      );
     }
   }
 
@@ -234,15 +291,17 @@ export class NetworkCollector implements Component {
     this.#ctx.pipeline.submit("traces", spans);
   }
 
-  /** Exports the connection and RPC metrics of the interval now (also called by the timer). */
+  /** Exports the connection, RPC and RED metrics of the interval now (also called by the timer). */
   exportMetrics(): number {
     const now = this.#clock.nowEpochNs();
-    const points = [...this.#connections.collect(now), ...this.#rpc.collect(now)];
+    this.#takeRed();
+    const points = [...this.#connections.collect(now), ...this.#rpc.collect(now), ...this.#red.collect(this.#redStartNs, now)];
+    this.#redStartNs = now;
     if (points.length > 0) this.#ctx.pipeline.submit("metrics", points);
     return points.length;
   }
 
-  /** Reads the kernel's counters: exchanges the kernel did not capture (over the per-second budget) are span drops. */
+  /** Reads the kernel's counters (exchanges the kernel did not capture, over the per-second budget, are span drops) and RED counts. */
   #pollStats(): void {
     const nowMs = performance.now();
     const cutoff = nowMs - CLOSE_GRACE_MS;
@@ -251,6 +310,8 @@ export class NetworkCollector implements Component {
     if (n > 0) this.#closing = this.#closing.slice(n);
     this.#offerExchanges(this.#http.flushIdle(nowMs - HTTP_IDLE_END_MS));
     this.#countHttpDrops();
+    /* Taken every second, not only per export interval: processes are described while they still run. */
+    this.#takeRed();
     const stats = this.#set?.object.map("stats");
     if (!stats) return;
     try {
@@ -311,6 +372,11 @@ export class NetworkCollector implements Component {
     this.#cfg = b;
     this.#budget.perSecond = b.max_spans_per_second;
     this.#spanContext = this.#newSpanContext(b);
+    const redKey = (c: NetworkConfig) => JSON.stringify([c.http_routes, c.http_routes_by_service, c.http_max_routes, c.http_duration_buckets]);
+    if (redKey(a) !== redKey(b)) {
+      this.exportMetrics();
+      this.#red = this.#newRed(b);
+    }
     if (a.max_series !== b.max_series) {
       this.exportMetrics();
       this.#connections = this.#newConnections(b);

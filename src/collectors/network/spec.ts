@@ -34,6 +34,8 @@ export interface NetworkSetOptions {
   httpExchangesPerSecond: number;
   /** Connections tracked at most (entries of `conns`, or of the per-socket storage with kernel BTF). */
   maxConnections: number;
+  /** Count every HTTP exchange in the kernel (RED metrics); effective with socket capture and socket storage only. */
+  redMetrics?: boolean;
   /** Whether the kernel has BTF (tp_btf programs); defaults to whether /sys/kernel/btf/vmlinux exists. */
   kernelBtf?: boolean;
 }
@@ -74,6 +76,11 @@ export const HTTP_PROGRAMS: ProgramSpec[] = CAPTURED_SYSCALLS.flatMap((s) => [
   tp(`exit_${s}`, "syscalls", `sys_exit_${s}`, false),
 ]);
 
+/** Whether the kernel counts every HTTP exchange (RED metrics): socket capture on per-socket storage (kernel BTF). */
+export function redCounted(o: NetworkSetOptions): boolean {
+  return o.http && o.httpCapture === "socket" && o.redMetrics === true && (o.kernelBtf ?? existsSync(VMLINUX_BTF));
+}
+
 export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEvent> {
   const syscallCapture = o.http && o.httpCapture === "syscalls";
   const socketStorage = (o.kernelBtf ?? existsSync(VMLINUX_BTF)) && !syscallCapture;
@@ -85,11 +92,17 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
       { map: "conn_events", lostMap: "conn_events_lost", decode: decodeConnEvent },
       { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEvent, autoSizeBytes: o.http ? httpRingAutoBytes(o.httpExchangesPerSecond) : 4096 },
     ],
-    constants: { self_tgid: o.selfPid, capture_http: !o.http ? CaptureMode.OFF : o.httpCapture === "syscalls" ? CaptureMode.SYSCALLS : CaptureMode.SOCKET, http_requests_per_second: o.httpExchangesPerSecond, max_conns: o.maxConnections },
+    constants: {
+      self_tgid: o.selfPid,
+      capture_http: !o.http ? CaptureMode.OFF : o.httpCapture === "syscalls" ? CaptureMode.SYSCALLS : CaptureMode.SOCKET,
+      http_requests_per_second: o.httpExchangesPerSecond,
+      max_conns: o.maxConnections,
+      red_enabled: redCounted(o) ? 1 : 0,
+    },
     // With per-socket storage (max_conns bounds it) the hash is left unused but by the optional kprobe: one entry.
     mapSizes: { conns: socketStorage ? 1 : o.maxConnections },
   };
 }
 
 /** Indexes of the `stats` per-CPU array (STAT_* in the C program). */
-export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3 } as const;
+export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3, RED_REPLACED: 4, HTTP_RING_BUSY: 5 } as const;

@@ -14,7 +14,7 @@ import { loadProgramSet, type EbpfCore, type LoadedSet, type ProgramSetSpec } fr
 import type { ProfileFrame, ProfileItem, ProfileSample, Scope } from "../../export/model";
 import type { Attributes } from "../../export/types";
 import type { Component, ComponentHost } from "../../lifecycle/component";
-import { VIEWS, type ProfilingView } from "../../status/model";
+import { PROFILING_STATUS, type ProfilingView } from "./status";
 import type { BpfMapApi } from "../../../ffi/types";
 import { decodeComm, decodeCount, decodeProfileKey, decodeStack, decodeUserStack, NO_STACK, PROFILE_ERRORS, PROFILE_KEY_BYTES } from "./decode";
 import { encodePprof } from "./pprof";
@@ -161,7 +161,7 @@ export class ProfilingCollector implements Component {
 
   async start(host: ComponentHost): Promise<void> {
     this.#host = host;
-    this.#ctx.status.provide(VIEWS.profiling, this.#view);
+    this.#ctx.status.provide(PROFILING_STATUS.name, this.#view);
     this.#begin(this.#ctx.config);
   }
 
@@ -427,7 +427,7 @@ export class ProfilingCollector implements Component {
 
   async shutdown(): Promise<void> {
     await this.#stop(true);
-    this.#ctx.status.withdraw(VIEWS.profiling, this.#view);
+    this.#ctx.status.withdraw(PROFILING_STATUS.name, this.#view);
   }
 
   async reload(next: Config, previous: Config): Promise<void> {

@@ -63,6 +63,11 @@ export class SyscallAggregator {
   #previous = new Map<string, SyscallStats>();
   /** The previous read of the exited processes' totals, per syscall number. */
   #previousExited = new Map<number, SyscallStats>();
+  /**
+   * Per syscall number, what was already exported of entries the kernel moved but the totals read did not show
+   * yet (the move fell between the two reads of a collection): subtracted from the totals' next growth.
+   */
+  #debt = new Map<number, Delta>();
 
   /** Forgets an entry the caller deleted from the map, so that a reused pid starts from zero. */
   forget(key: SyscallKey): void {
@@ -71,47 +76,56 @@ export class SyscallAggregator {
 
   /**
    * Points for the interval ending with `entries` (the whole map now) and `exited` (the kernel's cumulative
-   * totals of ended processes, key.tgid ignored, one entry per syscall number). An entry absent from
-   * `entries` that was not forgotten was moved into `exited` by the kernel: its last read is subtracted there.
+   * totals of ended processes, key.tgid ignored, one entry per syscall number; read before `entries`). An entry
+   * absent from `entries` that was not forgotten (or whose count went down: its pid was reused) was moved into
+   * `exited` by the kernel: its last read is subtracted from the totals' growth, now or, when the move is not in
+   * the totals read yet, from their next growth, so that every call is counted once.
    */
   collect(entries: readonly SyscallEntry[], o: AggregateOptions, exited: readonly SyscallEntry[] = []): MetricPointItem[] {
     const perPid = new Map<number, Map<number, Delta>>();
     const next = new Map<string, SyscallStats>();
+    const moved = new Map<number, Delta>();
+    const addMoved = (nr: number, stats: SyscallStats) => {
+      const acc = moved.get(nr) ?? zeroDelta();
+      add(acc, stats);
+      moved.set(nr, acc);
+    };
     for (const e of entries) {
       const k = keyOf(e.key);
       next.set(k, e.stats);
-      const d = sub(e.stats, this.#previous.get(k));
+      const before = this.#previous.get(k);
+      if (before && e.stats.count < before.count) addMoved(e.key.nr, before);
+      const d = sub(e.stats, before);
       if (d.count <= 0) continue;
       let m = perPid.get(e.key.tgid);
       if (!m) perPid.set(e.key.tgid, (m = new Map()));
       m.set(e.key.nr, d);
     }
-    const moved = new Map<number, Delta>();
     for (const [k, stats] of this.#previous) {
-      if (next.has(k)) continue;
-      const nr = Number(k.slice(k.indexOf(":") + 1));
-      const acc = moved.get(nr) ?? zeroDelta();
-      add(acc, stats);
-      moved.set(nr, acc);
+      if (!next.has(k)) addMoved(Number(k.slice(k.indexOf(":") + 1)), stats);
     }
     this.#previous = next;
+    for (const [nr, m] of moved) {
+      const acc = this.#debt.get(nr) ?? zeroDelta();
+      add(acc, m);
+      this.#debt.set(nr, acc);
+    }
     const ended = new Map<number, Delta>();
     const nextExited = new Map<number, SyscallStats>();
-    for (const e of exited) {
-      nextExited.set(e.key.nr, e.stats);
-      const d = sub(e.stats, this.#previousExited.get(e.key.nr));
-      const m = moved.get(e.key.nr);
-      if (m) {
-        d.count -= m.count;
-        d.errors -= m.errors;
-        d.totalNs -= m.totalNs;
-        for (let i = 0; i < SC_BUCKETS; i++) d.buckets[i] = d.buckets[i]! - (m.buckets[i] ?? 0);
+    for (const e of exited) nextExited.set(e.key.nr, e.stats);
+    for (const [nr, stats] of nextExited) {
+      const d = sub(stats, this.#previousExited.get(nr));
+      const debt = this.#debt.get(nr);
+      if (debt) {
+        // Field by field: what the growth cannot pay now stays owed.
+        const pay = (have: number, owed: number): [number, number] => (have >= owed ? [have - owed, 0] : [0, owed - have]);
+        [d.count, debt.count] = pay(d.count, debt.count);
+        [d.errors, debt.errors] = pay(d.errors, debt.errors);
+        [d.totalNs, debt.totalNs] = pay(d.totalNs, debt.totalNs);
+        for (let i = 0; i < SC_BUCKETS; i++) [d.buckets[i], debt.buckets[i]] = pay(d.buckets[i]!, debt.buckets[i]!);
+        if (debt.count === 0 && debt.errors === 0 && debt.totalNs === 0 && debt.buckets.every((v) => v === 0)) this.#debt.delete(nr);
       }
-      if (d.count <= 0) continue;
-      d.errors = Math.max(0, d.errors);
-      d.totalNs = Math.max(0, d.totalNs);
-      d.buckets = d.buckets.map((v) => Math.max(0, v));
-      ended.set(e.key.nr, d);
+      if (d.count > 0) ended.set(nr, d);
     }
     this.#previousExited = nextExited;
 
@@ -147,7 +161,7 @@ export class SyscallAggregator {
           unit: "s",
           description: "Time from syscall entry to exit.",
           temporality: Temporality.DELTA,
-          count: d.count,
+          count: d.buckets.reduce((s, v) => s + v, 0),
           sum: d.totalNs / 1e9,
           bucketCounts: d.buckets,
           explicitBounds: [...SC_BOUNDS_SECONDS],

@@ -93,15 +93,8 @@ export class SyscallCollector implements Component {
   collect(): number {
     const map = this.#set?.object.map("syscall_stats");
     if (!map?.keys || !map.lookup || !map.delete) return 0;
-    const entries: SyscallEntry[] = [];
-    for (const key of map.keys(map.maxEntries)) {
-      const value = map.lookup(key);
-      if (!value || key.length < SC_KEY_BYTES || value.length < SC_STATS_BYTES) continue;
-      entries.push({
-        key: decodeSyscallKey(new DataView(key.buffer, key.byteOffset, key.byteLength)),
-        stats: decodeSyscallStats(new DataView(value.buffer, value.byteOffset, value.byteLength)),
-      });
-    }
+    // The totals of ended processes first: an entry the kernel moves meanwhile is then missing from both reads
+    // (counted when the totals show it) rather than in both.
     const exited: SyscallEntry[] = [];
     const exitedMap = this.#set?.object.map("exited_stats");
     if (exitedMap?.lookupU32Key) {
@@ -111,6 +104,15 @@ export class SyscallCollector implements Component {
         const stats = decodeSyscallStats(new DataView(value.buffer, value.byteOffset, value.byteLength));
         if (stats.count > 0) exited.push({ key: { tgid: 0, nr }, stats });
       }
+    }
+    const entries: SyscallEntry[] = [];
+    for (const key of map.keys(map.maxEntries)) {
+      const value = map.lookup(key);
+      if (!value || key.length < SC_KEY_BYTES || value.length < SC_STATS_BYTES) continue;
+      entries.push({
+        key: decodeSyscallKey(new DataView(key.buffer, key.byteOffset, key.byteLength)),
+        stats: decodeSyscallStats(new DataView(value.buffer, value.byteOffset, value.byteLength)),
+      });
     }
     const now = this.#clock.nowEpochNs();
     const points = this.#aggregator.collect(entries, {

@@ -4,8 +4,9 @@
  * execs is scanned shortly after (its dynamic loader maps libssl after the exec) and again later (a library
  * opened with dlopen); every RESCAN_INTERVAL_MS all processes are scanned again, which also notices a library
  * unmapped. An exit releases the process's targets; a target no process holds is detached. The plaintext
- * records go to `sink` (the HTTP exchange tracker of `ebpf/network`, which makes the spans). The targets show in
- * /status/ebpf under `tls`.
+ * records go to `sink` (the HTTP exchange tracker of `ebpf/network`, which makes the spans); HTTP/1.x exchanges
+ * the kernel did not capture (over max_spans_per_second) are counted as rate_limit span drops. The targets show
+ * in /status/ebpf under `tls`.
  */
 import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
@@ -17,12 +18,15 @@ import type { Component, ComponentHost } from "../../lifecycle/component";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
-import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, tlsSetSpec } from "./spec";
+import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
 
 /** After an exec: when the process's mappings are read (ms after the event). */
 export const EXEC_SCAN_DELAYS_MS = [150, 1500, 5000] as const;
 export const RESCAN_INTERVAL_MS = 30_000;
+/** How often the kernel's count of exchanges not captured (over the budget) is read and counted as span drops. */
+const STATS_POLL_MS = 1000;
 /** Processes scanned per event loop turn during a full scan. */
 const SCAN_SLICE_PROCESSES = 32;
 /** Scans waiting after execs at most (an exec storm does not grow the queue without bound). */
@@ -45,7 +49,7 @@ export class TlsCollector implements Component {
   readonly #core: EbpfCore;
   readonly #sink: TlsSink;
   readonly #source: TargetSource;
-  readonly #inner: EbpfSetComponent<TlsEvent>;
+  #inner: EbpfSetComponent<TlsEvent>;
   #maxTargets: number;
   #registry: TlsTargetRegistry | undefined;
   #unsubscribe: (() => void) | undefined;
@@ -53,19 +57,44 @@ export class TlsCollector implements Component {
   readonly #pendingScans = new Map<number, Array<ReturnType<typeof setTimeout>>>();
   #scanning = false;
   #host: ComponentHost | undefined;
+  readonly #ctx: AgentContext;
+  readonly #selfPid: number;
+  #set: LoadedSet<TlsEvent> | undefined;
+  #statsTimer: ReturnType<typeof setInterval> | undefined;
+  #sampledOutSeen = 0n;
 
   constructor(ctx: AgentContext, core: EbpfCore, sink: TlsSink, options: { selfPid?: number; source?: TargetSource } = {}) {
+    this.#ctx = ctx;
     this.#core = core;
     this.#sink = sink;
     this.#source = options.source ?? procTargetSource();
+    this.#selfPid = options.selfPid ?? ownKernelPid();
     this.#maxTargets = ctx.config.agent.ebpf.network.max_tls_libraries;
-    this.#inner = new EbpfSetComponent<TlsEvent>(core, {
-      spec: tlsSetSpec({ selfPid: options.selfPid ?? ownKernelPid() }),
-      onEvent: (e) => sink.handleTls(e),
+    this.#inner = this.#newInner(ctx.config.agent.ebpf.network.max_spans_per_second);
+  }
+
+  #newInner(exchangesPerSecond: number): EbpfSetComponent<TlsEvent> {
+    return new EbpfSetComponent<TlsEvent>(this.#core, {
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond }),
+      onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
       enabled: tlsEnabled,
     });
+  }
+
+  /** Exchanges the kernel did not capture (over the per-second budget) are span drops, as for cleartext. */
+  #pollStats(): void {
+    const stats = this.#set?.object.map("tls_stats");
+    if (!stats) return;
+    try {
+      const sampledOut = stats.sumPerCpuU64(TlsStat.SAMPLED_OUT);
+      const delta = sampledOut - this.#sampledOutSeen;
+      this.#sampledOutSeen = sampledOut;
+      if (delta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
+    } catch (e) {
+      this.#host?.logger.warn("reading tls stats failed", { error: (e as Error).message });
+    }
   }
 
   /** The registry while the set is attached (tests). */
@@ -74,6 +103,10 @@ export class TlsCollector implements Component {
   }
 
   #attached(set: LoadedSet<TlsEvent>): void {
+    this.#set = set;
+    this.#sampledOutSeen = 0n;
+    this.#statsTimer = setInterval(() => this.#pollStats(), STATS_POLL_MS);
+    this.#statsTimer.unref?.();
     const programs = new Map(set.programs.map((p) => [p.name, p]));
     this.#registry = new TlsTargetRegistry(
       this.#source,
@@ -167,6 +200,10 @@ export class TlsCollector implements Component {
   }
 
   #detached(): void {
+    this.#pollStats();
+    if (this.#statsTimer) clearInterval(this.#statsTimer);
+    this.#statsTimer = undefined;
+    this.#set = undefined;
     this.#unsubscribe?.();
     this.#unsubscribe = undefined;
     if (this.#rescanTimer) clearInterval(this.#rescanTimer);
@@ -192,9 +229,10 @@ export class TlsCollector implements Component {
     const a = previous.agent.ebpf.network;
     const b = next.agent.ebpf.network;
     this.#maxTargets = b.max_tls_libraries;
-    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries) {
-      // The enabled switch is checked by the inner component itself; a new bound needs the targets attached again.
+    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || a.max_spans_per_second !== b.max_spans_per_second) {
+      // A new bound needs the targets attached again; a new budget is a constant of the kernel side.
       await this.#inner.shutdown(AbortSignal.timeout(5000));
+      this.#inner = this.#newInner(b.max_spans_per_second);
       if (this.#host) await this.#inner.start(this.#host);
       return;
     }

@@ -7,10 +7,10 @@ import { AF_INET } from "../network/decoders";
 import { formatAddress } from "../network/addresses";
 
 export const TLS_EVENT_HEADER_BYTES = 112;
-/** TLS_CAPTURE_BYTES in the C program: the most plaintext bytes captured per call. */
+/** TLS_CAPTURE_BYTES in the C program: the most plaintext bytes captured per call of HTTP/1.x. */
 export const TLS_CAPTURE_BYTES = 512;
-/** TLS_H2_CAPTURE_BYTES: the most captured per call on a connection whose plaintext opened HTTP/2. */
-export const TLS_H2_CAPTURE_BYTES = 4096;
+/** H2_CAPTURE_BYTES in the C program: the most captured per call of an HTTP/2 connection (the bound of a record). */
+export const TLS_MAX_CAPTURE_BYTES = 4096;
 /** FLAG_SOCKET: the socket (and so the addresses) of the SSL object is known. */
 export const TLS_FLAG_SOCKET = 1;
 
@@ -57,7 +57,7 @@ function cString(bytes: Uint8Array): string {
 export function decodeTlsEvent(view: DataView, offset: number, length: number): TlsEvent {
   if (length < TLS_EVENT_HEADER_BYTES) throw new RangeError(`tls_event: ${length} bytes, need ${TLS_EVENT_HEADER_BYTES}`);
   const captured = view.getUint16(offset + F.captured, true);
-  if (captured > TLS_H2_CAPTURE_BYTES || TLS_EVENT_HEADER_BYTES + captured > length) {
+  if (captured > TLS_MAX_CAPTURE_BYTES || TLS_EVENT_HEADER_BYTES + captured > length) {
     throw new RangeError(`tls_event: ${captured} captured bytes do not fit a ${length}-byte record`);
   }
   const start = view.byteOffset + offset;

@@ -1,7 +1,8 @@
 /**
  * The `tls` program set as data (ffi/bpf/tls.bpf.c): the SSL_* entry and return probes, loaded here and attached
  * per library file by the component (`manual`), and the socket-length tp_btf programs that tie a call to its
- * socket (optional: without them spans carry no addresses).
+ * socket (optional: without them spans carry no addresses). HTTP/1.x exchanges beyond `exchangesPerSecond`
+ * (agent.ebpf.network.max_spans_per_second) are not captured in the kernel, as for cleartext.
  */
 import type { ProgramSetSpec, ProgramSpec } from "../../ebpf/spec";
 import { decodeTlsEvent, type TlsEvent } from "./decoder";
@@ -18,7 +19,10 @@ export const TLS_RETURN_PROGRAM = "ssl_leave";
 
 const manual = (name: string, kind: "uprobe" | "uretprobe", func: string): ProgramSpec => ({ name, attach: { kind, binary: "", func }, required: true, manual: true });
 
-export function tlsSetSpec(o: { selfPid: number }): ProgramSetSpec<TlsEvent> {
+/** Indexes of the `tls_stats` per-CPU array (STAT_* in the C program). */
+export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1 } as const;
+
+export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number }): ProgramSetSpec<TlsEvent> {
   return {
     name: "tls",
     object: "tls",
@@ -29,6 +33,6 @@ export function tlsSetSpec(o: { selfPid: number }): ProgramSetSpec<TlsEvent> {
       { name: "tls_recv_length", attach: { kind: "tp_btf" }, required: false },
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
-    constants: { self_tgid: o.selfPid },
+    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond },
   };
 }

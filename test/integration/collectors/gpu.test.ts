@@ -10,7 +10,7 @@ import { NvmlError, NvmlUnavailableError, openNvml } from "../../../ffi/nvml";
 import { GpuCollector } from "../../../src/collectors/gpu";
 import type { GaugePointItem } from "../../../src/export/model";
 import type { Component } from "../../../src/lifecycle/component";
-import { fakeContext, recordingHost } from "./fakes";
+import { fakeContext, recordingHost } from "../../helpers/fakes/collectors";
 
 const FIXTURE = join(import.meta.dir, "../../fixtures/nvml-stub.c");
 const libs: Record<string, string> = {};

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogsCollector } from "../../../src/collectors/logs";
 import { parseConfig } from "../../../src/config/load";
-import { fakeContext, recordingHost, waitFor } from "./fakes";
+import { fakeContext, recordingHost, waitFor } from "../../helpers/fakes/collectors";
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -7,7 +7,7 @@ import type { LogsConfig } from "../../../src/collectors/config";
 import { TailEngine } from "../../../src/collectors/logs";
 import type { LogRecordItem } from "../../../src/export/model";
 import { Logger } from "../../../src/log/logger";
-import { RecordingPipeline, waitFor } from "./fakes";
+import { RecordingPipeline, waitFor } from "../../helpers/fakes/collectors";
 
 const ID = "b".repeat(64);
 const quiet = new Logger({ sink: () => {} });

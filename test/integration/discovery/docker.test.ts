@@ -8,7 +8,7 @@ import { afterAll, afterEach, describe, expect, test, setDefaultTimeout } from "
 
 import { join } from "node:path";
 import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
-import { FakeDockerEngine, type FakeContainer } from "../../helpers/fake-docker-engine";
+import { FakeDockerEngine, type FakeContainer } from "../../helpers/fakes/docker-engine";
 
 /** Generous under CI load; every wait inside is a bounded poll. */
 setDefaultTimeout(30_000);

@@ -8,7 +8,7 @@ import { Value } from "@sinclair/typebox/value";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ExportViewSchema, VIEWS } from "../../../src/status/model";
+import { ExportViewSchema, EXPORT_STATUS } from "../../../src/export/status";
 import type { Protocol } from "../../../src/export/config";
 import { PROTOCOLS, TestBackend, expectExactAccounting, harness, spans, testConfig, waitUntil } from "./harness";
 
@@ -115,7 +115,7 @@ for (const protocol of PROTOCOLS) {
 }
 
 describe("status view and reload", () => {
-  test("the export view matches ExportViewSchema and is published under VIEWS.export until shutdown", async () => {
+  test("the export view matches ExportViewSchema and is published under EXPORT_STATUS.name until shutdown", async () => {
     const backend = await new TestBackend().start();
     open.push(backend);
     const h = harness(testConfig({ otlp: { endpoint: backend.endpoint }, queues: { traces: { capacity: 1234 } } }));
@@ -123,7 +123,7 @@ describe("status view and reload", () => {
     h.pipeline.submit("traces", spans(4));
     await h.pipeline.flush(5000);
     await waitUntil(() => h.component.view().connected, { what: "connected" });
-    const view = h.status.view(VIEWS.export);
+    const view = h.status.view(EXPORT_STATUS.name);
     expect(Value.Check(ExportViewSchema, view)).toBe(true);
     expect(view).toMatchObject({
       endpoint: backend.endpoint,
@@ -136,7 +136,7 @@ describe("status view and reload", () => {
     });
     expect(Date.parse(h.component.view().last_export!)).toBeGreaterThan(0);
     await h.stop();
-    expect(h.status.view(VIEWS.export)).toBeUndefined();
+    expect(h.status.view(EXPORT_STATUS.name)).toBeUndefined();
   });
 
   test("reload: a new endpoint reconnects, new queue sizes apply", async () => {

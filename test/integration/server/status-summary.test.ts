@@ -8,7 +8,8 @@ import type { TSchema } from "@sinclair/typebox";
 import { createServer } from "../../../src/server/app";
 import { StatusSchema } from "../../../src/server/model";
 import { statusBody, statusFigures } from "../../../src/server/routes/status";
-import { VIEWS, type EbpfView } from "../../../src/status/model";
+import { EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
+import { EXPORT_STATUS } from "../../../src/export/status";
 import { spans } from "../export/harness";
 import { QUIET_CONFIG } from "../../helpers/agent-process";
 import { inProcessAgent, type InProcessAgent } from "../../helpers/in-process";
@@ -32,7 +33,7 @@ test("/status figures equal the full views' figures", async () => {
   a.agent.ctx.pipeline.submit("traces", spans(7));
   await waitUntil(() => a.agent.ctx.pipeline.accounting!().traces.exported === 7, { what: "7 spans exported" });
   const [status, ebpf, exp, disc] = [await get("/status"), await get("/status/ebpf"), await get("/status/export"), await get("/status/discovery")];
-  expect(a.agent.status.summary(VIEWS.export)).toBeDefined();
+  expect(a.agent.status.summary(EXPORT_STATUS.name)).toBeDefined();
   expect(status.export).toEqual({
     endpoint: exp.endpoint,
     connected: exp.connected,
@@ -69,12 +70,12 @@ test("a view replaced without a summary is summarised from the view; withdrawn, 
     ],
     ringbuf: { size: 4096, events_received: 3, events_lost: 0 },
   };
-  a.agent.status.provide(VIEWS.ebpf, () => fake);
+  a.agent.status.provide(EBPF_STATUS.name, () => fake);
   try {
-    expect(a.agent.status.summary(VIEWS.ebpf)).toBeUndefined();
+    expect(a.agent.status.summary(EBPF_STATUS.name)).toBeUndefined();
     expect((await get("/status")).ebpf).toEqual({ enabled: true, programs_loaded: 2, maps_created: 2, ringbuf_size: 4096 });
   } finally {
-    a.agent.status.withdraw(VIEWS.ebpf);
+    a.agent.status.withdraw(EBPF_STATUS.name);
   }
   // No publisher left: the disabled defaults, never invented figures.
   expect((await get("/status")).ebpf).toMatchObject({ enabled: false, programs_loaded: 0, maps_created: 0 });

@@ -13,7 +13,7 @@ import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { ProfilingCollector } from "../../../src/collectors/profiling";
 import type { ProfileItem } from "../../../src/export/model";
-import { RecordingPipeline, fakeContext, recordingHost, waitFor } from "../../integration/collectors/fakes";
+import { RecordingPipeline, fakeContext, recordingHost, waitFor } from "../../helpers/fakes/collectors";
 import type { AgentContext } from "../../../src/collectors/context";
 import { createExport } from "../../../src/export";
 import type { TelemetryPipeline } from "../../../src/export/types";

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { inProcessAgent, type InProcessAgent } from "../../helpers/in-process";
 import { spawnAgent, type AgentProcess } from "../../helpers/agent-process";
 import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
-import type { DiscoveryView } from "../../../src/status/model";
+import type { DiscoveryView } from "../../../src/discovery/status";
 import type { ContainerDirectory } from "../../../src/discovery/directory";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BINARY, QUIET_CONFIG } from "../../helpers";
-import type { EbpfView } from "../../../src/status/model";
+import type { EbpfView } from "../../../src/ebpf/status";
 import { expectReleased, until } from "./helpers";
 
 const HIDDEN = ["/usr/lib/x86_64-linux-gnu/libbpf.so.1", "/usr/lib/x86_64-linux-gnu/libelf.so.1"];

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../helpers";
-import type { EbpfView } from "../../../src/status/model";
+import type { EbpfView } from "../../../src/ebpf/status";
 import { DROP_REASONS, EXPORT_ERROR_CODES, EXPORT_SIGNALS } from "../../../src/telemetry/metrics";
 import { MAP_SWEEP_INTERVAL_MS } from "../../../src/ebpf/core";
 import { closedLoopbackPort } from "../../helpers/ports";

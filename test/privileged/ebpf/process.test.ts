@@ -16,8 +16,8 @@ import { loadProgramSet } from "../../../src/ebpf/loader";
 import { PROCESS_SET } from "../../../src/ebpf/sets/process";
 import type { ProcessEvent } from "../../../src/ebpf/sets/process-decoder";
 import type { ComponentState } from "../../../src/lifecycle/component";
-import { EbpfViewSchema, VIEWS, type EbpfView } from "../../../src/status/model";
-import { testContext } from "../../unit/ebpf/fakes";
+import { EbpfViewSchema, EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
+import { testContext } from "../../helpers/fakes/ebpf";
 import { expectReleased, until } from "./helpers";
 import { firstLine } from "../../helpers/wait";
 
@@ -74,7 +74,7 @@ describe("process set", () => {
 
     core.refresh();
     await core.sweepMaps();
-    const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
+    const view = ctx.status.view<EbpfView>(EBPF_STATUS.name)!;
     expect(Value.Check(EbpfViewSchema, view)).toBe(true);
     expect(view.programs.map((p) => [p.name, p.type, p.attached])).toEqual([["handle_exec", "tracepoint", true], ["handle_exit", "tracepoint", true], ["handle_fork", "tp_btf", true]]);
     expect(view.ringbuf.size).toBe(16 * 1024 * 1024);

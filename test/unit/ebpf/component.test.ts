@@ -6,8 +6,8 @@ import { EbpfCore, MAP_COUNT_LIMIT, MAP_SWEEP_SLICE_KEYS } from "../../../src/eb
 import { pollIntervalMs } from "../../../src/ebpf/pump";
 import type { ProgramSetSpec } from "../../../src/ebpf/spec";
 import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
-import { EbpfViewSchema, VIEWS, type EbpfView } from "../../../src/status/model";
-import { fakeDeps, fakeEnvironment, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "./fakes";
+import { EbpfViewSchema, EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
+import { fakeDeps, fakeEnvironment, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "../../helpers/fakes/ebpf";
 
 const SPEC: ProgramSetSpec<number> = {
   name: "probes",
@@ -75,7 +75,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     core.refresh();
     await core.sweepMaps();
 
-    const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
+    const view = ctx.status.view<EbpfView>(EBPF_STATUS.name)!;
     expect(Value.Check(EbpfViewSchema, view)).toBe(true);
     expect(view.enabled).toBe(true);
     expect(view.programs).toEqual([
@@ -99,7 +99,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await c.shutdown(AbortSignal.timeout(1000));
     expect(rt.last.closed).toBe(true);
     expect(reader.closed).toBe(true);
-    expect(ctx.status.view<EbpfView>(VIEWS.ebpf)!.programs).toEqual([]);
+    expect(ctx.status.view<EbpfView>(EBPF_STATUS.name)!.programs).toEqual([]);
     core.close();
   });
 
@@ -123,10 +123,10 @@ describe("ebpf/<set> component and the ebpf view", () => {
     const h2 = host(ctx, second.id);
     await Promise.all([first.start(h1), second.start(h2)]);
     await until(() => h1.states.some(([s]) => s === "ok") && h2.states.some(([s]) => s === "ok"), "both sets ok");
-    const names = () => ctx.status.view<EbpfView>(VIEWS.ebpf)!.maps.map((m) => m.name);
+    const names = () => ctx.status.view<EbpfView>(EBPF_STATUS.name)!.maps.map((m) => m.name);
     // `until` gives up after about 1 s; the next periodic sweep is MAP_SWEEP_INTERVAL_MS (10 s) away.
     await until(() => names().includes("probes/big") && names().includes("second/big"), "both sets' maps in the view");
-    const summary = ctx.status.summary<{ maps_created: number }>(VIEWS.ebpf)!;
+    const summary = ctx.status.summary<{ maps_created: number }>(EBPF_STATUS.name)!;
     expect(summary.maps_created).toBe(names().length);
     expect(new Set((await ctx.metrics.registry.metrics()).match(/^svc_ebpf_map_entries\{map="[^"]+"\}/gm)).size).toBe(names().length);
     await first.shutdown(AbortSignal.timeout(1000));
@@ -143,7 +143,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await c.start(h);
     expect(h.states).toEqual([["disabled", undefined]]);
     expect(opened).toBe(0);
-    expect(ctx.status.view<EbpfView>(VIEWS.ebpf)!.enabled).toBe(false);
+    expect(ctx.status.view<EbpfView>(EBPF_STATUS.name)!.enabled).toBe(false);
     expect(ctx.status.readiness().checks.ebpf).toBe("ok");
     await c.shutdown(AbortSignal.timeout(1000));
   });
@@ -156,7 +156,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await c.start(h);
     await until(() => h.states.some(([s]) => s === "permanent_error"), "permanent_error");
     expect(ctx.status.readiness().checks.ebpf).toContain("failed: missing privileges");
-    const view = ctx.status.view<EbpfView>(VIEWS.ebpf)!;
+    const view = ctx.status.view<EbpfView>(EBPF_STATUS.name)!;
     expect(view.programs.every((p) => !p.attached && p.reason?.includes("missing privileges"))).toBe(true);
     expect(ctx.records.some((r) => r.msg === "eBPF environment check" && r.check === "privileges" && r.level === "error")).toBe(true);
     await c.shutdown(AbortSignal.timeout(1000));

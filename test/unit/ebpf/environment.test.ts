@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { checkEnvironment, effectiveCapabilities } from "../../../src/ebpf/environment";
-import { fakeEnvironment, UNPRIVILEGED_STATUS } from "./fakes";
+import { fakeEnvironment, UNPRIVILEGED_STATUS } from "../../helpers/fakes/ebpf";
 
 const check = (r: ReturnType<typeof checkEnvironment>, name: string) => r.checks.find((c) => c.name === name)!;
 

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { FeatureProbes } from "../../../src/ebpf/features";
 import { loadProgramSet, roundRingbufSize, type LoaderOptions } from "../../../src/ebpf/loader";
 import type { ProgramSetSpec } from "../../../src/ebpf/spec";
-import { FakeRuntime, type ProgramTemplate } from "./fakes";
+import { FakeRuntime, type ProgramTemplate } from "../../helpers/fakes/ebpf";
 
 const MAPS = [
   { name: "events", typeName: "ringbuf", maxEntries: 1 << 24 },

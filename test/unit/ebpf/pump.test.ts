@@ -3,7 +3,7 @@
  * counters move per batch, decode and handler errors are told apart, batches are sized by time and the poll
  * interval by the ring's size and fill.
  */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, jest, test } from "bun:test";
 import type { ReaderBinding } from "../../../src/ebpf/loader";
 import {
   batchRecords,
@@ -17,7 +17,8 @@ import {
   RecordPump,
   TURN_BUDGET_MS,
 } from "../../../src/ebpf/pump";
-import { FakeRing, record } from "./fake-ring";
+import { FakeRing, record } from "../../helpers/fakes/ring";
+import { advanceTimersByTime } from "../../helpers/fake-timers";
 
 const decode = (v: DataView, o: number, len: number): number => {
   if (len < 4) throw new RangeError(`short: ${len}`);
@@ -179,12 +180,19 @@ describe("RecordPump", () => {
     });
     // A small ring so the intervals are short: base 2 ms at 2 MiB, 4 ms once stretched.
     expect([pump.intervalMs, pump.idleIntervalMs]).toEqual([2, 4]);
-    const ticker = new PollTicker();
-    pump.start(ticker);
-    await until(() => pump.counters.turns > IDLE_POLLS_BEFORE_STRETCH, "idle polls");
-    expect(pump.currentIntervalMs).toBe(pump.idleIntervalMs);
-    expect(ticker.intervalMs).toBe(pump.idleIntervalMs);
-    pump.close();
+    jest.useFakeTimers();
+    try {
+      const ticker = new PollTicker();
+      pump.start(ticker);
+      // Polls at the base interval until IDLE_POLLS_BEFORE_STRETCH empty ones, then at the stretched one.
+      for (let i = 0; i < 100 && pump.counters.turns <= IDLE_POLLS_BEFORE_STRETCH; i++) advanceTimersByTime(pump.currentIntervalMs);
+      expect(pump.counters.turns).toBeGreaterThan(IDLE_POLLS_BEFORE_STRETCH);
+      expect(pump.currentIntervalMs).toBe(pump.idleIntervalMs);
+      expect(ticker.intervalMs).toBe(pump.idleIntervalMs);
+      pump.close();
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   test("batch size: as many records as fit the turn budget at the measured cost, within bounds", () => {

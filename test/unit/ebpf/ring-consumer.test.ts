@@ -3,7 +3,7 @@
  * BPF ring buffer: the data area written twice (double mapping), 8-byte headers with BUSY and DISCARD bits.
  */
 import { describe, expect, test } from "bun:test";
-import { FakeRing, record } from "./fake-ring";
+import { FakeRing, record } from "../../helpers/fakes/ring";
 
 /** Decodes the record's number and checks every payload byte (so a record read across the wrap must be whole). */
 function decodeChecked(v: DataView, o: number, len: number): number {

@@ -1,11 +1,12 @@
 /** The small links of the chain with fakes: queue limits, batcher triggers, backoff and retry decisions. */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, jest, test } from "bun:test";
 import { Batcher } from "../../../src/export/batcher";
 import type { EncodedItem } from "../../../src/export/encode";
 import type { ExportOutcome } from "../../../src/export/outcome";
 import { SignalQueue } from "../../../src/export/queue";
 import { BACKOFF_JITTER, backoffDelayMs, sendWithRetry } from "../../../src/export/retry";
 import { readinessReason } from "../../../src/export/outcome";
+import { advanceTimersByTime, flushPromises } from "../../helpers/fake-timers";
 
 const item = (bytes: number): EncodedItem => ({ bytes: new Uint8Array(bytes), scope: undefined, resource: undefined });
 
@@ -32,23 +33,29 @@ describe("Batcher", () => {
     const q = new SignalQueue(100, 1 << 20);
     const batches: number[] = [];
     const pending: Array<() => void> = [];
-    const b = new Batcher(q, () => ({ batchSize: 4, batchTimeoutMs: 30, maxInFlight: 1 }), (items) => {
-      batches.push(items.length);
-      return new Promise<void>((r) => pending.push(r));
-    });
-    for (let i = 0; i < 9; i++) q.offer(item(1));
-    b.kick();
-    expect(batches).toEqual([4]);
-    pending.shift()!();
-    await Bun.sleep(0);
-    expect(batches).toEqual([4, 4]);
-    pending.shift()!();
-    await Bun.sleep(0);
-    expect(batches).toEqual([4, 4]);
-    const started = performance.now();
-    while (batches.length < 3 && performance.now() - started < 2000) await Bun.sleep(5);
-    expect(batches).toEqual([4, 4, 1]);
-    b.stop();
+    jest.useFakeTimers();
+    try {
+      const b = new Batcher(q, () => ({ batchSize: 4, batchTimeoutMs: 30, maxInFlight: 1 }), (items) => {
+        batches.push(items.length);
+        return new Promise<void>((r) => pending.push(r));
+      });
+      for (let i = 0; i < 9; i++) q.offer(item(1));
+      b.kick();
+      expect(batches).toEqual([4]);
+      pending.shift()!();
+      await flushPromises();
+      expect(batches).toEqual([4, 4]);
+      pending.shift()!();
+      await flushPromises();
+      expect(batches).toEqual([4, 4]);
+      advanceTimersByTime(29);
+      expect(batches).toEqual([4, 4]);
+      advanceTimersByTime(1);
+      expect(batches).toEqual([4, 4, 1]);
+      b.stop();
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   test("urgent sends partial batches without waiting", () => {
@@ -105,7 +112,7 @@ describe("retry", () => {
     const stop = new AbortController();
     let calls = 0;
     const p = sendWithRetry(async () => (calls++, retryable()), { backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }), stop: stop.signal });
-    await Bun.sleep(5);
+    await flushPromises();
     expect(calls).toBe(1);
     stop.abort();
     const r = await p;
@@ -117,7 +124,7 @@ describe("retry", () => {
     const stop = new AbortController();
     const outcomes: ExportOutcome[] = [retryable(), { kind: "success", rejected: 0, message: "" }];
     const p = sendWithRetry(async () => outcomes.shift()!, { backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }), stop: stop.signal });
-    await Bun.sleep(5);
+    await flushPromises();
     stop.abort();
     expect((await p).kind).toBe("success");
   });
@@ -142,12 +149,12 @@ describe("retry", () => {
       onWait: (_o, ms) => waits.push(ms),
       random: () => 0.5,
     });
-    await Bun.sleep(5);
+    await flushPromises();
     expect(calls).toBe(1);
     const w = wake;
     wake = new AbortController();
     w.abort();
-    await Bun.sleep(5);
+    await flushPromises();
     expect(calls).toBe(2);
     wake.abort();
     expect((await p).kind).toBe("success");

@@ -31,6 +31,7 @@ const MESSAGES: Record<keyof typeof F, string> = {
   Histogram: "opentelemetry.proto.metrics.v1.Histogram",
   NumberDataPoint: "opentelemetry.proto.metrics.v1.NumberDataPoint",
   HistogramDataPoint: "opentelemetry.proto.metrics.v1.HistogramDataPoint",
+  Exemplar: "opentelemetry.proto.metrics.v1.Exemplar",
   ExportLogsServiceRequest: "opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest",
   ResourceLogs: "opentelemetry.proto.logs.v1.ResourceLogs",
   ScopeLogs: "opentelemetry.proto.logs.v1.ScopeLogs",

@@ -85,6 +85,27 @@ describe("memory limiter", () => {
     await pipeline.shutdown(AbortSignal.timeout(1000));
   });
 
+  test("below the limits, garbage is collected once RSS has grown 32 MiB since the last collection, not more often than every 2 s", async () => {
+    const { ctx, gate, host } = context({ limit: "1GiB" });
+    let rss = 50 * MIB;
+    let collections = 0;
+    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => collections++ });
+    await limiter.start(host);
+    limiter.check();
+    expect(collections).toBe(0);
+    rss = 70 * MIB;
+    limiter.check();
+    expect(collections).toBe(0);
+    rss = 83 * MIB;
+    limiter.check();
+    expect(collections).toBe(1);
+    rss = 130 * MIB;
+    limiter.check();
+    expect(collections).toBe(1);
+    expect(gate.refusing).toBe(false);
+    await limiter.shutdown();
+  });
+
   test("the gate's listeners hear each change once", () => {
     const gate = new MemoryGate();
     const heard: boolean[] = [];

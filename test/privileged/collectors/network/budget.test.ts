@@ -5,7 +5,7 @@
  * clock moves: the programs read it as of the current jiffy).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { startLoopbackHttpServer, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
 
 const CAP = 20;
 const REQUESTS = 150;
@@ -13,7 +13,7 @@ const REQUESTS = 150;
 setDefaultTimeout(60_000);
 
 let t: TracingAgent;
-let server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+let server: Awaited<ReturnType<typeof startLoopbackHttpServer>>;
 let base = "";
 
 async function rateLimitDrops(): Promise<number> {
@@ -38,23 +38,14 @@ beforeAll(async () => {
       enabled: true
       max_spans_per_second: ${CAP}`);
   await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-  server = Bun.spawn([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`], {
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  const reader = server.stdout.getReader();
-  let text = "";
-  while (!text.includes("\n")) text += new TextDecoder().decode((await reader.read()).value);
-  reader.releaseLock();
-  base = `http://127.0.0.1:${Number(text.trim())}`;
+  server = await startLoopbackHttpServer();
+  base = server.base;
   // Let any window opened by earlier traffic run out, so the burst starts a fresh one.
   await Bun.sleep(1100);
 });
 
 afterAll(async () => {
-  server?.kill();
-  await server?.exited;
+  await server?.stop();
   await t?.stop();
 });
 

@@ -2,6 +2,9 @@
  * Shared by the privileged network/syscall tests: an in-process agent with real eBPF exporting to an
  * in-process OTLP receiver (src/export/receiver), and helpers to find decoded spans and metric points.
  */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { OtlpReceiver, decodeRequest } from "../../../../src/export/receiver";
 import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process";
 import { parseProtocText, type ProtocNode } from "../../../helpers/protoc";
@@ -152,6 +155,35 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
       await receiver.stop();
     },
   };
+}
+
+/** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process (its traffic is traced like any other's). */
+export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
+  const server = Bun.spawn([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const reader = server.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) text += new TextDecoder().decode((await reader.read()).value);
+  reader.releaseLock();
+  return {
+    base: `http://127.0.0.1:${Number(text.trim())}`,
+    async stop() {
+      server.kill();
+      await server.exited;
+    },
+  };
+}
+
+/** Compiles C `source` with gcc into a fresh temporary folder; returns the executable's path. */
+export function compileC(name: string, source: string, flags: string[] = []): string {
+  const dir = mkdtempSync(join(tmpdir(), `svc-${name}-`));
+  writeFileSync(join(dir, `${name}.c`), source);
+  const cc = Bun.spawnSync(["gcc", "-O1", ...flags, "-o", join(dir, name), join(dir, `${name}.c`)]);
+  if (cc.exitCode !== 0) throw new Error(`gcc failed: ${cc.stderr.toString()}`);
+  return join(dir, name);
 }
 
 /** Polls `cond` every 20 ms for at most `ms`; throws naming `what`. */

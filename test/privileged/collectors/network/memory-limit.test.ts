@@ -5,7 +5,7 @@
  * the refused events). A reload without the limit opens the gate and the next burst is traced.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { startLoopbackHttpServer, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
 
 const REQUESTS = 40;
 const NETWORK = `    network:
@@ -23,7 +23,7 @@ const NO_LIMIT = `${NETWORK}
 setDefaultTimeout(90_000);
 
 let t: TracingAgent;
-let server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+let server: Awaited<ReturnType<typeof startLoopbackHttpServer>>;
 let base = "";
 
 async function memoryLimitDrops(): Promise<number> {
@@ -43,21 +43,12 @@ const under = (prefix: string) => (s: DecodedSpan) => String(s.attributes["url.p
 beforeAll(async () => {
   t = await startTracingAgent(NO_LIMIT);
   await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 60_000);
-  server = Bun.spawn([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`], {
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  const reader = server.stdout.getReader();
-  let text = "";
-  while (!text.includes("\n")) text += new TextDecoder().decode((await reader.read()).value);
-  reader.releaseLock();
-  base = `http://127.0.0.1:${Number(text.trim())}`;
+  server = await startLoopbackHttpServer();
+  base = server.base;
 });
 
 afterAll(async () => {
-  server?.kill();
-  await server?.exited;
+  await server?.stop();
   await t?.stop();
 });
 

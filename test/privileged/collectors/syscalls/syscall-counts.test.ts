@@ -3,10 +3,7 @@
  * calls that fail (ESRCH); the exported metrics for its pid must say exactly N, K calls and K errors.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startTracingAgent, until, type TracingAgent } from "../network/harness";
+import { compileC, startTracingAgent, until, type TracingAgent } from "../network/harness";
 
 setDefaultTimeout(40_000);
 
@@ -26,10 +23,7 @@ let t: TracingAgent;
 let pid = 0;
 
 beforeAll(async () => {
-  const dir = mkdtempSync(join(tmpdir(), "svc-syscalls-"));
-  writeFileSync(join(dir, "calls.c"), PROGRAM);
-  const cc = Bun.spawnSync(["gcc", "-O1", "-o", join(dir, "calls"), join(dir, "calls.c")]);
-  if (cc.exitCode !== 0) throw new Error(`gcc failed: ${cc.stderr.toString()}`);
+  const calls = compileC("calls", PROGRAM);
   t = await startTracingAgent(`    network:
       enabled: false
     syscalls:
@@ -37,7 +31,7 @@ beforeAll(async () => {
       interval: 1s
       top_processes: 50`);
   await until(() => t.agent.agent.status.component("ebpf/syscalls")?.state === "ok", "ebpf/syscalls ok", 30_000);
-  const p = Bun.spawn([join(dir, "calls")], { stdout: "ignore", stderr: "inherit" });
+  const p = Bun.spawn([calls], { stdout: "ignore", stderr: "inherit" });
   pid = p.pid;
   expect(await p.exited).toBe(0);
 });

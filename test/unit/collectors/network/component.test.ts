@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
 import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction } from "../../../../src/collectors/network/decoders";
-import { fakeContext, recordingHost } from "../../../integration/collectors/fakes";
+import { fakeContext, recordingHost } from "../../../helpers/fakes/collectors";
 import { connRecord, httpRecord } from "./records";
 
 const YAML = (spans: number) => `

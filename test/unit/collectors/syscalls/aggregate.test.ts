@@ -77,6 +77,17 @@ describe("processes that ended (the kernel's exited_stats totals)", () => {
     expect(value(a.collect([entry(6, 39, 4)], opts(5), [exited(39, 20)]), METRIC_COUNT, {})).toBe(0);
   });
 
+  test("a move the totals read does not show yet is subtracted from their next growth: every call counted once", () => {
+    const a = new SyscallAggregator();
+    let counted = value(a.collect([entry(5, 39, 10), entry(6, 39, 4)], opts(5), []), METRIC_COUNT, {});
+    // pid 5 (13 calls) was moved after the totals were read: gone from the entries, not yet in the totals.
+    counted += value(a.collect([entry(6, 39, 4)], opts(5), []), METRIC_COUNT, {});
+    // pid 6 (4 calls) moved and was read with pid 5's move; a new process of 2 calls too.
+    counted += value(a.collect([], opts(5), [exited(39, 13 + 4 + 2)]), METRIC_COUNT, {});
+    expect(counted).toBe(13 + 4 + 2);
+    expect(value(a.collect([], opts(5), [exited(39, 19)]), METRIC_COUNT, {})).toBe(0);
+  });
+
   test("an entry user space deleted itself (forgotten) is not subtracted from the totals", () => {
     const a = new SyscallAggregator();
     a.collect([entry(5, 39, 10)], opts(5), []);

@@ -25,6 +25,13 @@ describe("tls_event decoder", () => {
     expect(decodeTlsEvent(v, 0, v.byteLength)).toMatchObject({ socketKnown: false, localAddress: "", remoteAddress: "" });
   });
 
+  test("an HTTP/2 connection's record carries up to 4 KiB; more is a RangeError", () => {
+    const big = tlsRecord({ ts: 1n, ssl: 1n, off: 0, pid: 1, io: 0, data: "x".repeat(4096) });
+    expect(decodeTlsEvent(big, 0, big.byteLength).data.length).toBe(4096);
+    const over = tlsRecord({ ts: 1n, ssl: 1n, off: 0, pid: 1, io: 0, data: "x".repeat(4097) });
+    expect(() => decodeTlsEvent(over, 0, over.byteLength)).toThrow(RangeError);
+  });
+
   test("a short or inconsistent record is a RangeError", () => {
     const v = tlsRecord({ ts: 1n, ssl: 1n, off: 0, pid: 1, io: 0, data: "abcd" });
     expect(() => decodeTlsEvent(v, 0, TLS_EVENT_HEADER_BYTES - 1)).toThrow(RangeError);

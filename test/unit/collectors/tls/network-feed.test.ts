@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
 import { decodeTlsEvent } from "../../../../src/collectors/tls/decoder";
-import { fakeContext } from "../../../integration/collectors/fakes";
+import { fakeContext } from "../../../helpers/fakes/collectors";
 import { tlsRecord } from "./records";
 
 const YAML = `

@@ -1,13 +1,13 @@
 /** collector/profiling over fakes of the native layer (ffi/types) and of symbolization: no kernel. */
 import { describe, expect, test } from "bun:test";
-import { ProfilingCollector, Symbolizer } from "../../../src/collectors/profiling";
-import { PROFILE_KEY_BYTES } from "../../../src/collectors/profiling/decode";
-import { EbpfCore } from "../../../src/ebpf/core";
-import type { ProfileFrame } from "../../../src/export/model";
-import { VIEWS, type ProfilingView } from "../../../src/status/model";
-import { parseConfig } from "../../../src/config/load";
-import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../ebpf/fakes";
-import { RecordingPipeline, recordingHost, waitFor } from "../../integration/collectors/fakes";
+import { ProfilingCollector, Symbolizer } from "../../../../src/collectors/profiling";
+import { PROFILE_KEY_BYTES } from "../../../../src/collectors/profiling/decode";
+import { EbpfCore } from "../../../../src/ebpf/core";
+import type { ProfileFrame } from "../../../../src/export/model";
+import { PROFILING_STATUS, type ProfilingView } from "../../../../src/collectors/profiling/status";
+import { parseConfig } from "../../../../src/config/load";
+import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../../helpers/fakes/ebpf";
+import { RecordingPipeline, recordingHost, waitFor } from "../../../helpers/fakes/collectors";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
@@ -138,7 +138,7 @@ describe("collector/profiling", () => {
     for (let i = 0; i < 7; i++) collector.drain();
     expect(stacks.data.size).toBe(0);
     expect(pipeline.accepted.profiles).toHaveLength(2);
-    expect(ctx.status.view<ProfilingView>(VIEWS.profiling)).toEqual({ enabled: true, sample_rate: 49, profiles_collected: 2 });
+    expect(ctx.status.view<ProfilingView>(PROFILING_STATUS.name)).toEqual({ enabled: true, sample_rate: 49, profiles_collected: 2 });
     expect(collector.latestPprof()!.length).toBeGreaterThan(20);
     // Nothing new: no profile.
     expect(collector.collect()).toHaveLength(0);
@@ -163,7 +163,7 @@ describe("collector/profiling", () => {
     const h1 = recordingHost();
     await off.collector.start(h1);
     expect(h1.last().state).toBe("disabled");
-    expect(off.ctx.status.view<ProfilingView>(VIEWS.profiling)).toEqual({ enabled: false, sample_rate: 99, profiles_collected: 0 });
+    expect(off.ctx.status.view<ProfilingView>(PROFILING_STATUS.name)).toEqual({ enabled: false, sample_rate: 99, profiles_collected: 0 });
 
     const noEbpf = setup("agent:\n  ebpf:\n    enabled: false\n  profiling:\n    enabled: true\n");
     const h2 = recordingHost();
@@ -182,7 +182,7 @@ describe("collector/profiling", () => {
     expect(on.runtime.opened[1]!.program("profile_cpu")!.links[0]!.target).toEqual({ kind: "perf_event", event: "cpu-clock", frequencyHz: 199 });
     expect(on.runtime.opened[1]!.program("profile_cpu")!.links[0]!.closed).toBe(false);
     expect(on.runtime.opened[0]!.program("profile_cpu")!.links[0]!.closed).toBe(true);
-    expect(on.ctx.status.view<ProfilingView>(VIEWS.profiling)).toMatchObject({ sample_rate: 199 });
+    expect(on.ctx.status.view<ProfilingView>(PROFILING_STATUS.name)).toMatchObject({ sample_rate: 199 });
     await on.collector.shutdown();
   });
 

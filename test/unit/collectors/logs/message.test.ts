@@ -1,6 +1,6 @@
 /** Severity and time read from log messages (src/collectors/logs/message.ts). */
 import { describe, expect, test } from "bun:test";
-import { logfmtPairs, parseTimeValue, readMessage, severityOfLevel } from "../../../src/collectors/logs/message";
+import { logfmtPairs, parseTimeValue, readMessage, severityOfLevel } from "../../../../src/collectors/logs/message";
 
 const sev = (m: string) => {
   const f = readMessage(m);

@@ -3,7 +3,7 @@ import { afterEach, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CheckpointError, readCheckpoint, writeCheckpoint } from "../../../src/collectors/logs/checkpoint";
+import { CheckpointError, readCheckpoint, writeCheckpoint } from "../../../../src/collectors/logs/checkpoint";
 
 const dirs: string[] = [];
 afterEach(() => {

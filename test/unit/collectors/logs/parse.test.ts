@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { parseCri, parseDocker, parseLine, parseRfc3339Nano } from "../../../src/collectors/logs/parse";
-import { attributesOfPath, containerIdOfPath, splitPattern } from "../../../src/collectors/logs/paths";
+import { parseCri, parseDocker, parseLine, parseRfc3339Nano } from "../../../../src/collectors/logs/parse";
+import { attributesOfPath, containerIdOfPath, splitPattern } from "../../../../src/collectors/logs/paths";
 
 const ID = "a".repeat(64);
 

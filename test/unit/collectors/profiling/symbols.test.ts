@@ -4,13 +4,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
-import { decodeCount, decodeProfileKey, decodeStack, PROFILE_KEY_BYTES } from "../../../src/collectors/profiling/decode";
-import { fileOffsetToVaddr } from "../../../src/collectors/profiling/elf";
-import { JitDumpFile, parsePerfMap } from "../../../src/collectors/profiling/jit-maps";
-import { KernelSymbols } from "../../../src/collectors/profiling/kallsyms";
-import { encodePprof } from "../../../src/collectors/profiling/pprof";
-import { SymbolTable } from "../../../src/collectors/profiling/symbol-table";
-import { parseMaps } from "../../../src/collectors/profiling/symbolizer";
+import { decodeCount, decodeProfileKey, decodeStack, PROFILE_KEY_BYTES } from "../../../../src/collectors/profiling/decode";
+import { fileOffsetToVaddr } from "../../../../src/collectors/profiling/elf";
+import { JitDumpFile, parsePerfMap } from "../../../../src/collectors/profiling/jit-maps";
+import { KernelSymbols } from "../../../../src/collectors/profiling/kallsyms";
+import { encodePprof } from "../../../../src/collectors/profiling/pprof";
+import { SymbolTable } from "../../../../src/collectors/profiling/symbol-table";
+import { parseMaps } from "../../../../src/collectors/profiling/symbolizer";
 
 describe("profile map decoders", () => {
   test("struct profile_key: pid, stack ids (negative errno kept), comm", () => {
@@ -155,7 +155,7 @@ describe("pprof", () => {
 
 describe("user stack decoding", () => {
   test("user stacks decode to exact numbers", async () => {
-    const { decodeUserStack } = await import("../../../src/collectors/profiling/decode");
+    const { decodeUserStack } = await import("../../../../src/collectors/profiling/decode");
     const v = new BigUint64Array(127);
     v.set([0x7fff_ffff_f000n, 0x5555_5555_4000n]);
     expect(decodeUserStack(new Uint8Array(v.buffer))).toEqual([0x7fff_ffff_f000, 0x5555_5555_4000]);

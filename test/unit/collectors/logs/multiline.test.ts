@@ -1,6 +1,6 @@
 /** Joining the lines of a record by a start pattern (src/collectors/logs/multiline.ts). */
 import { describe, expect, test } from "bun:test";
-import { MultilineAssembler, ruleFor, type LogicalLine, type MultilineRule } from "../../../src/collectors/logs/multiline";
+import { MultilineAssembler, ruleFor, type LogicalLine, type MultilineRule } from "../../../../src/collectors/logs/multiline";
 
 function rule(over: Partial<MultilineRule> = {}): MultilineRule {
   return { index: 0, include: [new Bun.Glob("/logs/*.log")], start: /^\d{4}-/, maxLines: 100, maxBytes: 4096, flushTimeoutMs: 1000, ...over };

@@ -1,0 +1,283 @@
+/**
+ * RED metrics of HTTP exchanges from what the kernel counted (src/collectors/network/red-maps.ts): per interval,
+ * `http.server.request.duration` and `http.client.request.duration` histograms (seconds, DELTA) under the resource
+ * of the workload that served or sent the requests, with http.request.method, http.response.status_code,
+ * http.route (server; templated by RouteTemplater), error.type (5xx), server.port (the listening port on the server
+ * side) and server.address (client).
+ * Histogram points carry exemplars: the trace and span ids of spans sampled from the same series.
+ * A service graph between workloads: `traces_service_graph_request_total` and `..._failed_total` per (client,
+ * server) edge, `..._server_seconds` and `..._client_seconds` as seen by each side; peers that are neither on this
+ * host nor known to discovery are named by address class (loopback, private, public), never by address.
+ */
+import { networkInterfaces } from "node:os";
+import type { Attributes } from "../../export/types";
+import { Temporality, type Exemplar, type MetricPointItem, type Scope } from "../../export/model";
+import { UNKNOWN_SERVICE, UNKNOWN_WORKLOAD } from "../../workloads/identity";
+import type { ProcessLabels } from "../network/labels";
+import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../network/red-maps";
+import { OVERFLOW_ROUTE, type RouteTemplater } from "./routes";
+
+export const METRIC_SERVER_DURATION = "http.server.request.duration";
+export const METRIC_CLIENT_DURATION = "http.client.request.duration";
+export const METRIC_GRAPH_TOTAL = "traces_service_graph_request_total";
+export const METRIC_GRAPH_FAILED = "traces_service_graph_request_failed_total";
+export const METRIC_GRAPH_SERVER_SECONDS = "traces_service_graph_request_server_seconds";
+export const METRIC_GRAPH_CLIENT_SECONDS = "traces_service_graph_request_client_seconds";
+
+/** The HTTP semantic conventions' default duration buckets, seconds. */
+export const DEFAULT_DURATION_BOUNDS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+/** Listening ports remembered (local port -> the workload serving it). */
+const MAX_LISTENERS = 65_536;
+/** Client peers (address:port) per service at most; further ones count in one overflow series. */
+const DEFAULT_MAX_PEERS = 1000;
+
+/** Address class of a peer not known by name. */
+export function addressClass(address: string): "loopback" | "private" | "public" {
+  if (address === "") return "public";
+  if (address === "::1" || address.startsWith("127.")) return "loopback";
+  if (/^(10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.|f[cd][0-9a-f]{2}:|fe[89ab][0-9a-f]:)/i.test(address)) return "private";
+  return "public";
+}
+
+function localAddresses(): Set<string> {
+  const out = new Set<string>();
+  try {
+    for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) out.add(a.address);
+  } catch {
+    /* no interface list: loopback is still known by class */
+  }
+  return out;
+}
+
+export interface RedOptions {
+  routes: RouteTemplater;
+  /** Histogram bounds, seconds. */
+  boundsSeconds: readonly number[];
+  /** Labels and workload resource of a pid. */
+  describe(pid: number): ProcessLabels;
+  /** The path bytes of a server key's path hash. */
+  path(hash: bigint): { path: string; truncated: boolean } | undefined;
+  /** A name discovery knows for a peer (address, port; port 0: any), else undefined. */
+  serviceAt?(address: string, port: number): string | undefined;
+  scope?: Scope;
+  maxPeersPerService?: number;
+}
+
+interface Series {
+  name: string;
+  attributes: Attributes;
+  resource: Attributes | undefined;
+  count: number;
+  sumNs: number;
+  buckets: number[];
+  exemplar?: Exemplar;
+}
+
+interface GraphEdge {
+  client: string;
+  server: string;
+  resource: Attributes | undefined;
+  total: number;
+  failed: number;
+  client_seconds?: RedCounts;
+  server_seconds?: RedCounts;
+}
+
+/** What identifies a series apart from its workload: role, method, status and route or peer. */
+export interface SeriesRef {
+  pid: number;
+  role: RoleValue;
+  method: string;
+  status: number;
+  /** Server: the request's path (not templated); client: unused. */
+  path?: string;
+  /** The path may have been cut by the kernel's capture (RED_PATH_BYTES). */
+  truncated?: boolean;
+  /** Server: the kernel had no room for the path's own key (route OVERFLOW_ROUTE). */
+  overflow?: boolean;
+  /** Client: the server's address and port; server: peerPort is the local (listening) port. */
+  peer?: string;
+  peerPort?: number;
+}
+
+const serviceName = (r: Attributes | undefined) => (typeof r?.["service.name"] === "string" ? (r["service.name"] as string) : UNKNOWN_SERVICE);
+
+export class RedAggregator {
+  #series = new Map<string, Series>();
+  #edges = new Map<string, GraphEdge>();
+  readonly #resourceKeys = new WeakMap<Attributes, number>();
+  #nextResourceKey = 1;
+  readonly #listeners = new Map<number, string>();
+  readonly #peers = new Map<string, Set<string>>();
+  readonly #local = localAddresses();
+  /** Exchanges counted since creation, per role (for tests and status). */
+  readonly counted = { server: 0, client: 0 };
+
+  constructor(private readonly o: RedOptions) {}
+
+  #resourceKey(resource: Attributes | undefined): number {
+    if (!resource) return 0;
+    let k = this.#resourceKeys.get(resource);
+    if (k === undefined) this.#resourceKeys.set(resource, (k = this.#nextResourceKey++));
+    return k;
+  }
+
+  #isLocal(address: string): boolean {
+    return addressClass(address) === "loopback" || this.#local.has(address);
+  }
+
+  /** Series identity and attributes of one key. */
+  #describe(k: SeriesRef): { key: string; name: string; attributes: Attributes; resource: Attributes | undefined; service: string } {
+    const who = this.o.describe(k.pid);
+    const resource = who.resource ?? UNKNOWN_WORKLOAD;
+    const service = serviceName(resource);
+    const attributes: Attributes = { "http.request.method": k.method, "http.response.status_code": k.status };
+    if (k.status >= 500) attributes["error.type"] = String(k.status);
+    let rest: string;
+    if (k.role === Role.SERVER) {
+      let route: string | undefined;
+      if (k.overflow) route = OVERFLOW_ROUTE;
+      else if (k.path !== undefined && k.path.startsWith("/")) {
+        const truncated = k.truncated === true || k.path.length >= RED_PATH_BYTES;
+        route = this.o.routes.route(service, k.path.slice(0, RED_PATH_BYTES), truncated);
+      }
+      if (route !== undefined) attributes["http.route"] = route;
+      attributes["server.port"] = k.peerPort ?? 0;
+      rest = `${route ?? ""}\u0000${k.peerPort ?? 0}`;
+    } else {
+      let peers = this.#peers.get(service);
+      if (!peers) this.#peers.set(service, (peers = new Set()));
+      const peer = `${k.peer}:${k.peerPort}`;
+      if (!peers.has(peer) && peers.size >= (this.o.maxPeersPerService ?? DEFAULT_MAX_PEERS)) {
+        attributes["otel.metric.overflow"] = true;
+        rest = "\u0000overflow";
+      } else {
+        peers.add(peer);
+        attributes["server.address"] = k.peer ?? "";
+        attributes["server.port"] = k.peerPort ?? 0;
+        rest = peer;
+      }
+    }
+    const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
+    return { key: `${this.#resourceKey(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${rest}`, name, attributes, resource, service };
+  }
+
+  #seriesOf(ref: SeriesRef): { s: Series; service: string; resource: Attributes | undefined } {
+    const d = this.#describe(ref);
+    let s = this.#series.get(d.key);
+    if (!s) this.#series.set(d.key, (s = { name: d.name, attributes: d.attributes, resource: d.resource, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
+    return { s, service: d.service, resource: d.resource };
+  }
+
+  #add(s: { count: number; sumNs: number; buckets: number[] }, c: RedCounts): void {
+    s.count += c.count;
+    s.sumNs += c.sumNs;
+    for (let i = 0; i < s.buckets.length; i++) s.buckets[i]! += c.buckets[i] ?? 0;
+  }
+
+  #edge(client: string, server: string, resource: Attributes | undefined): GraphEdge {
+    const key = `${this.#resourceKey(resource)}\u0000${client}\u0000${server}`;
+    let e = this.#edges.get(key);
+    if (!e) this.#edges.set(key, (e = { client, server, resource, total: 0, failed: 0 }));
+    return e;
+  }
+
+  #ref(k: RedKey): SeriesRef {
+    if (k.role === Role.CLIENT) return { pid: k.pid, role: k.role, method: k.method, status: k.status, peer: k.peer, peerPort: k.peerPort };
+    const base = { pid: k.pid, role: k.role, method: k.method, status: k.status, peerPort: k.peerPort };
+    if (k.pathHash === RED_PATH_OVERFLOW) return { ...base, overflow: true };
+    const p = k.pathHash !== 0n ? this.o.path(k.pathHash) : undefined;
+    return { ...base, path: p?.path, truncated: p?.truncated };
+  }
+
+  /** Adds what the kernel counted: server keys first (they teach which workload listens on which port). */
+  add(entries: readonly RedEntry[], overflow?: ReadonlyMap<RoleValue, RedCounts>): void {
+    const ordered = [...entries].sort((a, b) => a.key.role - b.key.role);
+    for (const e of ordered) {
+      const ref = this.#ref(e.key);
+      const { s, service, resource } = this.#seriesOf(ref);
+      this.#add(s, e);
+      const failed = e.key.status >= 500 ? e.count : 0;
+      if (e.key.role === Role.SERVER) {
+        this.counted.server += e.count;
+        if (this.#listeners.size < MAX_LISTENERS || this.#listeners.has(e.key.peerPort)) this.#listeners.set(e.key.peerPort, service);
+        const peerLocal = e.key.peer !== "" && this.#isLocal(e.key.peer);
+        const client = (e.key.peer !== "" ? this.o.serviceAt?.(e.key.peer, 0) : undefined) ?? addressClass(e.key.peer);
+        const edge = this.#edge(client, service, resource);
+        edge.server_seconds ??= { count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) };
+        this.#add(edge.server_seconds, e);
+        /* A client on this host is traced and counts the request itself. */
+        if (!peerLocal) {
+          edge.total += e.count;
+          edge.failed += failed;
+        }
+      } else {
+        this.counted.client += e.count;
+        const local = this.#isLocal(e.key.peer);
+        const server = (local ? this.#listeners.get(e.key.peerPort) : undefined) ?? this.o.serviceAt?.(e.key.peer, e.key.peerPort) ?? addressClass(e.key.peer);
+        const edge = this.#edge(service, server, resource);
+        edge.client_seconds ??= { count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) };
+        this.#add(edge.client_seconds, e);
+        edge.total += e.count;
+        edge.failed += failed;
+      }
+    }
+    for (const [role, c] of overflow ?? []) {
+      const name = role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
+      const key = `\u0000kernel-overflow\u0000${role}`;
+      let s = this.#series.get(key);
+      const attributes: Attributes = role === Role.SERVER ? { "http.route": OVERFLOW_ROUTE, "otel.metric.overflow": true } : { "otel.metric.overflow": true };
+      if (!s) this.#series.set(key, (s = { name, attributes, resource: UNKNOWN_WORKLOAD, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
+      this.#add(s, c);
+      if (role === Role.SERVER) this.counted.server += c.count;
+      else this.counted.client += c.count;
+    }
+  }
+
+  /** Keeps a sampled span's ids as the exemplar of its series (the latest one per interval). */
+  exemplar(ref: SeriesRef, e: Exemplar): void {
+    const { s } = this.#seriesOf(ref);
+    s.exemplar = e;
+  }
+
+  /** Points of the interval [startNs, nowNs) (DELTA); series with nothing counted are left out. */
+  collect(startNs: bigint, nowNs: bigint): MetricPointItem[] {
+    const start = startNs < nowNs ? startNs : nowNs - 1n;
+    const base = { startTimeUnixNano: start, timeUnixNano: nowNs, temporality: Temporality.DELTA, ...(this.o.scope ? { scope: this.o.scope } : {}) };
+    const hist = { ...base, unit: "s", explicitBounds: [...this.o.boundsSeconds] };
+    const out: MetricPointItem[] = [];
+    for (const s of this.#series.values()) {
+      if (s.count <= 0) continue;
+      out.push({
+        type: "histogram",
+        name: s.name,
+        description: s.name === METRIC_SERVER_DURATION ? "Duration of HTTP server requests." : "Duration of HTTP client requests.",
+        count: s.count,
+        sum: s.sumNs / 1e9,
+        bucketCounts: s.buckets.map((x) => Math.max(0, x)),
+        attributes: s.attributes,
+        ...(s.exemplar ? { exemplars: [s.exemplar] } : {}),
+        ...(s.resource ? { resource: s.resource } : {}),
+        ...hist,
+      });
+    }
+    for (const e of this.#edges.values()) {
+      const attributes: Attributes = { client: e.client, server: e.server };
+      const of = e.resource ? { resource: e.resource } : {};
+      const sum = (name: string, description: string, value: number) =>
+        out.push({ type: "sum", name, description, unit: "{request}", value, integer: true, monotonic: true, attributes, ...of, ...base });
+      if (e.total > 0) sum(METRIC_GRAPH_TOTAL, "Requests between two services.", e.total);
+      if (e.failed > 0) sum(METRIC_GRAPH_FAILED, "Failed (5xx) requests between two services.", e.failed);
+      for (const [name, c, description] of [
+        [METRIC_GRAPH_SERVER_SECONDS, e.server_seconds, "Request duration between two services, as the server saw it."],
+        [METRIC_GRAPH_CLIENT_SECONDS, e.client_seconds, "Request duration between two services, as the client saw it."],
+      ] as const) {
+        if (!c || c.count <= 0) continue;
+        out.push({ type: "histogram", name, description, count: c.count, sum: c.sumNs / 1e9, bucketCounts: c.buckets.map((x) => Math.max(0, x)), attributes, ...of, ...hist });
+      }
+    }
+    this.#series = new Map();
+    this.#edges = new Map();
+    return out;
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * The kernel side of the RED metrics (ffi/bpf/network.bpf.c, "RED metrics"): writes `red_config` (generation
+ * and histogram bounds), and takes what the kernel counted: it flips the generation, lets programs already
+ * running on the old one finish, then takes the old generation's per-CPU hash whole (lookup-and-delete) and sums
+ * each key over CPUs. Keys that found no room are read from `red_overflow` as differences of its cumulative
+ * counts. Decoders are pure; offsets mirror the C structs (asserted there).
+ */
+import type { BpfMapApi, BpfObjectApi } from "../../../ffi/types";
+import { formatAddress } from "./addresses";
+
+export const RED_KEY_BYTES = 40;
+export const RED_VALUE_BYTES = 88;
+/** RED_MAX_BOUNDS in the C program. */
+export const RED_MAX_BOUNDS = 16;
+export const RED_BUCKETS = RED_MAX_BOUNDS + 1;
+const RED_CONFIG_BYTES = 8 + 8 * RED_MAX_BOUNDS + 8;
+/** RED_PATH_OVERFLOW in the C program: the path hash of paths beyond the kernel's per-generation room. */
+export const RED_PATH_OVERFLOW = 1n;
+/** RED_PATH_BYTES in the C program. */
+export const RED_PATH_BYTES = 64;
+/** Keys taken per batch call at most. */
+const TAKE_BATCH_KEYS = 4096;
+/** Programs that read the old generation just before the flip finish within microseconds. */
+const FLIP_GRACE_MS = 1;
+
+/** METHOD_* in the C program, by index. */
+export const RED_METHODS = ["_OTHER", "GET", "POST", "PUT", "HEAD", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"] as const;
+export const Role = { SERVER: 1, CLIENT: 2 } as const;
+export type RoleValue = (typeof Role)[keyof typeof Role];
+
+const KEY = { pathHash: 0, pid: 8, status: 12, method: 14, role: 15, peer: 16, peerPort: 32, family: 34 } as const;
+
+export interface RedKey {
+  /** Server: the hash of the path (0: no path; RED_PATH_OVERFLOW: a new path beyond the kernel's room); client: 0. */
+  pathHash: bigint;
+  pid: number;
+  /** HTTP status code. */
+  status: number;
+  method: string;
+  role: RoleValue;
+  /** Client: the server's address; server: the client's when loopback or private, else "" (public). */
+  peer: string;
+  /** Client: the server's port; server: the local port. */
+  peerPort: number;
+}
+
+export interface RedCounts {
+  count: number;
+  sumNs: number;
+  /** RED_BUCKETS counts (the configured bounds use the first nbounds + 1). */
+  buckets: number[];
+}
+
+export interface RedEntry extends RedCounts {
+  key: RedKey;
+}
+
+export function decodeRedKey(b: Uint8Array, off = 0): RedKey {
+  const v = new DataView(b.buffer, b.byteOffset + off, RED_KEY_BYTES);
+  const family = v.getUint16(KEY.family, true);
+  const peerBytes = b.subarray(off + KEY.peer, off + KEY.peer + 16);
+  const role = v.getUint8(KEY.role) === Role.CLIENT ? Role.CLIENT : Role.SERVER;
+  const zero = peerBytes.every((x) => x === 0);
+  return {
+    pathHash: v.getBigUint64(KEY.pathHash, true),
+    pid: v.getUint32(KEY.pid, true),
+    status: v.getUint16(KEY.status, true),
+    method: RED_METHODS[v.getUint8(KEY.method)] ?? "_OTHER",
+    role,
+    peer: zero ? "" : formatAddress(peerBytes, family),
+    peerPort: v.getUint16(KEY.peerPort, true),
+  };
+}
+
+/** Sums `cpus` per-CPU red_value copies (each RED_VALUE_BYTES, 8-aligned) starting at `off`. */
+export function sumRedValues(b: Uint8Array, off: number, cpus: number): RedCounts {
+  const v = new DataView(b.buffer, b.byteOffset + off, RED_VALUE_BYTES * cpus);
+  let count = 0;
+  let sumNs = 0;
+  const buckets = new Array<number>(RED_BUCKETS).fill(0);
+  for (let c = 0; c < cpus; c++) {
+    const base = c * RED_VALUE_BYTES;
+    count += Number(v.getBigInt64(base, true));
+    sumNs += Number(v.getBigInt64(base + 8, true));
+    for (let i = 0; i < RED_BUCKETS; i++) buckets[i]! += v.getInt32(base + 16 + i * 4, true);
+  }
+  return { count, sumNs, buckets };
+}
+
+/** The path in red_paths' value: bytes up to the first NUL; `truncated` when all RED_PATH_BYTES were path. */
+export function decodeRedPath(b: Uint8Array): { path: string; truncated: boolean } {
+  let n = b.indexOf(0);
+  const truncated = n < 0;
+  if (n < 0) n = Math.min(b.length, RED_PATH_BYTES);
+  let path = "";
+  for (let i = 0; i < n; i++) path += String.fromCharCode(b[i]!);
+  return { path, truncated };
+}
+
+export class RedMaps {
+  #gen = 0;
+  readonly #cpus: number;
+  readonly #overflowSeen = new Map<number, RedCounts>();
+  readonly #red: [BpfMapApi, BpfMapApi];
+  readonly #config: BpfMapApi;
+  readonly #paths: BpfMapApi | undefined;
+  readonly #overflow: BpfMapApi | undefined;
+
+  /** Throws when the object lacks the RED maps. */
+  constructor(object: BpfObjectApi, private readonly boundsSeconds: readonly number[]) {
+    const a = object.map("red_a");
+    const b = object.map("red_b");
+    const config = object.map("red_config");
+    if (!a || !b || !config) throw new Error("the network object has no RED maps");
+    this.#red = [a, b];
+    this.#config = config;
+    this.#paths = object.map("red_paths");
+    this.#overflow = object.map("red_overflow");
+    /* A per-CPU array's value as read from user space holds one copy per possible CPU. */
+    const probe = this.#overflow?.lookupU32Key(0);
+    if (!probe) throw new Error("the network object has no red_overflow map");
+    this.#cpus = Math.max(1, Math.floor(probe.length / RED_VALUE_BYTES));
+    this.#writeConfig();
+  }
+
+  #writeConfig(): void {
+    const value = new Uint8Array(RED_CONFIG_BYTES);
+    const v = new DataView(value.buffer);
+    v.setUint32(0, this.#gen, true);
+    const n = Math.min(RED_MAX_BOUNDS, this.boundsSeconds.length);
+    v.setUint32(4, n, true);
+    for (let i = 0; i < n; i++) v.setBigUint64(8 + i * 8, BigInt(Math.round(this.boundsSeconds[i]! * 1e9)), true);
+    this.#config.updateU32Key!(0, value);
+  }
+
+  /** The path bytes of a path hash, if the kernel's table still holds them. */
+  path(hash: bigint): { path: string; truncated: boolean } | undefined {
+    if (!this.#paths?.lookup) return undefined;
+    const key = new Uint8Array(8);
+    new DataView(key.buffer).setBigUint64(0, hash, true);
+    const v = this.#paths.lookup(key);
+    return v ? decodeRedPath(v) : undefined;
+  }
+
+  /** Everything counted since the previous take: flips the generation, then empties the old one. Blocks ~1 ms. */
+  take(): { entries: RedEntry[]; overflow: Map<RoleValue, RedCounts> } {
+    const old = this.#red[this.#gen & 1]!;
+    this.#gen = (this.#gen + 1) >>> 0;
+    this.#writeConfig();
+    Bun.sleepSync(FLIP_GRACE_MS);
+    const entries: RedEntry[] = [];
+    for (;;) {
+      const batch = old.takeBatch?.(TAKE_BATCH_KEYS);
+      if (!batch) break;
+      const stride = RED_VALUE_BYTES * this.#cpus;
+      for (let i = 0; i < batch.count; i++) {
+        const counts = sumRedValues(batch.values, i * stride, this.#cpus);
+        if (counts.count !== 0) entries.push({ key: decodeRedKey(batch.keys, i * RED_KEY_BYTES), ...counts });
+      }
+      if (batch.count < TAKE_BATCH_KEYS) break;
+    }
+    return { entries, overflow: this.#takeOverflow() };
+  }
+
+  #takeOverflow(): Map<RoleValue, RedCounts> {
+    const out = new Map<RoleValue, RedCounts>();
+    if (!this.#overflow) return out;
+    for (const role of [Role.SERVER, Role.CLIENT] as const) {
+      const raw = this.#overflow.lookupU32Key(role);
+      if (!raw) continue;
+      const now = sumRedValues(raw, 0, this.#cpus);
+      const seen = this.#overflowSeen.get(role);
+      this.#overflowSeen.set(role, now);
+      const delta: RedCounts = {
+        count: now.count - (seen?.count ?? 0),
+        sumNs: now.sumNs - (seen?.sumNs ?? 0),
+        buckets: now.buckets.map((x, i) => x - (seen?.buckets[i] ?? 0)),
+      };
+      if (delta.count > 0) out.set(role, delta);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,176 @@
+import { describe, expect, test } from "bun:test";
+import { RedAggregator, addressClass, DEFAULT_DURATION_BOUNDS_SECONDS } from "../../../../src/collectors/http/red";
+import { OVERFLOW_ROUTE, RouteTemplater } from "../../../../src/collectors/http/routes";
+import { RED_BUCKETS, RED_KEY_BYTES, RED_PATH_OVERFLOW, RED_VALUE_BYTES, RedMaps, Role, decodeRedKey, decodeRedPath, sumRedValues, type RedEntry } from "../../../../src/collectors/network/red-maps";
+import type { HistogramPointItem, SumPointItem } from "../../../../src/export/model";
+import type { BpfMapApi, BpfObjectApi } from "../../../../ffi/types";
+
+/** struct red_key bytes (see ffi/bpf/network.bpf.c). */
+function keyBytes(k: { pathHash?: bigint; pid: number; status: number; method: number; role: number; peer?: number[]; peerPort: number; family?: number }): Uint8Array {
+  const b = new Uint8Array(RED_KEY_BYTES);
+  const v = new DataView(b.buffer);
+  v.setBigUint64(0, k.pathHash ?? 0n, true);
+  v.setUint32(8, k.pid, true);
+  v.setUint16(12, k.status, true);
+  v.setUint8(14, k.method);
+  v.setUint8(15, k.role);
+  b.set(k.peer ?? [], 16);
+  v.setUint16(32, k.peerPort, true);
+  v.setUint16(34, k.family ?? 2, true);
+  return b;
+}
+
+/** Per-CPU struct red_value copies. */
+function valueBytes(perCpu: Array<{ count: number; sumNs: number; buckets: Record<number, number> }>): Uint8Array {
+  const b = new Uint8Array(RED_VALUE_BYTES * perCpu.length);
+  const v = new DataView(b.buffer);
+  perCpu.forEach((c, i) => {
+    v.setBigInt64(i * RED_VALUE_BYTES, BigInt(c.count), true);
+    v.setBigInt64(i * RED_VALUE_BYTES + 8, BigInt(c.sumNs), true);
+    for (const [idx, n] of Object.entries(c.buckets)) v.setInt32(i * RED_VALUE_BYTES + 16 + Number(idx) * 4, n, true);
+  });
+  return b;
+}
+
+describe("RED map decoders (byte fixtures)", () => {
+  test("key, per-CPU values (signed: a moved duration takes one from a bucket on another CPU) and paths", () => {
+    const k = decodeRedKey(keyBytes({ pathHash: 0xabcdn, pid: 42, status: 404, method: 1, role: Role.CLIENT, peer: [10, 0, 0, 7], peerPort: 8080 }));
+    expect(k).toEqual({ pathHash: 0xabcdn, pid: 42, status: 404, method: "GET", role: Role.CLIENT, peer: "10.0.0.7", peerPort: 8080 });
+    expect(decodeRedKey(keyBytes({ pid: 1, status: 200, method: 0, role: Role.SERVER, peerPort: 80 })).peer).toBe("");
+    const sum = sumRedValues(valueBytes([{ count: 2, sumNs: 3_000_000, buckets: { 0: 2 } }, { count: 0, sumNs: 5_000_000, buckets: { 0: -1, 3: 1 } }]), 0, 2);
+    expect(sum.count).toBe(2);
+    expect(sum.sumNs).toBe(8_000_000);
+    expect(sum.buckets.slice(0, 4)).toEqual([1, 0, 0, 1]);
+    expect(sum.buckets.length).toBe(RED_BUCKETS);
+    const path = new Uint8Array(64);
+    path.set(new TextEncoder().encode("/users/1"));
+    expect(decodeRedPath(path)).toEqual({ path: "/users/1", truncated: false });
+    expect(decodeRedPath(new Uint8Array(64).fill(97)).truncated).toBe(true);
+  });
+});
+
+class FakeMap {
+  entries: Array<[Uint8Array, Uint8Array]> = [];
+  written: Uint8Array[] = [];
+  constructor(readonly name: string, readonly typeName: string, private readonly one?: Uint8Array) {}
+  updateU32Key(_k: number, v: Uint8Array) {
+    this.written.push(v.slice());
+  }
+  lookupU32Key(_k: number) {
+    return this.one;
+  }
+  lookup(k: Uint8Array) {
+    return this.entries.find(([key]) => key.every((x, i) => x === k[i]))?.[1];
+  }
+  takeBatch(limit: number) {
+    const taken = this.entries.splice(0, limit);
+    const keys = new Uint8Array(taken.length * RED_KEY_BYTES);
+    const values = new Uint8Array(taken.reduce((s, [, v]) => s + v.length, 0));
+    let off = 0;
+    taken.forEach(([k, v], i) => {
+      keys.set(k, i * RED_KEY_BYTES);
+      values.set(v, off);
+      off += v.length;
+    });
+    return { count: taken.length, keys, values };
+  }
+}
+
+describe("RedMaps", () => {
+  test("each take flips the generation and empties the old generation's map only", () => {
+    const a = new FakeMap("red_a", "percpu_hash");
+    const b = new FakeMap("red_b", "percpu_hash");
+    const config = new FakeMap("red_config", "array");
+    const overflow = new FakeMap("red_overflow", "percpu_array", valueBytes([{ count: 0, sumNs: 0, buckets: {} }, { count: 0, sumNs: 0, buckets: {} }]));
+    const maps = [a, b, config, overflow] as unknown as BpfMapApi[];
+    const object = { map: (n: string) => maps.find((m) => m.name === n) } as unknown as BpfObjectApi;
+    const red = new RedMaps(object, [0.005, 0.01]);
+    const cfg0 = new DataView(config.written[0]!.buffer);
+    expect([cfg0.getUint32(0, true), cfg0.getUint32(4, true), cfg0.getBigUint64(8, true), cfg0.getBigUint64(16, true)]).toEqual([0, 2, 5_000_000n, 10_000_000n]);
+    a.entries.push([keyBytes({ pid: 1, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 3, sumNs: 10, buckets: { 0: 3 } }, { count: 1, sumNs: 1, buckets: { 1: 1 } }])]);
+    b.entries.push([keyBytes({ pid: 2, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 5, sumNs: 0, buckets: { 0: 5 } }, { count: 0, sumNs: 0, buckets: {} }])]);
+    const first = red.take();
+    expect(new DataView(config.written.at(-1)!.buffer).getUint32(0, true)).toBe(1);
+    expect(first.entries.map((e) => [e.key.pid, e.count])).toEqual([[1, 4]]);
+    expect(b.entries.length).toBe(1);
+    const second = red.take();
+    expect(second.entries.map((e) => [e.key.pid, e.count])).toEqual([[2, 5]]);
+  });
+});
+
+function entry(key: Partial<RedEntry["key"]> & { role: 1 | 2 }, count: number, bucket = 0): RedEntry {
+  const buckets = new Array<number>(RED_BUCKETS).fill(0);
+  buckets[bucket] = count;
+  return { key: { pathHash: 0n, pid: 10, status: 200, method: "GET", peer: "", peerPort: 8080, ...key }, count, sumNs: count * 1_000_000, buckets };
+}
+
+describe("RedAggregator", () => {
+  const resources: Record<number, Record<string, string | number>> = { 10: { "service.name": "api" }, 20: { "service.name": "web" } };
+  const paths = new Map<bigint, string>([[11n, "/users/7"], [12n, "/users/8"], [13n, "/health"]]);
+  const make = (maxRoutes = 100) =>
+    new RedAggregator({
+      routes: new RouteTemplater({ templates: [], maxRoutes }),
+      boundsSeconds: DEFAULT_DURATION_BOUNDS_SECONDS,
+      describe: (pid) => ({ name: "x", attributes: {}, resource: resources[pid] }),
+      path: (h) => (paths.has(h) ? { path: paths.get(h)!, truncated: false } : undefined),
+      serviceAt: (address) => (address === "10.1.2.3" ? "db" : undefined),
+    });
+
+  test("server series per route template and status under the workload's resource; client series per server", () => {
+    const red = make();
+    red.add([
+      entry({ role: Role.SERVER, pathHash: 11n, peer: "127.0.0.1" }, 3),
+      entry({ role: Role.SERVER, pathHash: 12n, peer: "127.0.0.1" }, 2, 4),
+      entry({ role: Role.SERVER, pathHash: 13n, status: 503, peer: "127.0.0.1" }, 1),
+      entry({ role: Role.CLIENT, pid: 20, peer: "127.0.0.1", peerPort: 8080 }, 6),
+      entry({ role: Role.CLIENT, pid: 10, peer: "10.1.2.3", peerPort: 5432, status: 500 }, 2),
+    ]);
+    const points = red.collect(1n, 2n);
+    const h = points.filter((p): p is HistogramPointItem => p.type === "histogram" && p.name === "http.server.request.duration");
+    expect(h.map((p) => [p.resource?.["service.name"], p.attributes?.["http.route"], p.attributes?.["http.response.status_code"], p.attributes?.["error.type"], p.count])).toEqual([
+      ["api", "/users/{id}", 200, undefined, 5],
+      ["api", "/health", 503, "503", 1],
+    ]);
+    expect(h[0]!.bucketCounts[0]).toBe(3);
+    expect(h[0]!.bucketCounts[4]).toBe(2);
+    expect(h[0]!.bucketCounts.length).toBe(DEFAULT_DURATION_BOUNDS_SECONDS.length + 1);
+    expect(h[0]!.sum).toBeCloseTo(0.005);
+    const c = points.filter((p): p is HistogramPointItem => p.type === "histogram" && p.name === "http.client.request.duration");
+    expect(c.map((p) => [p.resource?.["service.name"], p.attributes?.["server.address"], p.attributes?.["server.port"], p.count])).toEqual([
+      ["web", "127.0.0.1", 8080, 6],
+      ["api", "10.1.2.3", 5432, 2],
+    ]);
+    // Service graph: web -> api (a local listener learnt from the server side), api -> db (discovery), counted once each.
+    const total = points.filter((p): p is SumPointItem => p.name === "traces_service_graph_request_total");
+    expect(total.map((p) => [p.attributes?.client, p.attributes?.server, p.value])).toEqual([["web", "api", 6], ["api", "db", 2]]);
+    expect(points.filter((p) => p.name === "traces_service_graph_request_failed_total").map((p) => (p as SumPointItem).value)).toEqual([2]);
+    expect(red.collect(2n, 3n)).toEqual([]);
+  });
+
+  test("routes beyond max_routes and paths the kernel had no room for count under the overflow route; unknown peers by class", () => {
+    const red = make(1);
+    red.add([
+      entry({ role: Role.SERVER, pathHash: 13n }, 1),
+      entry({ role: Role.SERVER, pathHash: 11n }, 2),
+      entry({ role: Role.SERVER, pathHash: RED_PATH_OVERFLOW }, 7),
+      entry({ role: Role.SERVER, pathHash: 13n, peer: "203.0.113.9" }, 1),
+    ]);
+    const points = red.collect(1n, 2n);
+    const routes = points.filter((p) => p.name === "http.server.request.duration").map((p) => [p.attributes?.["http.route"], (p as HistogramPointItem).count]);
+    expect(routes).toEqual([["/health", 2], [OVERFLOW_ROUTE, 9]]);
+    expect(points.filter((p) => p.name === "traces_service_graph_request_total").map((p) => [p.attributes?.client, p.attributes?.server, (p as SumPointItem).value])).toEqual([["public", "api", 11]]);
+    expect(addressClass("192.168.1.1")).toBe("private");
+    expect(addressClass("::1")).toBe("loopback");
+    expect(addressClass("8.8.8.8")).toBe("public");
+  });
+
+  test("a sampled span's ids become the exemplar of its series", () => {
+    const red = make();
+    red.add([entry({ role: Role.SERVER, pathHash: 11n }, 3)]);
+    const traceId = new Uint8Array(16).fill(1);
+    const spanId = new Uint8Array(8).fill(2);
+    red.exemplar({ pid: 10, role: Role.SERVER, method: "GET", status: 200, path: "/users/99", peerPort: 8080 }, { timeUnixNano: 5n, value: 0.001, traceId, spanId });
+    const [p] = red.collect(1n, 2n) as HistogramPointItem[];
+    expect(p!.exemplars).toEqual([{ timeUnixNano: 5n, value: 0.001, traceId, spanId }]);
+  });
+});
