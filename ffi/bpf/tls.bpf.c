@@ -267,16 +267,13 @@ static __always_inline int leave(long ret)
   struct tls_call c = *call;
   bpf_map_delete_elem(&active, &id);
   __u64 moved = 0;
-  /* The four functions return an int: the upper half of the register is not part of it (an SSL_read's -1 on a
-   * non-blocking socket would otherwise read as 4294967295 bytes). */
-  int r = (int)ret;
   if (c.count_ptr) {
-    if (r != 1 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
+    if (ret != 1 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
       return 0;
   } else {
-    if (r <= 0)
+    if (ret <= 0)
       return 0;
-    moved = r;
+    moved = ret;
   }
   if (moved == 0)
     return 0;
@@ -440,9 +437,13 @@ int BPF_KPROBE(ssl_read_ex_enter, void *ssl, void *buf, __u64 num, __u64 *readby
   return enter((__u64)ssl, (__u64)buf, (__u64)readbytes, IO_READ);
 }
 
-/* One return program serves the four functions: the active call knows which form it was. */
+/*
+ * One return program serves the four functions: the active call knows which form it was. All four return an
+ * int: only the low 32 bits of the register are the value (SSL_read's -1, WANT_READ on a non-blocking socket,
+ * reads 0xffffffff as a long).
+ */
 SEC("uretprobe")
-int BPF_KRETPROBE(ssl_leave, long ret)
+int BPF_KRETPROBE(ssl_leave, int ret)
 {
   return leave(ret);
 }

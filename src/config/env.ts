@@ -249,6 +249,7 @@ export function applyOtelEnvironment(doc: Record<string, unknown>, env: Env, pro
         const existing = generic ? target.headers : undefined;
         const base = existing && typeof existing === "object" && !Array.isArray(existing) ? existing : {};
         target.headers = { ...base, ...parsed };
+        for (const name of Object.keys(parsed)) applied.set(`${keyPath}.headers.${name}`, `${prefix}_HEADERS`);
       }
     }
   };

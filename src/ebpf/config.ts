@@ -70,8 +70,8 @@ export const EbpfSchema = Type.Object(
       {
         enabled: Type.Boolean({ default: false, description: "Per-process syscall counts, errors and latency." }),
         interval: Duration("15s", "How often the kernel's syscall statistics are read and exported."),
-        top_processes: Type.Integer({ minimum: 1, maximum: 1000, default: 20, description: "Processes exported with their own series per interval; the rest are summed as process.executable.name=other." }),
-        max_entries: Type.Integer({ minimum: 1024, maximum: 1_048_576, default: 10_240, description: "Entries (process, syscall) of the kernel statistics map; calls beyond it are counted as dropped." }),
+        top_processes: Type.Integer({ minimum: 1, maximum: 1000, default: 20, description: "Processes exported with their own series per interval; the rest are summed as process.executable.name=other, as are processes that ended having made fewer than 1000 calls (the kernel moves their entries into per-syscall totals when they end, so the map stays bounded under process churn)." }),
+        max_entries: Type.Integer({ minimum: 1024, maximum: 1_048_576, default: 10_240, description: "Entries (process, syscall) of the kernel statistics map; calls beyond it are counted in <ns>_ebpf_syscalls_dropped_total{reason=\"stats_full\"} (reason inflight_full: the in-flight map of 16384 threads was full)." }),
       },
       { additionalProperties: false, default: {} },
     ),

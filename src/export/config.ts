@@ -278,10 +278,29 @@ export function applyEndpointDefaults(doc: Record<string, unknown>): void {
   }
 }
 
+/**
+ * What both transports can send: a name grpc-js takes as metadata (letters, digits, `-`, `_`, `.`; not a
+ * binary `-bin` key, which needs bytes) and which is an HTTP token; a value of visible ASCII and spaces (no
+ * CR/LF/NUL: fetch refuses such a header and grpc-js throws, printing the value). The value is never shown.
+ */
+function headerProblems(path: string, headers: Record<string, string> | undefined): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (!/^[0-9A-Za-z_.-]+$/.test(name))
+      problems.push({ path: `${path}.${name}`, message: "is not a valid header name (letters, digits, '-', '_' and '.' only)" });
+    else if (/-bin$/i.test(name)) problems.push({ path: `${path}.${name}`, message: "binary metadata (a name ending in -bin) is not supported" });
+    if (!/^[ -~]*$/.test(value))
+      problems.push({ path: `${path}.${name}`, message: "has a character a header value cannot carry (visible ASCII and spaces only; value not shown: secret key)" });
+  }
+  return problems;
+}
+
 /** Cross-field rules of the export sections. */
 export function validateExport(otlp: OtlpConfig, queues: QueuesConfig, backoff: BackoffConfig): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
   const endpointIssue = endpointProblem(otlp.endpoint, otlp.protocol, false);
+  problems.push(...headerProblems("otlp.headers", otlp.headers));
+  for (const s of SIGNALS) problems.push(...headerProblems(`otlp.signals.${s}.headers`, otlp.signals[s].headers));
   if (endpointIssue) problems.push({ path: "otlp.endpoint", message: endpointIssue });
   for (const s of SIGNALS) {
     const o = otlp.signals[s];

@@ -37,6 +37,19 @@ export function backoffDelayMs(attempt: number, initialMs: number, maxMs: number
   return Math.min(maxMs, jittered);
 }
 
+/** The longest wait a timer can hold (setTimeout takes a 32-bit signed count of ms and fires at once beyond it). */
+export const MAX_WAIT_MS = 2 ** 31 - 1;
+
+/**
+ * The wait before the next attempt: the server's delay when it is a usable number (a longer one is cut to
+ * MAX_WAIT_MS, about 24.8 days, rather than overflowing the timer into a retry storm), else the backoff
+ * (no delay, a negative one such as a RetryInfo of -5 s, NaN).
+ */
+export function waitMs(serverDelayMs: number | undefined, backoffMs: () => number): number {
+  if (serverDelayMs === undefined || !(serverDelayMs >= 0)) return backoffMs();
+  return Math.min(serverDelayMs, MAX_WAIT_MS);
+}
+
 /** Waits `ms`, or less when one of `signals` aborts. */
 function sleep(ms: number, signals: AbortSignal[]): Promise<void> {
   if (signals.some((s) => s.aborted)) return Promise.resolve();
@@ -57,7 +70,7 @@ export async function sendWithRetry(attempt: Attempt, o: RetryOptions): Promise<
     if (last.kind !== "retryable") return last;
     if (o.stop.aborted) return { kind: "abandoned", last };
     const { initialMs, maxMs } = o.backoff();
-    const delay = last.delayMs ?? backoffDelayMs(n, initialMs, maxMs, o.random);
+    const delay = waitMs(last.delayMs, () => backoffDelayMs(n, initialMs, maxMs, o.random));
     o.onWait?.(last, delay);
     await sleep(delay, o.wake ? [o.stop, o.wake()] : [o.stop]);
     o.onRetry?.();

@@ -150,6 +150,22 @@ describe("OpenTelemetry environment variables", () => {
     expect(problemsOf("", { OTEL_EXPORTER_OTLP_ENDPOINT: "ftp://x:1" })[0]).toMatchObject({ path: "otlp.endpoint", variable: "OTEL_EXPORTER_OTLP_ENDPOINT" });
   });
 
+  test("a header neither transport can send is refused before start (grpc-js threw at the first export, printing the value); the value is never shown", () => {
+    const env = problemsOf("", {
+      OTEL_EXPORTER_OTLP_HEADERS: "k=TOPV%0Aevil,ok=fine",
+      OTEL_EXPORTER_OTLP_TRACES_HEADERS: "a%20b=TOPV",
+      OTEL_EXPORTER_OTLP_LOGS_HEADERS: "x-bin=TOPV",
+    });
+    expect(env).toEqual([
+      { path: "otlp.headers.k", message: expect.stringContaining("a header value cannot carry"), variable: "OTEL_EXPORTER_OTLP_HEADERS" },
+      { path: "otlp.signals.traces.headers.a%20b", message: expect.stringContaining("not a valid header name"), variable: "OTEL_EXPORTER_OTLP_TRACES_HEADERS" },
+      { path: "otlp.signals.logs.headers.x-bin", message: expect.stringContaining("-bin"), variable: "OTEL_EXPORTER_OTLP_LOGS_HEADERS" },
+    ]);
+    const file = problemsOf('otlp:\n  headers:\n    "x y": "a"\n    k: "TOPV\\u0000x"\n    fine: "Bearer abc.def"\n');
+    expect(file.map((p) => [p.path, p.line])).toEqual([["otlp.headers.x y", 3], ["otlp.headers.k", 4]]);
+    expect(JSON.stringify([env, file])).not.toContain("TOPV");
+  });
+
   test("headers from the environment are secrets like the file's: redacted in the configuration view, scrubbed from logs", () => {
     const c = parseConfig("", { OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=generic-secret", OTEL_EXPORTER_OTLP_METRICS_HEADERS: "x-api-key=metrics-secret,tenant=t1" });
     const shown = JSON.stringify(redactConfig(c));

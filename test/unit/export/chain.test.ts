@@ -129,6 +129,26 @@ describe("retry", () => {
     expect((await p).kind).toBe("success");
   });
 
+  test("a server delay beyond the timer's range waits (no retry storm); a negative or NaN one falls back to the backoff", async () => {
+    for (const [delay, expected] of [[999_999_999_000, 2 ** 31 - 1], [-5000, 60_000], [Number.NaN, 60_000]] as const) {
+      const stop = new AbortController();
+      const waits: number[] = [];
+      let calls = 0;
+      const p = sendWithRetry(async () => (calls++, retryable(delay)), {
+        backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }),
+        stop: stop.signal,
+        onWait: (_o, ms) => waits.push(ms),
+        random: () => 0.5,
+      });
+      await Bun.sleep(30);
+      expect(calls).toBe(1);
+      expect(waits).toEqual([expected]);
+      stop.abort();
+      expect((await p).kind).toBe("abandoned");
+      expect(calls).toBe(2);
+    }
+  });
+
   test("stopped during an attempt: no further attempt", async () => {
     const stop = new AbortController();
     let calls = 0;

@@ -39,6 +39,10 @@ describe("HTTP status to outcome", () => {
     expect(retryAfterMs("Wed, 21 Oct 2015 07:28:05 GMT", Date.parse("Wed, 21 Oct 2015 07:28:00 GMT"))).toBe(5000);
     expect(retryAfterMs("Wed, 21 Oct 2015 07:28:05 GMT", Date.parse("Wed, 21 Oct 2015 07:29:00 GMT"))).toBe(0);
     expect(retryAfterMs("soon")).toBeUndefined();
+    // Date.parse reads these as dates (year -5, "5 PM" today, May 2015): they are no HTTP-date, so no delay.
+    for (const v of ["-5", "1.5", "5 PM", "+3", "0x10", "May 2015"]) expect(retryAfterMs(v)).toBeUndefined();
+    expect(retryAfterMs("Sunday, 06-Nov-94 08:49:37 GMT", Date.parse("Sun, 06 Nov 1994 08:49:30 GMT"))).toBe(7000);
+    expect(retryAfterMs("Sun Nov  6 08:49:37 1994", Date.parse("Sun, 06 Nov 1994 08:49:30 GMT"))).toBeGreaterThanOrEqual(0);
     expect(retryAfterMs(null)).toBeUndefined();
     expect(errorOutcome(503, "", "2", none, "")).toMatchObject({ kind: "retryable", delayMs: 2000 });
   });
