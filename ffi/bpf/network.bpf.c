@@ -602,6 +602,260 @@ static __always_inline void conn_delete(__u32 store, void *sk)
   bpf_map_delete_elem(&conns, &key);
 }
 
+/* ---- RED metrics: every exchange counted (see the header) ---- */
+
+#define METHOD_OTHER 0
+#define METHOD_GET 1
+#define METHOD_POST 2
+#define METHOD_PUT 3
+#define METHOD_HEAD 4
+#define METHOD_DELETE 5
+#define METHOD_PATCH 6
+#define METHOD_OPTIONS 7
+#define METHOD_CONNECT 8
+#define METHOD_TRACE 9
+
+/* METHOD_* of a request start (at least 8 bytes) and the length of its method. */
+static __always_inline __u8 http_method(const __u8 *d, __u32 *mlen)
+{
+  __u32 w;
+  __builtin_memcpy(&w, d, 4);
+#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
+  if (w == W('G', 'E', 'T', ' ')) { *mlen = 3; return METHOD_GET; }
+  if (w == W('P', 'O', 'S', 'T')) { *mlen = 4; return METHOD_POST; }
+  if (w == W('P', 'U', 'T', ' ')) { *mlen = 3; return METHOD_PUT; }
+  if (w == W('H', 'E', 'A', 'D')) { *mlen = 4; return METHOD_HEAD; }
+  if (w == W('D', 'E', 'L', 'E')) { *mlen = 6; return METHOD_DELETE; }
+  if (w == W('P', 'A', 'T', 'C')) { *mlen = 5; return METHOD_PATCH; }
+  if (w == W('O', 'P', 'T', 'I')) { *mlen = 7; return METHOD_OPTIONS; }
+  if (w == W('C', 'O', 'N', 'N')) { *mlen = 7; return METHOD_CONNECT; }
+  if (w == W('T', 'R', 'A', 'C')) { *mlen = 5; return METHOD_TRACE; }
+#undef W
+  *mlen = 0;
+  return METHOD_OTHER;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* 0x80 in each byte of `x` that is zero (exact for the lowest one, which is all that is used). */
+#define ZERO_BYTES(x) (((x) - ONES) & ~(x) & HIGHS)
+
+/*
+ * Hash of the path in `words` up to its first ' ', '?', '#' or NUL, eight bytes at a time (no loop per byte);
+ * the terminator and what follows it in its word are zeroed, so user space reads the path up to the first NUL.
+ */
+static __always_inline __u64 path_hash(__u64 *words)
+{
+  __u64 h = 0xcbf29ce484222325ULL;
+#pragma unroll
+  for (int i = 0; i < RED_PATH_WORDS; i++) {
+    __u64 w = words[i];
+    __u64 m = ZERO_BYTES(w ^ (ONES * ' ')) | ZERO_BYTES(w ^ (ONES * '?')) | ZERO_BYTES(w ^ (ONES * '#')) | ZERO_BYTES(w);
+    if (m) {
+      __u64 low = m & (~m + 1);
+      w &= (low >> 7) - 1;
+      words[i] = w;
+      h = (h ^ w) * 0x100000001b3ULL;
+      if (i + 1 < RED_PATH_WORDS)
+        words[i + 1] = 0;
+      return (h ^ (h >> 31)) | 2;
+    }
+    h = (h ^ w) * 0x100000001b3ULL;
+  }
+  return (h ^ (h >> 31)) | 2;
+}
+
+/* Loopback or private addresses (RFC 1918, fc00::/7, fe80::/10, and as IPv4-mapped IPv6): kept as the server side's peer. */
+static __always_inline int local_class(const __u8 *a, __u16 family)
+{
+  const __u8 *v4 = a;
+  if (family == AF_INET6) {
+    __u64 hi;
+    __u32 mid;
+    __builtin_memcpy(&hi, a, 8);
+    __builtin_memcpy(&mid, a + 8, 4);
+    if (hi == 0 && mid == 0xffff0000) {
+      v4 = a + 12;
+    } else {
+      if ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80))
+        return 1;
+      __u32 lo;
+      __builtin_memcpy(&lo, a + 12, 4);
+      return hi == 0 && mid == 0 && lo == bpf_htonl(1);
+    }
+  }
+  return v4[0] == 127 || v4[0] == 10 || (v4[0] == 172 && (v4[1] & 0xf0) == 16) || (v4[0] == 192 && v4[1] == 168);
+}
+
+/* A request start (`head`: its first bytes, at least 8) on connection `c`: the exchange it opens awaits its response. */
+static __always_inline void red_request(struct red_conn *r, struct conn *c, __u32 io, const __u8 *head, __u64 buf, __u64 len, __u64 ts)
+{
+  if (r->state == RED_AWAITING)
+    count_stat(STAT_RED_REPLACED);
+  __u32 mlen = 0;
+  struct red_key *k = &r->key;
+  k->method = http_method(head, &mlen);
+  k->pid = c->pid;
+  k->status = 0;
+  k->family = c->family;
+  k->pad = 0;
+  r->state = RED_AWAITING;
+  r->req_io = io + 1;
+  r->start_ns = ts;
+  if (io == IO_WRITE) {
+    k->role = ROLE_CLIENT;
+    k->path_hash = 0;
+    k->peer_port = c->dport;
+    __builtin_memcpy(k->peer, c->daddr, 16);
+    return;
+  }
+  k->role = ROLE_SERVER;
+  k->peer_port = c->sport;
+  if (local_class(c->daddr, c->family))
+    __builtin_memcpy(k->peer, c->daddr, 16);
+  else
+    __builtin_memset(k->peer, 0, 16);
+  __u64 at = buf + mlen + 1;
+  if (mlen == 0 || bpf_probe_read_user(r->path, RED_PATH_BYTES, (void *)at) != 0) {
+    /* The path may end closer than RED_PATH_BYTES to the end of its mapping: read what the call moved. */
+    __builtin_memset(r->path, 0, RED_PATH_BYTES);
+    __u64 avail = len > mlen + 1 ? len - mlen - 1 : 0;
+    __u32 size = avail < RED_PATH_BYTES ? avail : RED_PATH_BYTES - 1;
+    asm volatile("%0 &= 63" : "+r"(size));
+    if (mlen == 0 || size == 0 || bpf_probe_read_user(r->path, size, (void *)at) != 0)
+      __builtin_memset(r->path, 0, RED_PATH_BYTES);
+  }
+  k->path_hash = path_hash(r->path);
+}
+
+/*
+ * The monotonic clock as TCP last read it for this socket (tcp_sock.tcp_clock_cache, ns: refreshed when a segment
+ * arrives and when segments are sent, so at a request's or response's packet): a load instead of a clock read
+ * (bpf_ktime_get_ns costs ~45 ns a call in this VM); the precise clock when the socket has none.
+ */
+static __always_inline __u64 red_clock(void *sk)
+{
+  struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+  if (tp) {
+    __u64 t = tp->tcp_clock_cache;
+    if (t)
+      return t;
+  }
+  return bpf_ktime_get_ns();
+}
+
+/* The histogram bucket of `d` ns: the first bound >= d (OTLP explicit bounds), else the last bucket. */
+static __always_inline __u32 red_bucket(struct red_config_value *cfg, __u64 d)
+{
+  __u32 n = cfg->nbounds;
+#pragma unroll
+  for (__u32 i = 0; i < RED_MAX_BOUNDS; i++) {
+    if (i >= n)
+      return i;
+    if (d <= cfg->bounds_ns[i])
+      return i;
+  }
+  return RED_MAX_BOUNDS;
+}
+
+/* The value of `k` in `map` (one generation), created from zero (its path recorded) when new; 0 when there is no room. */
+static __always_inline struct red_value *red_slot(void *map, struct red_key *k, __u64 *path, struct red_config_value *cfg)
+{
+  struct red_value *v = bpf_map_lookup_elem(map, k);
+  if (v)
+    return v;
+  if (k->path_hash > RED_PATH_OVERFLOW && __sync_fetch_and_add(&cfg->path_keys, 1) >= RED_PATH_KEYS_MAX) {
+    k->path_hash = RED_PATH_OVERFLOW;
+    v = bpf_map_lookup_elem(map, k);
+    if (v)
+      return v;
+  }
+  __u32 zero = 0;
+  struct red_value *z = bpf_map_lookup_elem(&red_zero, &zero);
+  if (!z)
+    return 0;
+  bpf_map_update_elem(map, k, z, BPF_NOEXIST);
+  v = bpf_map_lookup_elem(map, k);
+  if (v && k->path_hash > RED_PATH_OVERFLOW)
+    bpf_map_update_elem(&red_paths, &k->path_hash, path, BPF_ANY);
+  return v;
+}
+
+static __always_inline void red_add(struct red_value *v, __u64 b, __u64 d)
+{
+  if (b >= RED_BUCKETS)
+    return;
+  v->count += 1;
+  v->sum_ns += d;
+  v->buckets[b] += 1;
+}
+
+/* Counts the awaited exchange of `r` with `status` (0: the connection closed before a response) at `ts`. */
+static __always_inline void red_count(struct red_conn *r, __u16 status, __u64 ts)
+{
+  __u32 zero = 0;
+  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
+  if (!cfg)
+    return;
+  r->key.status = status;
+  __u32 gen = cfg->gen;
+  __u64 d = (__s64)(ts - r->start_ns) > 0 ? ts - r->start_ns : 0;
+  __u64 b = red_bucket(cfg, d);
+  struct red_value *v = (gen & 1) ? red_slot(&red_b, &r->key, r->path, cfg) : red_slot(&red_a, &r->key, r->path, cfg);
+  if (!v) {
+    __u32 role = r->key.role == ROLE_CLIENT ? ROLE_CLIENT : ROLE_SERVER;
+    v = bpf_map_lookup_elem(&red_overflow, &role);
+  }
+  if (v)
+    red_add(v, b, d);
+  r->state = RED_COUNTED;
+  r->gen = gen;
+  r->end_ns = ts;
+  r->bucket = b;
+}
+
+/* A response's status line (`head`, `n` bytes) answering the awaited request: the exchange is counted. */
+static __always_inline void red_response(struct red_conn *r, const __u8 *head, __u32 n, __u64 ts)
+{
+  if (n < 12 || head[8] != ' ')
+    return;
+  __u8 d0 = head[9] - '0', d1 = head[10] - '0', d2 = head[11] - '0';
+  if (d0 > 9 || d1 > 9 || d2 > 9)
+    return;
+  __u16 status = d0 * 100 + d1 * 10 + d2;
+  /* Interim responses (1xx but 101 Switching Protocols) leave the exchange awaiting its final one. */
+  if (status < 200 && status != 101)
+    return;
+  red_count(r, status, ts);
+}
+
+/* A later call on the response side of the counted exchange: its duration ends here (while its generation lasts). */
+static __always_inline void red_move(struct red_conn *r, void *sk)
+{
+  __u32 zero = 0;
+  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
+  if (!cfg || cfg->gen != r->gen)
+    return;
+  __u64 ts = red_clock(sk);
+  if ((__s64)(ts - r->end_ns) <= 0)
+    return;
+  struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_b, &r->key) : bpf_map_lookup_elem(&red_a, &r->key);
+  if (!v)
+    return;
+  /* 64-bit indexes: the verifier sees the bound on the register that indexes. */
+  __u64 b = red_bucket(cfg, ts - r->start_ns);
+  __u64 old = r->bucket;
+  if (b >= RED_BUCKETS || old >= RED_BUCKETS)
+    return;
+  v->sum_ns += ts - r->end_ns;
+  if (b != old) {
+    v->buckets[old] -= 1;
+    v->buckets[b] += 1;
+    r->bucket = b;
+  }
+  r->end_ns = ts;
+}
+
 /* Addresses and ports: from the classic tracepoint's record (`tp`) or, for tp_btf programs, from the socket. */
 static __always_inline void conn_addrs(struct conn *c, void *sk, struct trace_event_raw_inet_sock_set_state *tp)
 {
@@ -647,6 +901,12 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
     return 0;
   }
   if (newstate == TCP_CLOSE) {
+    if (store == STORE_SK && red_enabled) {
+      /* A request never answered: counted as a transport error (status 0) when its connection closes. */
+      struct red_conn *r = bpf_sk_storage_get(&red_store, sk, 0, 0);
+      if (r && r->state == RED_AWAITING)
+        red_count(r, 0, red_clock(sk));
+    }
     /* A connect that never got established: its local port was bound after SYN_SENT was recorded, and is
      * released (skc_num 0) before this tracepoint; inet_sport keeps it. */
     if (c->sport == 0)
@@ -778,236 +1038,6 @@ static __always_inline int budget_spent(__u64 now)
   return (__s64)(now - w->start_ns) < (__s64)NSEC_PER_SEC && *(volatile __u64 *)&w->count >= http_requests_per_second;
 }
 
-
-/* ---- RED metrics: every exchange counted (see the header) ---- */
-
-#define METHOD_OTHER 0
-#define METHOD_GET 1
-#define METHOD_POST 2
-#define METHOD_PUT 3
-#define METHOD_HEAD 4
-#define METHOD_DELETE 5
-#define METHOD_PATCH 6
-#define METHOD_OPTIONS 7
-#define METHOD_CONNECT 8
-#define METHOD_TRACE 9
-
-/* METHOD_* of a request start (at least 8 bytes) and the length of its method. */
-static __always_inline __u8 http_method(const __u8 *d, __u32 *mlen)
-{
-  __u32 w;
-  __builtin_memcpy(&w, d, 4);
-#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
-  if (w == W('G', 'E', 'T', ' ')) { *mlen = 3; return METHOD_GET; }
-  if (w == W('P', 'O', 'S', 'T')) { *mlen = 4; return METHOD_POST; }
-  if (w == W('P', 'U', 'T', ' ')) { *mlen = 3; return METHOD_PUT; }
-  if (w == W('H', 'E', 'A', 'D')) { *mlen = 4; return METHOD_HEAD; }
-  if (w == W('D', 'E', 'L', 'E')) { *mlen = 6; return METHOD_DELETE; }
-  if (w == W('P', 'A', 'T', 'C')) { *mlen = 5; return METHOD_PATCH; }
-  if (w == W('O', 'P', 'T', 'I')) { *mlen = 7; return METHOD_OPTIONS; }
-  if (w == W('C', 'O', 'N', 'N')) { *mlen = 7; return METHOD_CONNECT; }
-  if (w == W('T', 'R', 'A', 'C')) { *mlen = 5; return METHOD_TRACE; }
-#undef W
-  *mlen = 0;
-  return METHOD_OTHER;
-}
-
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-/* 0x80 in each byte of `x` that is zero (exact for the lowest one, which is all that is used). */
-#define ZERO_BYTES(x) (((x) - ONES) & ~(x) & HIGHS)
-
-/*
- * Hash of the path in `words` up to its first ' ', '?', '#' or NUL, eight bytes at a time (no loop per byte);
- * the terminator and what follows it in its word are zeroed, so user space reads the path up to the first NUL.
- */
-static __always_inline __u64 path_hash(__u64 *words)
-{
-  __u64 h = 0xcbf29ce484222325ULL;
-#pragma unroll
-  for (int i = 0; i < RED_PATH_WORDS; i++) {
-    __u64 w = words[i];
-    __u64 m = ZERO_BYTES(w ^ (ONES * ' ')) | ZERO_BYTES(w ^ (ONES * '?')) | ZERO_BYTES(w ^ (ONES * '#')) | ZERO_BYTES(w);
-    if (m) {
-      __u64 low = m & (~m + 1);
-      w &= (low >> 7) - 1;
-      words[i] = w;
-      h = (h ^ w) * 0x100000001b3ULL;
-      if (i + 1 < RED_PATH_WORDS)
-        words[i + 1] = 0;
-      return (h ^ (h >> 31)) | 2;
-    }
-    h = (h ^ w) * 0x100000001b3ULL;
-  }
-  return (h ^ (h >> 31)) | 2;
-}
-
-/* Loopback or private addresses (RFC 1918, fc00::/7, fe80::/10, and as IPv4-mapped IPv6): kept as the server side's peer. */
-static __always_inline int local_class(const __u8 *a, __u16 family)
-{
-  const __u8 *v4 = a;
-  if (family == AF_INET6) {
-    __u64 hi;
-    __u32 mid;
-    __builtin_memcpy(&hi, a, 8);
-    __builtin_memcpy(&mid, a + 8, 4);
-    if (hi == 0 && mid == 0xffff0000) {
-      v4 = a + 12;
-    } else {
-      if ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80))
-        return 1;
-      __u32 lo;
-      __builtin_memcpy(&lo, a + 12, 4);
-      return hi == 0 && mid == 0 && lo == bpf_htonl(1);
-    }
-  }
-  return v4[0] == 127 || v4[0] == 10 || (v4[0] == 172 && (v4[1] & 0xf0) == 16) || (v4[0] == 192 && v4[1] == 168);
-}
-
-/* A request start (`head`: its first bytes, at least 8) on connection `c`: the exchange it opens awaits its response. */
-static __always_inline void red_request(struct red_conn *r, struct conn *c, __u32 io, const __u8 *head, __u64 buf, __u64 len, __u64 ts)
-{
-  if (r->state == RED_AWAITING)
-    count_stat(STAT_RED_REPLACED);
-  __u32 mlen = 0;
-  struct red_key *k = &r->key;
-  k->method = http_method(head, &mlen);
-  k->pid = c->pid;
-  k->status = 0;
-  k->family = c->family;
-  k->pad = 0;
-  r->state = RED_AWAITING;
-  r->req_io = io + 1;
-  r->start_ns = ts;
-  if (io == IO_WRITE) {
-    k->role = ROLE_CLIENT;
-    k->path_hash = 0;
-    k->peer_port = c->dport;
-    __builtin_memcpy(k->peer, c->daddr, 16);
-    return;
-  }
-  k->role = ROLE_SERVER;
-  k->peer_port = c->sport;
-  if (local_class(c->daddr, c->family))
-    __builtin_memcpy(k->peer, c->daddr, 16);
-  else
-    __builtin_memset(k->peer, 0, 16);
-  __u64 at = buf + mlen + 1;
-  if (mlen == 0 || bpf_probe_read_user(r->path, RED_PATH_BYTES, (void *)at) != 0) {
-    /* The path may end closer than RED_PATH_BYTES to the end of its mapping: read what the call moved. */
-    __builtin_memset(r->path, 0, RED_PATH_BYTES);
-    __u64 avail = len > mlen + 1 ? len - mlen - 1 : 0;
-    __u32 size = avail < RED_PATH_BYTES ? avail : RED_PATH_BYTES - 1;
-    asm volatile("%0 &= 63" : "+r"(size));
-    if (mlen == 0 || size == 0 || bpf_probe_read_user(r->path, size, (void *)at) != 0)
-      __builtin_memset(r->path, 0, RED_PATH_BYTES);
-  }
-  k->path_hash = path_hash(r->path);
-}
-
-/* The histogram bucket of `d` ns: the first bound >= d (OTLP explicit bounds), else the last bucket. */
-static __always_inline __u32 red_bucket(struct red_config_value *cfg, __u64 d)
-{
-  __u32 n = cfg->nbounds;
-#pragma unroll
-  for (__u32 i = 0; i < RED_MAX_BOUNDS; i++) {
-    if (i >= n)
-      return i;
-    if (d <= cfg->bounds_ns[i])
-      return i;
-  }
-  return RED_MAX_BOUNDS;
-}
-
-/* The value of `k` in `map` (one generation), created from zero (its path recorded) when new; 0 when there is no room. */
-static __always_inline struct red_value *red_slot(void *map, struct red_key *k, __u64 *path, struct red_config_value *cfg)
-{
-  struct red_value *v = bpf_map_lookup_elem(map, k);
-  if (v)
-    return v;
-  if (k->path_hash > RED_PATH_OVERFLOW && __sync_fetch_and_add(&cfg->path_keys, 1) >= RED_PATH_KEYS_MAX) {
-    k->path_hash = RED_PATH_OVERFLOW;
-    v = bpf_map_lookup_elem(map, k);
-    if (v)
-      return v;
-  }
-  __u32 zero = 0;
-  struct red_value *z = bpf_map_lookup_elem(&red_zero, &zero);
-  if (!z)
-    return 0;
-  bpf_map_update_elem(map, k, z, BPF_NOEXIST);
-  v = bpf_map_lookup_elem(map, k);
-  if (v && k->path_hash > RED_PATH_OVERFLOW)
-    bpf_map_update_elem(&red_paths, &k->path_hash, path, BPF_ANY);
-  return v;
-}
-
-static __always_inline void red_add(struct red_value *v, __u64 b, __u64 d)
-{
-  if (b >= RED_BUCKETS)
-    return;
-  v->count += 1;
-  v->sum_ns += d;
-  v->buckets[b] += 1;
-}
-
-/* A response's status line (`head`, `n` bytes) answering the awaited request: the exchange is counted. */
-static __always_inline void red_response(struct red_conn *r, const __u8 *head, __u32 n, __u64 ts)
-{
-  if (n < 12 || head[8] != ' ')
-    return;
-  __u8 d0 = head[9] - '0', d1 = head[10] - '0', d2 = head[11] - '0';
-  if (d0 > 9 || d1 > 9 || d2 > 9)
-    return;
-  __u16 status = d0 * 100 + d1 * 10 + d2;
-  /* Interim responses (1xx but 101 Switching Protocols) leave the exchange awaiting its final one. */
-  if (status < 200 && status != 101)
-    return;
-  __u32 zero = 0;
-  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
-  if (!cfg)
-    return;
-  r->key.status = status;
-  __u32 gen = cfg->gen;
-  __u64 d = (__s64)(ts - r->start_ns) > 0 ? ts - r->start_ns : 0;
-  __u64 b = red_bucket(cfg, d);
-  struct red_value *v = (gen & 1) ? red_slot(&red_b, &r->key, r->path, cfg) : red_slot(&red_a, &r->key, r->path, cfg);
-  if (!v) {
-    __u32 role = r->key.role == ROLE_CLIENT ? ROLE_CLIENT : ROLE_SERVER;
-    v = bpf_map_lookup_elem(&red_overflow, &role);
-  }
-  if (v)
-    red_add(v, b, d);
-  r->state = RED_COUNTED;
-  r->gen = gen;
-  r->end_ns = ts;
-  r->bucket = b;
-}
-
-/* A later call on the response side of the counted exchange: its duration ends here (while its generation lasts). */
-static __always_inline void red_move(struct red_conn *r)
-{
-  __u32 zero = 0;
-  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
-  if (!cfg || cfg->gen != r->gen)
-    return;
-  __u64 ts = bpf_ktime_get_ns();
-  struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_b, &r->key) : bpf_map_lookup_elem(&red_a, &r->key);
-  if (!v)
-    return;
-  /* 64-bit indexes: the verifier sees the bound on the register that indexes. */
-  __u64 b = red_bucket(cfg, ts - r->start_ns);
-  __u64 old = r->bucket;
-  if (b >= RED_BUCKETS || old >= RED_BUCKETS)
-    return;
-  v->sum_ns += ts - r->end_ns;
-  if (b != old) {
-    v->buckets[old] -= 1;
-    v->buckets[b] += 1;
-    r->bucket = b;
-  }
-  r->end_ns = ts;
-}
 
 /*
  * A call on the request side of a connection already seen carrying HTTP, whose exchange is not captured, while
@@ -1224,13 +1254,12 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     if (start == START_REQUEST) {
       if (!r)
         r = bpf_sk_storage_get(&red_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-      if (r) {
-        ts = ts ? ts : bpf_ktime_get_ns();
-        red_request(r, c, io, e->data, buf, len, ts);
-      }
+      if (r)
+        red_request(r, c, io, e->data, buf, len, red_clock(sk));
     } else if (start == START_STATUS && r && r->state == RED_AWAITING && r->req_io != io + 1) {
-      ts = ts ? ts : bpf_ktime_get_ns();
-      red_response(r, e->data, head, ts);
+      /* A response sent before TCP read its clock again (a deferred transmit) ends at the precise clock. */
+      __u64 at = red_clock(sk);
+      red_response(r, e->data, head, (__s64)(at - r->start_ns) > 0 ? at : bpf_ktime_get_ns());
     }
   }
   if (start == START_REQUEST) {
@@ -1386,7 +1415,7 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
       int awaited = 0;
       if (r && r->req_io != io + 1) {
         if (r->state == RED_COUNTED)
-          red_move(r);
+          red_move(r, sk);
         awaited = r->state == RED_AWAITING;
       }
       if (!needs_inspection(c, io, ret) && !awaited)

@@ -165,12 +165,23 @@ export function agentUrlOf(config: Config): string | undefined {
   return `http://${formatAddress(host, port)}`;
 }
 
+/** Tries of one request the agent's rate limit refuses (429): the bundle's dozen requests exceed a small limit. */
+const RATE_LIMITED_TRIES = 4;
+/** Longest wait honoured from a 429's Retry-After. */
+const MAX_RETRY_AFTER_MS = 5000;
+
+/** One GET of the running agent; a 429 is tried again after its Retry-After (1 s when absent), a few times. */
 async function get(url: string, headers: Record<string, string>): Promise<{ ok: boolean; status?: number; body?: string; error?: string }> {
-  try {
-    const r = await fetch(url, { headers, signal: AbortSignal.timeout(AGENT_TIMEOUT_MS) });
-    return { ok: r.ok, status: r.status, body: await r.text() };
-  } catch (e) {
-    return { ok: false, error: (e as Error).message };
+  for (let n = 1; ; n++) {
+    try {
+      const r = await fetch(url, { headers, signal: AbortSignal.timeout(AGENT_TIMEOUT_MS) });
+      const body = await r.text();
+      if (r.status !== 429 || n >= RATE_LIMITED_TRIES) return { ok: r.ok, status: r.status, body };
+      const seconds = Number(r.headers.get("retry-after") ?? "1");
+      await Bun.sleep(Number.isFinite(seconds) && seconds >= 0 ? Math.min(seconds * 1000, MAX_RETRY_AFTER_MS) : 1000);
+    } catch (e) {
+      return { ok: false, error: (e as Error).message };
+    }
   }
 }
 

@@ -2,7 +2,8 @@
  * RED metrics of HTTP exchanges from what the kernel counted (src/collectors/network/red-maps.ts): per interval,
  * `http.server.request.duration` and `http.client.request.duration` histograms (seconds, DELTA) under the resource
  * of the workload that served or sent the requests, with http.request.method, http.response.status_code,
- * http.route (server; templated by RouteTemplater), error.type (5xx), server.port (the listening port on the server
+ * http.route (server; templated by RouteTemplater), error.type (5xx, or connection_closed for a request whose connection
+ * closed before a response), server.port (the listening port on the server
  * side) and server.address (client).
  * Histogram points carry exemplars: the trace and span ids of spans sampled from the same series.
  * A service graph between workloads: `traces_service_graph_request_total` and `..._failed_total` per (client,
@@ -26,6 +27,8 @@ export const METRIC_GRAPH_CLIENT_SECONDS = "traces_service_graph_request_client_
 
 /** The HTTP semantic conventions' default duration buckets, seconds. */
 export const DEFAULT_DURATION_BOUNDS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+/** error.type of a request whose connection closed before any response (status 0 from the kernel). */
+export const TRANSPORT_ERROR = "connection_closed";
 /** Listening ports remembered (local port -> the workload serving it). */
 const MAX_LISTENERS = 65_536;
 /** Client peers (address:port) per service at most; further ones count in one overflow series. */
@@ -131,8 +134,10 @@ export class RedAggregator {
     const who = this.o.describe(k.pid);
     const resource = who.resource ?? UNKNOWN_WORKLOAD;
     const service = serviceName(resource);
-    const attributes: Attributes = { "http.request.method": k.method, "http.response.status_code": k.status };
+    const attributes: Attributes = { "http.request.method": k.method };
+    if (k.status > 0) attributes["http.response.status_code"] = k.status;
     if (k.status >= 500) attributes["error.type"] = String(k.status);
+    else if (k.status === 0) attributes["error.type"] = TRANSPORT_ERROR;
     let rest: string;
     if (k.role === Role.SERVER) {
       let route: string | undefined;
@@ -197,7 +202,7 @@ export class RedAggregator {
       const ref = this.#ref(e.key);
       const { s, service, resource } = this.#seriesOf(ref);
       this.#add(s, e);
-      const failed = e.key.status >= 500 ? e.count : 0;
+      const failed = e.key.status >= 500 || e.key.status === 0 ? e.count : 0;
       if (e.key.role === Role.SERVER) {
         this.counted.server += e.count;
         if (this.#listeners.size < MAX_LISTENERS || this.#listeners.has(e.key.peerPort)) this.#listeners.set(e.key.peerPort, service);

@@ -160,6 +160,10 @@ describe("RedAggregator", () => {
     expect(routes).toEqual([["/health", 2], [OVERFLOW_ROUTE, 9]]);
     expect(points.filter((p) => p.name === "traces_service_graph_request_total").map((p) => [p.attributes?.client, p.attributes?.server, (p as SumPointItem).value])).toEqual([["public", "api", 11]]);
     expect(addressClass("192.168.1.1")).toBe("private");
+    // A request whose connection closed before any response: a transport error, no status code.
+    red.add([entry({ role: Role.CLIENT, peer: "127.0.0.1", status: 0 }, 2)]);
+    const closed = red.collect(2n, 3n).find((p) => p.name === "http.client.request.duration")!;
+    expect(closed.attributes).toEqual({ "http.request.method": "GET", "error.type": "connection_closed", "server.address": "127.0.0.1", "server.port": 8080 });
     expect(addressClass("::1")).toBe("loopback");
     expect(addressClass("8.8.8.8")).toBe("public");
   });

@@ -1,0 +1,203 @@
+/**
+ * RED metrics overhead (issue 20): a local Bun.serve server (W workers sharing the port) under wrk (T threads,
+ * C keep-alive connections, loopback) at the highest rate this machine reaches, with the compiled agent untraced
+ * and tracing with RED metrics on, side by side in one run. One agent serves every state, switched by rewriting
+ * its configuration and POST /admin/reload:
+ *   untraced: ebpf/network off (no program attached), the agent running;
+ *   traced + metrics: network + HTTP capture + http_metrics, spans capped at max_spans_per_second (default 250);
+ *   traced + metrics, cap 100000: the same with a span cap far above what user space drains (ring-buffer loss);
+ *   traced, http_metrics off: BPF time only (one run), what the RED counting adds to the HTTP capture.
+ * Rounds alternate the states (order reversed every other round); per state: requests/s (median over rounds and
+ * the median of per-round ratios against untraced), the agent's CPU per 1,000 requests, and ring-buffer loss
+ * (svc_ebpf_ringbuf_lost_total during the runs). BPF time per request comes from one extra run per traced state
+ * with kernel.bpf_stats_enabled on (run_time_ns of the network programs / wrk's requests; bpf_stats adds clock
+ * reads to each run, so measured rounds go without it). Spans exported and the kernel's rate_limit refusals are
+ * noted. Targets: traced >= 97% of untraced requests/s; BPF <= 600 ns per request; 0 lost.
+ *
+ * Usage (root): bun bench/red.ts [--seconds N] [--rounds R] [--workers W] [--threads T] [--connections C] [--warmup S]
+ */
+import { availableParallelism } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
+import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { cpuSeconds } from "./lib/proc";
+import { report } from "./lib/report";
+import { median } from "./lib/stats";
+import { quietConfig } from "../test/helpers/quiet-config";
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const CORES = availableParallelism();
+const SECONDS = arg("seconds", 2);
+const ROUNDS = arg("rounds", 6);
+const WORKERS = arg("workers", Math.max(1, Math.floor(CORES * 0.4)));
+const THREADS = arg("threads", Math.max(1, Math.floor(CORES / 2)));
+const CONNECTIONS = arg("connections", Math.max(16, 16 * THREADS));
+const WARMUP_SECONDS = arg("warmup", 10);
+/** After a reload the agent finishes the old set's teardown and the new set's first polls (http-overhead.ts). */
+const SETTLE_MS = 2500;
+const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
+/** Losses of the ring the span budget governs (the other rings' are noted). */
+const HTTP_RING_LOST = 'svc_ebpf_ringbuf_lost_total{ringbuf="network/http_events"}';
+const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length", "on_retransmit"];
+
+interface State {
+  name: string;
+  network: boolean;
+  cap: number;
+  metrics: boolean;
+}
+const UNTRACED: State = { name: "untraced", network: false, cap: 250, metrics: true };
+const TRACED: State = { name: "traced + metrics", network: true, cap: 250, metrics: true };
+const TRACED_HIGH: State = { name: "traced + metrics, cap 100000", network: true, cap: 100_000, metrics: true };
+/** Diagnostic, BPF time only: what the RED counting adds to the HTTP capture's programs. */
+const TRACED_NO_METRICS: State = { name: "traced, http_metrics off", network: true, cap: 250, metrics: false };
+const STATES = [UNTRACED, TRACED, TRACED_HIGH];
+
+const config = (otlp: string, s: State) =>
+  quietConfig({
+    endpoint: otlp,
+    ebpf: `    enabled: true\n    network:\n      enabled: ${s.network}\n      http: true\n      http_metrics: ${s.metrics}\n      max_spans_per_second: ${s.cap}\n    syscalls:\n      enabled: false`,
+    agent: "  profiling:\n    enabled: false",
+  });
+
+const SERVER = `
+const n = Number(process.env.WORKERS ?? 1);
+const port = Number(process.env.PORT ?? 0);
+const s = Bun.serve({ hostname: "127.0.0.1", port, reusePort: true, fetch(req) {
+  const p = new URL(req.url).pathname;
+  return p.startsWith("/missing") ? new Response("no", { status: 404 }) : new Response("hello " + p);
+} });
+console.log(s.port);
+`;
+
+interface Run {
+  rps: number;
+  requests: number;
+  agentCpu: number;
+  lost: number;
+  bpfNs: number;
+}
+
+async function metric(agent: BenchAgent, name: string): Promise<number> {
+  const text = await (await fetch(`${agent.url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split("\n")) if (line.startsWith(name) && !line.startsWith("#")) sum += Number(line.split(" ").at(-1));
+  return sum;
+}
+
+async function attached(agent: BenchAgent): Promise<Array<{ name: string; id: number }>> {
+  const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { programs?: Array<{ name: string; id: number; attached: boolean }> };
+  return (view.programs ?? []).filter((p) => p.attached);
+}
+
+function bpfNs(ids: Set<number>): number {
+  if (ids.size === 0) return 0;
+  const progs = JSON.parse(Bun.spawnSync(["bpftool", "-j", "prog", "show"]).stdout.toString() || "[]") as Array<{ id: number; run_time_ns?: number }>;
+  return progs.filter((p) => ids.has(p.id)).reduce((s, p) => s + (p.run_time_ns ?? 0), 0);
+}
+
+async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new Set<number>()): Promise<Run> {
+  writeFileSync(BPF_STATS_PATH, bpfIds.size > 0 ? "1" : "0");
+  const b0 = bpfNs(bpfIds);
+  const lost0 = await metric(agent, HTTP_RING_LOST);
+  const a0 = cpuSeconds(agent.pid);
+  const p = Bun.spawn(["wrk", `-t${THREADS}`, `-c${CONNECTIONS}`, `-d${seconds}s`, url], { stdout: "pipe", stderr: "pipe" });
+  const out = await new Response(p.stdout).text();
+  await p.exited;
+  const a1 = cpuSeconds(agent.pid);
+  const b1 = bpfNs(bpfIds);
+  writeFileSync(BPF_STATS_PATH, "0");
+  const lost1 = await metric(agent, HTTP_RING_LOST);
+  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
+  const total = /(\d+) requests in/.exec(out);
+  if (!rps || !total) throw new Error(`wrk gave no figure:\n${out}`);
+  return { rps: Number(rps[1]), requests: Number(total[1]), agentCpu: a1 - a0, lost: lost1 - lost0, bpfNs: b1 - b0 };
+}
+
+async function enter(agent: BenchAgent, otlp: string, s: State): Promise<void> {
+  writeFileSync(agent.configPath, config(otlp, s));
+  const res = await fetch(`${agent.url}/admin/reload`, { method: "POST" });
+  if (!res.ok) throw new Error(`reload to "${s.name}": ${res.status} ${await res.text()}`);
+  for (const end = Date.now() + 30_000; ; await Bun.sleep(50)) {
+    const names = new Set((await attached(agent)).map((p) => p.name));
+    if (NETWORK_PROGRAMS.slice(0, 3).every((n) => names.has(n) === s.network)) break;
+    if (Date.now() > end) throw new Error(`state "${s.name}" not reached`);
+  }
+  await Bun.sleep(SETTLE_MS);
+}
+
+const bpfStatsBefore = readFileSync(BPF_STATS_PATH, "utf8").trim();
+const receiver = await startReceiver();
+const servers: Bun.Subprocess[] = [];
+let agent: BenchAgent | undefined;
+try {
+  const first = Bun.spawn([process.execPath, "-e", SERVER], { stdout: "pipe", stderr: "inherit", env: { ...process.env, PORT: "0" } });
+  servers.push(first);
+  const reader = first.stdout.getReader();
+  const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
+  reader.releaseLock();
+  for (let i = 1; i < WORKERS; i++) servers.push(Bun.spawn([process.execPath, "-e", SERVER], { stdout: "ignore", stderr: "inherit", env: { ...process.env, PORT: String(port) } }));
+  const url = `http://127.0.0.1:${port}/users/42`;
+  agent = await startAgent(config(receiver.address, TRACED));
+  await enter(agent, receiver.address, TRACED);
+  for (let left = WARMUP_SECONDS; left > 0; left -= 5) await wrk(url, Math.min(5, left), agent);
+
+  const bpfPerRequest = new Map<State, number>();
+  for (const s of [TRACED, TRACED_HIGH, TRACED_NO_METRICS]) {
+    await enter(agent, receiver.address, s);
+    const ids = new Set((await attached(agent)).filter((p) => NETWORK_PROGRAMS.includes(p.name)).map((p) => p.id));
+    const r = await wrk(url, SECONDS, agent, ids);
+    bpfPerRequest.set(s, r.bpfNs / r.requests);
+  }
+
+  const runs = new Map<State, Run[]>(STATES.map((s) => [s, []]));
+  const ratios = new Map<State, number[]>([[TRACED, []], [TRACED_HIGH, []]]);
+  const rateLimit0 = await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}');
+  const spans0 = await metric(agent, 'svc_spans_collected_total');
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? STATES : [...STATES].reverse();
+    const inRound = new Map<State, Run>();
+    for (const s of order) {
+      await enter(agent, receiver.address, s);
+      const r = await wrk(url, SECONDS, agent);
+      runs.get(s)!.push(r);
+      inRound.set(s, r);
+    }
+    for (const s of [TRACED, TRACED_HIGH]) ratios.get(s)!.push(inRound.get(s)!.rps / inRound.get(UNTRACED)!.rps);
+  }
+  const rateLimit = (await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - rateLimit0;
+  const spans = (await metric(agent, 'svc_spans_collected_total')) - spans0;
+
+  const rps = (s: State) => median(runs.get(s)!.map((r) => r.rps));
+  const cpuPer1k = (s: State) => median(runs.get(s)!.map((r) => (r.agentCpu / r.requests) * 1000 * 1000));
+  const lost = (s: State) => runs.get(s)!.reduce((sum, r) => sum + r.lost, 0);
+  const rows: Array<Parameters<typeof report>[0]["rows"][number]> = [
+    { name: "requests/s untraced", agent: rps(UNTRACED), unit: "req/s" },
+    ...[TRACED, TRACED_HIGH].flatMap((s) => [
+      { name: `requests/s ${s.name}`, agent: rps(s), reference: rps(UNTRACED), referenceName: "untraced", unit: "req/s" },
+      { name: `requests/s ${s.name} / untraced, median of per-round ratios`, agent: median(ratios.get(s)!), unit: "ratio", target: ">= 0.97", met: median(ratios.get(s)!) >= 0.97 },
+      { name: `agent CPU per 1,000 requests, ${s.name}`, agent: cpuPer1k(s), reference: cpuPer1k(UNTRACED), referenceName: "untraced (agent idle)", unit: "ms" },
+      { name: `BPF time per request (bpf_stats, one extra run), ${s.name}`, agent: bpfPerRequest.get(s)!, unit: "ns", target: "<= 600", met: bpfPerRequest.get(s)! <= 600 },
+      { name: `http_events ring-buffer events lost, ${s.name}`, agent: lost(s), unit: "events", target: "0", met: lost(s) === 0 },
+    ]),
+  ];
+  rows.push({ name: `BPF time per request (bpf_stats, one extra run), ${TRACED_NO_METRICS.name} (diagnostic)`, agent: bpfPerRequest.get(TRACED_NO_METRICS)!, unit: "ns" });
+  const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+  report({
+    bench: "red",
+    rows,
+    notes: [
+      `${CORES} cores; ${WORKERS} server worker(s) (Bun.serve, reusePort), wrk -t${THREADS} -c${CONNECTIONS}, ${ROUNDS} rounds of ${SECONDS} s per state; load average at the end ${load}`,
+      `per-round ratios traced/untraced: ${ratios.get(TRACED)!.map((x) => x.toFixed(3)).join(", ")}; cap 100000: ${ratios.get(TRACED_HIGH)!.map((x) => x.toFixed(3)).join(", ")}`,
+      `ring-buffer events lost in the whole run, every ring: ${await metric(agent, "svc_ebpf_ringbuf_lost_total")}`,
+      `spans exported during the rounds: ${spans}; exchanges refused a span (rate_limit): ${rateLimit}; every exchange is counted in the RED metrics whatever the cap`,
+    ],
+  });
+} finally {
+  writeFileSync(BPF_STATS_PATH, bpfStatsBefore);
+  await agent?.stop();
+  for (const s of servers) s.kill();
+  await receiver.stop();
+}
