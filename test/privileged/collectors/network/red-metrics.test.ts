@@ -19,7 +19,7 @@ import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, typ
 
 const isRoot = process.getuid?.() === 0;
 const missing = [...missingOfficialTools(), ...(Bun.which("h2load") ? [] : ["h2load (nghttp2-client)"])];
-const SPANS_PER_SECOND = 20;
+const SPANS_PER_SECOND = 100;
 const MAX_ROUTES = 50;
 
 const SERVER_SCRIPT = `
@@ -242,7 +242,8 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
     expect(serverSpans.size).toBeGreaterThan(0);
     expect(serverSpans.size).toBeLessThanOrEqual(SPANS_PER_SECOND * (Math.ceil(elapsedS) + 2));
     expect(serverSpans.size).toBeLessThan(total);
-    const exemplarIds = server.flatMap((p) => p.exemplars.map((e) => e.spanId as string));
+    // The kernel's span budget is machine-wide (other processes' traffic may take it): exemplars of any HTTP series.
+    const exemplarIds = all.filter((p) => p.metric.startsWith("http.")).flatMap((p) => p.exemplars.map((e) => e.spanId as string));
     expect(exemplarIds.length).toBeGreaterThan(0);
     for (const id of exemplarIds) expect(serverSpans.has(id)).toBe(true);
   }, 180_000);

@@ -4,7 +4,8 @@
  * libssl) sends a known set of requests on one keep-alive connection. The spans decoded by the official OTLP
  * receiver (protoc-generated Python, Debian's grpcio) must be exactly those requests, as SERVER spans of the
  * Python process and CLIENT spans of curl, with url.scheme https and the connection's addresses.
- * /status/ebpf lists libssl as attached with the server's pid; once the server exits its pid is released.
+ * /status/ebpf lists libssl as attached with the server's pid; once the server exits its pid is released. Bun (this
+ * test's runner) carries BoringSSL without symbols: it is listed as not traceable, with the reason.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { rmSync } from "node:fs";
@@ -178,6 +179,12 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
     expect(https(all).filter((s) => inRange(s.attributes["client.port"], attempt!.lo) || s.attributes["process.pid"] === attempt!.curlPid).length).toBe(8);
     // The ciphertext on the socket makes no http span.
     expect(all.filter((s) => s.attributes["url.scheme"] === "http" && s.attributes["server.port"] === port)).toEqual([]);
+  });
+
+  test("Bun, with BoringSSL linked in without symbols, is listed as not traceable with the reason", async () => {
+    const runner = await until("this test runner listed", async () => (await tlsTargets()).find((t) => t.pids.includes(process.pid)));
+    expect(runner).toMatchObject({ kind: "static", state: "not_traceable", functions: [] });
+    expect(runner.reason).toBe("BoringSSL linked statically without SSL_read/SSL_write symbols (stripped): not traceable");
   });
 
   test("the server's exit releases its pid from the library", async () => {
