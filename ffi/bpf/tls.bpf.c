@@ -18,7 +18,7 @@
  * token of the per-second exchange budget (`exchanges_per_second`); the exchange is captured (its request calls and
  * up to RESPONSE_RECORDS calls of the other side) or not at all (counted in stats[STAT_SAMPLED_OUT]). A connection
  * whose first bytes in a direction open HTTP/2 (client preface, or a SETTINGS frame) has every call forwarded, up
- * to H2_CAPTURE_BYTES, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
+ * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
  * probes and an 8-byte read, and reach no ring buffer.
  *
  * The agent's own process (`self_tgid`) is never traced. The layout is mirrored by src/collectors/tls/decoder.ts.
@@ -32,6 +32,9 @@
 /* Bytes captured per call: HTTP/1.x heads, and HTTP/2 frames (whole header blocks and frame headers). */
 #define TLS_CAPTURE_BYTES 512
 #define H2_CAPTURE_BYTES 4096
+/* An HTTP/2 call goes out as up to this many records of H2_CAPTURE_BYTES each (consecutive stream offsets): 32 KiB,
+ * more than a default-size DATA frame (16 KiB) and the frame header after it. */
+#define H2_CHUNKS 8
 #define IO_READ 0
 #define IO_WRITE 1
 #define FLAG_SOCKET 1
@@ -61,6 +64,7 @@ struct tls_call {
   __u64 count_ptr; /* size_t * of the _ex forms, 0 otherwise */
   __u64 enter_ns;
   __u64 sk;        /* set by sock_*_length during the call */
+  __u64 cookie;    /* that socket's cookie (never reused, unlike the struct sock's address) */
   __u32 io;
   __u32 depth;     /* calls of the same SSL object nested inside this one (reported once, at the outermost return) */
 };
@@ -73,6 +77,7 @@ struct tls_conn_key {
 
 struct tls_conn {
   __u64 sk;
+  __u64 cookie;
   __u64 offset[2]; /* bytes moved per IO_* direction */
   __u16 sport;
   __u16 dport;
@@ -137,11 +142,17 @@ struct {
 
 SVC_LOST_MAP(tls_events);
 
+/* The record being built, with room past it for the verifier's bound on a masked size. */
+struct tls_scratch_value {
+  struct tls_event e;
+  __u8 spare[H2_CAPTURE_BYTES];
+};
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
   __type(key, __u32);
-  __type(value, struct tls_event);
+  __type(value, struct tls_scratch_value);
 } tls_scratch SEC(".maps");
 
 struct {
@@ -276,8 +287,9 @@ static __always_inline int leave(long ret)
     if (!conn)
       return 0;
   }
-  if (c.sk && c.sk != conn->sk) {
-    /* A first socket, or an SSL object freed and another allocated at its address: a new stream. */
+  if (c.sk && (c.sk != conn->sk || c.cookie != conn->cookie)) {
+    /* A first socket, or an SSL object freed and another allocated at its address (perhaps over a new socket at
+     * the previous one's address: the cookie tells): a new stream. */
     if (conn->sk) {
       conn->offset[0] = 0;
       conn->offset[1] = 0;
@@ -285,6 +297,7 @@ static __always_inline int leave(long ret)
       conn->sampled = 0;
     }
     conn->sk = c.sk;
+    conn->cookie = c.cookie;
     addrs_from_sk(conn, (struct sock *)c.sk);
   }
   __u32 fidx = c.io & 1;
@@ -292,9 +305,10 @@ static __always_inline int leave(long ret)
   conn->offset[fidx] = off + moved;
 
   __u32 zero = 0;
-  struct tls_event *e = bpf_map_lookup_elem(&tls_scratch, &zero);
-  if (!e)
+  struct tls_scratch_value *sv = bpf_map_lookup_elem(&tls_scratch, &zero);
+  if (!sv)
     return 0;
+  struct tls_event *e = &sv->e;
   __u32 head = moved < 8 ? moved : 8;
   asm volatile("%0 &= 15" : "+r"(head));
   if (bpf_probe_read_user(e->data, head, (void *)c.buf) != 0)
@@ -353,6 +367,9 @@ static __always_inline int leave(long ret)
   __builtin_memcpy(e->saddr, conn->saddr, 16);
   __builtin_memcpy(e->daddr, conn->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
+  int h2 = (conn->flags & CONN_H2) != 0;
+  if (h2 && moved > n)
+    e->len = n; /* the call continues in the records below */
   __u32 total = offsetof(struct tls_event, data) + n;
   if (total > sizeof(*e))
     total = sizeof(*e);
@@ -360,6 +377,35 @@ static __always_inline int leave(long ret)
     svc_count_lost(&tls_events_lost);
   else
     count_stat(STAT_EVENTS);
+  if (!h2)
+    return 0;
+  /* HTTP/2: the rest of the call, one record per H2_CAPTURE_BYTES; the last one's len covers what is left. */
+  for (__u32 i = 1; i < H2_CHUNKS; i++) {
+    __u64 at = (__u64)i * H2_CAPTURE_BYTES;
+    if (at >= moved)
+      break;
+    __u64 left = moved - at;
+    __u32 csize = left < H2_CAPTURE_BYTES ? left : H2_CAPTURE_BYTES;
+    asm volatile("%0 &= 8191" : "+r"(csize));
+    if (csize > H2_CAPTURE_BYTES)
+      return 0;
+    if (bpf_probe_read_user(e->data, csize, (void *)(c.buf + at)) != 0)
+      return 0;
+    e->stream_off = off + at;
+    if (i < H2_CHUNKS - 1)
+      e->len = csize;
+    else
+      e->len = left > 0xffffffffULL ? 0xffffffffU : (__u32)left;
+    e->captured = csize;
+    __u32 ctotal = offsetof(struct tls_event, data) + csize;
+    asm volatile("%0 &= 8191" : "+r"(ctotal));
+    if (ctotal > sizeof(*e))
+      return 0;
+    if (bpf_ringbuf_output(&tls_events, e, ctotal, 0) != 0)
+      svc_count_lost(&tls_events_lost);
+    else
+      count_stat(STAT_EVENTS);
+  }
   return 0;
 }
 
@@ -408,8 +454,10 @@ static __always_inline int on_socket_call(struct sock *sk)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
   struct tls_call *call = bpf_map_lookup_elem(&active, &id);
-  if (call)
+  if (call) {
     call->sk = (__u64)sk;
+    call->cookie = bpf_get_socket_cookie(sk);
+  }
   return 0;
 }
 

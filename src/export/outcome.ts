@@ -1,5 +1,6 @@
 /** What one export attempt came to, and how the OTLP specification classifies gRPC status codes. */
 import { status as GrpcStatus } from "@grpc/grpc-js";
+import { scrubText } from "../log/scrub";
 
 /**
  * - `success`: accepted; `rejected` items of it were refused by a partial success answer.
@@ -58,4 +59,19 @@ export function readinessReason(o: Exclude<ExportOutcome, { kind: "success" }>):
 /** `last_error` text: code name and message. */
 export function describe(o: Exclude<ExportOutcome, { kind: "success" }>): string {
   return `${codeName(o.code)}: ${o.message}`;
+}
+
+/**
+ * The outcome with `secrets` (the target's header values) replaced in its message: a backend that echoes the
+ * API key it refuses ("invalid api key ...") must not put it into last_error (/status/export, /admin/flush).
+ */
+export function withoutSecrets(o: ExportOutcome, secrets: readonly string[]): ExportOutcome {
+  if (secrets.length === 0 || o.message === "") return o;
+  const message = scrubText(o.message, secrets);
+  return message === o.message ? o : { ...o, message };
+}
+
+/** The values of `headers` worth scrubbing from messages (shorter ones would redact ordinary words). */
+export function headerSecrets(headers: Record<string, string>): string[] {
+  return Object.values(headers).filter((v) => v.trim().length >= 4);
 }

@@ -13,7 +13,7 @@ import { gzip } from "node:zlib";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { BUILD_INFO } from "../version";
 import type { OtlpConfig, Signal, SignalTarget } from "./config";
-import type { ExportOutcome } from "./outcome";
+import { headerSecrets, withoutSecrets, type ExportOutcome } from "./outcome";
 import { connectionRefused, directConnection } from "./refusal-probe";
 import { otlpType } from "./schema";
 import { TransportConfigError, successOf, type Transport } from "./transport";
@@ -151,7 +151,7 @@ export interface HttpTransportOptions {
 }
 
 export class HttpTransport implements Transport {
-  readonly #targets: Partial<Record<Signal, SignalTarget & { headerList: Record<string, string> }>>;
+  readonly #targets: Partial<Record<Signal, SignalTarget & { headerList: Record<string, string>; secrets: string[] }>>;
   readonly #tls: BunFetchRequestInit["tls"];
   readonly #level: number;
   /** Bun's fetch goes to the endpoint itself unless a proxy variable is set. */
@@ -177,11 +177,15 @@ export class HttpTransport implements Transport {
       for (const [k, v] of Object.entries(t.headers)) headerList[k.toLowerCase()] = v;
       headerList["content-type"] = CONTENT_TYPE;
       if (t.compression === "gzip") headerList["content-encoding"] = "gzip";
-      this.#targets[signal] = { ...t, headerList };
+      this.#targets[signal] = { ...t, headerList, secrets: headerSecrets(t.headers) };
     }
   }
 
   async send(signal: Signal, body: Uint8Array, deadline: number, abort?: AbortSignal): Promise<ExportOutcome> {
+    return withoutSecrets(await this.#send(signal, body, deadline, abort), this.#targets[signal]?.secrets ?? []);
+  }
+
+  async #send(signal: Signal, body: Uint8Array, deadline: number, abort?: AbortSignal): Promise<ExportOutcome> {
     const target = this.#targets[signal];
     if (this.#closed) return { kind: "retryable", code: GrpcStatus.UNAVAILABLE, message: "transport closed", delayMs: undefined };
     if (!target) return { kind: "failure", code: GrpcStatus.UNIMPLEMENTED, message: `no OTLP/HTTP endpoint for ${signal}` };

@@ -11,7 +11,7 @@ import { signalTarget, type OtlpConfig, type Signal, type SignalTarget } from ".
 import { BUILD_INFO } from "../version";
 import { installGzipLevel } from "./gzip-filter";
 import { connectionRefused, directConnection, endpointAddress } from "./refusal-probe";
-import { RETRYABLE_CODES, type ExportOutcome } from "./outcome";
+import { RETRYABLE_CODES, headerSecrets, withoutSecrets, type ExportOutcome } from "./outcome";
 import { SERVICES, otlpType } from "./schema";
 
 const RETRY_INFO_TYPE_URL = "type.googleapis.com/google.rpc.RetryInfo";
@@ -76,6 +76,8 @@ const deserialize = (b: Buffer): Buffer => b;
 export class GrpcTransport implements Transport {
   readonly #client: grpc.Client;
   readonly #headers: Record<string, string>;
+  /** The header values scrubbed from answers' messages. */
+  readonly #secrets: string[];
   readonly #endpoint: string;
   /** grpc-js connects to the endpoint itself (no proxy), so a refusal there is the channel's refusal. */
   readonly #direct = directConnection();
@@ -119,6 +121,7 @@ export class GrpcTransport implements Transport {
     this.#client = new grpc.Client(target.address, creds, options);
     this.compressionLevel = target.compression === "gzip" && installGzipLevel(this.#client.getChannel(), otlp.compression_level, MAX_RECEIVE_MESSAGE_BYTES) ? otlp.compression_level : undefined;
     this.#headers = { ...target.headers };
+    this.#secrets = headerSecrets(target.headers);
     this.#endpoint = target.address;
   }
 
@@ -145,7 +148,7 @@ export class GrpcTransport implements Transport {
           abort?.removeEventListener("abort", onAbort);
           this.#inFlight--;
           if (this.#closing && this.#inFlight === 0) this.#finishClose();
-          resolve(err ? fromError(err) : successOf(signal, response));
+          resolve(withoutSecrets(err ? fromError(err) : successOf(signal, response), this.#secrets));
         },
       );
       const onAbort = () => call.cancel();
