@@ -393,6 +393,13 @@ export class HttpStreamParser<T> {
             this.#lineLen++;
           }
         }
+        if (done && this.#headParts.length === 0) {
+          /* The whole head in this call (the common case): its text without copying the bytes first. Every byte
+           * decodes to one character, so the text of b[i..j) is that of b, cut. */
+          const whole = LATIN1.decode(b);
+          this.#finishHead(true, at, i === 0 && j === b.length ? whole : whole.slice(i, j));
+          return j;
+        }
         this.#headParts.push(b.slice(i, j));
         this.#headBytes += j - i;
         if (done) {
@@ -472,10 +479,13 @@ export class HttpStreamParser<T> {
     }
   }
 
-  /** Ends the head collected so far (`now`: the call being fed): reports the message and sets the body state. */
-  #finishHead(complete: boolean, now: T): void {
+  /**
+   * Ends the head collected so far (`now`: the call being fed; `whole`: the head's text when it came in one call
+   * and was not collected): reports the message and sets the body state.
+   */
+  #finishHead(complete: boolean, now: T, whole?: string): void {
     const at = this.#headAt as T;
-    let text = "";
+    let text = whole ?? "";
     for (const part of this.#headParts) text += LATIN1.decode(part);
     this.#headParts = [];
     this.#headBytes = 0;

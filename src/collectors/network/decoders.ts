@@ -128,6 +128,11 @@ export function decodeConnEvent(view: DataView, offset: number, length: number):
   };
 }
 
+/** An IPv4 address read as a big-endian number, as formatAddress writes it. */
+function dottedQuad(n: number): string {
+  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+}
+
 /**
  * An http_event over its own copy of the record: numbers are read eagerly, the address and task-name strings
  * only when first asked for, then kept (most records never become spans; a span reads the addresses several times).
@@ -152,6 +157,9 @@ class HttpEventRecord implements HttpEvent {
   #localAddress: string | undefined;
   #remoteAddress: string | undefined;
   #comm: string | undefined;
+  /** IPv4: the addresses as read (network byte order, as a big-endian number); formatted when asked for. */
+  readonly #saddr4: number;
+  readonly #daddr4: number;
 
   /** `view` at `offset`: the record as delivered (read once here); `record`: its copy, which the event keeps. */
   constructor(view: DataView, offset: number, record: ArrayBuffer, captured: number) {
@@ -168,15 +176,18 @@ class HttpEventRecord implements HttpEvent {
     this.localPort = view.getUint16(offset + HTTP.sport, true);
     this.remotePort = view.getUint16(offset + HTTP.dport, true);
     this.family = view.getUint16(offset + HTTP.family, true);
+    const v4 = this.family === AF_INET;
+    this.#saddr4 = v4 ? view.getUint32(offset + HTTP.saddr, false) : 0;
+    this.#daddr4 = v4 ? view.getUint32(offset + HTTP.daddr, false) : 0;
     this.data = new Uint8Array(record, HTTP.data, captured);
   }
 
   get localAddress(): string {
-    return (this.#localAddress ??= formatAddress(new Uint8Array(this.#record, HTTP.saddr, this.family === AF_INET ? 4 : 16), this.family));
+    return (this.#localAddress ??= this.family === AF_INET ? dottedQuad(this.#saddr4) : formatAddress(new Uint8Array(this.#record, HTTP.saddr, 16), this.family));
   }
 
   get remoteAddress(): string {
-    return (this.#remoteAddress ??= formatAddress(new Uint8Array(this.#record, HTTP.daddr, this.family === AF_INET ? 4 : 16), this.family));
+    return (this.#remoteAddress ??= this.family === AF_INET ? dottedQuad(this.#daddr4) : formatAddress(new Uint8Array(this.#record, HTTP.daddr, 16), this.family));
   }
 
   get comm(): string {
