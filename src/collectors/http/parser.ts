@@ -74,6 +74,14 @@ type State =
   | { s: "trailers" }
   | { s: "until-close" };
 
+/** The states without data, shared (never modified; those with `remaining` are made per use). */
+const IDLE: State = Object.freeze({ s: "idle" });
+const LOST: State = Object.freeze({ s: "lost" });
+const HEAD: State = Object.freeze({ s: "head" });
+const CHUNK_SIZE: State = Object.freeze({ s: "chunk-size" });
+const TRAILERS: State = Object.freeze({ s: "trailers" });
+const UNTIL_CLOSE: State = Object.freeze({ s: "until-close" });
+
 /** Tells the response side that the next response answers a HEAD request (so it has no body). */
 export type BodylessHint = () => boolean;
 
@@ -231,7 +239,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
  * messages that started in it. Not thread-safe (one owner).
  */
 export class HttpStreamParser<T> {
-  #state: State = { s: "idle" };
+  #state: State = IDLE;
   /** Stream offset of the next byte expected. */
   #expected: number | undefined;
   #headParts: Uint8Array[] = [];
@@ -281,11 +289,11 @@ export class HttpStreamParser<T> {
     const atStart = this.#state.s === "idle" || this.#state.s === "lost";
     if (atStart && !looksLikeMessageStart(captured)) {
       this.ignoredCalls++;
-      this.#state = { s: "lost" };
+      this.#state = LOST;
       this.#prevAt = at;
       return this.#messages;
     }
-    if (this.#state.s === "lost") this.#state = { s: "idle" };
+    if (this.#state.s === "lost") this.#state = IDLE;
     let i = 0;
     while (i < captured.length) {
       i = this.#step(captured, i, at);
@@ -327,7 +335,7 @@ export class HttpStreamParser<T> {
       if (st.remaining >= n) {
         st.remaining -= n;
         if (st.remaining === 0 && st.s === "body") {
-          this.#state = { s: "idle" };
+          this.#state = IDLE;
           this.#end(at);
         }
         if (st.remaining === 0 && st.s === "chunk-data") this.#state = { s: "chunk-crlf", remaining: 2 };
@@ -336,13 +344,13 @@ export class HttpStreamParser<T> {
       if (st.s === "chunk-data" && n <= st.remaining + 2) {
         /* The rest of the chunk and (part of) its CRLF: one chunk per write, the common case. */
         const crlf = n - st.remaining;
-        this.#state = crlf === 2 ? { s: "chunk-size" } : { s: "chunk-crlf", remaining: 2 - crlf };
+        this.#state = crlf === 2 ? CHUNK_SIZE : { s: "chunk-crlf", remaining: 2 - crlf };
         return;
       }
     }
     if (st.s === "chunk-crlf" && n <= st.remaining) {
       st.remaining -= n;
-      if (st.remaining === 0) this.#state = { s: "chunk-size" };
+      if (st.remaining === 0) this.#state = CHUNK_SIZE;
       return;
     }
     if (st.s === "until-close") return;
@@ -352,7 +360,7 @@ export class HttpStreamParser<T> {
 
   #loseSync(): void {
     if (this.#state.s !== "lost") this.resyncs++;
-    this.#state = { s: "lost" };
+    this.#state = LOST;
     this.#headParts = [];
     this.#headBytes = 0;
     this.#headAt = undefined;
@@ -371,7 +379,7 @@ export class HttpStreamParser<T> {
         /* A message whose end was not found (framing lost, or until close) ends where this one starts: at the
          * previous call when this one starts at its first byte, else in this call. */
         if (this.#open) this.#end(i === 0 && this.#prevAt !== undefined ? this.#prevAt : at);
-        this.#state = { s: "head" };
+        this.#state = HEAD;
         this.#headParts = [];
         this.#headBytes = 0;
         this.#lineLen = 0;
@@ -417,7 +425,7 @@ export class HttpStreamParser<T> {
         const take = Math.min(st.remaining, b.length - i);
         st.remaining -= take;
         if (st.remaining === 0) {
-          this.#state = { s: "idle" };
+          this.#state = IDLE;
           this.#end(at);
         }
         return i + take;
@@ -440,7 +448,7 @@ export class HttpStreamParser<T> {
           this.#chunkLine = [];
           if (st.s === "trailers") {
             if (line === "") {
-              this.#state = { s: "idle" };
+              this.#state = IDLE;
               this.#end(at);
             }
             return i;
@@ -450,7 +458,7 @@ export class HttpStreamParser<T> {
             this.#loseSync();
             return b.length;
           }
-          this.#state = size === 0 ? { s: "trailers" } : { s: "chunk-data", remaining: size };
+          this.#state = size === 0 ? TRAILERS : { s: "chunk-data", remaining: size };
           return i;
         }
         return i;
@@ -471,7 +479,7 @@ export class HttpStreamParser<T> {
             return b.length;
           }
         }
-        if (st.remaining === 0) this.#state = { s: "chunk-size" };
+        if (st.remaining === 0) this.#state = CHUNK_SIZE;
         return i;
       }
       case "lost":
@@ -496,7 +504,7 @@ export class HttpStreamParser<T> {
       const head = parseHead(text, false)?.head ?? parseCutRequestLine(text.replace(/\r$/, ""));
       if (head) this.#report(head, at);
       else this.unparsedHeads++;
-      this.#state = { s: "lost" };
+      this.#state = LOST;
       return;
     }
     const parsed = parseHead(text, complete);
@@ -508,7 +516,7 @@ export class HttpStreamParser<T> {
     if (!complete) {
       parsed.head.truncated = "headers";
       this.#report(parsed.head, at);
-      this.#state = { s: "lost" };
+      this.#state = LOST;
       return;
     }
     this.#report(parsed.head, at);
@@ -525,11 +533,11 @@ export class HttpStreamParser<T> {
     const h = p.head;
     if (h.kind === "response") {
       const noBody = (h.status >= 100 && h.status < 200) || h.status === 204 || h.status === 304 || this.bodyless();
-      if (noBody) return { s: "idle" };
+      if (noBody) return IDLE;
     }
-    if (p.chunked) return { s: "chunk-size" };
-    if (p.contentLength !== undefined) return p.contentLength === 0 ? { s: "idle" } : { s: "body", remaining: p.contentLength };
-    if (h.kind === "request") return { s: "idle" };
-    return { s: "until-close" };
+    if (p.chunked) return CHUNK_SIZE;
+    if (p.contentLength !== undefined) return p.contentLength === 0 ? IDLE : { s: "body", remaining: p.contentLength };
+    if (h.kind === "request") return IDLE;
+    return UNTIL_CLOSE;
   }
 }
