@@ -5,7 +5,7 @@
 import { JSCallback, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { readFileSync } from "node:fs";
 import { LibbpfError, QuietLoadError } from "./errors";
-import { lastErrno, nativeLib, type Native } from "./libbpf";
+import { lastErrno, nativeLib, releaseFreedNativeMemory, type Native } from "./libbpf";
 import { PerfBufferReader } from "./perf-buffer";
 import { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
 import { closeFd, openCpuClockEvent, withSignalsBlocked } from "./system";
@@ -523,6 +523,15 @@ export class BpfObject implements BpfObjectApi {
   }
 
   load(options: { quiet?: boolean } = {}): void {
+    try {
+      this.#load(options);
+    } finally {
+      // The kernel BTF libbpf parsed for the load is freed by now: its pages go back to the system.
+      releaseFreedNativeMemory();
+    }
+  }
+
+  #load(options: { quiet?: boolean }): void {
     if (!this.#handle) throw new LibbpfError("bpf_object__load", 9, { subject: this.name, detail: "object closed" });
     const handle = this.#handle;
     if (options.quiet && !this.#log.sink) {
