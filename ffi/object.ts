@@ -182,7 +182,11 @@ export class BpfProgram implements BpfProgramApi {
         dv.setUint8(24, target.kind === "uretprobe" ? 1 : 0);
         dv.setBigUint64(32, BigInt(ptr(func)), true);
         const link = n.bpf.bpf_program__attach_uprobe_opts(this.#handle, target.pid ?? -1, ptr(binary), 0, ptr(opts));
-        return one("bpf_program__attach_uprobe_opts", link);
+        const errno = isNull(link) ? lastErrno() : 0;
+        // libbpf read the binary's symbol tables to find the function, and freed them: their pages go back.
+        releaseFreedNativeMemory();
+        if (isNull(link)) fail("bpf_program__attach_uprobe_opts", errno);
+        return new BpfLink([link as Pointer]);
       }
       case "perf_event": {
         const links: Pointer[] = [];
@@ -523,15 +527,6 @@ export class BpfObject implements BpfObjectApi {
   }
 
   load(options: { quiet?: boolean } = {}): void {
-    try {
-      this.#load(options);
-    } finally {
-      // The kernel BTF libbpf parsed for the load is freed by now: its pages go back to the system.
-      releaseFreedNativeMemory();
-    }
-  }
-
-  #load(options: { quiet?: boolean }): void {
     if (!this.#handle) throw new LibbpfError("bpf_object__load", 9, { subject: this.name, detail: "object closed" });
     const handle = this.#handle;
     if (options.quiet && !this.#log.sink) {
@@ -577,6 +572,10 @@ export class LibbpfRuntime implements BpfRuntime {
 
   openObject(bytes: Uint8Array, name: string): BpfObject {
     return new BpfObject(bytes, name, this.#log);
+  }
+
+  releaseFreedMemory(): void {
+    releaseFreedNativeMemory();
   }
 
   probeMapType(typeName: string): boolean {
