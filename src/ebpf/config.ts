@@ -39,7 +39,7 @@ export const EbpfSchema = Type.Object(
         http_metrics: Type.Boolean({
           default: true,
           description:
-            "RED metrics of every HTTP exchange (http.server.request.duration, http.client.request.duration, the service graph), counted in the kernel whatever max_spans_per_second samples; needs http_capture socket and kernel BTF.",
+            "RED metrics of every HTTP exchange (http.server.request.duration, http.client.request.duration, the service graph), counted in the kernel whatever max_spans_per_second samples; needs http_capture socket and kernel BTF. HTTP/2 exchanges are counted in user space as their streams end (gRPC calls: rpc.server.duration / rpc.client.duration instead).",
         }),
         http_duration_buckets: Type.Array(Type.Number({ exclusiveMinimum: 0 }), {
           default: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],

@@ -187,19 +187,33 @@ export class RedAggregator {
     return e;
   }
 
-  #ref(k: RedKey): SeriesRef {
+  #ref(k: RedKey, path?: string): SeriesRef {
     if (k.role === Role.CLIENT) return { pid: k.pid, role: k.role, method: k.method, status: k.status, peer: k.peer, peerPort: k.peerPort };
     const base = { pid: k.pid, role: k.role, method: k.method, status: k.status, peerPort: k.peerPort };
+    if (path !== undefined) return { ...base, path };
     if (k.pathHash === RED_PATH_OVERFLOW) return { ...base, overflow: true };
     const p = k.pathHash !== 0n ? this.o.path(k.pathHash) : undefined;
     return { ...base, path: p?.path, truncated: p?.truncated };
   }
 
+  /**
+   * Adds one exchange that user space saw and the kernel's maps do not count (HTTP/2 streams): the same series
+   * and service graph as kernel-counted ones, the server's path as parsed (templated like the others).
+   */
+  addExchange(key: Omit<RedKey, "pathHash">, path: string | undefined, durationNs: number): void {
+    const buckets = new Array<number>(this.o.boundsSeconds.length + 1).fill(0);
+    const secs = durationNs / 1e9;
+    let i = 0;
+    while (i < this.o.boundsSeconds.length && secs > this.o.boundsSeconds[i]!) i++;
+    buckets[i] = 1;
+    this.add([{ key: { ...key, pathHash: 0n }, path: key.role === Role.SERVER ? (path ?? "") : undefined, count: 1, sumNs: durationNs, buckets }]);
+  }
+
   /** Adds what the kernel counted: server keys first (they teach which workload listens on which port). */
-  add(entries: readonly RedEntry[], overflow?: ReadonlyMap<RoleValue, RedCounts>): void {
+  add(entries: ReadonlyArray<RedEntry & { path?: string }>, overflow?: ReadonlyMap<RoleValue, RedCounts>): void {
     const ordered = [...entries].sort((a, b) => a.key.role - b.key.role);
     for (const e of ordered) {
-      const ref = this.#ref(e.key);
+      const ref = this.#ref(e.key, e.path);
       const { s, service, resource } = this.#seriesOf(ref);
       this.#add(s, e);
       const failed = e.key.status >= 500 || e.key.status === 0 ? e.count : 0;

@@ -23,7 +23,7 @@ import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UN
 import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
 import { RpcMetrics } from "../http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
-import { RedAggregator } from "../http/red";
+import { RedAggregator, addressClass } from "../http/red";
 import { RouteTemplater } from "../http/routes";
 import { RED_METHODS, RedMaps, Role } from "./red-maps";
 import { PerSecondBudget } from "./budget";
@@ -188,7 +188,8 @@ export class NetworkCollector implements Component {
       streamOffset: e.streamOffset,
       length: e.length,
       data: e.data,
-      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort },
+      /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
+      meta: e,
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }
@@ -208,6 +209,7 @@ export class NetworkCollector implements Component {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
+      else if (x.request.version === "2" && this.#cfg.http_metrics) this.#redH2(x);
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
       if (this.#overBudget()) continue;
       const span = exchangeToSpan(x, this.#spanContext);
@@ -223,6 +225,15 @@ export class NetworkCollector implements Component {
         { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
       );
     }
+  }
+
+  /** An HTTP/2 exchange (the kernel's RED maps count HTTP/1.x only) into the RED metrics, whatever the span budget. */
+  #redH2(x: HttpExchange<EndpointMeta>): void {
+    const method = (RED_METHODS as readonly string[]).includes(x.request.method) ? x.request.method : "_OTHER";
+    const durationNs = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n);
+    const m = x.meta;
+    if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort }, x.request.path, durationNs);
+    else this.#red.addExchange({ pid: m.pid, role: Role.CLIENT, method, status: x.response.status, peer: m.remoteAddress, peerPort: m.remotePort }, undefined, durationNs);
   }
 
   /**

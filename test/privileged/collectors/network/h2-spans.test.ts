@@ -3,7 +3,7 @@
  * on one h2c connection) and curl --http2-prior-knowledge (a POST); an @grpc/grpc-js server and client (under node) make unary calls,
  * a call that ends NOT_FOUND, a server-streaming and a client-streaming call. The spans exported must match
  * what the clients did (method, path, status, gRPC status, count), decoded by protoc from the bodies that reached
- * the receiver; the RPC duration metrics count the calls.
+ * the receiver; the HTTP RED metrics count the HTTP/2 exchanges and the RPC duration metrics the gRPC calls.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
@@ -186,5 +186,16 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
     expect(calls("rpc.client.duration", "Fail", 5)).toBe(1);
     expect(calls("rpc.server.duration", "Stream", 0)).toBe(1);
     expect(calls("rpc.server.duration", "Collect", 0)).toBe(1);
+  });
+
+  test("HTTP/2 exchanges count in the HTTP RED metrics like HTTP/1.x ones (gRPC calls in the RPC metrics only)", async () => {
+    const server = (method: string, status: number) =>
+      t.collected.total("http.server.request.duration", (a) => a["http.request.method"] === method && a["http.response.status_code"] === status && a["server.port"] === h2Port);
+    const client = (method: string, status: number) =>
+      t.collected.total("http.client.request.duration", (a) => a["http.request.method"] === method && a["http.response.status_code"] === status && a["server.port"] === h2Port);
+    await until(() => server("GET", 200) >= 2 && client("POST", 201) >= 1, "HTTP/2 RED points", 20_000);
+    expect([server("GET", 200), server("GET", 404), server("POST", 201)]).toEqual([2, 1, 1]);
+    expect([client("GET", 200), client("GET", 404), client("POST", 201)]).toEqual([2, 1, 1]);
+    expect(t.collected.total("http.server.request.duration", (a) => a["server.port"] === grpcPort)).toBe(0);
   });
 });
