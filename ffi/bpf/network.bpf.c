@@ -318,21 +318,18 @@ struct {
   __type(value, struct red_conn);
 } red_store SEC(".maps");
 
-/* Preallocated: an element is taken from a free list in any context (allocating on demand fails under bursts of new keys). */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-  __uint(max_entries, RED_MAX_KEYS);
-  __type(key, struct red_key);
-  __type(value, struct red_value);
-} red_a SEC(".maps");
+/* One generation's counts. Preallocated: an element is taken from a free list in any context (allocating on demand
+ * fails under bursts of new keys). */
+#define RED_GENERATION_MAP(name)              \
+  struct {                                    \
+    __uint(type, BPF_MAP_TYPE_PERCPU_HASH);   \
+    __uint(max_entries, RED_MAX_KEYS);        \
+    __type(key, struct red_key);              \
+    __type(value, struct red_value);          \
+  } name SEC(".maps")
 
-/* Preallocated: an element is taken from a free list in any context (allocating on demand fails under bursts of new keys). */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-  __uint(max_entries, RED_MAX_KEYS);
-  __type(key, struct red_key);
-  __type(value, struct red_value);
-} red_b SEC(".maps");
+RED_GENERATION_MAP(red_a);
+RED_GENERATION_MAP(red_b);
 
 /* Path bytes of each path hash counted (written when its key is new). */
 struct {
