@@ -106,15 +106,26 @@ export function pathOfTarget(target: string): string | undefined {
     const slash = t.indexOf("/", scheme + 3);
     t = slash < 0 ? "/" : t.slice(slash);
   }
-  const cut = t.search(/[?#]/);
-  return cut < 0 ? t : t.slice(0, cut);
+  for (let i = 0; i < t.length; i++) {
+    const c = t.charCodeAt(i);
+    if (c === 63 || c === 35) return t.slice(0, i); // '?' or '#'
+  }
+  return t;
 }
 
 /** Latin-1 text (every byte one char; WHATWG "latin1" is windows-1252, equal on the ASCII that matters here). */
 const LATIN1 = new TextDecoder("latin1" as "utf-8");
 
-function decodeLatin1(bytes: Uint8Array, from: number, to: number): string {
-  return LATIN1.decode(bytes.subarray(from, to));
+/** `text.replace(/\r?\n\r?\n$/, "")` without a regular expression. */
+function withoutFinalEmptyLine(text: string): string {
+  let end = text.length;
+  if (text.charCodeAt(end - 1) !== LF) return text;
+  end--;
+  if (text.charCodeAt(end - 1) === CR) end--;
+  if (text.charCodeAt(end - 1) !== LF) return text;
+  end--;
+  if (text.charCodeAt(end - 1) === CR) end--;
+  return text.slice(0, end);
 }
 
 interface HeadFields {
@@ -157,6 +168,29 @@ function parseStartLine(line: string, complete: boolean): HttpHead | undefined {
   return { kind: "request", method, target, path: pathOfTarget(target), version: version.slice(5), host: undefined, complete };
 }
 
+/** The header names parseHead reads, lower case. */
+const WANTED_HEADERS = ["content-length", "transfer-encoding", "connection", "host", "user-agent"] as const;
+
+/** Whether `c` is a character String.prototype.trim removes (those a Latin-1 or windows-1252 head can hold). */
+const isTrimmed = (c: number) => c === 32 || (c >= 9 && c <= 13) || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x202f || c === 0x205f || c === 0x3000;
+
+/** Which of WANTED_HEADERS `text[from..to)` names (`slice(from, to).trim().toLowerCase()` without building it), or undefined. */
+function headerName(text: string, from: number, to: number): (typeof WANTED_HEADERS)[number] | undefined {
+  while (from < to && isTrimmed(text.charCodeAt(from))) from++;
+  while (to > from && isTrimmed(text.charCodeAt(to - 1))) to--;
+  const n = to - from;
+  next: for (const name of WANTED_HEADERS) {
+    if (name.length !== n) continue;
+    for (let i = 0; i < n; i++) {
+      let c = text.charCodeAt(from + i);
+      if (c >= 65 && c <= 90) c += 32;
+      if (c !== name.charCodeAt(i)) continue next;
+    }
+    return name;
+  }
+  return undefined;
+}
+
 /** Parses a head (start line and header lines, without the final empty line). Undefined when it is not HTTP/1.x. */
 export function parseHead(text: string, complete: boolean): HeadFields | undefined {
   let end = text.indexOf("\n");
@@ -175,13 +209,16 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
       const first = text.charCodeAt(at) | 0x20;
       /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
       if (first === 99 || first === 116 || first === 104 || first === 117) {
-        const name = text.slice(at, colon).trim().toLowerCase();
-        const value = text.slice(colon + 1, nl).trim();
-        if (name === "content-length" && /^\d{1,15}$/.test(value)) contentLength = Number(value);
-        else if (name === "transfer-encoding") chunked = value.toLowerCase().split(",").some((v) => v.trim() === "chunked");
-        else if (name === "connection") close = value.toLowerCase().includes("close");
-        else if (name === "host" && head.kind === "request") head.host = value;
-        else if (name === "user-agent" && head.kind === "request") head.userAgent = value;
+        const name = headerName(text, at, colon);
+        if (name !== undefined) {
+          const value = text.slice(colon + 1, nl).trim();
+          if (name === "content-length") {
+            if (/^\d{1,15}$/.test(value)) contentLength = Number(value);
+          } else if (name === "transfer-encoding") chunked = value.toLowerCase().split(",").some((v) => v.trim() === "chunked");
+          else if (name === "connection") close = value.toLowerCase().includes("close");
+          else if (name === "host" && head.kind === "request") head.host = value;
+          else if (name === "user-agent" && head.kind === "request") head.userAgent = value;
+        }
       }
     }
     at = nl + 1;
@@ -439,11 +476,11 @@ export class HttpStreamParser<T> {
   #finishHead(complete: boolean, now: T): void {
     const at = this.#headAt as T;
     let text = "";
-    for (const part of this.#headParts) text += decodeLatin1(part, 0, part.length);
+    for (const part of this.#headParts) text += LATIN1.decode(part);
     this.#headParts = [];
     this.#headBytes = 0;
     this.#headAt = undefined;
-    text = text.replace(/\r?\n\r?\n$/, "");
+    text = withoutFinalEmptyLine(text);
     if (!complete && !text.includes("\n")) {
       /* The start line itself was cut: report it if it still parses, or its method and the target's prefix. */
       const head = parseHead(text, false)?.head ?? parseCutRequestLine(text.replace(/\r$/, ""));

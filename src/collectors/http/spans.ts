@@ -63,8 +63,21 @@ export function randomId(n: number): Uint8Array {
   return id;
 }
 
-/** Host and port of a Host header ("h", "h:8080", "[::1]:8080"). */
-export function splitHost(host: string): { address: string; port: number | undefined } {
+const HOST_CACHE_ENTRIES = 1024;
+/** Results of splitHost by Host header (a service sees few): read-only objects, emptied when full. */
+const hostCache = new Map<string, { readonly address: string; readonly port: number | undefined }>();
+
+/** Host and port of a Host header ("h", "h:8080", "[::1]:8080"). The same object for the same header while cached: do not modify. */
+export function splitHost(host: string): { readonly address: string; readonly port: number | undefined } {
+  let r = hostCache.get(host);
+  if (r === undefined) {
+    if (hostCache.size >= HOST_CACHE_ENTRIES) hostCache.clear();
+    hostCache.set(host, (r = parseHost(host)));
+  }
+  return r;
+}
+
+function parseHost(host: string): { address: string; port: number | undefined } {
   const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(host) ?? /^([^:]+)(?::(\d+))?$/.exec(host);
   if (!m) return { address: host, port: undefined };
   return { address: m[1]!, port: m[2] ? Number(m[2]) : undefined };
@@ -73,15 +86,19 @@ export function splitHost(host: string): { address: string; port: number | undef
 /** The query with values redacted by `rule` ("a=1&b" -> "a=REDACTED&b" for "all"). */
 export function redactQuery(query: string, rule: QueryRedaction): string {
   if (rule === "none" || query === "") return query;
-  return query
-    .split("&")
-    .map((part) => {
-      const eq = part.indexOf("=");
-      if (eq < 0) return part;
-      if (rule === "sensitive" && !SENSITIVE_KEY_SET.has(part.slice(0, eq))) return part;
-      return `${part.slice(0, eq + 1)}${REDACTED}`;
-    })
-    .join("&");
+  /* Part by part ("&"-separated): a part with "=" keeps its key and "=", its value replaced. */
+  let out = "";
+  let from = 0;
+  for (;;) {
+    let to = query.indexOf("&", from);
+    if (to < 0) to = query.length;
+    const eq = query.indexOf("=", from);
+    if (eq < 0 || eq >= to || (rule === "sensitive" && !SENSITIVE_KEY_SET.has(query.slice(from, eq)))) out += query.slice(from, to);
+    else out += query.slice(from, eq + 1) + REDACTED;
+    if (to === query.length) return out;
+    out += "&";
+    from = to + 1;
+  }
 }
 
 /** Splits a request target into its path-and-authority part and its query (fragment dropped). */

@@ -188,7 +188,8 @@ export class NetworkCollector implements Component {
       streamOffset: e.streamOffset,
       length: e.length,
       data: e.data,
-      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort },
+      /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
+      meta: e,
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }

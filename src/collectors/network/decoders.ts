@@ -130,7 +130,7 @@ export function decodeConnEvent(view: DataView, offset: number, length: number):
 
 /**
  * An http_event over its own copy of the record: numbers are read eagerly, the address and task-name strings
- * only when asked for (most records never become spans, and those that do need them once).
+ * only when first asked for, then kept (most records never become spans; a span reads the addresses several times).
  */
 class HttpEventRecord implements HttpEvent {
   readonly type = "http";
@@ -149,35 +149,38 @@ class HttpEventRecord implements HttpEvent {
   readonly data: Uint8Array;
   /** The record's own copy (an ArrayBuffer, so that no typed array's `buffer` getter is needed: JSC makes that slow). */
   readonly #record: ArrayBuffer;
+  #localAddress: string | undefined;
+  #remoteAddress: string | undefined;
+  #comm: string | undefined;
 
-  constructor(record: ArrayBuffer, captured: number) {
-    const v = new DataView(record);
+  /** `view` at `offset`: the record as delivered (read once here); `record`: its copy, which the event keeps. */
+  constructor(view: DataView, offset: number, record: ArrayBuffer, captured: number) {
     this.#record = record;
-    this.timestampNs = v.getBigUint64(HTTP.timestampNs, true);
-    this.sk = v.getBigUint64(HTTP.sk, true);
-    this.streamOffset = v.getUint32(HTTP.streamOffset, true) + v.getUint32(HTTP.streamOffset + 4, true) * 2 ** 32;
-    this.cgroupId = v.getBigUint64(HTTP.cgroupId, true);
-    this.pid = v.getUint32(HTTP.pid, true);
-    this.tid = v.getUint32(HTTP.tid, true);
-    this.length = v.getUint32(HTTP.len, true);
-    this.io = (v.getUint8(HTTP.io) & 1) as 0 | 1;
-    this.direction = v.getUint8(HTTP.direction) as DirectionValue;
-    this.localPort = v.getUint16(HTTP.sport, true);
-    this.remotePort = v.getUint16(HTTP.dport, true);
-    this.family = v.getUint16(HTTP.family, true);
+    this.timestampNs = view.getBigUint64(offset + HTTP.timestampNs, true);
+    this.sk = view.getBigUint64(offset + HTTP.sk, true);
+    this.streamOffset = view.getUint32(offset + HTTP.streamOffset, true) + view.getUint32(offset + HTTP.streamOffset + 4, true) * 2 ** 32;
+    this.cgroupId = view.getBigUint64(offset + HTTP.cgroupId, true);
+    this.pid = view.getUint32(offset + HTTP.pid, true);
+    this.tid = view.getUint32(offset + HTTP.tid, true);
+    this.length = view.getUint32(offset + HTTP.len, true);
+    this.io = (view.getUint8(offset + HTTP.io) & 1) as 0 | 1;
+    this.direction = view.getUint8(offset + HTTP.direction) as DirectionValue;
+    this.localPort = view.getUint16(offset + HTTP.sport, true);
+    this.remotePort = view.getUint16(offset + HTTP.dport, true);
+    this.family = view.getUint16(offset + HTTP.family, true);
     this.data = new Uint8Array(record, HTTP.data, captured);
   }
 
   get localAddress(): string {
-    return formatAddress(new Uint8Array(this.#record, HTTP.saddr, this.family === AF_INET ? 4 : 16), this.family);
+    return (this.#localAddress ??= formatAddress(new Uint8Array(this.#record, HTTP.saddr, this.family === AF_INET ? 4 : 16), this.family));
   }
 
   get remoteAddress(): string {
-    return formatAddress(new Uint8Array(this.#record, HTTP.daddr, this.family === AF_INET ? 4 : 16), this.family);
+    return (this.#remoteAddress ??= formatAddress(new Uint8Array(this.#record, HTTP.daddr, this.family === AF_INET ? 4 : 16), this.family));
   }
 
   get comm(): string {
-    return cString(new DataView(this.#record), HTTP.comm, 16);
+    return (this.#comm ??= cString(new DataView(this.#record), HTTP.comm, 16));
   }
 }
 
@@ -190,7 +193,7 @@ export function decodeHttpEvent(view: DataView, offset: number, length: number):
   }
   const start = view.byteOffset + offset;
   const record = view.buffer.slice(start, start + HTTP_EVENT_HEADER_BYTES + captured) as ArrayBuffer;
-  return new HttpEventRecord(record, captured);
+  return new HttpEventRecord(view, offset, record, captured);
 }
 
 /** Size of the records each ring buffer carries, by map name, for the spec. */

@@ -16,6 +16,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnAgent, type AgentProcess } from "../../../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../../helpers/official-receiver";
+import { firstLine } from "../../../helpers/wait";
+import { agentYaml } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 const missing = [...missingOfficialTools(), ...(Bun.which("h2load") ? [] : ["h2load (nghttp2-client)"])];
@@ -106,34 +108,17 @@ let agent: AgentProcess | undefined;
 let server: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
 let port = 0;
 
-function config(endpoint: string): string {
-  return `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: ${endpoint}
-queues:
-  traces:
-    batch_timeout: 50ms
-  metrics:
-    batch_timeout: 50ms
-agent:
-  ebpf:
-    enabled: true
-    network:
+function config(port: number): string {
+  return agentYaml(
+    port,
+    `    network:
       enabled: true
       http: true
       metrics_interval: 1h
       max_spans_per_second: ${SPANS_PER_SECOND}
       http_max_routes: ${MAX_ROUTES}
-      http_routes: ["/items/{name}"]
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+      http_routes: ["/items/{name}"]`,
+  );
 }
 
 async function flush(): Promise<void> {
@@ -145,17 +130,9 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), `svc-red-${process.pid}-`));
     rx = await startOfficialReceiver();
-    agent = await spawnAgent({ config: config(rx.endpoint), timeoutMs: 60_000 });
-    server = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit"});
-    const reader = server.stdout.getReader();
-    let text = "";
-    while (!text.includes("\n")) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += new TextDecoder().decode(value);
-    }
-    reader.releaseLock();
-    port = Number(text.trim());
+    agent = await spawnAgent({ config: config(rx.port), timeoutMs: 60_000 });
+    server = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+    port = Number(await firstLine(server.stdout));
     // The network programs are attached once the agent answers /ready.
     const end = Date.now() + 60_000;
     while (Date.now() < end && (await fetch(`${agent.url}/ready`).then((r) => r.status)) !== 200) await Bun.sleep(100);

@@ -1,0 +1,203 @@
+/**
+ * Cost per span (issue 22): user-space CPU to decode, pair, build and export one HTTP/1.1 exchange, from the
+ * kernel's `http_events` records to the encoded OTLP request handed to the transport. No eBPF: records laid out as
+ * ffi/bpf/network.bpf.c writes them (a request read and its response written on keep-alive server connections of
+ * two live processes, this one and its parent) go through the real path in process: decodeHttpEvent, the network
+ * component (exchange pairing, span budget, span build, process and workload labels from the process table and
+ * the workload registry), the export pipeline (item encoding, queue, batcher, request assembly) and a transport
+ * that only counts the bytes handed to it. CPU is the process's user time (process.cpuUsage) over each round,
+ * per exchange; the reference, measured in the same run and rounds, is the same count of bare encodes: one span
+ * as the path built it, encoded by the pipeline's encoder and assembled into requests of the same batch size.
+ * Target: <= 5 us per exchange. Every exchange must reach the transport as a span (checked).
+ *
+ * Usage: bun bench/span-cost.ts [--exchanges N] [--rounds R] [--cpuprofile]
+ */
+import { report } from "./lib/report";
+import { median } from "./lib/stats";
+import { parseConfig } from "../src/config/load";
+import { Logger } from "../src/log/logger";
+import { StatusAggregator } from "../src/status/aggregator";
+import { AgentMetrics } from "../src/telemetry/metrics";
+import { TaskRegistry } from "../src/telemetry/tasks";
+import { EbpfCore, NATIVE_DEPS } from "../src/ebpf";
+import { OtlpPipeline } from "../src/export/pipeline";
+import { ItemEncoder, buildRequest } from "../src/export/encode";
+import type { Transport } from "../src/export/transport";
+import type { SpanItem } from "../src/export/model";
+import { WorkloadRegistry } from "../src/workloads";
+import { ContainerDirectory } from "../src/discovery/directory";
+import { NetworkCollector } from "../src/collectors/network/component";
+import { decodeHttpEvent, HTTP_EVENT_HEADER_BYTES } from "../src/collectors/network/decoders";
+import type { AgentContext } from "../src/collectors/context";
+
+const arg = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) || dflt : dflt);
+const EXCHANGES = arg("--exchanges", 50_000);
+const ROUNDS = arg("--rounds", 7);
+const WARMUP = 20_000;
+/** Exchanges handled between two turns of the event loop (a ring buffer poll hands over a batch of records). */
+const POLL_BATCH = 64;
+const CONNECTIONS = 64;
+const BATCH_SIZE = 512;
+const TARGET_US = 5;
+
+const CONFIG = `
+agent:
+  ebpf:
+    enabled: false
+    network:
+      max_spans_per_second: 1000000
+queues:
+  traces:
+    capacity: 200000
+    mem_limit: 1GiB
+    batch_size: ${BATCH_SIZE}
+`;
+
+let sentBytes = 0;
+let sentRequests = 0;
+const transport: Transport = {
+  async send(_signal, body) {
+    sentBytes += body.length;
+    sentRequests++;
+    return { kind: "success", rejected: 0, message: "" };
+  },
+  ready: () => true,
+  close() {},
+};
+
+const config = parseConfig(CONFIG, {});
+const tasks = new TaskRegistry();
+const metrics = new AgentMetrics("svc", tasks);
+const logger = new Logger({ sink: () => {} });
+const pipeline = new OtlpPipeline({ config, metrics, logger, tasks });
+pipeline.setTransport(transport);
+const base = { config, logger, status: new StatusAggregator(), metrics, tasks, env: {}, pipeline };
+const ebpf = new EbpfCore(base as never, NATIVE_DEPS);
+const workloads = new WorkloadRegistry(new ContainerDirectory(), { selfPid: -1 });
+workloads.attachProcesses(ebpf.processes);
+const ctx = { ...base, workloads, ebpf } as unknown as AgentContext;
+/** The traced processes must not be taken for the agent itself. */
+const collector = new NetworkCollector(ctx, ebpf, 0x7fff_fff0);
+
+/* One request and one response record per connection, patched in place (timestamp, stream offset) before each decode. */
+const REQUEST = "GET /api/items/1234?view=full&page=2 HTTP/1.1\r\nHost: shop.local:8080\r\nUser-Agent: wrk/4.2\r\nAccept: application/json\r\nTraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n";
+const RESPONSE = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 17\r\nDate: Wed, 25 Nov 2026 10:00:00 GMT\r\n\r\n{\"id\":1234,\"ok\":1}";
+const PIDS = [process.pid, process.ppid];
+const enc = new TextEncoder();
+const reqBytes = enc.encode(REQUEST);
+const resBytes = enc.encode(RESPONSE);
+const slot = (n: number) => (HTTP_EVENT_HEADER_BYTES + n + 7) & ~7;
+const reqSlot = slot(reqBytes.length);
+const resSlot = slot(resBytes.length);
+const ring = new DataView(new ArrayBuffer(CONNECTIONS * (reqSlot + resSlot)));
+function writeRecord(at: number, sk: number, pid: number, io: number, data: Uint8Array): void {
+  ring.setBigUint64(at + 8, BigInt(0xffff_8880_0000_0000) + BigInt(sk * 4096), true);
+  ring.setUint32(at + 32, pid, true);
+  ring.setUint32(at + 36, pid, true);
+  ring.setUint32(at + 40, data.length, true);
+  ring.setUint16(at + 44, data.length, true);
+  ring.setUint8(at + 46, io);
+  ring.setUint8(at + 47, 2);
+  ring.setUint16(at + 48, 8080, true);
+  ring.setUint16(at + 50, 40_000 + sk, true);
+  ring.setUint16(at + 52, 2, true);
+  [10, 0, 0, 1].forEach((x, i) => ring.setUint8(at + 56 + i, x));
+  [10, 0, 0, 2 + (sk % 200)].forEach((x, i) => ring.setUint8(at + 72 + i, x));
+  [..."shop-server"].forEach((c, i) => ring.setUint8(at + 88 + i, c.charCodeAt(0)));
+  new Uint8Array(ring.buffer, at + HTTP_EVENT_HEADER_BYTES, data.length).set(data);
+}
+const reqAt = (c: number) => c * (reqSlot + resSlot);
+const resAt = (c: number) => reqAt(c) + reqSlot;
+for (let c = 0; c < CONNECTIONS; c++) {
+  writeRecord(reqAt(c), c, PIDS[c % PIDS.length]!, 0, reqBytes);
+  writeRecord(resAt(c), c, PIDS[c % PIDS.length]!, 1, resBytes);
+}
+const offsets = new Float64Array(CONNECTIONS * 2);
+let clock = BigInt(Math.round(performance.now() * 1e6));
+
+function setOffset(at: number, off: number): void {
+  ring.setUint32(at + 16, off % 2 ** 32, true);
+  ring.setUint32(at + 20, Math.floor(off / 2 ** 32), true);
+}
+
+/** Feeds `n` exchanges (two records each) through the collector, a poll batch at a time, then flushes the pipeline. */
+async function feed(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const c = i % CONNECTIONS;
+    const rq = reqAt(c);
+    const rs = resAt(c);
+    ring.setBigUint64(rq, (clock += 20_000n), true);
+    setOffset(rq, offsets[2 * c]!);
+    offsets[2 * c]! += reqBytes.length;
+    collector.handle(decodeHttpEvent(ring, rq, reqSlot));
+    ring.setBigUint64(rs, (clock += 80_000n), true);
+    setOffset(rs, offsets[2 * c + 1]!);
+    offsets[2 * c + 1]! += resBytes.length;
+    collector.handle(decodeHttpEvent(ring, rs, resSlot));
+    if (i % POLL_BATCH === POLL_BATCH - 1) await Promise.resolve();
+  }
+  await Promise.resolve();
+  await pipeline.flush(30_000);
+}
+
+/** The reference: `n` encodes of `span` by the pipeline's encoder, assembled into requests of BATCH_SIZE. */
+function bareEncodes(n: number, span: SpanItem): number {
+  const encoder = new ItemEncoder(pipeline.resource.encoder);
+  let bytes = 0;
+  let batch = [];
+  for (let i = 0; i < n; i++) {
+    batch.push(encoder.encode("traces", span));
+    if (batch.length === BATCH_SIZE || i === n - 1) {
+      bytes += buildRequest("traces", batch, pipeline.resource.encoder).length;
+      batch = [];
+    }
+  }
+  return bytes;
+}
+
+function userUs(fn: () => void): number;
+function userUs(fn: () => Promise<void>): Promise<number>;
+function userUs(fn: () => void | Promise<void>): number | Promise<number> {
+  const c0 = process.cpuUsage();
+  const r = fn();
+  if (r instanceof Promise) return r.then(() => process.cpuUsage(c0).user);
+  return process.cpuUsage(c0).user;
+}
+
+let sample: SpanItem | undefined;
+const submit = pipeline.submit.bind(pipeline);
+pipeline.submit = (signal, items) => {
+  if (signal === "traces" && !sample) sample = items[0] as SpanItem;
+  return submit(signal, items);
+};
+
+await feed(WARMUP);
+if (!sample) throw new Error("no span reached the pipeline");
+bareEncodes(WARMUP, sample);
+const agentUs: number[] = [];
+const refUs: number[] = [];
+const sysUs: number[] = [];
+for (let r = 0; r < ROUNDS; r++) {
+  const before = pipeline.accounting().traces.exported;
+  const s0 = process.cpuUsage().system;
+  agentUs.push((await userUs(() => feed(EXCHANGES))) / EXCHANGES);
+  sysUs.push((process.cpuUsage().system - s0) / EXCHANGES);
+  const exported = pipeline.accounting().traces.exported - before;
+  if (exported !== EXCHANGES) throw new Error(`round ${r}: ${exported} spans exported of ${EXCHANGES} exchanges (dropped ${pipeline.accounting().traces.droppedTotal})`);
+  refUs.push(userUs(() => void bareEncodes(EXCHANGES, sample!)) / EXCHANGES);
+}
+await pipeline.shutdown(AbortSignal.timeout(5000));
+const a = median(agentUs);
+const ref = median(refUs);
+report({
+  bench: "span-cost: user-space CPU per HTTP exchange, kernel records to OTLP bytes at the transport",
+  rows: [
+    { name: "user CPU per HTTP/1.1 exchange: decode 2 records, pair, build span, encode, batch (median of rounds)", agent: a, reference: ref, referenceName: "bare encode + request assembly of the same span", unit: "us", target: `<= ${TARGET_US}`, met: a <= TARGET_US },
+  ],
+  notes: [
+    `${ROUNDS} rounds of ${EXCHANGES.toLocaleString("en-US")} exchanges after ${WARMUP.toLocaleString("en-US")} of warm-up, ${CONNECTIONS} keep-alive connections, ${POLL_BATCH} exchanges per event-loop turn, batch_size ${BATCH_SIZE}`,
+    `per round, us per exchange: path ${agentUs.map((x) => x.toFixed(2)).join(", ")}; reference ${refUs.map((x) => x.toFixed(2)).join(", ")}; system time of the path ${median(sysUs).toFixed(2)} us (median)`,
+    `handed to the transport: ${sentRequests} requests, ${(sentBytes / sentRequests / BATCH_SIZE).toFixed(0)} bytes per span on average`,
+  ],
+});
+process.exit(0);

@@ -1,0 +1,127 @@
+/**
+ * Shared by the privileged TLS tests: dist/svc-agent with ebpf/tls exporting to the official OTLP receiver, the
+ * spans it decodes, the `tls` list of /status/ebpf, a server whose first stdout line is its port, and the
+ * constants of the per-attempt retries (the span budget is shared with every exchange on a shared host).
+ */
+import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../../helpers";
+import { startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../../helpers/official-receiver";
+
+export const ATTEMPTS = 3;
+export const ATTEMPT_WAIT_MS = 10_000;
+/** curl's local ports per attempt: [base + i * n, base + (i + 1) * n), the pid's last digits keeping parallel runs apart. */
+export const ATTEMPT_PORTS = 20;
+export const ATTEMPT_PORT_BASE = 20_000 + (process.pid % 500) * ATTEMPTS * ATTEMPT_PORTS;
+
+export interface TlsTarget {
+  path: string;
+  kind: string;
+  state: string;
+  reason?: string;
+  functions: string[];
+  processes: number;
+  pids: number[];
+}
+
+export interface Span {
+  name: string;
+  kind: string;
+  attributes: Record<string, unknown>;
+}
+
+/** Attributes by key; int values (strings in MessageToDict's JSON) as numbers. */
+const attrs = (list: Array<{ key: string; value: Record<string, unknown> }> | undefined): Record<string, unknown> =>
+  Object.fromEntries((list ?? []).map((a) => [a.key, "intValue" in a.value ? Number(a.value.intValue) : Object.values(a.value)[0]]));
+
+/** Every span of the trace requests received. */
+export function spans(reqs: OfficialRequest[]): Span[] {
+  const out: Span[] = [];
+  for (const r of reqs.filter((x) => x.signal === "traces"))
+    for (const rs of r.message.resourceSpans ?? [])
+      for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) out.push({ name: s.name, kind: s.kind, attributes: attrs(s.attributes) });
+  return out;
+}
+
+export async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const end = performance.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(100);
+  }
+}
+
+export interface TlsAgent {
+  rx: OfficialReceiver;
+  agent: AgentProcess;
+  /** The `tls` list of /status/ebpf. */
+  targets(): Promise<TlsTarget[]>;
+  stop(): Promise<void>;
+}
+
+/** The official receiver and the agent (network, HTTP and TLS on; traces batched every 50 ms), once ebpf/tls is attached. */
+export async function startTlsAgent(): Promise<TlsAgent> {
+  const rx = await startOfficialReceiver();
+  const config = QUIET_CONFIG.replace("otlp:\n", "otlp:\n  compression: gzip\n").replace(
+    "  ebpf:\n    enabled: false\n",
+    "  ebpf:\n    enabled: true\n    network:\n      enabled: true\n      http: true\n      tls: true\n      max_spans_per_second: 2000\n",
+  );
+  const agent = await spawnAgent({ config: `${config}queues:\n  traces:\n    batch_timeout: 50ms\n`, env: { OTLP_ENDPOINT: rx.endpoint }, timeoutMs: 30_000 });
+  const view = async () => (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { tls?: TlsTarget[] };
+  await until("ebpf/tls attached", async () => (await view()).tls);
+  return {
+    rx,
+    agent,
+    targets: async () => (await view()).tls ?? [],
+    async stop() {
+      await agent.stop();
+      await rx.stop();
+    },
+  };
+}
+
+/** Spawns a server that prints its port on its first stdout line; resolves with the process and the port. */
+export async function startPortServer(argv: string[]): Promise<{ proc: Bun.Subprocess<"ignore", "pipe", "inherit">; port: number }> {
+  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+  const reader = proc.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${argv[0]} exited before printing its port`);
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { proc, port: Number(text.trim()) };
+}
+
+/**
+ * Runs attempts until one's spans all arrive (at most ATTEMPTS): `start(i, lo)` sends attempt i's requests (from
+ * local ports [lo, lo + ATTEMPT_PORTS) where it can choose) and says when they have arrived. Resolves with the
+ * attempt that succeeded, or undefined; each one missed is logged with the agent's drop counters.
+ */
+export async function firstAttempt<T>(t: TlsAgent, start: (i: number, lo: number) => Promise<{ arrivedWhen: (all: OfficialRequest[]) => boolean; value: T }>): Promise<{ lo: number; value: T } | undefined> {
+  for (let i = 0; i < ATTEMPTS; i++) {
+    const lo = ATTEMPT_PORT_BASE + i * ATTEMPT_PORTS;
+    const { arrivedWhen, value } = await start(i, lo);
+    const ok = await t.rx
+      .waitFor((all) => {
+        void fetch(`${t.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
+        return arrivedWhen(all);
+      }, ATTEMPT_WAIT_MS)
+      .then(
+        () => true,
+        () => false,
+      );
+    if (ok) return { lo, value };
+    const metrics = (await (await fetch(`${t.agent.url}/metrics`)).text()).split("\n").filter((l) => /tls_events|spans_dropped_total/.test(l) && !l.startsWith("#"));
+    console.error(`attempt ${i + 1}: spans not all exported; agent metrics:\n${metrics.join("\n")}`);
+  }
+  return undefined;
+}
+
+/** Whether a port is in attempt `lo`'s range. */
+export const inRange = (p: unknown, lo: number): boolean => typeof p === "number" && p >= lo && p < lo + ATTEMPT_PORTS;
+
+/** The https spans of a process, of one kind. */
+export const httpsOf = (all: Span[], pid: number, kind: "SPAN_KIND_SERVER" | "SPAN_KIND_CLIENT"): Span[] =>
+  all.filter((s) => s.attributes["url.scheme"] === "https" && s.attributes["process.pid"] === pid && s.kind === kind);
