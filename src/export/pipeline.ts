@@ -431,7 +431,9 @@ export class OtlpPipeline implements TelemetryPipeline {
       const rejected = Math.min(n, result.rejected);
       this.#exported(lane, n - rejected);
       if (rejected) this.#drop(lane, "partial_success", rejected);
-      if (result.message) this.#logger.warn("backend accepted part of a batch", { signal, items: n, rejected, message: result.message });
+      // A message with nothing rejected is the OTLP partial_success warning form (or a 2xx body that did not decode).
+      if (result.message && rejected) this.#logger.warn("backend accepted part of a batch", { signal, items: n, rejected, message: result.message });
+      else if (result.message) this.#logger.warn("backend accepted a batch with a message", { signal, items: n, message: result.message });
     } else if (result.kind === "failure") {
       this.#drop(lane, "permanent_error", n);
       this.#logger.warn("export batch dropped: permanent error", { signal, items: n, error: `${codeName(result.code)}: ${result.message}` });
