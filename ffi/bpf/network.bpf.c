@@ -250,6 +250,8 @@ struct {
 
 #define RED_PATH_BYTES 64
 #define RED_PATH_WORDS (RED_PATH_BYTES / 8)
+/* Bytes read at a request start on the server side: the longest method and its space (8) and RED_PATH_BYTES. */
+#define RED_HEAD_BYTES 80
 /* Histogram bounds at most (the conventions' default has 14). */
 #define RED_MAX_BOUNDS 16
 #define RED_BUCKETS (RED_MAX_BOUNDS + 1)
@@ -684,8 +686,11 @@ static __always_inline int local_class(const __u8 *a, __u16 family)
   return v4[0] == 127 || v4[0] == 10 || (v4[0] == 172 && (v4[1] & 0xf0) == 16) || (v4[0] == 192 && v4[1] == 168);
 }
 
-/* A request start (`head`: its first bytes, at least 8) on connection `c`: the exchange it opens awaits its response. */
-static __always_inline void red_request(struct red_conn *r, struct conn *c, __u32 io, const __u8 *head, __u64 buf, __u64 len, __u64 ts)
+/*
+ * A request start on connection `c`: the exchange it opens awaits its response. `head`: its first bytes (at least 8;
+ * for a request read, RED_HEAD_BYTES of the buffer, zero past what was read).
+ */
+static __always_inline void red_request(struct red_conn *r, struct conn *c, __u32 io, const __u8 *head, __u64 ts)
 {
   if (r->state == RED_AWAITING)
     count_stat(STAT_RED_REPLACED);
@@ -712,16 +717,11 @@ static __always_inline void red_request(struct red_conn *r, struct conn *c, __u3
     __builtin_memcpy(k->peer, c->daddr, 16);
   else
     __builtin_memset(k->peer, 0, 16);
-  __u64 at = buf + mlen + 1;
-  if (mlen == 0 || bpf_probe_read_user(r->path, RED_PATH_BYTES, (void *)at) != 0) {
-    /* The path may end closer than RED_PATH_BYTES to the end of its mapping: read what the call moved. */
+  /* The path follows the method and its space, within the head already read (no second read of user memory). */
+  __u32 off = mlen + 1;
+  asm volatile("%0 &= 15" : "+r"(off));
+  if (mlen == 0 || bpf_probe_read_kernel(r->path, RED_PATH_BYTES, head + off) != 0)
     __builtin_memset(r->path, 0, RED_PATH_BYTES);
-    __u64 avail = len > mlen + 1 ? len - mlen - 1 : 0;
-    __u32 size = avail < RED_PATH_BYTES ? avail : RED_PATH_BYTES - 1;
-    asm volatile("%0 &= 63" : "+r"(size));
-    if (mlen == 0 || size == 0 || bpf_probe_read_user(r->path, size, (void *)at) != 0)
-      __builtin_memset(r->path, 0, RED_PATH_BYTES);
-  }
   k->path_hash = path_hash(r->path);
 }
 
@@ -1138,18 +1138,6 @@ static __always_inline void fill_http_header(struct http_event *e, struct conn *
   bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
-/* Whether the first 8 bytes of a direction open HTTP/2: the client preface ("PRI * HTTP/2.0...") or a SETTINGS
- * frame header (length a multiple of 6, type 4, no flags, stream 0). */
-static __always_inline int h2_opening(const __u8 *d, __u32 n)
-{
-  if (n < 8)
-    return 0;
-  if (d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*' && d[5] == ' ' && d[6] == 'H' && d[7] == 'T')
-    return 1;
-  __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
-  return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
-}
-
 /*
  * HTTP/2: forwards up to H2_CAPTURE_BYTES of a call on a connection flagged FLAG_H2, gathering up to
  * H2_MAX_IOVECS iovecs in order (`buf` a struct iovec * when is_iov). No exchange budget: user space parses
@@ -1234,11 +1222,16 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (!sv)
     return 0;
   struct http_event *e = &sv->e;
-  /* 12 bytes: a status line's code ends there. */
-  __u32 head = len < 12 ? len : 12;
-  /* An opaque mask: clang drops a plain `& 15` it can prove redundant, and the verifier then sees an unbounded size. */
-  asm volatile("%0 &= 15" : "+r"(head));
-  if (bpf_probe_read_user(e->data, head, (void *)buf) != 0)
+  /* 12 bytes: a status line's code ends there; a server's request read with RED on: RED_HEAD_BYTES, its path too. */
+  __u32 want = 12;
+  if (red && red_enabled && io == IO_READ && c->direction != DIR_OUTBOUND) {
+    want = RED_HEAD_BYTES;
+    __builtin_memset(e->data, 0, RED_HEAD_BYTES);
+  }
+  __u32 head = len < want ? len : want;
+  /* An opaque mask: clang drops a plain `& 127` it can prove redundant, and the verifier then sees an unbounded size. */
+  asm volatile("%0 &= 127" : "+r"(head));
+  if (head > RED_HEAD_BYTES || bpf_probe_read_user(e->data, head, (void *)buf) != 0)
     return 0;
   int start = http_start(e->data, head);
   if (start == START_NONE && (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING) &&
@@ -1252,7 +1245,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
       if (!r)
         r = bpf_sk_storage_get(&red_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
       if (r)
-        red_request(r, c, io, e->data, buf, len, red_clock(sk));
+        red_request(r, c, io, e->data, red_clock(sk));
     } else if (start == START_STATUS && r && r->state == RED_AWAITING && r->req_io != io + 1) {
       /* A response sent before TCP read its clock again (a deferred transmit) ends at the precise clock. */
       __u64 at = red_clock(sk);

@@ -82,8 +82,10 @@ export class Agent {
 
   /** Starts every component, downstream first. */
   async start(): Promise<void> {
+    const began = performance.now();
     this.logger.info("starting", { config: this.loaded.source, mode: this.#config.mode });
     await this.supervisor.startAll();
+    this.logger.info("started", { duration_ms: Math.round(performance.now() - began) });
   }
 
   /**

@@ -51,17 +51,21 @@ export class Supervisor {
    * an early component answers (probes) while the others start.
    */
   async startAll(): Promise<void> {
-    const order = [...this.#components.filter((c) => c.startsEarly), ...this.#components.filter((c) => !c.startsEarly)];
-    for (const c of order) {
-      const host = this.hostFor(c);
-      try {
-        this.#started.add(c);
-        await c.start(host);
-      } catch (e) {
-        host.report("permanent_error", `start failed: ${(e as Error).message}`);
+    // Held through the start: the HTTP interface answers before the rest has started, and a reload it takes
+    // (or a SIGHUP) then waits for the start instead of offering a configuration to components not yet started.
+    await this.reloadLock.run(async () => {
+      const order = [...this.#components.filter((c) => c.startsEarly), ...this.#components.filter((c) => !c.startsEarly)];
+      for (const c of order) {
+        const host = this.hostFor(c);
+        try {
+          this.#started.add(c);
+          await c.start(host);
+        } catch (e) {
+          host.report("permanent_error", `start failed: ${(e as Error).message}`);
+        }
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
+    });
   }
 
   /** Shuts every started component down in reverse order, each bounded by the shared deadline. */

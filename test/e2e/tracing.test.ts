@@ -17,6 +17,9 @@ beforeAll(async () => {
   const endpoint = `127.0.0.1:${await backend.start()}`;
   const config = QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n");
   agent = await spawnAgent({ config, env: { OTLP_ENDPOINT: endpoint } });
+  // The HTTP interface answers before the rest starts; a request that arrives before self-tracing watches is
+  // not traced (its operation began unwatched).
+  await agent.waitFor((r) => r.msg === "started");
 });
 afterAll(async () => {
   await agent?.stop();

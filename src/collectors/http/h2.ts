@@ -13,7 +13,8 @@
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
 import hpack from "hpack.js";
-import { pathOfTarget, type HttpRequestHead, type HttpResponseHead } from "./parser";
+import type { HttpExchange } from "./exchanges";
+import { pathOfTarget, type HttpRequestHead } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const FRAME_HEADER_BYTES = 9;
@@ -277,17 +278,8 @@ export interface RpcInfo {
   statusCode: number | undefined;
 }
 
-/** An HTTP/2 stream that completed: request and response heads as for HTTP/1 (version "2"), gRPC details. */
-export interface H2Exchange<M> {
-  role: "server" | "client";
-  request: HttpRequestHead;
-  response: HttpResponseHead;
-  startNs: bigint;
-  endNs: bigint;
-  meta: M;
-  scheme: string | undefined;
-  rpc?: RpcInfo;
-}
+/** An HTTP/2 stream that completed: request and response heads as for HTTP/1 (version "2"), `scheme`, gRPC details. */
+export type H2Exchange<M> = HttpExchange<M>;
 
 interface StreamState<M> {
   /** The direction (Io) the request travelled. */

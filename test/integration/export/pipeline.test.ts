@@ -168,6 +168,17 @@ describe("retry per the OTLP specification", () => {
     h.pipeline.submit("logs", Array.from({ length: 10 }, (_, i) => ({ observedTimeUnixNano: BigInt(i + 1), body: `line ${i}` })));
     await waitUntil(() => h.pipeline.accounting().logs.exported === 7, { what: "partial success" });
     expect(h.pipeline.accounting().logs.dropped.partial_success).toBe(3);
+    expect(h.logs.filter((r) => r.msg === "backend accepted part of a batch")).toMatchObject([{ items: 10, rejected: 3, message: "3 records too large" }]);
+    await expectExactAccounting(h);
+  });
+
+  test("a success carrying a message and nothing rejected (a warning, or an undecodable body) exports the whole batch and is not logged as a partial one", async () => {
+    const { backend, h } = await setup({ queues: { logs: { batch_size: 10 } } });
+    backend.script = [{ ok: true, rejected: 0, message: "slow down a little" }];
+    h.pipeline.submit("logs", Array.from({ length: 10 }, (_, i) => ({ observedTimeUnixNano: BigInt(i + 1), body: `line ${i}` })));
+    await waitUntil(() => h.pipeline.accounting().logs.exported === 10, { what: "the batch" });
+    expect(h.logs.filter((r) => r.msg === "backend accepted part of a batch")).toEqual([]);
+    expect(h.logs.filter((r) => r.msg === "backend accepted a batch with a message")).toMatchObject([{ signal: "logs", items: 10, message: "slow down a little" }]);
     await expectExactAccounting(h);
   });
 });

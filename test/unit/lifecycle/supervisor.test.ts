@@ -53,6 +53,31 @@ describe("supervisor", () => {
     expect(events.slice(3)).toEqual(["shutdown server/http", "shutdown ebpf/network", "shutdown exporter/otlp"]);
   });
 
+  test("a reload taken while the start runs (the HTTP interface answers early) waits for every component to have started", async () => {
+    const events: string[] = [];
+    const s = new Supervisor(quiet(), new StatusAggregator());
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const slow = fake("ebpf/network", events);
+    const start = slow.start.bind(slow);
+    slow.start = async (h) => {
+      await gate;
+      await start(h);
+    };
+    s.add({ ...fake("server/http", events), startsEarly: true });
+    s.add(fake("exporter/otlp", events));
+    s.add(slow);
+    const started = s.startAll();
+    await Bun.sleep(0);
+    const next = parseConfig("service_name: next\n", {});
+    const reloaded = s.reloadLock.run(() => s.applyReload(next, next));
+    await Bun.sleep(0);
+    expect(events).toEqual(["start server/http", "start exporter/otlp"]);
+    release();
+    await Promise.all([started, reloaded]);
+    expect(events).toEqual(["start server/http", "start exporter/otlp", "start ebpf/network", "reload server/http next", "reload exporter/otlp next", "reload ebpf/network next"]);
+  });
+
   test("starts in order, shuts down in reverse, only what started", async () => {
     const events: string[] = [];
     const s = new Supervisor(quiet(), new StatusAggregator());
