@@ -8,7 +8,7 @@
  */
 import type { Attributes } from "../../../export/types";
 import { Temporality, type MetricPointItem, type Scope } from "../../../export/model";
-import type { HttpExchange } from "./exchanges";
+import type { HttpExchange } from "./parser";
 import type { EndpointMeta } from "./spans";
 
 export const METRIC_RPC_SERVER_DURATION = "rpc.server.duration";

@@ -9,7 +9,7 @@
  */
 import type { Attributes } from "../../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem } from "../../../export/model";
-import type { HttpExchange } from "./exchanges";
+import type { HttpExchange } from "./parser";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
 const URL_SCHEME = "http";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { HttpExchange } from "../../../../../src/collectors/network/http/exchanges";
+import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
 import { RPC_DURATION_BOUNDS_MS, RpcMetrics } from "../../../../../src/collectors/network/http/rpc-metrics";
 import type { EndpointMeta } from "../../../../../src/collectors/network/http/spans";
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { HttpExchange } from "../../../../../src/collectors/network/http/exchanges";
+import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
 import type { HttpRequestHead } from "../../../../../src/collectors/network/http/parser";
 import { RouteTable, exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../../src/collectors/network/http/spans";
 
