@@ -182,6 +182,28 @@ export interface Native {
 let native: Native | undefined;
 let libcSymbols: LibcSymbols | undefined;
 
+/** `int malloc_trim(size_t pad)` of the C library, opened on first use; null when it has none (not glibc). */
+let mallocTrim: ((pad: number) => number) | null | undefined;
+let libcPathLoaded: string | undefined;
+
+/**
+ * Hands the C heap's free pages back to the system (glibc's malloc_trim). libbpf parses the kernel's BTF (several
+ * MB of allocations) for every object it loads and frees it once loaded; glibc keeps the pages of those frees
+ * resident. Does nothing where the C library has no malloc_trim or libbpf was never loaded.
+ */
+export function releaseFreedNativeMemory(): void {
+  if (mallocTrim === undefined) {
+    if (!libcPathLoaded) return;
+    try {
+      const trim = dlopen(libcPathLoaded, { malloc_trim: { args: [FFIType.u64], returns: FFIType.i32 } }).symbols.malloc_trim;
+      mallocTrim = (pad) => trim(pad);
+    } catch {
+      mallocTrim = null;
+    }
+  }
+  mallocTrim?.(0);
+}
+
 /** The errno of the calling thread; read it right after the call that failed. */
 export function lastErrno(): number {
   if (!libcSymbols) return 0;
@@ -259,6 +281,7 @@ export async function loadNative(options: LoadOptions): Promise<Native> {
   if (!libcPath) throw new LibbpfUnavailableError("libc.so.6 not found", librarySearchDirs(options.env));
   const libc = dlopen(libcPath, LIBC_SYMBOLS).symbols;
   libcSymbols = libc;
+  libcPathLoaded = libcPath;
   let bpf: LibbpfSymbols | undefined;
   let info: LibbpfInfo | undefined;
 

@@ -5,7 +5,7 @@
 import { JSCallback, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
 import { readFileSync } from "node:fs";
 import { LibbpfError, QuietLoadError } from "./errors";
-import { lastErrno, nativeLib, type Native } from "./libbpf";
+import { lastErrno, nativeLib, releaseFreedNativeMemory, type Native } from "./libbpf";
 import { PerfBufferReader } from "./perf-buffer";
 import { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
 import { closeFd, openCpuClockEvent, withSignalsBlocked } from "./system";
@@ -182,7 +182,11 @@ export class BpfProgram implements BpfProgramApi {
         dv.setUint8(24, target.kind === "uretprobe" ? 1 : 0);
         dv.setBigUint64(32, BigInt(ptr(func)), true);
         const link = n.bpf.bpf_program__attach_uprobe_opts(this.#handle, target.pid ?? -1, ptr(binary), 0, ptr(opts));
-        return one("bpf_program__attach_uprobe_opts", link);
+        const errno = isNull(link) ? lastErrno() : 0;
+        // libbpf read the binary's symbol tables to find the function, and freed them: their pages go back.
+        releaseFreedNativeMemory();
+        if (isNull(link)) fail("bpf_program__attach_uprobe_opts", errno);
+        return new BpfLink([link as Pointer]);
       }
       case "perf_event": {
         const links: Pointer[] = [];
@@ -580,6 +584,10 @@ export class LibbpfRuntime implements BpfRuntime {
 
   openObject(bytes: Uint8Array, name: string): BpfObject {
     return new BpfObject(bytes, name, this.#log);
+  }
+
+  releaseFreedMemory(): void {
+    releaseFreedNativeMemory();
   }
 
   probeMapType(typeName: string): boolean {

@@ -152,6 +152,11 @@ export interface BpfRuntime {
   openObject(bytes: Uint8Array, name: string): BpfObjectApi;
   /** Whether the kernel can create a map of this libbpf type name (e.g. "ringbuf"). */
   probeMapType(typeName: string): boolean;
+  /**
+   * Hands the native heap's free pages back to the system. libbpf parses the kernel's BTF (several MB) to load and
+   * attach a set, and frees it; the C allocator keeps those pages resident unless asked.
+   */
+  releaseFreedMemory?(): void;
   /** Routes libbpf's own log lines to `fn` (undefined: warnings only are captured for errors). */
   setLogSink(fn: ((level: "warn" | "info" | "debug", line: string) => void) | undefined): void;
 }

@@ -13,6 +13,7 @@ import { loadConfig } from "../../src/config/load";
 import { transportFor } from "../../src/export/transport-select";
 import { SpanKind, StatusCode, type SpanItem } from "../../src/export/model";
 import { OtlpPipeline } from "../../src/export/pipeline";
+import { TransportSender } from "../../src/export/sender";
 import { Logger } from "../../src/log/logger";
 import { AgentMetrics } from "../../src/telemetry/metrics";
 import { TaskRegistry } from "../../src/telemetry/tasks";
@@ -94,7 +95,7 @@ export async function runPipeline(endpoint: string, spans: SpanItem[], o: SideOp
     queues: { ...base.queues, traces: { ...base.queues.traces, capacity: Math.max(spans.length, o.batch), mem_limit: "2GiB", batch_size: o.batch } },
   };
   const pipeline = new OtlpPipeline({ config, metrics: new AgentMetrics("bench", new TaskRegistry()), logger: new Logger({ level: "error" }) });
-  pipeline.setTransport(transportFor(config));
+  pipeline.connect(new TransportSender(transportFor(config)));
   await pipeline.flush(1000);
   const r = await measure(spans.length, async () => {
     for (let i = 0; i < spans.length; i += SUBMIT_CHUNK) pipeline.submit("traces", spans.slice(i, i + SUBMIT_CHUNK));

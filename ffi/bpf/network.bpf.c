@@ -1165,18 +1165,6 @@ static __always_inline void fill_http_header(struct http_event *e, struct conn *
   bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
-/* Whether the first 8 bytes of a direction open HTTP/2: the client preface ("PRI * HTTP/2.0...") or a SETTINGS
- * frame header (length a multiple of 6, type 4, no flags, stream 0). */
-static __always_inline int h2_opening(const __u8 *d, __u32 n)
-{
-  if (n < 8)
-    return 0;
-  if (d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*' && d[5] == ' ' && d[6] == 'H' && d[7] == 'T')
-    return 1;
-  __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
-  return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
-}
-
 /*
  * HTTP/2: forwards up to H2_CAPTURE_BYTES of a call on a connection flagged FLAG_H2, gathering up to
  * H2_MAX_IOVECS iovecs in order (`buf` a struct iovec * when is_iov). No exchange budget: user space parses

@@ -199,17 +199,6 @@ static __always_inline int http_start(const __u8 *d, __u32 n)
   return START_NONE;
 }
 
-/* The first bytes of a direction open HTTP/2: the client preface, or a server's SETTINGS frame. */
-static __always_inline int h2_opening(const __u8 *d, __u32 n)
-{
-  if (n < 8)
-    return 0;
-  if (d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*' && d[5] == ' ' && d[6] == 'H' && d[7] == 'T')
-    return 1;
-  __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
-  return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
-}
-
 /* Takes one unit of the per-second exchange budget. */
 static __always_inline int take_exchange_token(void)
 {

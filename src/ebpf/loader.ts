@@ -229,6 +229,7 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
       return abandon(`opening reader of ${rb.map}: ${reasonOf(e)}`, e as Error);
     }
   }
+  options.runtime.releaseFreedMemory?.();
   return { ok: true, set: new LoadedSet(spec, object, links, programs(), readers) };
 }
 

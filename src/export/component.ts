@@ -1,5 +1,6 @@
 /**
- * Component `exporter/otlp` (readiness `otlp`): owns the transport of the pipeline, reports whether the
+ * Component `exporter/otlp` (readiness `otlp`): owns the last link of the export chain, the push over the
+ * transport, which it plugs into the pipeline at start (`OtlpPipeline.connect`); reports whether the
  * backend can be reached (after every export outcome, and by a connectivity check, an empty Export call,
  * while no export has told; while connections are refused, the transport's refusal probe answers first and the
  * call is made only once it no longer says refused), publishes the status view `export`, reloads and drains on shutdown.
@@ -12,7 +13,7 @@ import { EXPORT_STATUS, type ExportSummary, type ExportView } from "./status";
 import { SIGNALS, signalTarget, type Signal } from "./config";
 import { describe, isUnreachable, readinessReason, REFUSED_REASON, type ExportOutcome } from "./outcome";
 import type { OtlpPipeline } from "./pipeline";
-import { sendWithTimeout } from "./timeout";
+import { TransportSender, type PushSender, type TimedRequest } from "./sender";
 import type { Transport } from "./transport";
 import { transportFor } from "./transport-select";
 
@@ -44,6 +45,14 @@ export class OtlpExporterComponent implements Component {
   readonly #pipeline: OtlpPipeline;
   readonly #factory: (config: Config) => Transport;
   readonly #idleCheckMs: number;
+  /** The transport every attempt goes to. */
+  readonly #sender = new TransportSender();
+  /** The last link of the chain: the transport's answer, then what it says about the backend. */
+  readonly #push: PushSender = {
+    send: (r) => this.#send(r),
+    beforeRetryAll: () => this.#reconnectIfDown(),
+    close: () => this.#sender.close(),
+  };
   #host: ComponentHost | undefined;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #checking = false;
@@ -64,8 +73,14 @@ export class OtlpExporterComponent implements Component {
     this.#pipeline = pipeline;
     this.#factory = options.transportFactory ?? transportFor;
     this.#idleCheckMs = options.idleCheckIntervalMs ?? IDLE_CHECK_INTERVAL_MS;
-    pipeline.onOutcome = (signal, outcome, latencyMs, items) => this.#onExport(signal, outcome, latencyMs, items);
-    pipeline.onRetryAll = () => this.#reconnectIfDown();
+  }
+
+  /** One attempt of a batch (never a connectivity check). */
+  async #send(r: TimedRequest): Promise<ExportOutcome> {
+    const started = performance.now();
+    const outcome = await this.#sender.send(r);
+    this.#onExport(r.signal, outcome, performance.now() - started, r.items);
+    return outcome;
   }
 
   /**
@@ -74,10 +89,10 @@ export class OtlpExporterComponent implements Component {
    * where every call fails at once even though the backend is back.
    */
   #reconnectIfDown(): void {
-    const current = this.#pipeline.transport;
+    const current = this.#sender.transport;
     if (!current || current.ready()) return;
     try {
-      this.#pipeline.setTransport(this.#factory(this.#pipeline.config));
+      this.#sender.use(this.#factory(this.#pipeline.config));
     } catch (e) {
       this.#ctx.logger.warn("cannot rebuild the OTLP transport; keeping the current one", { component: this.id, error: (e as Error).message });
     }
@@ -85,7 +100,8 @@ export class OtlpExporterComponent implements Component {
 
   async start(host: ComponentHost): Promise<void> {
     this.#host = host;
-    this.#pipeline.setTransport(this.#factory(this.#pipeline.config));
+    this.#sender.use(this.#factory(this.#pipeline.config));
+    this.#pipeline.connect(this.#push);
     this.#ctx.status.provide(EXPORT_STATUS.name, this.#view, this.#summary);
     this.#endTask = this.#ctx.tasks.begin("exporter/otlp connectivity check");
     host.report("starting", "connecting to the backend");
@@ -125,7 +141,7 @@ export class OtlpExporterComponent implements Component {
   }
 
   #connected(): boolean {
-    return this.#reachable === true && this.#lastError === null && (this.#pipeline.transport?.ready() ?? false);
+    return this.#reachable === true && this.#lastError === null && (this.#sender.transport?.ready() ?? false);
   }
 
   async reload(next: Config, previous: Config): Promise<void> {
@@ -134,7 +150,7 @@ export class OtlpExporterComponent implements Component {
     if (this.#host && transportChanged(next, previous)) transport = this.#factory(next);
     this.#pipeline.applyConfig(next);
     if (transport) {
-      this.#pipeline.setTransport(transport);
+      this.#sender.use(transport);
       this.#lastError = null;
       this.#reachable = undefined;
       this.#refused = false;
@@ -212,7 +228,7 @@ export class OtlpExporterComponent implements Component {
     this.#timer = undefined;
     const interval = this.#interval();
     const sinceOutcome = performance.now() - this.#lastOutcomeAt;
-    const ready = this.#pipeline.transport?.ready() ?? false;
+    const ready = this.#sender.transport?.ready() ?? false;
     // The channel was connected and is not any more (the backend went away while exports were idle): check now
     // instead of at the next idle check, so that /ready does not say ok for up to IDLE_CHECK_INTERVAL_MS.
     const lost = this.#reachable === true && this.#channelWasReady && !ready;
@@ -222,24 +238,24 @@ export class OtlpExporterComponent implements Component {
       return;
     }
     await this.#check();
-    this.#channelWasReady = this.#pipeline.transport?.ready() ?? false;
+    this.#channelWasReady = this.#sender.transport?.ready() ?? false;
     this.#schedule(Math.min(this.#interval(), CHANNEL_WATCH_MS));
   }
 
   /** One connectivity check: an empty traces Export call (a valid request every OTLP backend accepts). */
   async #check(): Promise<void> {
-    const transport = this.#pipeline.transport;
+    const transport = this.#sender.transport;
     if (this.#checking || !transport || this.#stopped) return;
     this.#checking = true;
     try {
       const timeoutMs = durationMs(this.#pipeline.config.otlp.timeout);
       // Still refused: what the Export call would answer (same state, same reason), learned for a fraction of its cost.
       if (this.#refused && transport.refusedNow && (await transport.refusedNow(timeoutMs))) {
-        if (transport === this.#pipeline.transport && this.#refused && !this.#stopped) this.#lastOutcomeAt = performance.now();
+        if (transport === this.#sender.transport && this.#refused && !this.#stopped) this.#lastOutcomeAt = performance.now();
         return;
       }
-      const outcome = await sendWithTimeout(transport, "traces", EMPTY_REQUEST, timeoutMs);
-      if (transport === this.#pipeline.transport) this.#apply(outcome);
+      const outcome = await transport.send("traces", EMPTY_REQUEST, Date.now() + timeoutMs);
+      if (transport === this.#sender.transport) this.#apply(outcome);
     } finally {
       this.#checking = false;
     }

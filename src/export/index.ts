@@ -1,7 +1,8 @@
 /**
- * OTLP/gRPC export pipeline: everything the agent collects leaves through here. Per signal a queue and a
- * batcher, then retry -> timeout -> transport (@grpc/grpc-js, gzip, TLS, headers), exact accounting per
- * signal, status view `export`, readiness `otlp`; and the `receive` command's OTLP receiver (receiver/).
+ * OTLP export: everything the agent collects leaves through here, down a chain of senders. Per signal a queue
+ * and a batcher (the pipeline), then retry -> measure -> timeout -> the exporter component's push over the
+ * transport (OTLP/gRPC or OTLP/HTTP; gzip, TLS, headers), exact accounting per signal, status view `export`,
+ * readiness `otlp`; and the `receive` command's OTLP receiver (receiver/).
  */
 import type { BaseContext } from "../lifecycle/context";
 import type { Component } from "../lifecycle/component";

@@ -1,6 +1,7 @@
 /**
- * The TelemetryPipeline: per signal a queue and a batcher, then retry -> timeout -> transport for each batch,
- * with exact accounting. For every signal, at every instant (all of it runs on the event loop, and each
+ * The TelemetryPipeline: the front of the export chain. Per signal a queue and a batcher; each batch goes down
+ * the senders retry -> measure -> timeout (sender.ts, retry.ts) to the push the exporter component plugs in at
+ * start (`connect`), with exact accounting. For every signal, at every instant (all of it runs on the event loop, and each
  * transition moves items between two counts in one synchronous step):
  *   collected = exported + dropped + queued + in_flight
  */
@@ -13,27 +14,22 @@ import type { MemoryGate } from "../memory/gate";
 import { Batcher, type BatcherSettings } from "./batcher";
 import { SIGNALS, queueDirectory, signalTarget, type Signal } from "./config";
 import { ItemEncoder, buildRequest, queuedBytes, type EncodedItem } from "./encode";
-import { codeName, describe, type ExportOutcome } from "./outcome";
+import { codeName } from "./outcome";
 import { PersistentQueue } from "./persistent-queue";
 import { SignalQueue } from "./queue";
 import { ResourceBuilder } from "./resource";
-import { sendWithRetry, type RetryResult } from "./retry";
-import { sendWithTimeout } from "./timeout";
+import { RetrySender, type RetryResult } from "./retry";
+import { MeasureSender, TimeoutSender, type PushSender } from "./sender";
 import { suppressTracing } from "../telemetry/span-context";
 import type { TaskRegistry } from "../telemetry/tasks";
-import type { Transport } from "./transport";
 import type { Attributes, DropReason, FlushResult, SignalAccounting, TelemetryPipeline } from "./types";
 
 export type { DropReason, FlushResult, SignalAccounting } from "./types";
-
-/** Called after every export attempt (not for connectivity checks). */
-export type OutcomeListener = (signal: Signal, outcome: ExportOutcome, latencyMs: number, items: number) => void;
 
 export interface PipelineOptions {
   config: Config;
   metrics: AgentMetrics;
   logger: Logger;
-  onOutcome?: OutcomeListener;
   /** Randomness of the backoff jitter (tests). */
   random?: () => number;
   /** Where each batch in flight is registered as an operation (go_goroutines, debug profiles, self-tracing). */
@@ -42,20 +38,8 @@ export interface PipelineOptions {
   gate?: MemoryGate;
 }
 
-/** A batch between its cut and its end (sent, dropped or abandoned). */
-interface BatchState {
-  /** Waiting for its next attempt (backoff). */
-  waiting: boolean;
-  /** When its latest wait began, as OtlpPipeline's wait counter read then. */
-  waitSeq: number;
-  /** `CODE: message` of its latest retryable outcome. */
-  lastError: string | undefined;
-}
-
 interface Lane {
   signal: Signal;
-  /** Batches in flight (sending or waiting to be retried). */
-  batches: Set<BatchState>;
   queue: SignalQueue;
   batcher: Batcher;
   collected: number;
@@ -68,9 +52,9 @@ interface Lane {
 
 /** The configuration's durations, parsed once per (re)load rather than per batch. */
 interface ParsedSettings {
-  /** Batching with `queues.<signal>.max_in_flight` batches outstanding (once there is a transport). */
+  /** Batching with `queues.<signal>.max_in_flight` batches outstanding (once a push is connected). */
   batch: Record<Signal, BatcherSettings>;
-  /** The same with nothing sent (no transport yet). */
+  /** The same with nothing sent (no push yet). */
   held: Record<Signal, BatcherSettings>;
   backoff: { initialMs: number; maxMs: number };
   /** otlp.timeout, or the signal's own (otlp.signals.<signal>.timeout). */
@@ -93,39 +77,34 @@ export class OtlpPipeline implements TelemetryPipeline {
   readonly #logger: Logger;
   readonly #encoder: ItemEncoder;
   readonly #lanes: Record<Signal, Lane>;
-  readonly #random: (() => number) | undefined;
   readonly #tasks: TaskRegistry | undefined;
   readonly #gate: MemoryGate | undefined;
-  readonly #stopRetries = new AbortController();
-  readonly #cancelCalls = new AbortController();
   readonly #drainWaiters = new Set<() => void>();
   readonly #flushSources = new Set<() => void>();
-  /** Aborted (and replaced) to end every backoff wait at once: a flush. */
-  #wake = new AbortController();
-  /** Counts backoff waits begun: a flush knows which batches failed after it began. */
-  #waits = 0;
+  /** The links below the batchers: retry -> measure -> timeout -> #push. */
+  readonly #retry: RetrySender;
+  readonly #timeout: TimeoutSender;
   #config: Config;
   #settings: ParsedSettings;
-  #transport: Transport | undefined;
+  /** The last link, plugged in by `connect` (the exporter's start); batches are held until then. */
+  #push: PushSender | undefined;
   #closed = false;
   #shutdown: Promise<void> | undefined;
-  onOutcome: OutcomeListener | undefined;
-  /**
-   * Called when every pending item is about to be tried at once (a flush, the start of shutdown), before the
-   * attempts: the exporter replaces a transport that is not connected, so that the attempts do not fail at once
-   * inside the channel's reconnect backoff.
-   */
-  onRetryAll: (() => void) | undefined;
 
   constructor(o: PipelineOptions) {
     this.#config = o.config;
     this.#settings = parseSettings(o.config);
     this.#metrics = o.metrics;
     this.#logger = o.logger;
-    this.#random = o.random;
     this.#tasks = o.tasks;
     this.#gate = o.gate;
-    this.onOutcome = o.onOutcome;
+    this.#timeout = new TimeoutSender(() => this.#push!, (s) => this.#settings.timeoutMs[s]);
+    this.#retry = new RetrySender(new MeasureSender(this.#timeout, o.metrics), {
+      backoff: () => this.#settings.backoff,
+      random: o.random,
+      onRetry: (r) => this.#metrics.exportRetries.inc({ signal: r.signal }),
+      onWait: () => this.#notifyDrain(),
+    });
     this.resource = new ResourceBuilder(o.config.service_name);
     this.resource.setOwnAttributes(o.config.resource_attributes);
     this.#encoder = new ItemEncoder(this.resource.encoder);
@@ -138,7 +117,6 @@ export class OtlpPipeline implements TelemetryPipeline {
     const lane: Lane = {
       signal,
       queue,
-      batches: new Set(),
       batcher: undefined as unknown as Batcher,
       collected: 0,
       exported: 0,
@@ -148,7 +126,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     };
     lane.batcher = new Batcher(
       queue,
-      () => (this.#transport ? this.#settings.batch[signal] : this.#settings.held[signal]),
+      () => (this.#push ? this.#settings.batch[signal] : this.#settings.held[signal]),
       (items) => this.#sendBatch(lane, items),
     );
     if (queue instanceof PersistentQueue) {
@@ -190,17 +168,12 @@ export class OtlpPipeline implements TelemetryPipeline {
     return this.#closed;
   }
 
-  /** Uses `transport` for every attempt from now on (batches already retrying included); the previous one is closed once idle. */
-  setTransport(transport: Transport): void {
-    const previous = this.#transport;
-    this.#transport = transport;
-    if (previous && previous !== transport) previous.close();
+  /** Sends every attempt through `push` from now on (batches already retrying included); a previous push is closed once idle. */
+  connect(push: PushSender): void {
+    const previous = this.#push;
+    this.#push = push;
+    if (previous && previous !== push) previous.close();
     for (const s of SIGNALS) this.#lanes[s].batcher.kick();
-  }
-
-  /** The transport in use (undefined before start). */
-  get transport(): Transport | undefined {
-    return this.#transport;
   }
 
   /** Applies queue limits, batch settings, backoff, timeout and service name of `next`. Cannot fail. */
@@ -331,14 +304,14 @@ export class OtlpPipeline implements TelemetryPipeline {
         this.#logger.warn("flush: a collector could not hand over its pending data", { error: (e as Error).message });
       }
     }
-    const running = this.#transport !== undefined && !this.#closed;
-    const since = this.#waits;
-    if (running) {
-      this.onRetryAll?.();
+    const push = this.#closed ? undefined : this.#push;
+    const since = this.#retry.waits;
+    if (push) {
+      push.beforeRetryAll();
       for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
-      this.#wakeAll();
+      this.#retry.wakeAll();
       try {
-        await this.#waitFor(() => this.#drained() || this.#allFailedSince(since), AbortSignal.timeout(Math.max(0, timeoutMs)));
+        await this.#waitFor(() => this.#drained() || this.#retry.allFailedSince(since), AbortSignal.timeout(Math.max(0, timeoutMs)));
       } finally {
         for (const s of SIGNALS) this.#lanes[s].batcher.urgent(false);
       }
@@ -349,36 +322,10 @@ export class OtlpPipeline implements TelemetryPipeline {
       remaining: perSignal((l) => l.queue.size + l.inFlight),
     };
     if (!SIGNALS.some((s) => result.remaining[s] > 0)) return result;
-    result.reason = !running ? "not_running" : this.#allFailedSince(since) ? "export_failed" : "timeout";
-    const lastError = this.#lastError();
+    result.reason = !push ? "not_running" : this.#retry.allFailedSince(since) ? "export_failed" : "timeout";
+    const lastError = this.#retry.lastError();
     if (lastError) result.lastError = lastError;
     return result;
-  }
-
-  /** Ends every backoff wait now (the batches are tried again at once). */
-  #wakeAll(): void {
-    const w = this.#wake;
-    this.#wake = new AbortController();
-    w.abort();
-  }
-
-  /** Whether something is pending and every batch in flight failed after wait number `since` and is waiting again. */
-  #allFailedSince(since: number): boolean {
-    let any = false;
-    for (const s of SIGNALS) {
-      for (const b of this.#lanes[s].batches) {
-        if (!b.waiting || b.waitSeq <= since) return false;
-        any = true;
-      }
-    }
-    return any;
-  }
-
-  /** The latest error among the batches waiting to be retried. */
-  #lastError(): string | undefined {
-    let best: BatchState | undefined;
-    for (const s of SIGNALS) for (const b of this.#lanes[s].batches) if (b.lastError && (!best || b.waitSeq > best.waitSeq)) best = b;
-    return best?.lastError;
   }
 
   /** The counts of every signal now; `collected = exported + droppedTotal + queued + inFlight` holds for each. */
@@ -426,15 +373,16 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   async #doShutdown(deadline: AbortSignal): Promise<void> {
     this.#closed = true;
-    if (this.#transport) this.onRetryAll?.();
-    this.#stopRetries.abort();
-    if (this.#transport) {
+    const push = this.#push;
+    push?.beforeRetryAll();
+    this.#retry.stop();
+    if (push) {
       for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
       await this.#waitDrained(deadline);
     }
     for (const s of SIGNALS) this.#lanes[s].batcher.stop();
     if (!this.#drained()) {
-      this.#cancelCalls.abort();
+      this.#timeout.cancelAll();
       await this.#waitInFlightDone();
     }
     for (const s of SIGNALS) {
@@ -447,7 +395,7 @@ export class OtlpPipeline implements TelemetryPipeline {
         this.#logger.info("persistent queue closed; items not exported stay on disk for the next start", { signal: s, committed: lane.queue.committed });
       }
     }
-    this.#transport?.close();
+    this.#push?.close();
     this.#notifyDrain();
   }
 
@@ -465,39 +413,18 @@ export class OtlpPipeline implements TelemetryPipeline {
   async #sendBatchNow(lane: Lane, items: EncodedItem[]): Promise<void> {
     const n = items.length;
     const signal = lane.signal;
-    const batch: BatchState = { waiting: false, waitSeq: 0, lastError: undefined };
-    lane.batches.add(batch);
     lane.inFlight += n;
     this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
     this.#metrics.exportBatchSize.observe({ signal }, n);
     let result: RetryResult;
     try {
       const body = buildRequest(signal, items, this.resource.encoder);
-      result = await sendWithRetry(
-        () => {
-          batch.waiting = false;
-          return this.#attempt(signal, body, n);
-        },
-        {
-          backoff: () => this.#settings.backoff,
-          stop: this.#stopRetries.signal,
-          wake: () => this.#wake.signal,
-          onWait: (outcome) => {
-            batch.waiting = true;
-            batch.waitSeq = ++this.#waits;
-            if (outcome.kind !== "success") batch.lastError = describe(outcome);
-            this.#notifyDrain();
-          },
-          random: this.#random,
-          onRetry: () => this.#metrics.exportRetries.inc({ signal }),
-        },
-      );
+      result = await this.#retry.send({ signal, body, items: n });
     } catch (e) {
       this.#logger.error("export batch failed unexpectedly", { signal, error: (e as Error).message });
       result = { kind: "failure", code: 2, message: (e as Error).message };
     }
     lane.inFlight -= n;
-    lane.batches.delete(batch);
     // Exported or dropped for good: a persistent queue may forget the batch (not when abandoned at shutdown: sent again at the next start).
     if ((result.kind === "success" || result.kind === "failure") && lane.queue instanceof PersistentQueue) lane.queue.done(items);
     if (result.kind === "success") {
@@ -514,18 +441,6 @@ export class OtlpPipeline implements TelemetryPipeline {
       this.#drop(lane, "shutdown", n);
     }
     this.#notifyDrain();
-  }
-
-  async #attempt(signal: Signal, body: Uint8Array, items: number): Promise<ExportOutcome> {
-    const transport = this.#transport!;
-    this.#metrics.exportRequests.inc({ signal });
-    const started = performance.now();
-    const outcome = await sendWithTimeout(transport, signal, body, this.#settings.timeoutMs[signal], this.#cancelCalls.signal);
-    const latencyMs = performance.now() - started;
-    this.#metrics.exportLatency.observe({ signal }, latencyMs / 1000);
-    if (outcome.kind !== "success") this.#metrics.exportErrors.inc({ signal, code: codeName(outcome.code) });
-    this.onOutcome?.(signal, outcome, latencyMs, items);
-    return outcome;
   }
 
   #exported(lane: Lane, n: number): void {

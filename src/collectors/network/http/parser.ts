@@ -56,6 +56,31 @@ export interface HttpResponseHead {
 
 export type HttpHead = HttpRequestHead | HttpResponseHead;
 
+/** A request and its response, ready to become a span. */
+export interface HttpExchange<M = unknown> {
+  role: "server" | "client";
+  request: HttpRequestHead;
+  response: HttpResponseHead;
+  /** Server: when the request arrived; client: when the request was written. Kernel monotonic ns. */
+  startNs: bigint;
+  /** Server: when the response's last byte was written; client: when it arrived. */
+  endNs: bigint;
+  meta: M;
+  /** HTTP/2: the request's `:scheme`. */
+  scheme?: string;
+  /** A gRPC call (HTTP/2 with content-type application/grpc). */
+  rpc?: RpcInfo;
+}
+
+/** What a gRPC call adds to an exchange (RPC semantic conventions). */
+export interface RpcInfo {
+  system: "grpc";
+  service: string;
+  method: string;
+  /** grpc-status of the trailers (or of a trailers-only response); undefined when none arrived. */
+  statusCode: number | undefined;
+}
+
 /** A message start found in a chunk, with the timestamp of the call whose bytes carried its first byte. */
 export interface ParsedMessage<T> {
   head: HttpHead;
@@ -73,6 +98,17 @@ type State =
   | { s: "chunk-crlf"; remaining: number }
   | { s: "trailers" }
   | { s: "until-close" };
+
+/** The states without data, shared (never modified; those with `remaining` are made per use). */
+const IDLE: State = Object.freeze({ s: "idle" });
+const LOST: State = Object.freeze({ s: "lost" });
+const HEAD: State = Object.freeze({ s: "head" });
+const CHUNK_SIZE: State = Object.freeze({ s: "chunk-size" });
+const TRAILERS: State = Object.freeze({ s: "trailers" });
+const UNTIL_CLOSE: State = Object.freeze({ s: "until-close" });
+
+/** The end of a head within one call: a line feed, carriage returns only, a line feed (an empty line). */
+const HEAD_END = /\n\r*\n/g;
 
 /** Tells the response side that the next response answers a HEAD request (so it has no body). */
 export type BodylessHint = () => boolean;
@@ -231,7 +267,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
  * messages that started in it. Not thread-safe (one owner).
  */
 export class HttpStreamParser<T> {
-  #state: State = { s: "idle" };
+  #state: State = IDLE;
   /** Stream offset of the next byte expected. */
   #expected: number | undefined;
   #headParts: Uint8Array[] = [];
@@ -281,11 +317,11 @@ export class HttpStreamParser<T> {
     const atStart = this.#state.s === "idle" || this.#state.s === "lost";
     if (atStart && !looksLikeMessageStart(captured)) {
       this.ignoredCalls++;
-      this.#state = { s: "lost" };
+      this.#state = LOST;
       this.#prevAt = at;
       return this.#messages;
     }
-    if (this.#state.s === "lost") this.#state = { s: "idle" };
+    if (this.#state.s === "lost") this.#state = IDLE;
     let i = 0;
     while (i < captured.length) {
       i = this.#step(captured, i, at);
@@ -327,7 +363,7 @@ export class HttpStreamParser<T> {
       if (st.remaining >= n) {
         st.remaining -= n;
         if (st.remaining === 0 && st.s === "body") {
-          this.#state = { s: "idle" };
+          this.#state = IDLE;
           this.#end(at);
         }
         if (st.remaining === 0 && st.s === "chunk-data") this.#state = { s: "chunk-crlf", remaining: 2 };
@@ -336,13 +372,13 @@ export class HttpStreamParser<T> {
       if (st.s === "chunk-data" && n <= st.remaining + 2) {
         /* The rest of the chunk and (part of) its CRLF: one chunk per write, the common case. */
         const crlf = n - st.remaining;
-        this.#state = crlf === 2 ? { s: "chunk-size" } : { s: "chunk-crlf", remaining: 2 - crlf };
+        this.#state = crlf === 2 ? CHUNK_SIZE : { s: "chunk-crlf", remaining: 2 - crlf };
         return;
       }
     }
     if (st.s === "chunk-crlf" && n <= st.remaining) {
       st.remaining -= n;
-      if (st.remaining === 0) this.#state = { s: "chunk-size" };
+      if (st.remaining === 0) this.#state = CHUNK_SIZE;
       return;
     }
     if (st.s === "until-close") return;
@@ -352,7 +388,7 @@ export class HttpStreamParser<T> {
 
   #loseSync(): void {
     if (this.#state.s !== "lost") this.resyncs++;
-    this.#state = { s: "lost" };
+    this.#state = LOST;
     this.#headParts = [];
     this.#headBytes = 0;
     this.#headAt = undefined;
@@ -371,13 +407,26 @@ export class HttpStreamParser<T> {
         /* A message whose end was not found (framing lost, or until close) ends where this one starts: at the
          * previous call when this one starts at its first byte, else in this call. */
         if (this.#open) this.#end(i === 0 && this.#prevAt !== undefined ? this.#prevAt : at);
-        this.#state = { s: "head" };
+        this.#state = HEAD;
         this.#headParts = [];
         this.#headBytes = 0;
         this.#lineLen = 0;
         this.#headAt = at;
         return i;
       case "head": {
+        if (this.#headParts.length === 0) {
+          /* A head starting in this call (at a letter: no line is open). When its empty line is in this call too
+           * (the common case), the text is found and cut without scanning or copying the bytes one by one: every
+           * byte decodes to one character, so the text of b[i..j) is that of b, cut. */
+          const whole = LATIN1.decode(b);
+          HEAD_END.lastIndex = i;
+          const m = HEAD_END.exec(whole);
+          if (m) {
+            const j = m.index + m[0].length;
+            this.#finishHead(true, at, i === 0 && j === b.length ? whole : whole.slice(i, j));
+            return j;
+          }
+        }
         /* Scan for the empty line that ends the head; copy the scanned bytes once. */
         let j = i;
         let done = false;
@@ -410,7 +459,7 @@ export class HttpStreamParser<T> {
         const take = Math.min(st.remaining, b.length - i);
         st.remaining -= take;
         if (st.remaining === 0) {
-          this.#state = { s: "idle" };
+          this.#state = IDLE;
           this.#end(at);
         }
         return i + take;
@@ -433,7 +482,7 @@ export class HttpStreamParser<T> {
           this.#chunkLine = [];
           if (st.s === "trailers") {
             if (line === "") {
-              this.#state = { s: "idle" };
+              this.#state = IDLE;
               this.#end(at);
             }
             return i;
@@ -443,7 +492,7 @@ export class HttpStreamParser<T> {
             this.#loseSync();
             return b.length;
           }
-          this.#state = size === 0 ? { s: "trailers" } : { s: "chunk-data", remaining: size };
+          this.#state = size === 0 ? TRAILERS : { s: "chunk-data", remaining: size };
           return i;
         }
         return i;
@@ -464,7 +513,7 @@ export class HttpStreamParser<T> {
             return b.length;
           }
         }
-        if (st.remaining === 0) this.#state = { s: "chunk-size" };
+        if (st.remaining === 0) this.#state = CHUNK_SIZE;
         return i;
       }
       case "lost":
@@ -472,10 +521,13 @@ export class HttpStreamParser<T> {
     }
   }
 
-  /** Ends the head collected so far (`now`: the call being fed): reports the message and sets the body state. */
-  #finishHead(complete: boolean, now: T): void {
+  /**
+   * Ends the head collected so far (`now`: the call being fed; `whole`: the head's text when it came in one call
+   * and was not collected): reports the message and sets the body state.
+   */
+  #finishHead(complete: boolean, now: T, whole?: string): void {
     const at = this.#headAt as T;
-    let text = "";
+    let text = whole ?? "";
     for (const part of this.#headParts) text += LATIN1.decode(part);
     this.#headParts = [];
     this.#headBytes = 0;
@@ -486,7 +538,7 @@ export class HttpStreamParser<T> {
       const head = parseHead(text, false)?.head ?? parseCutRequestLine(text.replace(/\r$/, ""));
       if (head) this.#report(head, at);
       else this.unparsedHeads++;
-      this.#state = { s: "lost" };
+      this.#state = LOST;
       return;
     }
     const parsed = parseHead(text, complete);
@@ -498,7 +550,7 @@ export class HttpStreamParser<T> {
     if (!complete) {
       parsed.head.truncated = "headers";
       this.#report(parsed.head, at);
-      this.#state = { s: "lost" };
+      this.#state = LOST;
       return;
     }
     this.#report(parsed.head, at);
@@ -515,11 +567,11 @@ export class HttpStreamParser<T> {
     const h = p.head;
     if (h.kind === "response") {
       const noBody = (h.status >= 100 && h.status < 200) || h.status === 204 || h.status === 304 || this.bodyless();
-      if (noBody) return { s: "idle" };
+      if (noBody) return IDLE;
     }
-    if (p.chunked) return { s: "chunk-size" };
-    if (p.contentLength !== undefined) return p.contentLength === 0 ? { s: "idle" } : { s: "body", remaining: p.contentLength };
-    if (h.kind === "request") return { s: "idle" };
-    return { s: "until-close" };
+    if (p.chunked) return CHUNK_SIZE;
+    if (p.contentLength !== undefined) return p.contentLength === 0 ? IDLE : { s: "body", remaining: p.contentLength };
+    if (h.kind === "request") return IDLE;
+    return UNTIL_CLOSE;
   }
 }
