@@ -8,7 +8,7 @@
  * directions whose HPACK state was lost (bytes not forwarded) as `http2_state_lost`.
  * RED metrics (`http_metrics`): every HTTP/1.x exchange is counted in the kernel whether or not it is captured as a
  * span; every second and each metrics interval (and flush) take the kernel's counts, template routes and export the
- * histograms and service graph of src/collectors/http/red.ts, with exemplars from the spans sampled meanwhile.
+ * histograms and service graph of src/collectors/network/http/red.ts, with exemplars from the spans sampled meanwhile.
  * A reload that changes what the kernel side was built with reloads the set.
  */
 import type { AgentContext } from "../context";
@@ -20,11 +20,12 @@ import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
-import { ExchangeTracker, type CapturedCall, type HttpExchange } from "../http/exchanges";
-import { RpcMetrics } from "../http/rpc-metrics";
-import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "../http/spans";
-import { RedAggregator, addressClass } from "../http/red";
-import { RouteTemplater } from "../http/routes";
+import { ExchangeTracker, type CapturedCall } from "./http/exchanges";
+import type { HttpExchange } from "./http/parser";
+import { RpcMetrics } from "./http/rpc-metrics";
+import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
+import { RedAggregator, addressClass } from "./http/red";
+import { RouteTemplater } from "./http/routes";
 import { RED_METHODS, RedMaps, Role } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";

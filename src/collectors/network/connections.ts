@@ -11,7 +11,7 @@ import { SpanKind, StatusCode, Temporality, type MetricPointItem, type Scope, ty
 import { AF_INET, ConnFlag, ConnKind, Direction, type ConnEvent } from "./decoders";
 import type { ProcessLabeler } from "./labels";
 import { UNKNOWN_WORKLOAD } from "../../workloads/identity";
-import { randomId } from "../http/spans";
+import { randomId } from "./http/spans";
 
 export const METRIC_OPENED = "network.tcp.connections.opened";
 export const METRIC_CLOSED = "network.tcp.connections.closed";

@@ -13,8 +13,7 @@
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
 import hpack from "hpack.js";
-import type { HttpExchange } from "./exchanges";
-import { pathOfTarget, type HttpRequestHead } from "./parser";
+import { pathOfTarget, type HttpExchange, type HttpRequestHead, type RpcInfo } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const FRAME_HEADER_BYTES = 9;
@@ -267,15 +266,6 @@ export class H2Direction<T> {
 
 function concat(parts: Buffer[]): Buffer {
   return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
-}
-
-/** What a gRPC call adds to an exchange (RPC semantic conventions). */
-export interface RpcInfo {
-  system: "grpc";
-  service: string;
-  method: string;
-  /** grpc-status of the trailers (or of a trailers-only response); undefined when none arrived. */
-  statusCode: number | undefined;
 }
 
 /** An HTTP/2 stream that completed: request and response heads as for HTTP/1 (version "2"), `scheme`, gRPC details. */

@@ -4,8 +4,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import hpack from "hpack.js";
-import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../src/collectors/http/exchanges";
-import { MAX_OPEN_STREAMS, grpcNames, isH2Opening } from "../../../../src/collectors/http/h2";
+import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../../src/collectors/network/http/exchanges";
+import { MAX_OPEN_STREAMS, grpcNames, isH2Opening } from "../../../../../src/collectors/network/http/h2";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 

@@ -6,9 +6,9 @@
  * span budget dropped. Series beyond `maxSeries` per interval fold into one overflow series
  * (`otel.metric.overflow: true`). Pure apart from the clock values passed in.
  */
-import type { Attributes } from "../../export/types";
-import { Temporality, type MetricPointItem, type Scope } from "../../export/model";
-import type { HttpExchange } from "./exchanges";
+import type { Attributes } from "../../../export/types";
+import { Temporality, type MetricPointItem, type Scope } from "../../../export/model";
+import type { HttpExchange } from "./parser";
 import type { EndpointMeta } from "./spans";
 
 export const METRIC_RPC_SERVER_DURATION = "rpc.server.duration";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import type { HttpExchange } from "../../../../src/collectors/http/exchanges";
-import type { HttpRequestHead } from "../../../../src/collectors/http/parser";
-import { RouteTable, exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../src/collectors/http/spans";
+import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
+import type { HttpRequestHead } from "../../../../../src/collectors/network/http/parser";
+import { RouteTable, exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../../src/collectors/network/http/spans";
 
 const meta: EndpointMeta = { pid: 7, comm: "app", localAddress: "10.0.0.1", localPort: 8080, remoteAddress: "10.0.0.2", remotePort: 51000 };
 const ctx = (o: Partial<SpanContext> = {}): SpanContext => ({ toEpochNs: (ns) => ns, describe: () => ({ attributes: { "process.pid": 7 }, resource: undefined }), ...o });
@@ -81,8 +81,8 @@ describe("HTTP spans per the semantic conventions", () => {
 
 describe("agent.ebpf.network HTTP span keys", () => {
   test("defaults: every query value redacted, no route templates; bad values are refused naming the key", async () => {
-    const { parseConfig } = await import("../../../../src/config/load");
-    const { ConfigError } = await import("../../../../src/config/problems");
+    const { parseConfig } = await import("../../../../../src/config/load");
+    const { ConfigError } = await import("../../../../../src/config/problems");
     const c = parseConfig("", {});
     expect(c.agent.ebpf.network.http_query_redaction).toBe("all");
     expect(c.agent.ebpf.network.http_routes).toEqual([]);

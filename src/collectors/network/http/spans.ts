@@ -7,9 +7,9 @@
  * configured rule (`agent.ebpf.network.http_query_redaction`); user info in a URL always is. A request cut by
  * the capture carries `svc.http.request.truncated` ("url": path and query are the captured prefix; "headers").
  */
-import type { Attributes } from "../../export/types";
-import { SpanKind, StatusCode, type Scope, type SpanItem } from "../../export/model";
-import type { HttpExchange } from "./exchanges";
+import type { Attributes } from "../../../export/types";
+import { SpanKind, StatusCode, type Scope, type SpanItem } from "../../../export/model";
+import type { HttpExchange } from "./parser";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
 const URL_SCHEME = "http";

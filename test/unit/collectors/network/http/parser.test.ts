@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { HttpStreamParser, looksLikeMessageStart, pathOfTarget, type HttpRequestHead, type HttpResponseHead } from "../../../../src/collectors/http/parser";
-import { ExchangeTracker, IO_READ, IO_WRITE } from "../../../../src/collectors/http/exchanges";
+import { HttpStreamParser, looksLikeMessageStart, pathOfTarget, type HttpRequestHead, type HttpResponseHead } from "../../../../../src/collectors/network/http/parser";
+import { ExchangeTracker, IO_READ, IO_WRITE } from "../../../../../src/collectors/network/http/exchanges";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 

@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { RedAggregator, addressClass, DEFAULT_DURATION_BOUNDS_SECONDS } from "../../../../src/collectors/http/red";
-import { OVERFLOW_ROUTE, RouteTemplater } from "../../../../src/collectors/http/routes";
-import { RED_BUCKETS, RED_KEY_BYTES, RED_PATH_OVERFLOW, RED_VALUE_BYTES, RedMaps, Role, decodeRedKey, decodeRedPath, sumRedValues, type RedEntry } from "../../../../src/collectors/network/red-maps";
-import type { HistogramPointItem, SumPointItem } from "../../../../src/export/model";
-import type { BpfMapApi, BpfObjectApi } from "../../../../ffi/types";
+import { RedAggregator, addressClass, DEFAULT_DURATION_BOUNDS_SECONDS } from "../../../../../src/collectors/network/http/red";
+import { OVERFLOW_ROUTE, RouteTemplater } from "../../../../../src/collectors/network/http/routes";
+import { RED_BUCKETS, RED_KEY_BYTES, RED_PATH_OVERFLOW, RED_VALUE_BYTES, RedMaps, Role, decodeRedKey, decodeRedPath, sumRedValues, type RedEntry } from "../../../../../src/collectors/network/red-maps";
+import type { HistogramPointItem, SumPointItem } from "../../../../../src/export/model";
+import type { BpfMapApi, BpfObjectApi } from "../../../../../ffi/types";
 
 /** struct red_key bytes (see ffi/bpf/network.bpf.c). */
 function keyBytes(k: { pathHash?: bigint; pid: number; status: number; method: number; role: number; peer?: number[]; peerPort: number; family?: number }): Uint8Array {

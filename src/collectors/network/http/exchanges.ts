@@ -10,8 +10,8 @@
  * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
-import { H2Connection, isH2Opening, type H2Counters, type RpcInfo } from "./h2";
-import { HttpStreamParser, type HttpRequestHead, type HttpResponseHead } from "./parser";
+import { H2Connection, isH2Opening, type H2Counters } from "./h2";
+import { HttpStreamParser, type HttpExchange, type HttpRequestHead, type HttpResponseHead } from "./parser";
 
 export const DEFAULT_MAX_CONNECTIONS = 4096;
 export const DEFAULT_MAX_PENDING_PER_CONNECTION = 32;
@@ -33,22 +33,6 @@ export interface CapturedCall<M = unknown> {
   data: Uint8Array;
   /** Whatever describes the endpoint (process, addresses); handed back with the exchange. */
   meta: M;
-}
-
-/** A request and its response, ready to become a span. */
-export interface HttpExchange<M = unknown> {
-  role: "server" | "client";
-  request: HttpRequestHead;
-  response: HttpResponseHead;
-  /** Server: when the request arrived; client: when the request was written. Kernel monotonic ns. */
-  startNs: bigint;
-  /** Server: when the response's last byte was written; client: when it arrived. */
-  endNs: bigint;
-  meta: M;
-  /** HTTP/2: the request's `:scheme`. */
-  scheme?: string;
-  /** A gRPC call (HTTP/2 with content-type application/grpc). */
-  rpc?: RpcInfo;
 }
 
 /** A message started in one direction whose end is awaited; `exchange` when it is a response answering a request. */

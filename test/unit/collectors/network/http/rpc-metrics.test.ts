@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import type { HttpExchange } from "../../../../src/collectors/http/exchanges";
-import { RPC_DURATION_BOUNDS_MS, RpcMetrics } from "../../../../src/collectors/http/rpc-metrics";
-import type { EndpointMeta } from "../../../../src/collectors/http/spans";
+import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
+import { RPC_DURATION_BOUNDS_MS, RpcMetrics } from "../../../../../src/collectors/network/http/rpc-metrics";
+import type { EndpointMeta } from "../../../../../src/collectors/network/http/spans";
 
 const meta: EndpointMeta = { pid: 7, comm: "srv", localAddress: "127.0.0.1", localPort: 50051, remoteAddress: "127.0.0.1", remotePort: 40000 };
 const call = (method: string, code: number | undefined, ms: number, role: "server" | "client" = "server"): HttpExchange<EndpointMeta> => ({

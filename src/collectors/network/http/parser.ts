@@ -56,6 +56,31 @@ export interface HttpResponseHead {
 
 export type HttpHead = HttpRequestHead | HttpResponseHead;
 
+/** A request and its response, ready to become a span. */
+export interface HttpExchange<M = unknown> {
+  role: "server" | "client";
+  request: HttpRequestHead;
+  response: HttpResponseHead;
+  /** Server: when the request arrived; client: when the request was written. Kernel monotonic ns. */
+  startNs: bigint;
+  /** Server: when the response's last byte was written; client: when it arrived. */
+  endNs: bigint;
+  meta: M;
+  /** HTTP/2: the request's `:scheme`. */
+  scheme?: string;
+  /** A gRPC call (HTTP/2 with content-type application/grpc). */
+  rpc?: RpcInfo;
+}
+
+/** What a gRPC call adds to an exchange (RPC semantic conventions). */
+export interface RpcInfo {
+  system: "grpc";
+  service: string;
+  method: string;
+  /** grpc-status of the trailers (or of a trailers-only response); undefined when none arrived. */
+  statusCode: number | undefined;
+}
+
 /** A message start found in a chunk, with the timestamp of the call whose bytes carried its first byte. */
 export interface ParsedMessage<T> {
   head: HttpHead;

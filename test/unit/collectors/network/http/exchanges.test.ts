@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../src/collectors/http/exchanges";
-import type { HttpRequestHead } from "../../../../src/collectors/http/parser";
+import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../../src/collectors/network/http/exchanges";
+import type { HttpRequestHead } from "../../../../../src/collectors/network/http/parser";
 
 const CAPTURE = 256;
 const enc = (s: string) => new TextEncoder().encode(s);

@@ -11,11 +11,11 @@
  * host nor known to discovery are named by address class (loopback, private, public), never by address.
  */
 import { networkInterfaces } from "node:os";
-import type { Attributes } from "../../export/types";
-import { Temporality, type Exemplar, type MetricPointItem, type Scope } from "../../export/model";
-import { UNKNOWN_SERVICE, UNKNOWN_WORKLOAD } from "../../workloads/identity";
-import type { ProcessLabels } from "../network/labels";
-import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../network/red-maps";
+import type { Attributes } from "../../../export/types";
+import { Temporality, type Exemplar, type MetricPointItem, type Scope } from "../../../export/model";
+import { UNKNOWN_SERVICE, UNKNOWN_WORKLOAD } from "../../../workloads/identity";
+import type { ProcessLabels } from "../labels";
+import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
 import { OVERFLOW_ROUTE, type RouteTemplater } from "./routes";
 
 export const METRIC_SERVER_DURATION = "http.server.request.duration";

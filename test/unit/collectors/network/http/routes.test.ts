@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { OVERFLOW_ROUTE, RouteTemplater, heuristicRoute, templateSegment } from "../../../../src/collectors/http/routes";
+import { OVERFLOW_ROUTE, RouteTemplater, heuristicRoute, templateSegment } from "../../../../../src/collectors/network/http/routes";
 
 describe("route templates", () => {
   test("numeric, UUID, hex and long-token segments become placeholders; words stay", () => {
