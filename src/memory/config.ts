@@ -9,7 +9,7 @@
  */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
-import { Duration, parseSize, Size, msOf, bytesOf } from "../config/units";
+import { Duration, Size, msOf, bytesOf } from "../config/units";
 
 /** The hard limit outside a cgroup with a memory limit. */
 export const DEFAULT_HARD_LIMIT_BYTES = 400 * 2 ** 20;
@@ -68,10 +68,9 @@ export function deploymentMemory(): { requestMiB: number; limitMiB: number } {
 
 export function validateMemoryLimit(c: MemoryLimitConfig, path = "agent.memory_limit"): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const size = (v: string | number) => (typeof v === "number" ? v : parseSize(v));
-  if (c.limit !== "auto" && (size(c.limit) ?? 0) <= 0) problems.push({ path: `${path}.limit`, message: "must be auto or a size greater than 0" });
-  if (c.soft_limit !== "auto" && (size(c.soft_limit) ?? 0) <= 0) problems.push({ path: `${path}.soft_limit`, message: "must be auto or a size greater than 0" });
-  if (c.limit !== "auto" && c.soft_limit !== "auto" && (size(c.soft_limit) ?? 0) > (size(c.limit) ?? 0))
+  if (c.limit !== "auto" && bytesOf(c, "limit") <= 0) problems.push({ path: `${path}.limit`, message: "must be auto or a size greater than 0" });
+  if (c.soft_limit !== "auto" && bytesOf(c, "soft_limit") <= 0) problems.push({ path: `${path}.soft_limit`, message: "must be auto or a size greater than 0" });
+  if (c.limit !== "auto" && c.soft_limit !== "auto" && bytesOf(c, "soft_limit") > bytesOf(c, "limit"))
     problems.push({ path: `${path}.soft_limit`, message: "must not be above limit" });
   if (msOf(c, "check_interval") <= 0) problems.push({ path: `${path}.check_interval`, message: "must be greater than 0" });
   return problems;
