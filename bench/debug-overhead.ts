@@ -18,14 +18,11 @@ import { wrkRps } from "./lib/wrk";
 import { median } from "./lib/stats";
 import { cpuSeconds } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
+import { argNumber } from "./lib/args";
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const SECONDS = arg("seconds", 3);
-const OPS = arg("ops", 200_000);
-const ROUNDS = arg("rounds", 3);
+const SECONDS = argNumber("seconds", 3);
+const OPS = argNumber("ops", 200_000);
+const ROUNDS = argNumber("rounds", 3);
 
 async function nsPerTrack(setup: (tasks: TaskRegistry) => () => void): Promise<number> {
   const tasks = new TaskRegistry();

@@ -19,6 +19,7 @@ import { makeSelfSignedCert } from "../test/helpers/self-signed-cert";
 import { podReady, type Pod, type Service } from "../src/discovery/kubernetes/pods";
 import { report, type BenchRow } from "./lib/report";
 import type { BenchResultWithCurves } from "./lib/curves";
+import { argText } from "./lib/args";
 
 const DEFAULT_SIZES = [10, 1_000, 10_000];
 const PODS_PER_SERVICE = 10;
@@ -27,11 +28,6 @@ const MIN_TIME_MS = 300;
 const LOOKUPS = 200_000;
 /** The naive reference is quadratic: fewer rounds keep the 10,000-pod run short. */
 const NAIVE_MIN_ITERATIONS = 3;
-
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1] : undefined;
-}
 
 /** Mean milliseconds per call of `fn` over at least `minIterations` calls and MIN_TIME_MS. */
 function timeIt(fn: () => void, minIterations = MIN_ITERATIONS): number {
@@ -124,7 +120,7 @@ agent:
   };
 }
 
-const sizes = (arg("sizes") ?? DEFAULT_SIZES.join(",")).split(",").map(Number);
+const sizes = (argText("sizes") ?? DEFAULT_SIZES.join(",")).split(",").map(Number);
 const rows: Array<Record<string, string>> = [];
 for (const s of sizes) rows.push(await run(s));
 const cols = Object.keys(rows[0]!);

@@ -18,6 +18,7 @@ import { resolve } from "node:path";
 import { loadConfig } from "../src/config/load";
 import { agentSpans, runPipeline, runSdk, sdkSpans, type SideRun } from "./lib/export-sides";
 import { cpuSeconds } from "./lib/proc";
+import { argNumber, argText } from "./lib/args";
 
 const DEFAULT_SPANS = 200_000;
 const DEFAULT_ROUNDS = 3;
@@ -26,18 +27,13 @@ const WARMUP_RUNS = 5;
 const BATCH_SIZE = 512;
 
 /** `--compression none` measures without gzip (both sides); the target is with gzip. */
-const COMPRESSION: "gzip" | "none" = process.argv.includes("--compression") && process.argv[process.argv.indexOf("--compression") + 1] === "none" ? "none" : "gzip";
+const COMPRESSION: "gzip" | "none" = argText("compression") === "none" ? "none" : "gzip";
 
 /** The pipeline's gzip level (otlp.compression_level); undefined: the configuration's default. */
-const LEVEL: number | undefined = process.argv.includes("--level") ? Number(process.argv[process.argv.indexOf("--level") + 1]) : undefined;
+const LEVEL: number | undefined = argText("level") === undefined ? undefined : argNumber("level", 0);
 
 /** Both sides' settings: the pipeline's gzip level is LEVEL or the configuration's default. */
 const SIDE = { batch: BATCH_SIZE, compression: COMPRESSION, level: LEVEL };
-
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-}
 
 /** Starts the receiver in a child process; resolves with its port and a function giving the spans it has counted. */
 async function startReceiver(): Promise<{ port: number; received: () => number; cpuSeconds: () => number; stop: () => Promise<void> }> {
@@ -90,8 +86,8 @@ function row(name: string, f: Figures): string {
 }
 
 async function main(): Promise<void> {
-  const n = arg("spans", DEFAULT_SPANS);
-  const rounds = arg("rounds", DEFAULT_ROUNDS);
+  const n = argNumber("spans", DEFAULT_SPANS);
+  const rounds = argNumber("rounds", DEFAULT_ROUNDS);
   const receiver = await startReceiver();
   const endpoint = `127.0.0.1:${receiver.port}`;
   const level = LEVEL ?? loadConfig(undefined, {}).config.otlp.compression_level;

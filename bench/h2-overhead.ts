@@ -15,25 +15,21 @@
  *
  * Usage: bun bench/h2-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--clients C] [--streams M]
  */
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { report } from "./lib/report";
-import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { bootstrapInterval, mean, median } from "./lib/stats";
-import { cpuSeconds } from "./lib/proc";
+import { cpuSeconds, reniceAll } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
+import { argNumber } from "./lib/args";
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const SECONDS = arg("seconds", 1);
-const ROUNDS = arg("rounds", 12);
-const WARMUP_SECONDS = arg("warmup", 10);
-const CLIENTS = arg("clients", 4);
-const STREAMS = arg("streams", 10);
+const SECONDS = argNumber("seconds", 1);
+const ROUNDS = argNumber("rounds", 12);
+const WARMUP_SECONDS = argNumber("warmup", 10);
+const CLIENTS = argNumber("clients", 4);
+const STREAMS = argNumber("streams", 10);
 const SPANS_PER_SECOND = 250;
 const SETTLE_MS = 2500;
-const SWITCH_TIMEOUT_MS = 30_000;
 const TARGET_RATIO = 0.95;
 const NICE = -20;
 const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length"];
@@ -83,32 +79,14 @@ async function h2load(url: string, seconds: number, pids: { server: number; agen
   return { rps: Number(rps[1]), requests: Number(done[1]), serverCpu: s1 - s0, agentCpu: a1 - a0 };
 }
 
-function reniceAll(pid: number): void {
-  for (const tid of readdirSync(`/proc/${pid}/task`)) Bun.spawnSync(["renice", "-n", String(NICE), "-p", tid], { stdout: "ignore", stderr: "ignore" });
-}
-
-async function metric(agent: BenchAgent, name: string): Promise<number> {
-  const text = await (await fetch(`${agent.url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split("\n")) if (line.startsWith(name) && !line.startsWith("#")) sum += Number(line.split(" ").at(-1));
-  return sum;
-}
-
 let stopped = false;
 async function enter(agent: BenchAgent, otlp: string, state: State): Promise<void> {
   if (stopped) process.kill(agent.pid, "SIGCONT");
   stopped = false;
-  writeFileSync(agent.configPath, config(otlp, state));
-  const res = await fetch(`${agent.url}/admin/reload`, { method: "POST" });
-  if (!res.ok) throw new Error(`reload to "${state.name}": ${res.status} ${await res.text()}`);
-  const end = Date.now() + SWITCH_TIMEOUT_MS;
-  for (;;) {
-    const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { programs?: Array<{ name: string; attached: boolean }> };
-    const attached = new Set((view.programs ?? []).filter((p) => p.attached).map((p) => p.name));
-    if (NETWORK_PROGRAMS.every((n) => attached.has(n) === state.network)) break;
-    if (Date.now() > end) throw new Error(`"${state.name}" not reached`);
-    await Bun.sleep(50);
-  }
+  await reloadInto(agent, config(otlp, state), state.name, async () => {
+    const attached = new Set((await attachedPrograms(agent)).map((p) => p.name));
+    return NETWORK_PROGRAMS.every((n) => attached.has(n) === state.network) || [...attached].join(",");
+  });
   await Bun.sleep(state.stopped ? 100 : SETTLE_MS);
   if (state.stopped) {
     process.kill(agent.pid, "SIGSTOP");
@@ -125,8 +103,8 @@ try {
   reader.releaseLock();
   const url = `http://127.0.0.1:${port}/bench`;
   agent = await startAgent(config(receiver.address, TRACED));
-  reniceAll(agent.pid);
-  reniceAll(receiver.pid);
+  reniceAll(agent.pid, NICE);
+  reniceAll(receiver.pid, NICE);
   const pids = { server: server.pid, agent: agent.pid };
   await enter(agent, receiver.address, TRACED);
   await h2load(url, WARMUP_SECONDS, pids);
@@ -142,14 +120,14 @@ try {
     for (const s of order) {
       await enter(agent, receiver.address, s);
       const counted = s === TRACED;
-      const before = counted ? [await metric(agent, "svc_spans_collected_total"), await metric(agent, 'svc_spans_dropped_total{reason="http2_state_lost"}'), await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}')] : [];
+      const before = counted ? [await metricSum(agent, "svc_spans_collected_total"), await metricSum(agent, 'svc_spans_dropped_total{reason="http2_state_lost"}'), await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')] : [];
       measured.set(s, await h2load(url, SECONDS, pids));
       if (counted) {
         /* The stats poll (1 s) counts what user space lost: read after it ran. */
         await Bun.sleep(1100);
-        spans += (await metric(agent, "svc_spans_collected_total")) - before[0]!;
-        lost += (await metric(agent, 'svc_spans_dropped_total{reason="http2_state_lost"}')) - before[1]!;
-        rateLimited += (await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - before[2]!;
+        spans += (await metricSum(agent, "svc_spans_collected_total")) - before[0]!;
+        lost += (await metricSum(agent, 'svc_spans_dropped_total{reason="http2_state_lost"}')) - before[1]!;
+        rateLimited += (await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - before[2]!;
       }
     }
     for (const [s, r] of measured) runs.get(s)!.push(r);

@@ -37,22 +37,18 @@
  * Usage: bun bench/http-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--max-seconds S] [--connections C] [--spans-per-second S]
  */
 import { report } from "./lib/report";
-import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { readFileSync, writeFileSync } from "node:fs";
 import { bootstrapInterval, mean, median, quantile } from "./lib/stats";
-import { cpuSeconds } from "./lib/proc";
+import { cpuSeconds, reniceAll } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
+import { argNumber } from "./lib/args";
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const SECONDS = arg("seconds", 1);
-const ROUNDS = arg("rounds", 36);
-const WARMUP_SECONDS = arg("warmup", 30);
-const CONNECTIONS = arg("connections", 16);
-const SPANS_PER_SECOND = arg("spans-per-second", 250);
-const SWITCH_TIMEOUT_MS = 30_000;
+const SECONDS = argNumber("seconds", 1);
+const ROUNDS = argNumber("rounds", 36);
+const WARMUP_SECONDS = argNumber("warmup", 30);
+const CONNECTIONS = argNumber("connections", 16);
+const SPANS_PER_SECOND = argNumber("spans-per-second", 250);
 /**
  * After a switch to a state where the agent runs, it finishes what the reload started (the old set's teardown and
  * its garbage, the new set's first polls) before a run. Measured with wrk load (20 reloads, agent threads' CPU in
@@ -72,7 +68,7 @@ const MAX_STEAL = 0.03;
  * No round starts that would end after this many seconds from the benchmark's start (judged by the longest round so
  * far), even if fewer than ROUNDS were kept: bench/run.ts passes what its budget can spare.
  */
-const MAX_SECONDS = arg("max-seconds", 235);
+const MAX_SECONDS = argNumber("max-seconds", 235);
 const WARMUP_CHUNK_SECONDS = 10;
 const BPF_STATS_SECONDS = 2;
 const TARGET_RATIO = 0.95;
@@ -171,10 +167,6 @@ async function wrk(url: string, seconds: number, pids: Pids, bpfIds = new Set<nu
 }
 
 /** Renices every thread of a process (Linux nice values are per thread). */
-function reniceAll(pid: number): void {
-  for (const tid of readdirSync(`/proc/${pid}/task`)) Bun.spawnSync(["renice", "-n", String(NICE), "-p", tid], { stdout: "ignore", stderr: "ignore" });
-}
-
 /** run_time_ns and run_cnt summed over programs `ids` (kernel.bpf_stats_enabled must be 1). */
 function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
   if (ids.size === 0) return { ns: 0, runs: 0 };
@@ -186,21 +178,9 @@ function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
   return { ns, runs };
 }
 
-async function attachedPrograms(agent: BenchAgent): Promise<Array<{ name: string; id: number }>> {
-  const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { programs?: Array<{ name: string; id: number; attached: boolean }> };
-  return (view.programs ?? []).filter((p) => p.attached);
-}
-
 async function networkProgramIds(agent: BenchAgent): Promise<Set<number>> {
   const names = new Set([...NETWORK_PROGRAMS, "on_retransmit"]);
   return new Set((await attachedPrograms(agent)).filter((p) => names.has(p.name)).map((p) => p.id));
-}
-
-async function metric(agent: BenchAgent, name: string): Promise<number> {
-  const text = await (await fetch(`${agent.url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split("\n")) if (line.startsWith(name) && !line.startsWith("#")) sum += Number(line.split(" ").at(-1));
-  return sum;
 }
 
 /** Switches the running agent to `state`: configuration file, reload, programs attached or detached as it says. */
@@ -216,17 +196,11 @@ class Switcher {
       process.kill(this.agent.pid, "SIGCONT");
       this.#stopped = false;
     }
-    writeFileSync(this.agent.configPath, config(this.otlp, state));
-    const res = await fetch(`${this.agent.url}/admin/reload`, { method: "POST" });
-    if (!res.ok) throw new Error(`reload to "${state.name}": ${res.status} ${await res.text()}`);
-    const end = Date.now() + SWITCH_TIMEOUT_MS;
-    for (;;) {
+    await reloadInto(this.agent, config(this.otlp, state), state.name, async () => {
       const attached = new Set((await attachedPrograms(this.agent)).map((p) => p.name));
       const ready = (await (await fetch(`${this.agent.url}/ready`)).json()) as { checks?: Record<string, string> };
-      if (ready.checks?.ebpf === "ok" && NETWORK_PROGRAMS.every((n) => attached.has(n) === state.network)) break;
-      if (Date.now() > end) throw new Error(`"${state.name}" not reached: ${JSON.stringify(ready)} ${JSON.stringify([...attached])}`);
-      await Bun.sleep(50);
-    }
+      return (ready.checks?.ebpf === "ok" && NETWORK_PROGRAMS.every((n) => attached.has(n) === state.network)) || `${JSON.stringify(ready)} ${JSON.stringify([...attached])}`;
+    });
     await Bun.sleep(state.stopped ? SETTLE_STOPPED_MS : SETTLE_MS);
     if (state.stopped) {
       process.kill(this.agent.pid, "SIGSTOP");
@@ -246,7 +220,7 @@ const pct = (x: number) => Math.round(x * 1000) / 10;
 const started = performance.now();
 const bpfStatsBefore = readFileSync(BPF_STATS_PATH, "utf8").trim();
 const receiver = await startReceiver();
-reniceAll(receiver.pid);
+reniceAll(receiver.pid, NICE);
 const server = Bun.spawn(["nice", "-n", String(NICE), process.execPath, "-e", SERVER], { stdout: "pipe", stderr: "inherit" });
 let agent: BenchAgent | undefined;
 let switcher: Switcher | undefined;
@@ -256,7 +230,7 @@ try {
   reader.releaseLock();
   const url = `http://127.0.0.1:${port}/bench?q=1`;
   agent = await startAgent(config(receiver.address, TRACED));
-  reniceAll(agent.pid);
+  reniceAll(agent.pid, NICE);
   const pids: Pids = { server: server.pid, agent: agent.pid, receiver: receiver.pid };
   switcher = new Switcher(agent, receiver.address);
   await switcher.enter(TRACED);
@@ -292,11 +266,11 @@ try {
     for (const s of order) {
       await switcher.enter(s);
       const counted = s === TRACED;
-      const before = counted ? [await metric(agent, "svc_spans_collected_total"), await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}')] : [0, 0];
+      const before = counted ? [await metricSum(agent, "svc_spans_collected_total"), await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')] : [0, 0];
       measured.set(s, await wrk(url, SECONDS, pids));
       if (counted) {
-        spans += (await metric(agent, "svc_spans_collected_total")) - before[0]!;
-        rateLimited += (await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - before[1]!;
+        spans += (await metricSum(agent, "svc_spans_collected_total")) - before[0]!;
+        rateLimited += (await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - before[1]!;
       }
     }
     longestRoundMs = Math.max(longestRoundMs, performance.now() - roundStart);

@@ -18,9 +18,10 @@ import { pinProcess, wrkRps } from "./lib/wrk";
 import { median, quantile } from "./lib/stats";
 import { cpuSeconds } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
+import { argNumber } from "./lib/args";
 
-const SECONDS = Number(process.argv[process.argv.indexOf("--seconds") + 1]) || 1;
-const ROUNDS = process.argv.includes("--rounds") ? Number(process.argv[process.argv.indexOf("--rounds") + 1]) || 15 : 15;
+const SECONDS = argNumber("seconds", 1);
+const ROUNDS = argNumber("rounds", 15);
 const AGENT_WARMUP_SECONDS = 3;
 /** CPU of wrk and CPU of the servers (undefined: no pinning on a single core). */
 const [WRK_CPU, SERVER_CPU] = navigator.hardwareConcurrency >= 2 ? [0, 1] : [undefined, undefined];

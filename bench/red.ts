@@ -18,23 +18,20 @@
  */
 import { availableParallelism } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
-import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { cpuSeconds } from "./lib/proc";
 import { report } from "./lib/report";
 import { median } from "./lib/stats";
 import { quietConfig } from "../test/helpers/quiet-config";
+import { argNumber } from "./lib/args";
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
 const CORES = availableParallelism();
-const SECONDS = arg("seconds", 2);
-const ROUNDS = arg("rounds", 6);
-const WORKERS = arg("workers", Math.max(1, Math.floor(CORES * 0.4)));
-const THREADS = arg("threads", Math.max(1, Math.floor(CORES / 2)));
-const CONNECTIONS = arg("connections", Math.max(16, 16 * THREADS));
-const WARMUP_SECONDS = arg("warmup", 10);
+const SECONDS = argNumber("seconds", 2);
+const ROUNDS = argNumber("rounds", 6);
+const WORKERS = argNumber("workers", Math.max(1, Math.floor(CORES * 0.4)));
+const THREADS = argNumber("threads", Math.max(1, Math.floor(CORES / 2)));
+const CONNECTIONS = argNumber("connections", Math.max(16, 16 * THREADS));
+const WARMUP_SECONDS = argNumber("warmup", 10);
 /** After a reload the agent finishes the old set's teardown and the new set's first polls (http-overhead.ts). */
 const SETTLE_MS = 2500;
 const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
@@ -80,18 +77,6 @@ interface Run {
   bpfNs: number;
 }
 
-async function metric(agent: BenchAgent, name: string): Promise<number> {
-  const text = await (await fetch(`${agent.url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split("\n")) if (line.startsWith(name) && !line.startsWith("#")) sum += Number(line.split(" ").at(-1));
-  return sum;
-}
-
-async function attached(agent: BenchAgent): Promise<Array<{ name: string; id: number }>> {
-  const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { programs?: Array<{ name: string; id: number; attached: boolean }> };
-  return (view.programs ?? []).filter((p) => p.attached);
-}
-
 function bpfNs(ids: Set<number>): number {
   if (ids.size === 0) return 0;
   const progs = JSON.parse(Bun.spawnSync(["bpftool", "-j", "prog", "show"]).stdout.toString() || "[]") as Array<{ id: number; run_time_ns?: number }>;
@@ -101,7 +86,7 @@ function bpfNs(ids: Set<number>): number {
 async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new Set<number>()): Promise<Run> {
   writeFileSync(BPF_STATS_PATH, bpfIds.size > 0 ? "1" : "0");
   const b0 = bpfNs(bpfIds);
-  const lost0 = await metric(agent, HTTP_RING_LOST);
+  const lost0 = await metricSum(agent, HTTP_RING_LOST);
   const a0 = cpuSeconds(agent.pid);
   const p = Bun.spawn(["wrk", `-t${THREADS}`, `-c${CONNECTIONS}`, `-d${seconds}s`, url], { stdout: "pipe", stderr: "pipe" });
   const out = await new Response(p.stdout).text();
@@ -109,7 +94,7 @@ async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new
   const a1 = cpuSeconds(agent.pid);
   const b1 = bpfNs(bpfIds);
   writeFileSync(BPF_STATS_PATH, "0");
-  const lost1 = await metric(agent, HTTP_RING_LOST);
+  const lost1 = await metricSum(agent, HTTP_RING_LOST);
   const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
   const total = /(\d+) requests in/.exec(out);
   if (!rps || !total) throw new Error(`wrk gave no figure:\n${out}`);
@@ -117,14 +102,10 @@ async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new
 }
 
 async function enter(agent: BenchAgent, otlp: string, s: State): Promise<void> {
-  writeFileSync(agent.configPath, config(otlp, s));
-  const res = await fetch(`${agent.url}/admin/reload`, { method: "POST" });
-  if (!res.ok) throw new Error(`reload to "${s.name}": ${res.status} ${await res.text()}`);
-  for (const end = Date.now() + 30_000; ; await Bun.sleep(50)) {
-    const names = new Set((await attached(agent)).map((p) => p.name));
-    if (NETWORK_PROGRAMS.slice(0, 3).every((n) => names.has(n) === s.network)) break;
-    if (Date.now() > end) throw new Error(`state "${s.name}" not reached`);
-  }
+  await reloadInto(agent, config(otlp, s), s.name, async () => {
+    const names = new Set((await attachedPrograms(agent)).map((p) => p.name));
+    return NETWORK_PROGRAMS.slice(0, 3).every((n) => names.has(n) === s.network) || [...names].join(",");
+  });
   await Bun.sleep(SETTLE_MS);
 }
 
@@ -147,15 +128,15 @@ try {
   const bpfPerRequest = new Map<State, number>();
   for (const s of [TRACED, TRACED_HIGH, TRACED_NO_METRICS]) {
     await enter(agent, receiver.address, s);
-    const ids = new Set((await attached(agent)).filter((p) => NETWORK_PROGRAMS.includes(p.name)).map((p) => p.id));
+    const ids = new Set((await attachedPrograms(agent)).filter((p) => NETWORK_PROGRAMS.includes(p.name)).map((p) => p.id));
     const r = await wrk(url, SECONDS, agent, ids);
     bpfPerRequest.set(s, r.bpfNs / r.requests);
   }
 
   const runs = new Map<State, Run[]>(STATES.map((s) => [s, []]));
   const ratios = new Map<State, number[]>([[TRACED, []], [TRACED_HIGH, []]]);
-  const rateLimit0 = await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}');
-  const spans0 = await metric(agent, 'svc_spans_collected_total');
+  const rateLimit0 = await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}');
+  const spans0 = await metricSum(agent, 'svc_spans_collected_total');
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? STATES : [...STATES].reverse();
     const inRound = new Map<State, Run>();
@@ -167,8 +148,8 @@ try {
     }
     for (const s of [TRACED, TRACED_HIGH]) ratios.get(s)!.push(inRound.get(s)!.rps / inRound.get(UNTRACED)!.rps);
   }
-  const rateLimit = (await metric(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - rateLimit0;
-  const spans = (await metric(agent, 'svc_spans_collected_total')) - spans0;
+  const rateLimit = (await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - rateLimit0;
+  const spans = (await metricSum(agent, 'svc_spans_collected_total')) - spans0;
 
   const rps = (s: State) => median(runs.get(s)!.map((r) => r.rps));
   const cpuPer1k = (s: State) => median(runs.get(s)!.map((r) => (r.agentCpu / r.requests) * 1000 * 1000));
@@ -191,7 +172,7 @@ try {
     notes: [
       `${CORES} cores; ${WORKERS} server worker(s) (Bun.serve, reusePort), wrk -t${THREADS} -c${CONNECTIONS}, ${ROUNDS} rounds of ${SECONDS} s per state; load average at the end ${load}`,
       `per-round ratios traced/untraced: ${ratios.get(TRACED)!.map((x) => x.toFixed(3)).join(", ")}; cap 100000: ${ratios.get(TRACED_HIGH)!.map((x) => x.toFixed(3)).join(", ")}`,
-      `ring-buffer events lost in the whole run, every ring: ${await metric(agent, "svc_ebpf_ringbuf_lost_total")}`,
+      `ring-buffer events lost in the whole run, every ring: ${await metricSum(agent, "svc_ebpf_ringbuf_lost_total")}`,
       `spans exported during the rounds: ${spans}; exchanges refused a span (rate_limit): ${rateLimit}; every exchange is counted in the RED metrics whatever the cap`,
     ],
   });

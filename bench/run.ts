@@ -17,6 +17,7 @@ import { collect, RESULT_PREFIX } from "./lib/collect";
 import type { BenchResultWithCurves, Curve } from "./lib/curves";
 import { renderChart } from "./lib/png-chart";
 import type { BenchRow } from "./lib/report";
+import { argText } from "./lib/args";
 
 const ROOT = resolve(import.meta.dir, "..");
 const BENCH_DIR = import.meta.dir;
@@ -68,18 +69,15 @@ const PLANS: Plan[] = [
   { name: "http-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "5"], timeoutS: 255, root: true, selfLimitFlag: "--max-seconds" },
   { name: "tls-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 130, root: true, selfLimitFlag: "--max-seconds" },
   { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 120, root: true },
+  { name: "span-cost", args: ["--exchanges", "50000", "--rounds", "5"], quickArgs: ["--exchanges", "5000", "--rounds", "1"], timeoutS: 60 },
   { name: "red", args: ["--seconds", "2", "--rounds", "6", "--warmup", "5"], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 150, root: true },
 ];
 
-function arg(name: string): string | undefined {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : undefined;
-}
 const QUICK = process.argv.includes("--quick");
-const ONLY = arg("only")?.split(",");
-const SKIP = new Set(arg("skip")?.split(",") ?? []);
-const OUT = resolve(arg("out") ?? DEFAULT_OUT);
-const BUDGET_S = Number(arg("budget") ?? TOTAL_BUDGET_S);
+const ONLY = argText("only")?.split(",");
+const SKIP = new Set(argText("skip")?.split(",") ?? []);
+const OUT = resolve(argText("out") ?? DEFAULT_OUT);
+const BUDGET_S = Number(argText("budget") ?? TOTAL_BUDGET_S);
 
 /** The benchmarks in bench/: planned ones first (in plan order), then any other bench/*.ts with defaults. */
 function discover(): Plan[] {

@@ -10,11 +10,12 @@
  */
 import { agentSpans, runPipeline, runSdk, sdkSpans, type SideRun } from "./lib/export-sides";
 import { startReceiver } from "./lib/agent";
-import { argValue, type BenchResultWithCurves } from "./lib/curves";
+import type { BenchResultWithCurves } from "./lib/curves";
 import { report, type BenchRow } from "./lib/report";
+import { argNumber, argText } from "./lib/args";
 
-const BATCHES = argValue("batches", "64,256,1024,4096").split(",").map(Number);
-const SPANS = Number(argValue("spans", "50000"));
+const BATCHES = argText("batches", "64,256,1024,4096").split(",").map(Number);
+const SPANS = argNumber("spans", 50_000);
 
 interface Figures {
   spansPerSecond: number;

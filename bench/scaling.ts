@@ -19,11 +19,12 @@ import { QUIET_CONFIG } from "../test/helpers/agent-process";
 import { EBPF_STATUS, type EbpfView } from "../src/ebpf/status";
 import { DISCOVERY_STATUS, type DiscoveryView } from "../src/discovery/status";
 import { report, type BenchRow } from "./lib/report";
-import { argValue, meanMs, type BenchResultWithCurves, type Curve } from "./lib/curves";
+import { meanMs, type BenchResultWithCurves, type Curve } from "./lib/curves";
+import { argNumber, argText } from "./lib/args";
 
-const SERIES = argValue("series", "1000,10000,100000").split(",").map(Number);
-const SIZES = argValue("sizes", "10,1000,10000").split(",").map(Number);
-const MIN_MS = Number(argValue("min-ms", "300"));
+const SERIES = argText("series", "1000,10000,100000").split(",").map(Number);
+const SIZES = argText("sizes", "10,1000,10000").split(",").map(Number);
+const MIN_MS = argNumber("min-ms", 300);
 const SCRAPE_10K_TARGET_MS = 100;
 const NODE_EXPORTER = "prometheus-node-exporter";
 

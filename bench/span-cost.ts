@@ -30,10 +30,10 @@ import { ContainerDirectory } from "../src/discovery/directory";
 import { NetworkCollector } from "../src/collectors/network/component";
 import { decodeHttpEvent, HTTP_EVENT_HEADER_BYTES } from "../src/collectors/network/decoders";
 import type { AgentContext } from "../src/collectors/context";
+import { argNumber } from "./lib/args";
 
-const arg = (name: string, dflt: number) => (process.argv.includes(name) ? Number(process.argv[process.argv.indexOf(name) + 1]) || dflt : dflt);
-const EXCHANGES = arg("--exchanges", 50_000);
-const ROUNDS = arg("--rounds", 7);
+const EXCHANGES = argNumber("exchanges", 50_000);
+const ROUNDS = argNumber("rounds", 7);
 const WARMUP = 20_000;
 /** Exchanges handled between two turns of the event loop (a ring buffer poll hands over a batch of records). */
 const POLL_BATCH = 64;

@@ -15,27 +15,23 @@
  *
  * Usage: bun bench/tls-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--connections C] [--max-seconds S]
  */
-import { readdirSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { makeSelfSignedCert } from "../test/helpers/self-signed-cert";
-import { startAgent, startReceiver, type BenchAgent } from "./lib/agent";
-import { cpuSeconds } from "./lib/proc";
+import { metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { cpuSeconds, reniceAll } from "./lib/proc";
 import { report } from "./lib/report";
 import { bootstrapInterval, mean, median } from "./lib/stats";
+import { argNumber } from "./lib/args";
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const SECONDS = arg("seconds", 2);
-const ROUNDS = arg("rounds", 8);
-const WARMUP_SECONDS = arg("warmup", 6);
-const CONNECTIONS = arg("connections", 8);
-const MAX_SECONDS = arg("max-seconds", 150);
+const SECONDS = argNumber("seconds", 2);
+const ROUNDS = argNumber("rounds", 8);
+const WARMUP_SECONDS = argNumber("warmup", 6);
+const CONNECTIONS = argNumber("connections", 8);
+const MAX_SECONDS = argNumber("max-seconds", 150);
 const SPANS_PER_SECOND = 250;
 /** After a reload, the agent finishes the old set's teardown and the new one's first polls (see http-overhead.ts). */
 const SETTLE_MS = 2500;
-const SWITCH_TIMEOUT_MS = 30_000;
 const TARGET_RATIO = 0.95;
 const NICE = -20;
 const SERVER = resolve(import.meta.dir, "../test/fixtures/https-server.py");
@@ -94,31 +90,14 @@ async function wrk(url: string, seconds: number, pids: { server: number; agent: 
   return { rps: Number(rps[1]), requests: Number(total[1]), serverCpu: s1 - s0, wrkCpu: usage ? Number(usage.cpuTime.user + usage.cpuTime.system) / 1e6 : 0, agentCpu: a1 - a0 };
 }
 
-function reniceAll(pid: number): void {
-  for (const tid of readdirSync(`/proc/${pid}/task`)) Bun.spawnSync(["renice", "-n", String(NICE), "-p", tid], { stdout: "ignore", stderr: "ignore" });
-}
-
-async function metric(agent: BenchAgent, name: string): Promise<number> {
-  const text = await (await fetch(`${agent.url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split("\n")) if (line.startsWith(name) && !line.startsWith("#")) sum += Number(line.split(" ").at(-1));
-  return sum;
-}
-
 /** Rewrites the configuration, reloads, and waits until the server's libssl is probed (on) or nothing is (off). */
 async function enter(agent: BenchAgent, otlp: string, s: State, serverPid: number): Promise<void> {
-  writeFileSync(agent.configPath, config(otlp, s));
-  const res = await fetch(`${agent.url}/admin/reload`, { method: "POST" });
-  if (!res.ok) throw new Error(`reload to "${s.name}": ${res.status} ${await res.text()}`);
-  const end = Date.now() + SWITCH_TIMEOUT_MS;
-  for (;;) {
+  await reloadInto(agent, config(otlp, s), s.name, async () => {
     const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { tls?: Array<{ state: string; pids: number[] }>; programs: Array<{ name: string; attached: boolean }> };
     const probed = (view.tls ?? []).some((t) => t.state === "attached" && t.pids.includes(serverPid));
     const anyUprobe = view.programs.some((p) => p.name.startsWith("ssl_") && p.attached);
-    if (s.tls ? probed : !anyUprobe && view.tls === undefined) break;
-    if (Date.now() > end) throw new Error(`"${s.name}" not reached: ${JSON.stringify(view.tls)}`);
-    await Bun.sleep(50);
-  }
+    return (s.tls ? probed : !anyUprobe && view.tls === undefined) || JSON.stringify(view.tls);
+  });
   await Bun.sleep(SETTLE_MS);
 }
 
@@ -127,7 +106,7 @@ const perRequestUs = (runs: Run[], pick: (r: Run) => number) => median(runs.map(
 const started = performance.now();
 const cert = makeSelfSignedCert();
 const receiver = await startReceiver();
-reniceAll(receiver.pid);
+reniceAll(receiver.pid, NICE);
 const server = Bun.spawn(["nice", "-n", String(NICE), "/usr/bin/python3", SERVER, cert.certPath, `${cert.dir}/key.pem`], { stdout: "pipe", stderr: "inherit" });
 let agent: BenchAgent | undefined;
 try {
@@ -136,7 +115,7 @@ try {
   reader.releaseLock();
   const url = `https://127.0.0.1:${port}/bench?q=1`;
   agent = await startAgent(config(receiver.address, ON));
-  reniceAll(agent.pid);
+  reniceAll(agent.pid, NICE);
   const pids = { server: server.pid, agent: agent.pid };
   await enter(agent, receiver.address, ON, server.pid);
   await wrk(url, WARMUP_SECONDS, pids);
@@ -152,11 +131,11 @@ try {
     const measured = new Map<State, Run>();
     for (const s of order) {
       await enter(agent, receiver.address, s, server.pid);
-      const before = s.tls ? [await metric(agent, "svc_spans_collected_total"), await metric(agent, 'svc_ebpf_ringbuf_events_total{ringbuf="tls/tls_events"}')] : [0, 0];
+      const before = s.tls ? [await metricSum(agent, "svc_spans_collected_total"), await metricSum(agent, 'svc_ebpf_ringbuf_events_total{ringbuf="tls/tls_events"}')] : [0, 0];
       measured.set(s, await wrk(url, SECONDS, pids));
       if (s.tls) {
-        spans += (await metric(agent, "svc_spans_collected_total")) - before[0]!;
-        events += (await metric(agent, 'svc_ebpf_ringbuf_events_total{ringbuf="tls/tls_events"}')) - before[1]!;
+        spans += (await metricSum(agent, "svc_spans_collected_total")) - before[0]!;
+        events += (await metricSum(agent, 'svc_ebpf_ringbuf_events_total{ringbuf="tls/tls_events"}')) - before[1]!;
       }
     }
     longestRoundMs = Math.max(longestRoundMs, performance.now() - roundStart);

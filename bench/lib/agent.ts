@@ -61,3 +61,34 @@ export async function startAgent(yaml: string, env: Record<string, string> = {})
     }
   }
 }
+
+/** The sum of the samples of the agent's /metrics whose line starts with `name` (a family name, or a name with labels). */
+export async function metricSum(agent: BenchAgent, name: string): Promise<number> {
+  const text = await (await fetch(`${agent.url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split("\n")) if (line.startsWith(name) && !line.startsWith("#")) sum += Number(line.split(" ").at(-1));
+  return sum;
+}
+
+/** The agent's eBPF programs that are attached now (GET /status/ebpf). */
+export async function attachedPrograms(agent: BenchAgent): Promise<Array<{ name: string; id: number }>> {
+  const view = (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { programs?: Array<{ name: string; id: number; attached: boolean }> };
+  return (view.programs ?? []).filter((p) => p.attached);
+}
+
+/**
+ * Switches a running agent to another configuration: rewrites its file, POSTs /admin/reload, then asks `reached`
+ * every 50 ms until it answers true (anything else is what it saw, for the error after `timeoutMs`).
+ */
+export async function reloadInto(agent: BenchAgent, yaml: string, name: string, reached: () => Promise<true | string>, timeoutMs = 30_000): Promise<void> {
+  writeFileSync(agent.configPath, yaml);
+  const res = await fetch(`${agent.url}/admin/reload`, { method: "POST" });
+  if (!res.ok) throw new Error(`reload to "${name}": ${res.status} ${await res.text()}`);
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const seen = await reached();
+    if (seen === true) return;
+    if (Date.now() > end) throw new Error(`"${name}" not reached${seen ? `: ${seen}` : ""}`);
+    await Bun.sleep(50);
+  }
+}

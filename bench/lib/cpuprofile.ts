@@ -4,6 +4,7 @@
  * Usage: bun bench/lib/cpuprofile.ts FILE.cpuprofile [--top N]
  */
 import { readFileSync } from "node:fs";
+import { argNumber } from "./args";
 
 interface ProfileNode {
   id: number;
@@ -53,8 +54,7 @@ export function summarise(profile: CpuProfile): ProfileSummary {
 if (import.meta.main) {
   const path = process.argv[2];
   if (!path) throw new Error("usage: bun bench/lib/cpuprofile.ts FILE.cpuprofile [--top N]");
-  const i = process.argv.indexOf("--top");
-  const top = i > 0 ? Number(process.argv[i + 1]) : 15;
+  const top = argNumber("top", 15);
   const s = summarise(JSON.parse(readFileSync(path, "utf8")) as CpuProfile);
   console.log(`profile ${s.totalMs.toFixed(0)} ms`);
   console.log("self time by file:");

@@ -28,8 +28,3 @@ export async function meanMs(fn: () => unknown, minIterations = 5, minMs = 300):
   return (performance.now() - start) / n;
 }
 
-/** `--name value` from argv, or the fallback. */
-export function argValue(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1]! : fallback;
-}

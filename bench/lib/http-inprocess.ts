@@ -9,14 +9,11 @@
  */
 import { createServer } from "../../src/server/app";
 import { inProcessAgent } from "../../test/helpers/in-process";
+import { argNumber, argText } from "./args";
 
-const arg = (name: string) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? process.argv[i + 1] : undefined;
-};
-const REQUESTS = Number(arg("requests") ?? 20_000);
-const ROUNDS = Number(arg("rounds") ?? 3);
-const PATHS = arg("path") ? [arg("path")!] : ["/healthz", "/status", "/metrics"];
+const REQUESTS = argNumber("requests", 20_000);
+const ROUNDS = argNumber("rounds", 3);
+const PATHS = argText("path") ? [argText("path")!] : ["/healthz", "/status", "/metrics"];
 const WARMUP_REQUESTS = 2_000;
 
 const a = await inProcessAgent();

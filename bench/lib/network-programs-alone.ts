@@ -13,16 +13,13 @@ import { resolve } from "node:path";
 import { mountFs, memlockLimit, openBpfRuntime, raiseMemlock } from "../../ffi";
 import { networkSetSpec } from "../../src/collectors/network/spec";
 import { checkEnvironment, systemProbe } from "../../src/ebpf/environment";
+import { argNumber } from "./args";
 import { loadSetFromFile } from "./bpf";
 import { cpuSeconds } from "./proc";
 import { median, quantile } from "./stats";
 
-const arg = (name: string, fallback: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : fallback;
-};
-const PAIRS = arg("pairs", 20);
-const SECONDS = arg("seconds", 2);
+const PAIRS = argNumber("pairs", 20);
+const SECONDS = argNumber("seconds", 2);
 const PAUSE_MS = 300;
 const OBJECT = resolve(import.meta.dir, "../../build/network.bpf.o");
 const RING_BYTES = 16 * 1024 * 1024;

@@ -134,8 +134,9 @@ function dottedQuad(n: number): string {
 }
 
 /**
- * An http_event over its own copy of the record: numbers are read eagerly, the address and task-name strings
- * only when first asked for, then kept (most records never become spans; a span reads the addresses several times).
+ * An http_event: numbers are read eagerly from the record as delivered, the captured bytes copied; the address and
+ * task-name strings are made only when first asked for, then kept (most records never become spans; a span reads
+ * the addresses several times).
  */
 class HttpEventRecord implements HttpEvent {
   readonly type = "http";
@@ -152,18 +153,22 @@ class HttpEventRecord implements HttpEvent {
   readonly remotePort: number;
   readonly family: number;
   readonly data: Uint8Array;
-  /** The record's own copy (an ArrayBuffer, so that no typed array's `buffer` getter is needed: JSC makes that slow). */
-  readonly #record: ArrayBuffer;
   #localAddress: string | undefined;
   #remoteAddress: string | undefined;
   #comm: string | undefined;
-  /** IPv4: the addresses as read (network byte order, as a big-endian number); formatted when asked for. */
+  /** IPv4: the addresses as read (network byte order, as a big-endian number). */
   readonly #saddr4: number;
   readonly #daddr4: number;
+  /** Other families: a copy of saddr and daddr (16 bytes each). */
+  readonly #addresses: Uint8Array | undefined;
+  /** The task name's 16 bytes as four little-endian words. */
+  readonly #comm0: number;
+  readonly #comm1: number;
+  readonly #comm2: number;
+  readonly #comm3: number;
 
-  /** `view` at `offset`: the record as delivered (read once here); `record`: its copy, which the event keeps. */
-  constructor(view: DataView, offset: number, record: ArrayBuffer, captured: number) {
-    this.#record = record;
+  /** The record at `offset` of `view` (`bytes`: the same memory as bytes), with `captured` bytes of data. */
+  constructor(view: DataView, offset: number, bytes: Uint8Array, captured: number) {
     this.timestampNs = view.getBigUint64(offset + HTTP.timestampNs, true);
     this.sk = view.getBigUint64(offset + HTTP.sk, true);
     this.streamOffset = view.getUint32(offset + HTTP.streamOffset, true) + view.getUint32(offset + HTTP.streamOffset + 4, true) * 2 ** 32;
@@ -179,32 +184,58 @@ class HttpEventRecord implements HttpEvent {
     const v4 = this.family === AF_INET;
     this.#saddr4 = v4 ? view.getUint32(offset + HTTP.saddr, false) : 0;
     this.#daddr4 = v4 ? view.getUint32(offset + HTTP.daddr, false) : 0;
-    this.data = new Uint8Array(record, HTTP.data, captured);
+    const at = view.byteOffset + offset;
+    this.#addresses = v4 ? undefined : bytes.slice(at + HTTP.saddr, at + HTTP.daddr + 16);
+    this.#comm0 = view.getUint32(offset + HTTP.comm, true);
+    this.#comm1 = view.getUint32(offset + HTTP.comm + 4, true);
+    this.#comm2 = view.getUint32(offset + HTTP.comm + 8, true);
+    this.#comm3 = view.getUint32(offset + HTTP.comm + 12, true);
+    this.data = bytes.slice(at + HTTP.data, at + HTTP.data + captured);
   }
 
   get localAddress(): string {
-    return (this.#localAddress ??= this.family === AF_INET ? dottedQuad(this.#saddr4) : formatAddress(new Uint8Array(this.#record, HTTP.saddr, 16), this.family));
+    return (this.#localAddress ??= this.#addresses ? formatAddress(this.#addresses.subarray(0, 16), this.family) : dottedQuad(this.#saddr4));
   }
 
   get remoteAddress(): string {
-    return (this.#remoteAddress ??= this.family === AF_INET ? dottedQuad(this.#daddr4) : formatAddress(new Uint8Array(this.#record, HTTP.daddr, 16), this.family));
+    return (this.#remoteAddress ??= this.#addresses ? formatAddress(this.#addresses.subarray(16, 32), this.family) : dottedQuad(this.#daddr4));
   }
 
+  /** As cString: the bytes up to the first NUL, one character each. */
   get comm(): string {
-    return (this.#comm ??= cString(new DataView(this.#record), HTTP.comm, 16));
+    if (this.#comm !== undefined) return this.#comm;
+    const words = [this.#comm0, this.#comm1, this.#comm2, this.#comm3];
+    let s = "";
+    for (let i = 0; i < 16; i++) {
+      const c = (words[i >> 2]! >>> ((i & 3) * 8)) & 255;
+      if (c === 0) break;
+      s += String.fromCharCode(c);
+    }
+    return (this.#comm = s);
   }
 }
 
-/** Decodes an http_event; the result owns a copy of the record (the ring buffer's view is only valid during the call). */
+/** A byte view of the ring buffer memory the last records came in (one per buffer, not one per record). */
+let lastBuffer: ArrayBufferLike | undefined;
+let lastBytes: Uint8Array | undefined;
+
+function bytesOf(view: DataView): Uint8Array {
+  const buffer = view.buffer;
+  if (buffer !== lastBuffer || !lastBytes) {
+    lastBuffer = buffer;
+    lastBytes = new Uint8Array(buffer);
+  }
+  return lastBytes;
+}
+
+/** Decodes an http_event; the result owns a copy of what it keeps (the ring buffer's view is only valid during the call). */
 export function decodeHttpEvent(view: DataView, offset: number, length: number): HttpEvent {
   if (length < HTTP_EVENT_HEADER_BYTES) throw new RangeError(`http_event: ${length} bytes, need ${HTTP_EVENT_HEADER_BYTES}`);
   const captured = view.getUint16(offset + HTTP.captured, true);
   if (captured > H2_CAPTURE_BYTES || HTTP_EVENT_HEADER_BYTES + captured > length) {
     throw new RangeError(`http_event: ${captured} captured bytes do not fit a ${length}-byte record`);
   }
-  const start = view.byteOffset + offset;
-  const record = view.buffer.slice(start, start + HTTP_EVENT_HEADER_BYTES + captured) as ArrayBuffer;
-  return new HttpEventRecord(view, offset, record, captured);
+  return new HttpEventRecord(view, offset, bytesOf(view), captured);
 }
 
 /** Size of the records each ring buffer carries, by map name, for the spec. */

@@ -107,6 +107,9 @@ const CHUNK_SIZE: State = Object.freeze({ s: "chunk-size" });
 const TRAILERS: State = Object.freeze({ s: "trailers" });
 const UNTIL_CLOSE: State = Object.freeze({ s: "until-close" });
 
+/** The end of a head within one call: a line feed, carriage returns only, a line feed (an empty line). */
+const HEAD_END = /\n\r*\n/g;
+
 /** Tells the response side that the next response answers a HEAD request (so it has no body). */
 export type BodylessHint = () => boolean;
 
@@ -411,6 +414,19 @@ export class HttpStreamParser<T> {
         this.#headAt = at;
         return i;
       case "head": {
+        if (this.#headParts.length === 0) {
+          /* A head starting in this call (at a letter: no line is open). When its empty line is in this call too
+           * (the common case), the text is found and cut without scanning or copying the bytes one by one: every
+           * byte decodes to one character, so the text of b[i..j) is that of b, cut. */
+          const whole = LATIN1.decode(b);
+          HEAD_END.lastIndex = i;
+          const m = HEAD_END.exec(whole);
+          if (m) {
+            const j = m.index + m[0].length;
+            this.#finishHead(true, at, i === 0 && j === b.length ? whole : whole.slice(i, j));
+            return j;
+          }
+        }
         /* Scan for the empty line that ends the head; copy the scanned bytes once. */
         let j = i;
         let done = false;
@@ -425,13 +441,6 @@ export class HttpStreamParser<T> {
           } else if (c !== CR) {
             this.#lineLen++;
           }
-        }
-        if (done && this.#headParts.length === 0) {
-          /* The whole head in this call (the common case): its text without copying the bytes first. Every byte
-           * decodes to one character, so the text of b[i..j) is that of b, cut. */
-          const whole = LATIN1.decode(b);
-          this.#finishHead(true, at, i === 0 && j === b.length ? whole : whole.slice(i, j));
-          return j;
         }
         this.#headParts.push(b.slice(i, j));
         this.#headBytes += j - i;

@@ -33,6 +33,22 @@ describe("network record decoders", () => {
     expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
   });
 
+  test("http_event: IPv6 and IPv4-mapped addresses, a 16-byte task name, records at an offset of a shared buffer (copied)", () => {
+    const a = httpRecord({ ts: 1n, sk: 1n, off: 0, pid: 7, len: 5, io: 0, sport: 443, dport: 50000, family: 10, saddr: mapped([10, 0, 0, 1]), daddr: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], comm: "sixteen-chars-xx", data: "GET /" });
+    const b = httpRecord({ ts: 2n, sk: 2n, off: 5, pid: 8, len: 3, io: 1, sport: 80, dport: 1, family: 2, saddr: [192, 168, 1, 254], daddr: [255, 0, 128, 1], comm: "b", data: "xyz" });
+    const ring = new Uint8Array(16 + a.byteLength + b.byteLength);
+    ring.set(new Uint8Array(a.buffer), 16);
+    ring.set(new Uint8Array(b.buffer), 16 + a.byteLength);
+    const view = new DataView(ring.buffer, 8);
+    const ea = decodeHttpEvent(view, 8, a.byteLength);
+    const eb = decodeHttpEvent(view, 8 + a.byteLength, b.byteLength);
+    ring.fill(0);
+    expect(ea).toMatchObject({ pid: 7, family: 10, localAddress: "10.0.0.1", remoteAddress: "fd00::2", comm: "sixteen-chars-xx" });
+    expect(new TextDecoder().decode(ea.data)).toBe("GET /");
+    expect(eb).toMatchObject({ pid: 8, streamOffset: 5, localAddress: "192.168.1.254", remoteAddress: "255.0.128.1", comm: "b" });
+    expect(new TextDecoder().decode(eb.data)).toBe("xyz");
+  });
+
   test("IPv6 text form follows RFC 5952", () => {
     const six = (...g: number[]) => Uint8Array.from(g.flatMap((x) => [x >> 8, x & 0xff]));
     expect(formatAddress(six(0, 0, 0, 0, 0, 0, 0, 1), 10)).toBe("::1");
