@@ -7,7 +7,10 @@
  *
  * What a process runs is its `image`: one object shared by the process that exec'd it and every child it forked
  * without exec'ing (pre-fork servers, per-connection children), so children keep their parent's executable and
- * container. The executable is always read the same way, from /proc/<pid>/exe (at exec time and when seeding at
+ * container. A process read from /proc (at start, or on a miss) shares its parent's image only when it runs the
+ * same executable in the same container with the same address-space layout (code, stack, argument and
+ * environment addresses): a fork copies the layout, an exec of the same binary gets a new one (ASLR), so a child
+ * that exec'd its parent's program (a runtime starting a copy of itself) is its own workload. The executable is always read the same way, from /proc/<pid>/exe (at exec time and when seeding at
  * start), so a process keeps its name across an agent restart; runc's cloned binary (`/memfd:runc_cloned...`) and
  * exec-by-descriptor paths (`/dev/fd/N`, `/proc/self/exe`) never become a name (the task name is used instead).
  */
@@ -54,13 +57,32 @@ export interface ProcessInfo {
   readAtMs?: number;
 }
 
+export interface ProcStat {
+  ppid: number;
+  comm: string;
+  uid: number;
+  /** Where exec placed code, stack, arguments and environment: equal in a process and a child it forked without exec. */
+  layout?: string;
+}
+
+/**
+ * The address-space layout in the fields of /proc/<pid>/stat after the command (state first): start_code,
+ * start_stack, arg_start, env_start. A fork copies them; an exec sets them anew (randomized). Undefined when the
+ * kernel hides them (zeros: no permission to inspect the process, or a kernel thread).
+ */
+export function layoutOf(fields: readonly string[]): string | undefined {
+  const values = [fields[23], fields[25], fields[45], fields[47]];
+  if (values.some((v) => v === undefined || v === "" || v === "0")) return undefined;
+  return values.join(":");
+}
+
 /** Reads a process's facts from /proc; injectable for tests. Every function returns undefined when the process is gone. */
 export interface ProcSource {
   /** Text of /proc/<pid>/cgroup ("hierarchy:controllers:path" lines; v2 is "0::path"). */
   cgroupPath(pid: number): string | undefined;
   exe(pid: number): string | undefined;
-  /** ppid, comm and uid of a running process. */
-  stat(pid: number): { ppid: number; comm: string; uid: number } | undefined;
+  /** ppid, comm and uid of a running process; `layout`: its address-space layout (see `layoutOf`), when readable. */
+  stat(pid: number): ProcStat | undefined;
   pids(): number[];
 }
 
@@ -89,7 +111,7 @@ export function procfsAt(root: string): ProcSource {
       const fields = stat.slice(close + 2).split(" ");
       const status = readFileSync(`${root}/${pid}/status`, "utf8");
       const uid = /^Uid:\s+(\d+)/m.exec(status);
-      return { comm: stat.slice(open + 1, close), ppid: Number(fields[1]), uid: uid ? Number(uid[1]) : 0 };
+      return { comm: stat.slice(open + 1, close), ppid: Number(fields[1]), uid: uid ? Number(uid[1]) : 0, layout: layoutOf(fields) };
     } catch {
       return undefined;
     }
@@ -143,6 +165,15 @@ export function containerIdFromCgroup(text: string): string | undefined {
     if (id) return id;
   }
   return undefined;
+}
+
+/**
+ * Whether a process read from /proc is a child its parent forked without exec'ing: the same executable in the same
+ * container, and the same address-space layout where both layouts are known.
+ */
+function forkedFrom(child: { executable: string; containerId: string | undefined; layout?: string }, parent: { executable: string; containerId: string | undefined; layout?: string }): boolean {
+  if (child.executable === "" || child.executable !== parent.executable || child.containerId !== parent.containerId) return false;
+  return child.layout === undefined || parent.layout === undefined || child.layout === parent.layout;
 }
 
 function setBounded<K, V>(map: Map<K, V>, key: K, value: V, capacity: number): void {
@@ -238,7 +269,8 @@ export class ProcessTable {
     const containerId = path === undefined ? undefined : containerIdFromCgroup(path);
     const parent = this.forPid(st.ppid);
     const same = (i: ProcessImage | undefined) => i !== undefined && i.executable === executable && i.containerId === containerId && executable !== "";
-    const image = same(previous) ? previous! : same(parent?.image) ? parent!.image : { pid, executable, executableName: executable ? basename(executable) : st.comm, containerId };
+    const forked = () => parent !== undefined && forkedFrom({ executable, containerId, layout: st.layout }, { ...parent.image, layout: this.proc.stat(st.ppid)?.layout });
+    const image = same(previous) ? previous! : forked() ? parent!.image : { pid, executable, executableName: executable ? basename(executable) : st.comm, containerId };
     return { pid, ppid: st.ppid, comm: st.comm, executable, executableName: image.executableName, uid: st.uid, cgroupId: 0n, containerId, exitedAtNs: undefined, image, readAtMs: this.now() };
   }
 
@@ -267,6 +299,9 @@ export class ProcessTable {
       return;
     }
     if (e.kind === "fork") {
+      // Per-CPU perf buffers (kernels < 5.8) can deliver a child's exec before its fork: the fork does not undo it.
+      const known = this.#live.get(e.pid);
+      if (known && known.readAtMs === undefined && known.image.pid === e.pid && known.ppid === e.ppid) return;
       // The child runs what its parent runs, in the parent's container, until it execs.
       const parent = this.lookup(e.ppid);
       this.#missing.delete(e.pid);
@@ -308,14 +343,14 @@ export class ProcessTable {
    * running its parent's executable in the same container shares the parent's image, as if the table had seen it fork.
    */
   seed(): number {
-    const read = new Map<number, { st: { ppid: number; comm: string; uid: number }; executable: string; containerId: string | undefined }>();
+    const read = new Map<number, { st: ProcStat; executable: string; containerId: string | undefined; layout?: string }>();
     for (const pid of this.proc.pids()) {
       if (this.#live.size + read.size >= this.capacity) break;
       if (this.#live.has(pid)) continue;
       const st = this.proc.stat(pid);
       if (!st) continue;
       const path = this.proc.cgroupPath(pid);
-      read.set(pid, { st, executable: executablePath(this.proc, pid), containerId: path === undefined ? undefined : containerIdFromCgroup(path) });
+      read.set(pid, { st, executable: executablePath(this.proc, pid), containerId: path === undefined ? undefined : containerIdFromCgroup(path), layout: st.layout });
     }
     const images = new Map<number, ProcessImage>();
     const imageOf = (pid: number, depth: number): ProcessImage => {
@@ -323,9 +358,13 @@ export class ProcessTable {
       if (image) return image;
       const r = read.get(pid)!;
       const parent = read.get(r.st.ppid);
-      if (parent && depth < 64 && r.executable !== "" && parent.executable === r.executable && parent.containerId === r.containerId) image = imageOf(r.st.ppid, depth + 1);
-      else image = this.#live.get(r.st.ppid)?.image;
-      if (!image || image.executable !== r.executable || image.containerId !== r.containerId || r.executable === "") {
+      if (parent && depth < 64 && forkedFrom(r, parent)) image = imageOf(r.st.ppid, depth + 1);
+      else if (!parent) {
+        // The parent was in the table before (a seed after events): its layout is read now.
+        const known = this.#live.get(r.st.ppid)?.image;
+        if (known && forkedFrom(r, { ...known, layout: this.proc.stat(r.st.ppid)?.layout })) image = known;
+      }
+      if (!image) {
         image = { pid, executable: r.executable, executableName: r.executable ? basename(r.executable) : r.st.comm, containerId: r.containerId };
       }
       images.set(pid, image);

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ContainerDirectory } from "../../../src/discovery/directory";
-import { ProcessTable, type ProcSource } from "../../../src/ebpf/process-table";
+import { layoutOf, ProcessTable, type ProcSource } from "../../../src/ebpf/process-table";
 import { ResourceBuilder } from "../../../src/export/resource";
 import { EnvironReader, otelEnvironmentOf, parseResourceAttributes } from "../../../src/workloads/environ";
 import { identityAttributes, serviceNameOf, UNKNOWN_WORKLOAD, type IdentityInput } from "../../../src/workloads/identity";
@@ -136,10 +136,10 @@ describe("registry", () => {
 });
 
 describe("process table", () => {
-  const proc = (p: Record<number, { ppid?: number; comm: string; exe?: string; cgroup?: string }>): ProcSource => ({
+  const proc = (p: Record<number, { ppid?: number; comm: string; exe?: string; cgroup?: string; layout?: string }>): ProcSource => ({
     cgroupPath: (pid) => (p[pid] ? (p[pid]!.cgroup ?? "0::/") : undefined),
     exe: (pid) => p[pid]?.exe,
-    stat: (pid) => (p[pid] ? { ppid: p[pid]!.ppid ?? 1, comm: p[pid]!.comm, uid: 0 } : undefined),
+    stat: (pid) => (p[pid] ? { ppid: p[pid]!.ppid ?? 1, comm: p[pid]!.comm, uid: 0, layout: p[pid]!.layout } : undefined),
     pids: () => Object.keys(p).map(Number),
   });
   const ev = (kind: "exec" | "fork" | "exit", pid: number, over: Record<string, unknown> = {}) => ({ kind, timestampNs: 1n, cgroupId: 5n, pid, tid: pid, ppid: 1, uid: 0, exitCode: 0, comm: "x", filename: "", ...over }) as never;
@@ -177,6 +177,50 @@ describe("process table", () => {
     seeded.seed();
     expect(seeded.forPid(21)!.image).toBe(seeded.forPid(20)!.image);
     expect(seeded.forPid(22)!.image).not.toBe(seeded.forPid(20)!.image);
+  });
+  test("a child that exec'd its parent's program (same executable, new address-space layout) is its own image when seeded or read from /proc", () => {
+    const bun = "/opt/bun/bin/bun.exe";
+    // 30 runs the tests; 31 is a server it started (vfork + exec of the same binary); 32 a worker 31 forked.
+    const p = { 30: { comm: "bun", exe: bun, layout: "a:b:c:d" }, 31: { ppid: 30, comm: "bun", exe: bun, layout: "e:f:g:h" }, 32: { ppid: 31, comm: "bun", exe: bun, layout: "e:f:g:h" } };
+    const seeded = new ProcessTable(proc(p));
+    seeded.seed();
+    expect(seeded.forPid(31)!.image).not.toBe(seeded.forPid(30)!.image);
+    expect(seeded.forPid(31)!.image.pid).toBe(31);
+    expect(seeded.forPid(32)!.image).toBe(seeded.forPid(31)!.image);
+    const lazy = new ProcessTable(proc(p));
+    lazy.apply(ev("exec", 30, { comm: "bun", filename: bun }));
+    expect(lazy.lookup(31)!.image.pid).toBe(31);
+    expect(lazy.lookup(32)!.image).toBe(lazy.forPid(31)!.image);
+    // A seed after events: the parent already in the table is compared by its layout read now.
+    const later = new ProcessTable(proc(p));
+    later.apply(ev("exec", 30, { comm: "bun", filename: bun }));
+    later.seed();
+    expect(later.forPid(31)!.image.pid).toBe(31);
+    expect(later.forPid(32)!.image).toBe(later.forPid(31)!.image);
+  });
+
+  test("a fork delivered after the child's exec (per-CPU perf buffers) does not undo the exec", () => {
+    const p = { 40: { comm: "bun", exe: "/opt/bun" }, 41: { ppid: 40, comm: "bun", exe: "/opt/bun" } };
+    const t = new ProcessTable(proc(p));
+    t.apply(ev("exec", 40, { comm: "bun", filename: "/opt/bun" }));
+    t.apply(ev("exec", 41, { ppid: 40, comm: "bun", filename: "/opt/bun" }));
+    t.apply(ev("fork", 41, { ppid: 40, comm: "bun" }));
+    expect(t.forPid(41)!.image.pid).toBe(41);
+    // In order, the fork first: the child shares its parent's image until its exec.
+    const inOrder = new ProcessTable(proc(p));
+    inOrder.apply(ev("exec", 40, { comm: "bun", filename: "/opt/bun" }));
+    inOrder.apply(ev("fork", 41, { ppid: 40, comm: "bun" }));
+    expect(inOrder.forPid(41)!.image).toBe(inOrder.forPid(40)!.image);
+    inOrder.apply(ev("exec", 41, { ppid: 40, comm: "bun", filename: "/opt/bun" }));
+    expect(inOrder.forPid(41)!.image.pid).toBe(41);
+  });
+
+  test("layoutOf reads start_code, start_stack, arg_start and env_start from /proc/<pid>/stat; zeros (hidden) are unknown", () => {
+    const line = readFileSync("/proc/self/stat", "utf8");
+    const fields = line.slice(line.lastIndexOf(")") + 2).trim().split(" ");
+    expect(layoutOf(fields)).toMatch(/^\d+:\d+:\d+:\d+$/);
+    expect(layoutOf(fields.map((f, i) => (i === 25 ? "0" : f)))).toBeUndefined();
+    expect(layoutOf(fields.slice(0, 30))).toBeUndefined();
   });
 });
 

@@ -23,6 +23,8 @@ const isRoot = process.getuid?.() === 0;
 const missing = [...missingOfficialTools(), ...(Bun.which("h2load") ? [] : ["h2load (nghttp2-client)"])];
 const SPANS_PER_SECOND = 100;
 const MAX_ROUTES = 50;
+/** The server declares its service name; the runner that starts it (the same executable) is another workload. */
+const SERVER_SERVICE = `red-server-${process.pid}`;
 
 const SERVER_SCRIPT = `
 const s = Bun.serve({
@@ -107,6 +109,7 @@ let rx: OfficialReceiver | undefined;
 let agent: AgentProcess | undefined;
 let server: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
 let port = 0;
+let serverPid = 0;
 
 function config(port: number): string {
   return agentYaml(
@@ -131,7 +134,8 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
     dir = mkdtempSync(join(tmpdir(), `svc-red-${process.pid}-`));
     rx = await startOfficialReceiver();
     agent = await spawnAgent({ config: config(rx.port), timeoutMs: 60_000 });
-    server = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+    server = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit", env: { ...process.env, OTEL_SERVICE_NAME: SERVER_SERVICE } });
+    serverPid = server.pid;
     port = Number(await firstLine(server.stdout));
     // The network programs are attached once the agent answers /ready.
     const end = Date.now() + 60_000;
@@ -162,14 +166,15 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
     expect([ok.s2xx, missingRun.s4xx, fail.s5xx, users.s2xx, named.s2xx]).toEqual([3000, 1000, 500, 2000, 300]);
 
     await flush();
-    const ours = (p: Point) => p.metric === "http.server.request.duration" && p.attributes["server.port"] === port;
+    const ours = (p: Point) => p.metric === "http.server.request.duration" && p.resource["service.name"] === SERVER_SERVICE;
     const reqs = await rx!.waitFor((all) => points(all).some(ours), 30_000);
     expect(reqs.flatMap((r) => r.unknown_fields)).toEqual([]);
     const all = points(reqs);
     const server = all.filter(ours);
-    // One workload served them all: its resource is the process's workload resource.
-    const serverService = server[0]!.resource["service.name"];
-    expect(new Set(server.map((p) => p.resource["service.name"]))).toEqual(new Set([serverService]));
+    // One workload served them all, under its own resource: its pid and the service name it declares.
+    const serverService = SERVER_SERVICE;
+    expect(new Set(server.map((p) => `${p.resource["process.pid"]} ${p.attributes["server.port"]}`))).toEqual(new Set([`${serverPid} ${port}`]));
+    expect(all.filter((p) => p.metric === "http.server.request.duration" && p.attributes["server.port"] === port).length).toBe(server.length);
     expect(server[0]!.resource["process.executable.name"]).toBeDefined();
     const byRoute = new Map<string, number>();
     for (const p of server) {
@@ -262,9 +267,10 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
     const runs = await Promise.all(files.map((f) => h2load(["-n", "25000", "-c", "1", "-i", f])));
     expect(runs.reduce((s, r) => s + r.s2xx, 0)).toBe(100_000);
     await flush();
-    const ours = (p: Point) => p.metric === "http.server.request.duration" && p.attributes["server.port"] === port;
+    const ours = (p: Point) => p.metric === "http.server.request.duration" && p.resource["service.name"] === SERVER_SERVICE;
     const reqs = (await rx!.waitFor((all) => points(all.slice(before)).some(ours), 30_000)).slice(before);
     const server = points(reqs).filter(ours);
+    expect(new Set(server.map((p) => `${p.resource["process.pid"]} ${p.attributes["server.port"]}`))).toEqual(new Set([`${serverPid} ${port}`]));
     const routes = new Set(server.map((p) => p.attributes["http.route"]));
     routes.delete("{overflow}");
     // Routes of the first part (5) plus at most MAX_ROUTES - 5 of /r/...: never more than MAX_ROUTES for the service.
