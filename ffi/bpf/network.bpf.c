@@ -371,11 +371,7 @@ struct {
   __type(value, struct red_value);
 } red_zero SEC(".maps");
 
-/* One global window of http_requests_per_second exchanges. */
-struct rate_window {
-  __u64 start_ns;
-  __u64 count;
-};
+/* One global window of http_requests_per_second exchanges (struct rate_window: common.h). */
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -540,18 +536,7 @@ static __always_inline void addrs_from_tp(struct conn *c, struct trace_event_raw
 
 static __always_inline void addrs_from_sk(struct conn *c, struct sock *sk)
 {
-  c->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-  c->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-  c->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-  if (c->family == AF_INET) {
-    __u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-    __u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-    __builtin_memcpy(c->saddr, &s, 4);
-    __builtin_memcpy(c->daddr, &d, 4);
-  } else {
-    BPF_CORE_READ_INTO(&c->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-    BPF_CORE_READ_INTO(&c->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
-  }
+  svc_addrs_from_sk(sk, &c->family, &c->sport, &c->dport, c->saddr, c->daddr);
 }
 
 /* The connection entry of socket `sk`, or 0. */
@@ -1003,29 +988,6 @@ static __always_inline int remember(__u64 buf, __u32 io, __u32 is_iov)
   return 0;
 }
 
-#define START_NONE 0
-#define START_REQUEST 1
-#define START_STATUS 2
-#define START_MAYBE 3
-
-/* Whether a chunk starts a request line, a status line, or is too short to tell but may (an uppercase letter). */
-static __always_inline int http_start(const __u8 *d, __u32 n)
-{
-  if (n < 8)
-    return (n > 0 && d[0] >= 'A' && d[0] <= 'Z') ? START_MAYBE : START_NONE;
-  __u32 w;
-  __builtin_memcpy(&w, d, 4);
-#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
-  if (w == W('H', 'T', 'T', 'P'))
-    return (d[4] == '/' && d[5] == '1' && d[6] == '.') ? START_STATUS : START_NONE;
-  if (w == W('G', 'E', 'T', ' ') || w == W('P', 'O', 'S', 'T') || w == W('P', 'U', 'T', ' ') ||
-      w == W('H', 'E', 'A', 'D') || w == W('D', 'E', 'L', 'E') || w == W('P', 'A', 'T', 'C') ||
-      w == W('O', 'P', 'T', 'I') || w == W('C', 'O', 'N', 'N') || w == W('T', 'R', 'A', 'C'))
-    return START_REQUEST;
-#undef W
-  return START_NONE;
-}
-
 /* Takes one unit of the per-second exchange budget. */
 static __always_inline int take_exchange_token(__u64 now)
 {
@@ -1033,23 +995,14 @@ static __always_inline int take_exchange_token(__u64 now)
   struct rate_window *w = bpf_map_lookup_elem(&http_rate, &zero);
   if (!w)
     return 0;
-  /* Signed: another CPU may have started the window at a time later than the `now` read here; that must not
-   * look like a window a whole u64 old and reset the count again. */
-  if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
-    /* `now` may be up to a jiffy old: the new window starts at the precise time, so none is shorter than a second. */
-    w->start_ns = bpf_ktime_get_ns();
-    w->count = 0;
-  }
-  /* Once the window is spent, only read it: refused requests (most of them under load) leave the shared
-   * cache line alone instead of bouncing it between CPUs with an atomic add each. */
-  if (*(volatile __u64 *)&w->count >= http_requests_per_second)
+  if (!svc_window_open(w, now, http_requests_per_second))
     return 0;
   /* What user space does not drain is refused here, not lost in the ring: no new exchange while it is half full. */
   if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 2) {
     count_stat(STAT_HTTP_RING_BUSY);
     return 0;
   }
-  return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
+  return svc_window_take(w, http_requests_per_second);
 }
 
 /* Whether the current window of the exchange budget is spent (read only). */
