@@ -79,11 +79,13 @@ export interface OfficialReceiverOptions {
   protoRoot?: string;
   /** Also serve OTLP/HTTP (binary protobuf) on a port of its own. */
   http?: boolean;
+  /** The gRPC server's loopback port (default: any free one). */
+  port?: number;
 }
 
 export async function startOfficialReceiver(options: OfficialReceiverOptions = {}): Promise<OfficialReceiver> {
   const out = mkdtempSync(join(tmpdir(), "svc-official-rx-"));
-  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([PYTHON, SCRIPT, "serve", "--proto-root", options.protoRoot ?? PROTO_ROOT, "--out", out, ...(options.http ? ["--http-listen", "127.0.0.1:0"] : [])], {
+  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([PYTHON, SCRIPT, "serve", "--proto-root", options.protoRoot ?? PROTO_ROOT, "--out", out, "--listen", `127.0.0.1:${options.port ?? 0}`, ...(options.http ? ["--http-listen", "127.0.0.1:0"] : [])], {
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
