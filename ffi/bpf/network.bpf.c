@@ -41,7 +41,8 @@
  * `max_conns`); the classic tracepoint programs (`*_tp`, kernels without BTF, and http_capture `syscalls`,
  * whose syscall exits have no socket pointer) keep them in the `conns` hash keyed by the struct sock address.
  *
- * The agent's own process (`self_tgid`) is never traced. Layouts are mirrored by
+ * The agent's own process (`self_tgid`) is never traced, nor the exchanges of the other end of its connections on
+ * this host (common.h, svc_self_peers: a local receiver of its exports), whose connections still count. Layouts are mirrored by
  * src/collectors/network/decoders.ts.
  */
 #include "common.h"
@@ -77,6 +78,11 @@
 /* The connection speaks HTTP/2 (its client preface or a SETTINGS frame opened one direction): every call of it is
  * forwarded, up to H2_CAPTURE_BYTES each, so that user space keeps each direction's HPACK state. */
 #define FLAG_H2 16
+/* A connection of the agent's own process whose local endpoint is in svc_self_peers (removed at its close). */
+#define FLAG_SELF_ENDPOINT 32
+/* The other end of an agent's connection (its peer is in svc_self_peers): connection events and metrics as for
+ * any connection, but no HTTP capture or RED counting (the agent's exports seen by a local receiver). */
+#define FLAG_SELF_PEER 64
 
 #define HTTP_CAPTURE_BYTES 256
 #define HTTP_FOLLOW_EVENTS 2
@@ -472,6 +478,16 @@ static __always_inline __u64 coarse_now(void)
 }
 
 SVC_MEMORY_GATE;
+SVC_SELF_PEERS;
+
+/* The agent's own connection `c` (FLAG_IGNORED), its local endpoint known: recorded in svc_self_peers. */
+static __always_inline void record_self_endpoint(struct conn *c)
+{
+  if (c->sport == 0 || (c->flags & FLAG_SELF_ENDPOINT))
+    return;
+  c->flags |= FLAG_SELF_ENDPOINT;
+  svc_self_endpoint_add(&svc_self_peers, c->family, c->saddr, c->sport);
+}
 
 static __always_inline void count_stat(__u32 idx)
 {
@@ -894,6 +910,8 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
     if (!(c->flags & FLAG_IGNORED)) {
       c->flags |= FLAG_OPEN_REPORTED;
       emit_conn(ctx, (__u64)sk, CONN_OPEN, c);
+    } else {
+      record_self_endpoint(c);
     }
     return 0;
   }
@@ -908,6 +926,8 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
      * released (skc_num 0) before this tracepoint; inet_sport keeps it. */
     if (c->sport == 0)
       c->sport = tp ? tp->sport : bpf_ntohs(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
+    if (c->flags & FLAG_SELF_ENDPOINT)
+      svc_self_endpoint_del(&svc_self_peers, c->family, c->saddr, c->sport);
     if (!(c->flags & FLAG_IGNORED)) {
       __u32 kind = (c->direction == DIR_OUTBOUND && c->established_ns == 0) ? CONN_FAILED : CONN_CLOSED;
       emit_conn(ctx, (__u64)sk, kind, c);
@@ -953,6 +973,13 @@ static __always_inline struct conn *conn_for_io(void *ctx, __u32 store, void *sk
   }
   if (c->pid == 0) {
     own_by_current(c);
+    if (c->flags & FLAG_IGNORED) {
+      /* The agent's own connection older than the agent's programs. */
+      if (c->flags & FLAG_PREEXISTING)
+        record_self_endpoint(c);
+    } else if (c->direction != DIR_OUTBOUND && svc_is_self_peer(&svc_self_peers, c->family, c->daddr, c->dport)) {
+      c->flags |= FLAG_SELF_PEER;
+    }
     if (c->direction == DIR_INBOUND && !(c->flags & FLAG_IGNORED)) {
       c->flags |= FLAG_OPEN_REPORTED;
       emit_conn(ctx, (__u64)sk, CONN_OPEN, c);
@@ -1396,7 +1423,7 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
   }
   __u8 prev_io = c->last_io;
   c->last_io = io + 1;
-  if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
+  if (capture_http == CAPTURE_OFF || (c->flags & (FLAG_IGNORED | FLAG_SELF_PEER)))
     return 0;
   if (capture_http == CAPTURE_SOCKET) {
     if (store == STORE_SK && red_enabled) {

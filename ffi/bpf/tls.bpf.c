@@ -21,7 +21,8 @@
  * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
  * probes and an 8-byte read, and reach no ring buffer.
  *
- * The agent's own process (`self_tgid`) is never traced. The layout is mirrored by src/collectors/tls/decoder.ts.
+ * The agent's own process (`self_tgid`) is never traced, nor the other end of its connections on this host
+ * (svc_self_peers, common.h). The layout is mirrored by src/collectors/tls/decoder.ts.
  */
 #include "common.h"
 #include <bpf/bpf_endian.h>
@@ -50,6 +51,8 @@
 
 /* tls_conn.flags */
 #define CONN_H2 1
+/* The other end of an agent's connection (common.h, svc_self_peers): nothing forwarded. */
+#define CONN_SELF_PEER 2
 
 #define STAT_SAMPLED_OUT 0
 #define STAT_EVENTS 1
@@ -168,6 +171,9 @@ struct {
   __type(key, __u32);
   __type(value, __u64);
 } tls_stats SEC(".maps");
+
+/* Shared with the network set, which records the agent's own endpoints (user space gives both one map). */
+SVC_SELF_PEERS;
 
 static __always_inline void count_stat(__u32 idx)
 {
@@ -288,10 +294,14 @@ static __always_inline int leave(long ret)
     conn->sk = c.sk;
     conn->cookie = c.cookie;
     addrs_from_sk(conn, (struct sock *)c.sk);
+    if (svc_is_self_peer(&svc_self_peers, conn->family, conn->daddr, conn->dport))
+      conn->flags |= CONN_SELF_PEER;
   }
   __u32 fidx = c.io & 1;
   __u64 off = conn->offset[fidx];
   conn->offset[fidx] = off + moved;
+  if (conn->flags & CONN_SELF_PEER)
+    return 0;
 
   __u32 zero = 0;
   struct tls_scratch_value *sv = bpf_map_lookup_elem(&tls_scratch, &zero);

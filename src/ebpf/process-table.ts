@@ -299,6 +299,9 @@ export class ProcessTable {
       return;
     }
     if (e.kind === "fork") {
+      // Per-CPU perf buffers (kernels < 5.8) can deliver a child's exec before its fork: the fork does not undo it.
+      const known = this.#live.get(e.pid);
+      if (known && known.readAtMs === undefined && known.image.pid === e.pid && known.ppid === e.ppid) return;
       // The child runs what its parent runs, in the parent's container, until it execs.
       const parent = this.lookup(e.ppid);
       this.#missing.delete(e.pid);
