@@ -105,18 +105,10 @@ export function durationMs(text: string): number {
   return ms;
 }
 
-/** Sizes already parsed (a configuration has a handful; status views read them per request). */
-const SIZE_CACHE = new Map<string, number>();
-const SIZE_CACHE_MAX = 256;
-
 /** Bytes of a size that validation already accepted. */
 export function sizeBytes(value: string | number): number {
-  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value;
-  const cached = SIZE_CACHE.get(String(value));
-  if (cached !== undefined) return cached;
   const b = parseSize(value);
   if (b === undefined) throw new Error(`not a size: ${JSON.stringify(value)}`);
-  if (SIZE_CACHE.size < SIZE_CACHE_MAX) SIZE_CACHE.set(String(value), b);
   return b;
 }
 

@@ -146,3 +146,15 @@ export function checkOfficial(signal: OtlpSignal, body: Uint8Array, protoRoot = 
   if (r.exitCode !== 0) throw new Error(`official check of ${signal} failed: ${r.stderr.toString().trim()}`);
   return JSON.parse(r.stdout.toString()) as OfficialRequest;
 }
+
+/** A KeyValue list as MessageToDict gives it, as plain values (64-bit integers come as strings and become numbers). */
+export function attributesOf(list: unknown): Record<string, string | number | boolean> {
+  const value = (v: Record<string, unknown>): string | number | boolean => {
+    if ("stringValue" in v) return v.stringValue as string;
+    if ("intValue" in v) return Number(v.intValue);
+    if ("doubleValue" in v) return Number(v.doubleValue);
+    if ("boolValue" in v) return Boolean(v.boolValue);
+    return JSON.stringify(v);
+  };
+  return Object.fromEntries(((list as Array<{ key: string; value: Record<string, unknown> }>) ?? []).map((a) => [a.key, value(a.value)]));
+}

@@ -152,17 +152,36 @@ describe("runtime profiles", () => {
   test("trace: begin/end pairs of operations during the window, and only one trace at a time", async () => {
     const tasks = new TaskRegistry();
     const runtime = new DebugRuntime(tasks);
+    jest.useFakeTimers();
     runtime.setEnabled(true);
     try {
-      const pending = runtime.trace(1);
+      let ended = false;
+      const pending = runtime.trace(1).finally(() => (ended = true));
       await expect(runtime.trace(1)).rejects.toThrow("only one at a time");
+      advanceTimersByTime(250);
       await tasks.track("op inside", async () => undefined);
+      // The window is one second of the clock: not over at 999 ms, over at 1000.
+      advanceTimersByTime(749);
+      await flushPromises();
+      expect(ended).toBe(false);
+      await tasks.track("op late inside", async () => undefined);
+      advanceTimersByTime(1);
       const t = await pending;
+      await tasks.track("op after", async () => undefined);
       const mine = t.events.filter((e) => e.name === "op inside");
       expect(mine.map((e) => e.ph)).toEqual(["b", "e"]);
       expect(mine[0]!.id).toBe(mine[1]!.id);
+      // Chrome trace timestamps are microseconds from the trace's start.
+      expect(mine.map((e) => e.ts)).toEqual([250_000, 250_000]);
+      expect(t.events.filter((e) => e.name === "op late inside").map((e) => e.ts)).toEqual([999_000, 999_000]);
+      expect(t.events.some((e) => e.name === "op after")).toBe(false);
+      // The next trace may start once the window is over.
+      const next = runtime.trace(1);
+      advanceTimersByTime(1000);
+      await next;
     } finally {
       runtime.setEnabled(false);
+      jest.useRealTimers();
     }
   });
 });
