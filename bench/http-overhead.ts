@@ -41,6 +41,7 @@ import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, typ
 import { readFileSync, writeFileSync } from "node:fs";
 import { bootstrapInterval, mean, median, quantile } from "./lib/stats";
 import { cpuSeconds, reniceAll } from "./lib/proc";
+import { runWrk } from "./lib/wrk";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
 
@@ -140,24 +141,16 @@ async function wrk(url: string, seconds: number, pids: Pids, bpfIds = new Set<nu
   const b0 = bpfRunStats(bpfIds);
   const m0 = machineTicks();
   const [s0, a0, r0] = [cpuSeconds(pids.server), cpuSeconds(pids.agent), cpuSeconds(pids.receiver)];
-  const p = Bun.spawn(["nice", "-n", String(NICE), "wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, url], { stdout: "pipe", stderr: "pipe" });
-  const out = await new Response(p.stdout).text();
-  await p.exited;
+  const run = await runWrk(["nice", "-n", String(NICE), "wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, url]);
   const [s1, a1, r1] = [cpuSeconds(pids.server), cpuSeconds(pids.agent), cpuSeconds(pids.receiver)];
   const m1 = machineTicks();
   const b1 = bpfRunStats(bpfIds);
   writeFileSync(BPF_STATS_PATH, "0");
-  const usage = p.resourceUsage();
-  const wrkCpu = usage ? Number(usage.cpuTime.user + usage.cpuTime.system) / 1e6 : 0;
-  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
-  const total = /(\d+) requests in/.exec(out);
-  if (!rps || !total) throw new Error(`wrk gave no figure:\n${out}`);
-  if (/Non-2xx or 3xx responses/.test(out)) throw new Error(`wrk saw non-2xx answers:\n${out}`);
   return {
-    rps: Number(rps[1]),
-    requests: Number(total[1]),
+    rps: run.rps,
+    requests: run.requests,
     serverCpu: s1 - s0,
-    wrkCpu,
+    wrkCpu: run.wrkCpuSeconds,
     agentCpu: a1 - a0,
     receiverCpu: r1 - r0,
     steal: (m1.steal - m0.steal) / Math.max(1, m1.total - m0.total),
@@ -166,7 +159,6 @@ async function wrk(url: string, seconds: number, pids: Pids, bpfIds = new Set<nu
   };
 }
 
-/** Renices every thread of a process (Linux nice values are per thread). */
 /** run_time_ns and run_cnt summed over programs `ids` (kernel.bpf_stats_enabled must be 1). */
 function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
   if (ids.size === 0) return { ns: 0, runs: 0 };

@@ -20,6 +20,7 @@ import { resolve } from "node:path";
 import { makeSelfSignedCert } from "../test/helpers/self-signed-cert";
 import { metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { cpuSeconds, reniceAll } from "./lib/proc";
+import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
 import { bootstrapInterval, mean, median } from "./lib/stats";
 import { argNumber } from "./lib/args";
@@ -78,16 +79,9 @@ interface Run {
 
 async function wrk(url: string, seconds: number, pids: { server: number; agent: number }): Promise<Run> {
   const [s0, a0] = [cpuSeconds(pids.server), cpuSeconds(pids.agent)];
-  const p = Bun.spawn(["nice", "-n", String(NICE), "wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, url], { stdout: "pipe", stderr: "pipe" });
-  const out = await new Response(p.stdout).text();
-  await p.exited;
+  const run = await runWrk(["nice", "-n", String(NICE), "wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, url]);
   const [s1, a1] = [cpuSeconds(pids.server), cpuSeconds(pids.agent)];
-  const usage = p.resourceUsage();
-  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
-  const total = /(\d+) requests in/.exec(out);
-  if (!rps || !total) throw new Error(`wrk gave no figure:\n${out}`);
-  if (/Non-2xx or 3xx responses/.test(out)) throw new Error(`wrk saw non-2xx answers:\n${out}`);
-  return { rps: Number(rps[1]), requests: Number(total[1]), serverCpu: s1 - s0, wrkCpu: usage ? Number(usage.cpuTime.user + usage.cpuTime.system) / 1e6 : 0, agentCpu: a1 - a0 };
+  return { rps: run.rps, requests: run.requests, serverCpu: s1 - s0, wrkCpu: run.wrkCpuSeconds, agentCpu: a1 - a0 };
 }
 
 /** Rewrites the configuration, reloads, and waits until the server's libssl is probed (on) or nothing is (off). */

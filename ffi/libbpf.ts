@@ -105,6 +105,8 @@ const LIBBPF_SYMBOLS = {
   bpf_map__value_size: { args: [P], returns: u32 },
   /** int bpf_map__fd(const struct bpf_map *map); -errno when not created. */
   bpf_map__fd: { args: [P], returns: i32 },
+  /** int bpf_map__reuse_fd(struct bpf_map *map, int fd); before load: the map is the one of `fd` (dup'ed); -errno. */
+  bpf_map__reuse_fd: { args: [P, i32], returns: i32 },
   /** const void *bpf_map__initial_value(struct bpf_map *map, size_t *psize); writable before load; NULL when none. */
   bpf_map__initial_value: { args: [P, P], returns: P },
 
@@ -152,6 +154,8 @@ const LIBC_SYMBOLS = {
   setrlimit: { args: [i32, P], returns: i32 },
   /** long syscall(long number, ...); used for perf_event_open(2) only; -1+errno. */
   syscall: { args: [i64, P, i32, i32, i32, u64], returns: i64_fast },
+  /** int dup(int oldfd); -1+errno. */
+  dup: { args: [i32], returns: i32 },
   /** int close(int fd); -1+errno. */
   close: { args: [i32], returns: i32 },
   /** int memfd_create(const char *name, unsigned int flags); -1+errno. */

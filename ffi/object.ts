@@ -417,6 +417,18 @@ export class BpfMap implements BpfMapApi {
     throw new LibbpfError("openReader", 22, { subject: this.name, detail: `map type ${type} is neither ringbuf nor perf_event_array` });
   }
 
+  keepFd(): number {
+    const n = nativeLib();
+    const fd = n.libc.dup(this.#fd());
+    if (fd < 0) throw new LibbpfError("dup", lastErrno(), { subject: this.name });
+    return fd;
+  }
+
+  reuseFd(fd: number): void {
+    const r = nativeLib().bpf.bpf_map__reuse_fd(this.#handle, fd);
+    if (r < 0) throw new LibbpfError("bpf_map__reuse_fd", -r, { subject: this.name });
+  }
+
   /** The writable initial data of an internal map (.rodata) before load. */
   initialValue(): Uint8Array | undefined {
     const size = new BigUint64Array(1);

@@ -98,6 +98,12 @@ export interface BpfMapApi {
    * (`perfPageCount` pages per CPU).
    */
   openReader(options?: { perfPageCount?: number; mechanism?: "mmap" | "libbpf-callback" }): RecordReader;
+  /**
+   * Shared maps (optional): `keepFd` after load gives a descriptor of the kernel map of its own (kept until the
+   * process exits); `reuseFd` before load makes this map that one (a map shared between objects).
+   */
+  keepFd?(): number;
+  reuseFd?(fd: number): void;
   /** Value at a key given as raw bytes (key_size long), or undefined when absent. Added for the profiler (optional). */
   lookup?(key: Uint8Array): Uint8Array | undefined;
   /** Up to `limit` keys of a hash map, as raw bytes, in the kernel's iteration order. Added for the profiler (optional). */

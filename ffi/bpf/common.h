@@ -6,6 +6,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 
 /*
  * Every ring buffer `<name>` has a per-CPU array `<name>_lost` with one u64: reservations that failed
@@ -60,6 +61,68 @@ static __always_inline void svc_count_lost(void *lost_map)
     return 1;                                      \
   }
 
+/*
+ * The peer side of the agent's own connections (`svc_self_peers`, shared by the program sets that trace
+ * exchanges: user space makes every set that declares it use one kernel map). When a TCP connection of the agent's
+ * own process is established (or first seen), its local endpoint is recorded; a socket on this host whose peer is
+ * such an endpoint is the other end of the agent's connection (a local OpenTelemetry Collector receiving the
+ * agent's exports): its exchanges are not traced, or each export would give a span that goes out in the next
+ * export. Looked up once per connection (at its first sight), never per call. Endpoints are kept as IPv6
+ * (IPv4 as ::ffff:a.b.c.d), so a dual-stack server's view of an IPv4 client matches.
+ */
+struct svc_endpoint {
+  __u8 addr[16];
+  __u16 port;  /* host order */
+  __u16 pad;
+  __u32 pad2;
+};
+
+#define SVC_SELF_PEERS                                    \
+  struct {                                                \
+    __uint(type, BPF_MAP_TYPE_LRU_HASH);                  \
+    __uint(max_entries, 4096);                            \
+    __type(key, struct svc_endpoint);                     \
+    __type(value, __u8);                                  \
+  } svc_self_peers SEC(".maps")
+
+/* The endpoint (address of `family`: 4 or 16 bytes used, port in host order) as a key. */
+static __always_inline void svc_endpoint_of(struct svc_endpoint *k, __u16 family, const __u8 *addr, __u16 port)
+{
+  __builtin_memset(k, 0, sizeof(*k));
+  k->port = port;
+  if (family == 2 /* AF_INET */) {
+    k->addr[10] = 0xff;
+    k->addr[11] = 0xff;
+    __builtin_memcpy(&k->addr[12], addr, 4);
+  } else {
+    __builtin_memcpy(k->addr, addr, 16);
+  }
+}
+
+/* Records an endpoint of the agent's own connection (`map`: svc_self_peers). */
+static __always_inline void svc_self_endpoint_add(void *map, __u16 family, const __u8 *addr, __u16 port)
+{
+  struct svc_endpoint k;
+  svc_endpoint_of(&k, family, addr, port);
+  __u8 one = 1;
+  bpf_map_update_elem(map, &k, &one, BPF_ANY);
+}
+
+static __always_inline void svc_self_endpoint_del(void *map, __u16 family, const __u8 *addr, __u16 port)
+{
+  struct svc_endpoint k;
+  svc_endpoint_of(&k, family, addr, port);
+  bpf_map_delete_elem(map, &k);
+}
+
+/* Whether the peer (`addr`, `port`) of a socket is an endpoint of the agent's own connection. */
+static __always_inline int svc_is_self_peer(void *map, __u16 family, const __u8 *addr, __u16 port)
+{
+  struct svc_endpoint k;
+  svc_endpoint_of(&k, family, addr, port);
+  return bpf_map_lookup_elem(map, &k) != 0;
+}
+
 /* Whether the first 8 bytes of a direction open HTTP/2: the client preface ("PRI * HTTP/2.0...") or a SETTINGS
  * frame header (length a multiple of 6, type 4, no flags, stream 0). Shared by the socket and TLS captures. */
 static __always_inline int h2_opening(const __u8 *d, __u32 n)
@@ -70,6 +133,80 @@ static __always_inline int h2_opening(const __u8 *d, __u32 n)
     return 1;
   __u32 flen = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
   return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
+}
+
+/* ---- HTTP/1.x message starts, the exchange budget and socket addresses: shared by the socket and TLS captures ---- */
+
+#define START_NONE 0
+#define START_REQUEST 1
+#define START_STATUS 2
+/* Too short to tell (under 8 bytes) but may start one (an uppercase letter). */
+#define START_MAYBE 3
+
+/* Whether a chunk starts a request line, a status line, or is too short to tell but may. */
+static __always_inline int http_start(const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return (n > 0 && d[0] >= 'A' && d[0] <= 'Z') ? START_MAYBE : START_NONE;
+  __u32 w;
+  __builtin_memcpy(&w, d, 4);
+#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
+  if (w == W('H', 'T', 'T', 'P'))
+    return (d[4] == '/' && d[5] == '1' && d[6] == '.') ? START_STATUS : START_NONE;
+  if (w == W('G', 'E', 'T', ' ') || w == W('P', 'O', 'S', 'T') || w == W('P', 'U', 'T', ' ') ||
+      w == W('H', 'E', 'A', 'D') || w == W('D', 'E', 'L', 'E') || w == W('P', 'A', 'T', 'C') ||
+      w == W('O', 'P', 'T', 'I') || w == W('C', 'O', 'N', 'N') || w == W('T', 'R', 'A', 'C'))
+    return START_REQUEST;
+#undef W
+  return START_NONE;
+}
+
+/* The per-second exchange budget: one global window (an array map of one entry). */
+struct rate_window {
+  __u64 start_ns;
+  __u64 count;
+};
+
+/*
+ * Whether window `w` (of `limit` exchanges a second) has room at `now` (which may be up to a jiffy old), starting a
+ * new window when a second has passed. Once the window is spent it is only read: refused requests (most of them
+ * under load) leave the shared cache line alone instead of bouncing it between CPUs with an atomic add each.
+ */
+static __always_inline int svc_window_open(struct rate_window *w, __u64 now, __u64 limit)
+{
+  /* Signed: another CPU may have started the window at a time later than `now`; that must not look like a window
+   * a whole u64 old and reset the count again. */
+  if ((__s64)(now - w->start_ns) >= (__s64)1000000000LL) {
+    /* The new window starts at the precise time, so none is shorter than a second. */
+    w->start_ns = bpf_ktime_get_ns();
+    w->count = 0;
+  }
+  return *(volatile __u64 *)&w->count < limit;
+}
+
+/* Takes one unit of window `w` (after svc_window_open). */
+static __always_inline int svc_window_take(struct rate_window *w, __u64 limit)
+{
+  return __sync_fetch_and_add(&w->count, 1) < limit;
+}
+
+/* A TCP socket's addresses: family, local and remote ports (host order), local and remote addresses (16 bytes
+ * each, 4 used for AF_INET). */
+static __always_inline void svc_addrs_from_sk(struct sock *sk, __u16 *family, __u16 *sport, __u16 *dport, __u8 *saddr, __u8 *daddr)
+{
+  *family = BPF_CORE_READ(sk, __sk_common.skc_family);
+  *sport = BPF_CORE_READ(sk, __sk_common.skc_num);
+  *dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+  if (*family == 2 /* AF_INET */) {
+    __u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+    __u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+    __builtin_memcpy(saddr, &s, 4);
+    __builtin_memcpy(daddr, &d, 4);
+  } else {
+    /* 16 bytes each (BPF_CORE_READ_INTO would read sizeof(*saddr), one byte). */
+    bpf_core_read(saddr, 16, &sk->__sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+    bpf_core_read(daddr, 16, &sk->__sk_common.skc_v6_daddr.in6_u.u6_addr8);
+  }
 }
 
 #endif

@@ -41,7 +41,8 @@
  * `max_conns`); the classic tracepoint programs (`*_tp`, kernels without BTF, and http_capture `syscalls`,
  * whose syscall exits have no socket pointer) keep them in the `conns` hash keyed by the struct sock address.
  *
- * The agent's own process (`self_tgid`) is never traced. Layouts are mirrored by
+ * The agent's own process (`self_tgid`) is never traced, nor the exchanges of the other end of its connections on
+ * this host (common.h, svc_self_peers: a local receiver of its exports), whose connections still count. Layouts are mirrored by
  * src/collectors/network/decoders.ts.
  */
 #include "common.h"
@@ -77,6 +78,11 @@
 /* The connection speaks HTTP/2 (its client preface or a SETTINGS frame opened one direction): every call of it is
  * forwarded, up to H2_CAPTURE_BYTES each, so that user space keeps each direction's HPACK state. */
 #define FLAG_H2 16
+/* A connection of the agent's own process whose local endpoint is in svc_self_peers (removed at its close). */
+#define FLAG_SELF_ENDPOINT 32
+/* The other end of an agent's connection (its peer is in svc_self_peers): connection events and metrics as for
+ * any connection, but no HTTP capture or RED counting (the agent's exports seen by a local receiver). */
+#define FLAG_SELF_PEER 64
 
 #define HTTP_CAPTURE_BYTES 256
 #define HTTP_FOLLOW_EVENTS 2
@@ -365,11 +371,7 @@ struct {
   __type(value, struct red_value);
 } red_zero SEC(".maps");
 
-/* One global window of http_requests_per_second exchanges. */
-struct rate_window {
-  __u64 start_ns;
-  __u64 count;
-};
+/* One global window of http_requests_per_second exchanges (struct rate_window: common.h). */
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -472,6 +474,16 @@ static __always_inline __u64 coarse_now(void)
 }
 
 SVC_MEMORY_GATE;
+SVC_SELF_PEERS;
+
+/* The agent's own connection `c` (FLAG_IGNORED), its local endpoint known: recorded in svc_self_peers. */
+static __always_inline void record_self_endpoint(struct conn *c)
+{
+  if (c->sport == 0 || (c->flags & FLAG_SELF_ENDPOINT))
+    return;
+  c->flags |= FLAG_SELF_ENDPOINT;
+  svc_self_endpoint_add(&svc_self_peers, c->family, c->saddr, c->sport);
+}
 
 static __always_inline void count_stat(__u32 idx)
 {
@@ -524,18 +536,7 @@ static __always_inline void addrs_from_tp(struct conn *c, struct trace_event_raw
 
 static __always_inline void addrs_from_sk(struct conn *c, struct sock *sk)
 {
-  c->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-  c->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-  c->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-  if (c->family == AF_INET) {
-    __u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-    __u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-    __builtin_memcpy(c->saddr, &s, 4);
-    __builtin_memcpy(c->daddr, &d, 4);
-  } else {
-    BPF_CORE_READ_INTO(&c->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-    BPF_CORE_READ_INTO(&c->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
-  }
+  svc_addrs_from_sk(sk, &c->family, &c->sport, &c->dport, c->saddr, c->daddr);
 }
 
 /* The connection entry of socket `sk`, or 0. */
@@ -894,6 +895,8 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
     if (!(c->flags & FLAG_IGNORED)) {
       c->flags |= FLAG_OPEN_REPORTED;
       emit_conn(ctx, (__u64)sk, CONN_OPEN, c);
+    } else {
+      record_self_endpoint(c);
     }
     return 0;
   }
@@ -908,6 +911,8 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
      * released (skc_num 0) before this tracepoint; inet_sport keeps it. */
     if (c->sport == 0)
       c->sport = tp ? tp->sport : bpf_ntohs(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
+    if (c->flags & FLAG_SELF_ENDPOINT)
+      svc_self_endpoint_del(&svc_self_peers, c->family, c->saddr, c->sport);
     if (!(c->flags & FLAG_IGNORED)) {
       __u32 kind = (c->direction == DIR_OUTBOUND && c->established_ns == 0) ? CONN_FAILED : CONN_CLOSED;
       emit_conn(ctx, (__u64)sk, kind, c);
@@ -953,6 +958,13 @@ static __always_inline struct conn *conn_for_io(void *ctx, __u32 store, void *sk
   }
   if (c->pid == 0) {
     own_by_current(c);
+    if (c->flags & FLAG_IGNORED) {
+      /* The agent's own connection older than the agent's programs. */
+      if (c->flags & FLAG_PREEXISTING)
+        record_self_endpoint(c);
+    } else if (c->direction != DIR_OUTBOUND && svc_is_self_peer(&svc_self_peers, c->family, c->daddr, c->dport)) {
+      c->flags |= FLAG_SELF_PEER;
+    }
     if (c->direction == DIR_INBOUND && !(c->flags & FLAG_IGNORED)) {
       c->flags |= FLAG_OPEN_REPORTED;
       emit_conn(ctx, (__u64)sk, CONN_OPEN, c);
@@ -976,29 +988,6 @@ static __always_inline int remember(__u64 buf, __u32 io, __u32 is_iov)
   return 0;
 }
 
-#define START_NONE 0
-#define START_REQUEST 1
-#define START_STATUS 2
-#define START_MAYBE 3
-
-/* Whether a chunk starts a request line, a status line, or is too short to tell but may (an uppercase letter). */
-static __always_inline int http_start(const __u8 *d, __u32 n)
-{
-  if (n < 8)
-    return (n > 0 && d[0] >= 'A' && d[0] <= 'Z') ? START_MAYBE : START_NONE;
-  __u32 w;
-  __builtin_memcpy(&w, d, 4);
-#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
-  if (w == W('H', 'T', 'T', 'P'))
-    return (d[4] == '/' && d[5] == '1' && d[6] == '.') ? START_STATUS : START_NONE;
-  if (w == W('G', 'E', 'T', ' ') || w == W('P', 'O', 'S', 'T') || w == W('P', 'U', 'T', ' ') ||
-      w == W('H', 'E', 'A', 'D') || w == W('D', 'E', 'L', 'E') || w == W('P', 'A', 'T', 'C') ||
-      w == W('O', 'P', 'T', 'I') || w == W('C', 'O', 'N', 'N') || w == W('T', 'R', 'A', 'C'))
-    return START_REQUEST;
-#undef W
-  return START_NONE;
-}
-
 /* Takes one unit of the per-second exchange budget. */
 static __always_inline int take_exchange_token(__u64 now)
 {
@@ -1006,23 +995,14 @@ static __always_inline int take_exchange_token(__u64 now)
   struct rate_window *w = bpf_map_lookup_elem(&http_rate, &zero);
   if (!w)
     return 0;
-  /* Signed: another CPU may have started the window at a time later than the `now` read here; that must not
-   * look like a window a whole u64 old and reset the count again. */
-  if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
-    /* `now` may be up to a jiffy old: the new window starts at the precise time, so none is shorter than a second. */
-    w->start_ns = bpf_ktime_get_ns();
-    w->count = 0;
-  }
-  /* Once the window is spent, only read it: refused requests (most of them under load) leave the shared
-   * cache line alone instead of bouncing it between CPUs with an atomic add each. */
-  if (*(volatile __u64 *)&w->count >= http_requests_per_second)
+  if (!svc_window_open(w, now, http_requests_per_second))
     return 0;
   /* What user space does not drain is refused here, not lost in the ring: no new exchange while it is half full. */
   if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 2) {
     count_stat(STAT_HTTP_RING_BUSY);
     return 0;
   }
-  return __sync_fetch_and_add(&w->count, 1) < http_requests_per_second;
+  return svc_window_take(w, http_requests_per_second);
 }
 
 /* Whether the current window of the exchange budget is spent (read only). */
@@ -1396,7 +1376,7 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
   }
   __u8 prev_io = c->last_io;
   c->last_io = io + 1;
-  if (capture_http == CAPTURE_OFF || (c->flags & FLAG_IGNORED))
+  if (capture_http == CAPTURE_OFF || (c->flags & (FLAG_IGNORED | FLAG_SELF_PEER)))
     return 0;
   if (capture_http == CAPTURE_SOCKET) {
     if (store == STORE_SK && red_enabled) {

@@ -21,7 +21,8 @@
  * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
  * probes and an 8-byte read, and reach no ring buffer.
  *
- * The agent's own process (`self_tgid`) is never traced. The layout is mirrored by src/collectors/tls/decoder.ts.
+ * The agent's own process (`self_tgid`) is never traced, nor the other end of its connections on this host
+ * (svc_self_peers, common.h). The layout is mirrored by src/collectors/tls/decoder.ts.
  */
 #include "common.h"
 #include <bpf/bpf_endian.h>
@@ -38,18 +39,16 @@
 #define IO_READ 0
 #define IO_WRITE 1
 #define FLAG_SOCKET 1
-#define NSEC_PER_SEC 1000000000ULL
 /* Calls after a message start on the side that started it (the rest of a head read in pieces). */
 #define FOLLOW_RECORDS 2
 /* Calls on the response side of a captured exchange (user space follows the response's framing to its end). */
 #define RESPONSE_RECORDS 1024
 
-#define START_NONE 0
-#define START_REQUEST 1
-#define START_STATUS 2
 
 /* tls_conn.flags */
 #define CONN_H2 1
+/* The other end of an agent's connection (common.h, svc_self_peers): nothing forwarded. */
+#define CONN_SELF_PEER 2
 
 #define STAT_SAMPLED_OUT 0
 #define STAT_EVENTS 1
@@ -89,11 +88,6 @@ struct tls_conn {
   __u16 resp_left; /* RESPONSE_RECORDS budget of the current exchange */
   __u8 follow[2];  /* FOLLOW_RECORDS budget per IO_* direction */
   __u32 pad;
-};
-
-struct rate_window {
-  __u64 start_ns;
-  __u64 count;
 };
 
 /* 112 bytes of header, then up to TLS_CAPTURE_BYTES (HTTP/2 connections: H2_CAPTURE_BYTES) of plaintext. */
@@ -169,6 +163,9 @@ struct {
   __type(value, __u64);
 } tls_stats SEC(".maps");
 
+/* Shared with the network set, which records the agent's own endpoints (user space gives both one map). */
+SVC_SELF_PEERS;
+
 static __always_inline void count_stat(__u32 idx)
 {
   __u64 *n = bpf_map_lookup_elem(&tls_stats, &idx);
@@ -176,38 +173,12 @@ static __always_inline void count_stat(__u32 idx)
     *n += 1;
 }
 
-static __always_inline int http_start(const __u8 *d, __u32 n)
-{
-  if (n < 8)
-    return START_NONE;
-  __u32 w;
-  __builtin_memcpy(&w, d, 4);
-#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
-  if (w == W('H', 'T', 'T', 'P'))
-    return (d[4] == '/' && d[5] == '1' && d[6] == '.') ? START_STATUS : START_NONE;
-  if (w == W('G', 'E', 'T', ' ') || w == W('P', 'O', 'S', 'T') || w == W('P', 'U', 'T', ' ') ||
-      w == W('H', 'E', 'A', 'D') || w == W('D', 'E', 'L', 'E') || w == W('P', 'A', 'T', 'C') ||
-      w == W('O', 'P', 'T', 'I') || w == W('C', 'O', 'N', 'N') || w == W('T', 'R', 'A', 'C'))
-    return START_REQUEST;
-#undef W
-  return START_NONE;
-}
-
 /* Takes one unit of the per-second exchange budget. */
 static __always_inline int take_exchange_token(void)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&tls_rate, &zero);
-  if (!w)
-    return 0;
-  __u64 now = bpf_ktime_get_ns();
-  if ((__s64)(now - w->start_ns) >= (__s64)NSEC_PER_SEC) {
-    w->start_ns = now;
-    w->count = 0;
-  }
-  if (*(volatile __u64 *)&w->count >= exchanges_per_second)
-    return 0;
-  return __sync_fetch_and_add(&w->count, 1) < exchanges_per_second;
+  return w && svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second) && svc_window_take(w, exchanges_per_second);
 }
 
 static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io)
@@ -226,21 +197,6 @@ static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io
   return 0;
 }
 
-static __always_inline void addrs_from_sk(struct tls_conn *c, struct sock *sk)
-{
-  c->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-  c->sport = BPF_CORE_READ(sk, __sk_common.skc_num);
-  c->dport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-  if (c->family == AF_INET) {
-    __u32 s = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
-    __u32 d = BPF_CORE_READ(sk, __sk_common.skc_daddr);
-    __builtin_memcpy(c->saddr, &s, 4);
-    __builtin_memcpy(c->daddr, &d, 4);
-  } else {
-    BPF_CORE_READ_INTO(&c->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-    BPF_CORE_READ_INTO(&c->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
-  }
-}
 
 /* `ret` is the function's return value: a byte count, or for the _ex forms 1 on success with the count at count_ptr. */
 static __always_inline int leave(long ret)
@@ -287,11 +243,15 @@ static __always_inline int leave(long ret)
     }
     conn->sk = c.sk;
     conn->cookie = c.cookie;
-    addrs_from_sk(conn, (struct sock *)c.sk);
+    svc_addrs_from_sk((struct sock *)c.sk, &conn->family, &conn->sport, &conn->dport, conn->saddr, conn->daddr);
+    if (svc_is_self_peer(&svc_self_peers, conn->family, conn->daddr, conn->dport))
+      conn->flags |= CONN_SELF_PEER;
   }
   __u32 fidx = c.io & 1;
   __u64 off = conn->offset[fidx];
   conn->offset[fidx] = off + moved;
+  if (conn->flags & CONN_SELF_PEER)
+    return 0;
 
   __u32 zero = 0;
   struct tls_scratch_value *sv = bpf_map_lookup_elem(&tls_scratch, &zero);
@@ -309,6 +269,9 @@ static __always_inline int leave(long ret)
     cap = H2_CAPTURE_BYTES;
   } else {
     int start = http_start(e->data, head);
+    /* Under 8 bytes: not taken as a message start. */
+    if (start == START_MAYBE)
+      start = START_NONE;
     if (start == START_REQUEST) {
       /* A request decides whether its whole exchange is captured. */
       conn->sampled = take_exchange_token() ? c.io + 1 : 0;

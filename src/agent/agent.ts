@@ -5,7 +5,7 @@
 import { ConfigError, formatProblem } from "../config/problems";
 import { loadConfig, type LoadedConfig } from "../config/load";
 import type { Config } from "../config/schema";
-import { durationMs } from "../config/units";
+import { msOf } from "../config/units";
 import type { Logger } from "../log/logger";
 import type { Component } from "../lifecycle/component";
 import { ReloadApplyError, Supervisor } from "../lifecycle/supervisor";
@@ -129,7 +129,7 @@ export class Agent {
   /** Stops every component in reverse order within `shutdown_timeout`. Idempotent. */
   shutdown(): Promise<void> {
     this.#shuttingDown ??= (async () => {
-      const timeoutMs = durationMs(this.#config.shutdown_timeout);
+      const timeoutMs = msOf(this.#config, "shutdown_timeout");
       this.logger.info("shutting down", { timeout_ms: timeoutMs });
       await this.supervisor.shutdownAll(timeoutMs);
       this.logger.info("stopped");

@@ -1,7 +1,7 @@
 /** Schemas of the collectors that are not program sets of the eBPF core: profiling, GPU and logs. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
-import { Duration, Size, durationMs, sizeBytes } from "../config/units";
+import { Duration, Size, msOf, bytesOf } from "../config/units";
 
 const MIN_PROFILING_INTERVAL_MS = 1000;
 const MIN_LOG_LINE_BYTES = 1024;
@@ -106,22 +106,22 @@ export type LogsConfig = Static<typeof LogsSchema>;
 /** Cross-field rules of the collector sections (paths under `agent.`). */
 export function validateCollectors(c: { profiling: ProfilingConfig; gpu: GpuConfig; logs: LogsConfig }): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  if (durationMs(c.profiling.interval) < MIN_PROFILING_INTERVAL_MS)
+  if (msOf(c.profiling, "interval") < MIN_PROFILING_INTERVAL_MS)
     problems.push({ path: "agent.profiling.interval", message: `must be at least 1s, got ${c.profiling.interval}` });
-  if (durationMs(c.gpu.interval) <= 0) problems.push({ path: "agent.gpu.interval", message: "must be greater than 0" });
+  if (msOf(c.gpu, "interval") <= 0) problems.push({ path: "agent.gpu.interval", message: "must be greater than 0" });
   for (const key of ["checkpoint_interval", "poll_interval", "rescan_interval"] as const)
-    if (durationMs(c.logs[key]) <= 0) problems.push({ path: `agent.logs.${key}`, message: "must be greater than 0" });
-  const line = sizeBytes(c.logs.max_line_size);
+    if (msOf(c.logs, key) <= 0) problems.push({ path: `agent.logs.${key}`, message: "must be greater than 0" });
+  const line = bytesOf(c.logs, "max_line_size");
   if (line < MIN_LOG_LINE_BYTES || line > MAX_LOG_LINE_BYTES)
     problems.push({ path: "agent.logs.max_line_size", message: `must be between 1KiB and 16MiB, got ${line} bytes` });
   c.logs.multiline.forEach((r, i) => {
     const key = `agent.logs.multiline[${i}]`;
     const problem = regexProblem(r.start_pattern);
     if (problem) problems.push({ path: `${key}.start_pattern`, message: `not a valid regular expression: ${problem}` });
-    const bytes = sizeBytes(r.max_bytes);
+    const bytes = bytesOf(r, "max_bytes");
     if (bytes < MIN_LOG_LINE_BYTES || bytes > MAX_MULTILINE_BYTES)
       problems.push({ path: `${key}.max_bytes`, message: `must be between 1KiB and 64MiB, got ${bytes} bytes` });
-    if (durationMs(r.flush_timeout) <= 0) problems.push({ path: `${key}.flush_timeout`, message: "must be greater than 0" });
+    if (msOf(r, "flush_timeout") <= 0) problems.push({ path: `${key}.flush_timeout`, message: "must be greater than 0" });
     r.include.forEach((p, j) => {
       if (!p.startsWith("/") && !p.startsWith("**")) problems.push({ path: `${key}.include[${j}]`, message: `must be an absolute pattern or start with **, got ${JSON.stringify(p)}` });
     });

@@ -2,5 +2,5 @@
 export { ConfigSchema, validateConfig, type Config } from "./schema";
 export { loadConfig, parseConfig, resolveConfigPath, embeddedDefaultText, keyPath, SYSTEM_CONFIG_PATH, type LoadedConfig } from "./load";
 export { ConfigError, formatProblem, type ConfigProblem } from "./problems";
-export { parseDuration, parseSize, durationMs, sizeBytes, formatDuration } from "./units";
+export { parseDuration, parseSize, durationMs, sizeBytes, msOf, bytesOf, formatDuration } from "./units";
 export { REDACTED, isSecretPath, redactConfig, secretsOf } from "./secrets";

@@ -12,7 +12,7 @@ import { applyEndpointDefaults } from "../export/config";
 import { locateProblems } from "./locate";
 import { ConfigError, type ConfigProblem } from "./problems";
 import { mayHoldSecret, rawSecretTexts, scrubText, unsendableTokenProblems } from "./secrets";
-import { UNIT_HINT } from "./units";
+import { typeUnits, UNIT_HINT } from "./units";
 import defaultConfigPath from "./default.yaml" with { type: "file" };
 
 /** Where the agent looks when neither --config nor SVC_CONFIG names a file. */
@@ -97,6 +97,7 @@ export function parseConfig(text: string, env: Env = process.env, source = "conf
   if (problems.length > 0) throw finish(dedupe(problems));
 
   const config = withDefaults as Config;
+  typeUnits(ConfigSchema, config);
   const crossField = [...validateConfig(config), ...unsendableTokenProblems(config.self_telemetry.auth)];
   if (crossField.length > 0) throw finish(crossField);
   return config;

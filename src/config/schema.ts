@@ -10,7 +10,7 @@ import { EbpfSchema, validateEbpf } from "../ebpf/config";
 import { GpuSchema, LogsSchema, ProfilingSchema, validateCollectors } from "../collectors/config";
 import { DiscoverySchema, validateDiscovery } from "../discovery/config";
 import { MemoryLimitSchema, validateMemoryLimit } from "../memory/config";
-import { Duration, durationMs } from "./units";
+import { Duration, msOf } from "./units";
 import type { ConfigProblem } from "./problems";
 
 export const AgentSectionSchema = Type.Object(
@@ -60,6 +60,6 @@ export function validateConfig(c: Config): ConfigProblem[] {
     ...validateMemoryLimit(c.agent.memory_limit),
   ];
   if ("service.name" in c.resource_attributes) problems.push({ path: "resource_attributes", message: "service.name is set by service_name (OTEL_SERVICE_NAME), not here" });
-  if (durationMs(c.shutdown_timeout) <= 0) problems.push({ path: "shutdown_timeout", message: "must be greater than 0" });
+  if (msOf(c, "shutdown_timeout") <= 0) problems.push({ path: "shutdown_timeout", message: "must be greater than 0" });
   return problems;
 }

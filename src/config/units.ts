@@ -2,7 +2,7 @@
  * Durations and sizes as operators write them in YAML, parsed strictly.
  * A value that does not parse is an error naming what was expected; nothing is guessed or clamped.
  */
-import { FormatRegistry, Type, type TInteger, type TString, type TUnion } from "@sinclair/typebox";
+import { FormatRegistry, Type, type TInteger, type TSchema, type TString, type TUnion } from "@sinclair/typebox";
 
 const DURATION_UNITS_MS: Record<string, number> = {
   ns: 1e-6,
@@ -84,12 +84,12 @@ FormatRegistry.Set("size", (v) => parseSize(v) !== undefined);
 /** Marker read by the error formatter to explain what a duration or size looks like. */
 export const UNIT_HINT = "x-svc-unit";
 
-/** A duration written as text ("500ms", "1s", "2m"). Read it with `durationMs`. */
+/** A duration written as text ("500ms", "1s", "2m"). Read it with `msOf`. */
 export function Duration(defaultValue: string, description: string): TString {
   return Type.String({ format: "duration", default: defaultValue, description, [UNIT_HINT]: "duration" });
 }
 
-/** A size in bytes, as an integer or text with a unit ("64MiB", "16777216"). Read it with `sizeBytes`. */
+/** A size in bytes, as an integer or text with a unit ("64MiB", "16777216"). Read it with `bytesOf`. */
 export function Size(defaultValue: string | number, description: string): TUnion<[TInteger, TString]> {
   return Type.Union([Type.Integer({ minimum: 0 }), Type.String({ format: "size" })], {
     default: defaultValue,
@@ -105,17 +105,74 @@ export function durationMs(text: string): number {
   return ms;
 }
 
-/** Sizes already parsed (a configuration has a handful; status views read them per request). */
-const SIZE_CACHE = new Map<string, number>();
-const SIZE_CACHE_MAX = 256;
-
 /** Bytes of a size that validation already accepted. */
 export function sizeBytes(value: string | number): number {
-  if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value;
-  const cached = SIZE_CACHE.get(String(value));
-  if (cached !== undefined) return cached;
   const b = parseSize(value);
   if (b === undefined) throw new Error(`not a size: ${JSON.stringify(value)}`);
-  if (SIZE_CACHE.size < SIZE_CACHE_MAX) SIZE_CACHE.set(String(value), b);
   return b;
+}
+
+/**
+ * The typed view of a loaded configuration: every duration and size read into a number once, at load, and kept
+ * beside the text the operator wrote. The configuration itself keeps that text (it is what /config,
+ * --validate-config, the diagnostics bundle and reload comparisons see); `msOf` and `bytesOf` read the numbers.
+ */
+interface TypedValue {
+  text: string | number;
+  value: number;
+}
+const TYPED = new WeakMap<object, Record<string, TypedValue>>();
+
+/** The unit of a schema node: its own hint, or that of a union member ("auto" | size). */
+function unitOf(schema: TSchema): "duration" | "size" | undefined {
+  const own = (schema as Record<string, unknown>)[UNIT_HINT];
+  if (own === "duration" || own === "size") return own;
+  for (const member of (schema.anyOf as TSchema[] | undefined) ?? []) {
+    const unit = unitOf(member);
+    if (unit) return unit;
+  }
+  return undefined;
+}
+
+/** Reads every duration and size of `value`, already checked against `schema`, into numbers (see TYPED). */
+export function typeUnits(schema: TSchema, value: unknown): void {
+  if (value === null || typeof value !== "object") return;
+  if (Array.isArray(value)) {
+    const items = schema.items as TSchema | undefined;
+    if (items) for (const v of value) typeUnits(items, v);
+    return;
+  }
+  const node = value as Record<string, unknown>;
+  const props = (schema.properties ?? {}) as Record<string, TSchema>;
+  const patterns = Object.values((schema.patternProperties ?? {}) as Record<string, TSchema>);
+  for (const key of Object.keys(node)) {
+    const sub = props[key] ?? patterns[0];
+    if (sub === undefined) continue;
+    const v = node[key];
+    const unit = unitOf(sub);
+    if (unit !== undefined && (typeof v === "string" || typeof v === "number")) {
+      const n = unit === "duration" ? (typeof v === "string" ? parseDuration(v) : undefined) : parseSize(v);
+      if (n === undefined) continue;
+      let typed = TYPED.get(node);
+      if (!typed) TYPED.set(node, (typed = {}));
+      typed[key] = { text: v, value: n };
+    } else typeUnits(sub, v);
+  }
+  for (const member of (schema.anyOf as TSchema[] | undefined) ?? []) typeUnits(member, value);
+}
+
+/** The number read at load for `node[key]`, while the node still holds the text it was read from. */
+function typedValue(node: object, key: string): number | undefined {
+  const t = TYPED.get(node)?.[key];
+  return t !== undefined && t.text === (node as Record<string, unknown>)[key] ? t.value : undefined;
+}
+
+/** Milliseconds of the duration `node[key]` (read at load; a node built elsewhere, e.g. in a test, is parsed here). */
+export function msOf<T extends object, K extends keyof T & string>(node: T, key: K): number {
+  return typedValue(node, key) ?? durationMs(node[key] as string);
+}
+
+/** Bytes of the size `node[key]` (read at load; a node built elsewhere is parsed here). Check for "auto" first. */
+export function bytesOf<T extends object, K extends keyof T & string>(node: T, key: K): number {
+  return typedValue(node, key) ?? sizeBytes(node[key] as string | number);
 }

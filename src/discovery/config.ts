@@ -1,7 +1,7 @@
 /** Schema of `agent.discovery`: Docker, Kubernetes and cloud discovery. Owned by discovery. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
-import { Duration, durationMs } from "../config/units";
+import { Duration, msOf } from "../config/units";
 
 export const DiscoverySchema = Type.Object(
   {
@@ -79,12 +79,12 @@ export function validateDiscovery(d: DiscoveryConfig): ConfigProblem[] {
     }
     if (!ok) problems.push({ path: `agent.discovery.cloud.endpoints.${name}`, message: `must be an http:// or https:// base address without query, got ${JSON.stringify(url)}` });
   }
-  const positive: Array<[string, string]> = [
-    ["agent.discovery.cloud.timeout", d.cloud.timeout],
-    ["agent.discovery.docker.reconnect_backoff_max", d.docker.reconnect_backoff_max],
-    ["agent.discovery.kubernetes.resync_backoff_max", d.kubernetes.resync_backoff_max],
+  const positive: Array<[string, number]> = [
+    ["agent.discovery.cloud.timeout", msOf(d.cloud, "timeout")],
+    ["agent.discovery.docker.reconnect_backoff_max", msOf(d.docker, "reconnect_backoff_max")],
+    ["agent.discovery.kubernetes.resync_backoff_max", msOf(d.kubernetes, "resync_backoff_max")],
   ];
-  for (const [path, v] of positive) if (durationMs(v) <= 0) problems.push({ path, message: "must be greater than 0" });
+  for (const [path, ms] of positive) if (ms <= 0) problems.push({ path, message: "must be greater than 0" });
   if (d.docker.enabled !== false && d.docker.socket.trim() === "") problems.push({ path: "agent.discovery.docker.socket", message: "must not be empty unless docker.enabled is false" });
   return problems;
 }

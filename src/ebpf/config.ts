@@ -1,7 +1,7 @@
 /** Schema of `agent.ebpf`: the eBPF loader and its program sets. Owned by the eBPF core. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
-import { Duration, durationMs, Size, sizeBytes } from "../config/units";
+import { Duration, Size, msOf, bytesOf } from "../config/units";
 
 export const EbpfSchema = Type.Object(
   {
@@ -87,8 +87,11 @@ const MIN_INTERVAL_MS = 1000;
 
 export function validateEbpf(c: EbpfConfig): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  for (const [path, d] of [["agent.ebpf.network.metrics_interval", c.network.metrics_interval], ["agent.ebpf.syscalls.interval", c.syscalls.interval]] as const) {
-    if (durationMs(d) < MIN_INTERVAL_MS) problems.push({ path, message: `must be at least 1s, got ${d}` });
+  for (const [path, d, ms] of [
+    ["agent.ebpf.network.metrics_interval", c.network.metrics_interval, msOf(c.network, "metrics_interval")],
+    ["agent.ebpf.syscalls.interval", c.syscalls.interval, msOf(c.syscalls, "interval")],
+  ] as const) {
+    if (ms < MIN_INTERVAL_MS) problems.push({ path, message: `must be at least 1s, got ${d}` });
   }
   const bounds = c.network.http_duration_buckets;
   for (let i = 1; i < bounds.length; i++)
@@ -96,7 +99,7 @@ export function validateEbpf(c: EbpfConfig): ConfigProblem[] {
       problems.push({ path: `agent.ebpf.network.http_duration_buckets[${i}]`, message: `bounds must increase, got ${bounds[i]} after ${bounds[i - 1]}` });
       break;
     }
-  const b = c.ringbuf_size === "auto" ? MIN_RINGBUF_BYTES : sizeBytes(c.ringbuf_size);
+  const b = c.ringbuf_size === "auto" ? MIN_RINGBUF_BYTES : bytesOf(c, "ringbuf_size");
   if (b < MIN_RINGBUF_BYTES || b > MAX_RINGBUF_BYTES)
     problems.push({ path: "agent.ebpf.ringbuf_size", message: `must be between 4KiB and 1GiB, got ${b} bytes` });
   return problems;

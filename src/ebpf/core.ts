@@ -7,7 +7,7 @@
  */
 import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
-import { sizeBytes } from "../config/units";
+import { bytesOf } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";
 import { EBPF_STATUS, type EbpfSummary, type EbpfView } from "./status";
 import { checkEnvironment, type EnvironmentProbe, type EnvironmentReport } from "./environment";
@@ -118,7 +118,7 @@ export class EbpfCore {
     const text = this.config.ringbuf_size;
     if (text === "auto") return undefined;
     if (text !== this.#ringbufText) {
-      this.#ringbufBytes = roundRingbufSize(sizeBytes(text));
+      this.#ringbufBytes = roundRingbufSize(bytesOf(this.config, "ringbuf_size"));
       this.#ringbufText = text;
     }
     return this.#ringbufBytes;

@@ -175,6 +175,12 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
     }
   }
   if (!object) return fail(`loading ${spec.object} failed after excluding optional programs`, new Error("load retries exhausted"));
+  try {
+    keepSharedMaps(object, spec.sharedMaps ?? []);
+  } catch (e) {
+    object.close();
+    return fail(`keeping the shared maps of ${spec.object}: ${reasonOf(e)}`, e as Error);
+  }
 
   const links: BpfLinkApi[] = [];
   const readers: Array<ReaderBinding<E>> = [];
@@ -227,6 +233,26 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
   return { ok: true, set: new LoadedSet(spec, object, links, programs(), readers) };
 }
 
+/** The kernel maps of `sharedMaps` by name: a descriptor of each, kept for the life of the process. */
+const sharedMapFds = new Map<string, number>();
+
+/** Before load: the set's shared maps that exist already are reused. */
+function reuseSharedMaps(object: BpfObjectApi, names: string[]): void {
+  for (const name of names) {
+    const fd = sharedMapFds.get(name);
+    const map = object.map(name);
+    if (fd !== undefined && map?.reuseFd) map.reuseFd(fd);
+  }
+}
+
+/** After load: the shared maps this set created are kept for the sets loaded later. */
+function keepSharedMaps(object: BpfObjectApi, names: string[]): void {
+  for (const name of names) {
+    const map = object.map(name);
+    if (!sharedMapFds.has(name) && map?.keepFd) sharedMapFds.set(name, map.keepFd());
+  }
+}
+
 /** Autoload, constants, buffer sizes, and which transport map the kernel creates. Throws on a spec that does not match the object. */
 function configure<E>(object: BpfObjectApi, spec: ProgramSetSpec<E>, options: LoaderOptions, excluded: Map<string, string>): void {
   const wanted = new Set(spec.programs.map((p) => p.name));
@@ -254,4 +280,5 @@ function configure<E>(object: BpfObjectApi, spec: ProgramSetSpec<E>, options: Lo
     if (!map) throw new LibbpfError("bpf_object__find_map_by_name", 2, { subject: name, detail: `no map ${name} in ${spec.object}` });
     map.setMaxEntries(size);
   }
+  reuseSharedMaps(object, spec.sharedMaps ?? []);
 }

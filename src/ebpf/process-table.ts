@@ -168,6 +168,19 @@ export function containerIdFromCgroup(text: string): string | undefined {
 }
 
 /**
+ * Whether the cgroup v2 id (what the BPF programs report) tells containers apart for a process with this
+ * /proc/<pid>/cgroup text: on a pure v2 host, or where the v2 path itself names the container. On a hybrid host
+ * (v1 hierarchies beside "0::/") every process may share one v2 cgroup, containers and host processes alike, so
+ * an answer found there must not be remembered for the id.
+ */
+export function cgroupIdDecides(text: string): boolean {
+  const lines = text.split("\n").filter((l) => l.length > 0);
+  const v2 = lines.filter((l) => l.startsWith("0::"));
+  if (v2.length === lines.length) return true;
+  return v2.some((l) => CONTAINER_ID_RE.test(l.slice(3)));
+}
+
+/**
  * Whether a process read from /proc is a child its parent forked without exec'ing: the same executable in the same
  * container, and the same address-space layout where both layouts are known.
  */
@@ -243,7 +256,7 @@ export class ProcessTable {
       return parent && (cgroupId === 0n || parent.cgroupId === cgroupId) ? parent.containerId : undefined;
     }
     const id = containerIdFromCgroup(path);
-    if (cgroupId !== 0n) setBounded(this.#containerByCgroup, cgroupId, id ?? null, CGROUP_CACHE_CAPACITY);
+    if (cgroupId !== 0n && cgroupIdDecides(path)) setBounded(this.#containerByCgroup, cgroupId, id ?? null, CGROUP_CACHE_CAPACITY);
     return id;
   }
 
@@ -299,6 +312,9 @@ export class ProcessTable {
       return;
     }
     if (e.kind === "fork") {
+      // Per-CPU perf buffers (kernels < 5.8) can deliver a child's exec before its fork: the fork does not undo it.
+      const known = this.#live.get(e.pid);
+      if (known && known.readAtMs === undefined && known.image.pid === e.pid && known.ppid === e.ppid) return;
       // The child runs what its parent runs, in the parent's container, until it execs.
       const parent = this.lookup(e.ppid);
       this.#missing.delete(e.pid);
@@ -315,7 +331,7 @@ export class ProcessTable {
         if (cached !== undefined) containerId = cached ?? undefined;
         else if (path !== undefined) {
           containerId = containerIdFromCgroup(path);
-          if (e.cgroupId !== 0n) setBounded(this.#containerByCgroup, e.cgroupId, containerId ?? null, CGROUP_CACHE_CAPACITY);
+          if (e.cgroupId !== 0n && cgroupIdDecides(path)) setBounded(this.#containerByCgroup, e.cgroupId, containerId ?? null, CGROUP_CACHE_CAPACITY);
         }
       }
       const image = containerId === parent.image.containerId ? parent.image : { ...parent.image, containerId };

@@ -47,6 +47,11 @@ export interface ProgramSetSpec<E = unknown> {
   constants?: Record<string, number | bigint>;
   /** max_entries of maps other than ring buffers, set before load (configurable map sizes). */
   mapSizes?: Record<string, number>;
+  /**
+   * Maps that are one kernel map in every set of the process that declares them (same name and definition): the
+   * first set loaded creates it, later ones (and reloads) reuse it.
+   */
+  sharedMaps?: string[];
 }
 
 /** Per program, after a load attempt: what the status view shows. */

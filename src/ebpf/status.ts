@@ -1,7 +1,7 @@
 /** The `ebpf` status view (GET /status/ebpf) and its fields of GET /status. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { Config } from "../config/schema";
-import { sizeBytes } from "../config/units";
+import { bytesOf } from "../config/units";
 import { Count, type StatusSection } from "../status/model";
 
 export const EbpfProgramSchema = Type.Object({
@@ -63,7 +63,7 @@ export const EBPF_STATUS: StatusSection<EbpfView, EbpfSummary, Config> = {
     enabled: false,
     programs: [],
     maps: [],
-    ringbuf: { size: c.agent.ebpf.ringbuf_size === "auto" ? 0 : sizeBytes(c.agent.ebpf.ringbuf_size), events_received: 0, events_lost: 0 },
+    ringbuf: { size: c.agent.ebpf.ringbuf_size === "auto" ? 0 : bytesOf(c.agent.ebpf, "ringbuf_size"), events_received: 0, events_lost: 0 },
   }),
   summary: (v) => {
     let loaded = 0;

@@ -7,7 +7,7 @@
  */
 import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
-import { durationMs } from "../config/units";
+import { msOf } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { EXPORT_STATUS, type ExportSummary, type ExportView } from "./status";
 import { SIGNALS, signalTarget, type Signal } from "./config";
@@ -214,7 +214,7 @@ export class OtlpExporterComponent implements Component {
 
   #interval(): number {
     if (this.#reachable) return this.#idleCheckMs;
-    const initial = durationMs(this.#pipeline.config.backoff.initial);
+    const initial = msOf(this.#pipeline.config.backoff, "initial");
     return Math.min(UNHEALTHY_CHECK_MAX_MS, Math.max(UNHEALTHY_CHECK_MIN_MS, initial));
   }
 
@@ -248,7 +248,7 @@ export class OtlpExporterComponent implements Component {
     if (this.#checking || !transport || this.#stopped) return;
     this.#checking = true;
     try {
-      const timeoutMs = durationMs(this.#pipeline.config.otlp.timeout);
+      const timeoutMs = msOf(this.#pipeline.config.otlp, "timeout");
       // Still refused: what the Export call would answer (same state, same reason), learned for a fraction of its cost.
       if (this.#refused && transport.refusedNow && (await transport.refusedNow(timeoutMs))) {
         if (transport === this.#sender.transport && this.#refused && !this.#stopped) this.#lastOutcomeAt = performance.now();

@@ -5,7 +5,7 @@
 import { mkdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
-import { Duration, Size, UNIT_HINT, durationMs, sizeBytes } from "../config/units";
+import { Duration, Size, UNIT_HINT, msOf, bytesOf } from "../config/units";
 
 export const SIGNALS = ["traces", "metrics", "logs", "profiles"] as const;
 export type Signal = (typeof SIGNALS)[number];
@@ -249,7 +249,7 @@ export function signalTarget(otlp: OtlpConfig, signal: Signal): SignalTarget {
     insecure,
     headers: o.headers ?? otlp.headers,
     compression: o.compression ?? otlp.compression,
-    timeoutMs: durationMs(o.timeout ?? otlp.timeout),
+    timeoutMs: o.timeout !== undefined ? msOf(o, "timeout") : msOf(otlp, "timeout"),
   };
 }
 
@@ -306,9 +306,9 @@ export function validateExport(otlp: OtlpConfig, queues: QueuesConfig, backoff: 
     const o = otlp.signals[s];
     const issue = o.endpoint === undefined ? undefined : endpointProblem(o.endpoint, o.protocol ?? otlp.protocol, true);
     if (issue) problems.push({ path: `otlp.signals.${s}.endpoint`, message: issue });
-    if (o.timeout !== undefined && durationMs(o.timeout) <= 0) problems.push({ path: `otlp.signals.${s}.timeout`, message: "must be greater than 0" });
+    if (o.timeout !== undefined && msOf(o, "timeout") <= 0) problems.push({ path: `otlp.signals.${s}.timeout`, message: "must be greater than 0" });
   }
-  if (durationMs(otlp.timeout) <= 0) problems.push({ path: "otlp.timeout", message: "must be greater than 0" });
+  if (msOf(otlp, "timeout") <= 0) problems.push({ path: "otlp.timeout", message: "must be greater than 0" });
   if ((otlp.tls.cert_file === "") !== (otlp.tls.key_file === ""))
     problems.push({ path: "otlp.tls.key_file", message: "cert_file and key_file must be given together" });
   const tlsGiven = otlp.tls.ca_file || otlp.tls.cert_file || otlp.tls.server_name;
@@ -322,10 +322,10 @@ export function validateExport(otlp: OtlpConfig, queues: QueuesConfig, backoff: 
     const q = queues[s];
     if (q.batch_size > q.capacity)
       problems.push({ path: `queues.${s}.batch_size`, message: `(${q.batch_size}) must not exceed queues.${s}.capacity (${q.capacity})` });
-    if (sizeBytes(q.mem_limit) <= 0) problems.push({ path: `queues.${s}.mem_limit`, message: "must be greater than 0" });
+    if (bytesOf(q, "mem_limit") <= 0) problems.push({ path: `queues.${s}.mem_limit`, message: "must be greater than 0" });
   }
-  if (durationMs(backoff.initial) <= 0) problems.push({ path: "backoff.initial", message: "must be greater than 0" });
-  if (durationMs(backoff.initial) > durationMs(backoff.max))
+  if (msOf(backoff, "initial") <= 0) problems.push({ path: "backoff.initial", message: "must be greater than 0" });
+  if (msOf(backoff, "initial") > msOf(backoff, "max"))
     problems.push({ path: "backoff.max", message: `(${backoff.max}) must not be less than backoff.initial (${backoff.initial})` });
   return problems;
 }

@@ -6,7 +6,7 @@
  *   collected = exported + dropped + queued + in_flight
  */
 import type { Config } from "../config/schema";
-import { durationMs, sizeBytes } from "../config/units";
+import { msOf, bytesOf } from "../config/units";
 import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
@@ -62,11 +62,11 @@ interface ParsedSettings {
 }
 
 function parseSettings(c: Config): ParsedSettings {
-  const settings = (s: Signal, maxInFlight: number): BatcherSettings => ({ batchSize: c.queues[s].batch_size, batchTimeoutMs: durationMs(c.queues[s].batch_timeout), maxInFlight });
+  const settings = (s: Signal, maxInFlight: number): BatcherSettings => ({ batchSize: c.queues[s].batch_size, batchTimeoutMs: msOf(c.queues[s], "batch_timeout"), maxInFlight });
   const batch = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, c.queues[s].max_in_flight)])) as Record<Signal, BatcherSettings>;
   const held = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, 0)])) as Record<Signal, BatcherSettings>;
   const timeoutMs = Object.fromEntries(SIGNALS.map((s) => [s, signalTarget(c.otlp, s).timeoutMs])) as Record<Signal, number>;
-  return { batch, held, backoff: { initialMs: durationMs(c.backoff.initial), maxMs: durationMs(c.backoff.max) }, timeoutMs };
+  return { batch, held, backoff: { initialMs: msOf(c.backoff, "initial"), maxMs: msOf(c.backoff, "max") }, timeoutMs };
 }
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
@@ -113,7 +113,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   #makeLane(signal: Signal): Lane {
     const q = this.#config.queues[signal];
-    const queue = q.persistent ? this.#persistentQueue(signal) : new SignalQueue(q.capacity, sizeBytes(q.mem_limit));
+    const queue = q.persistent ? this.#persistentQueue(signal) : new SignalQueue(q.capacity, bytesOf(q, "mem_limit"));
     const lane: Lane = {
       signal,
       queue,
@@ -149,8 +149,8 @@ export class OtlpPipeline implements TelemetryPipeline {
     return new PersistentQueue({
       directory: queueDirectory(this.#config.storage, signal),
       capacity: q.capacity,
-      memLimitBytes: sizeBytes(q.mem_limit),
-      fsyncIntervalMs: durationMs(this.#config.storage.fsync_interval),
+      memLimitBytes: bytesOf(q, "mem_limit"),
+      fsyncIntervalMs: msOf(this.#config.storage, "fsync_interval"),
       onDiskFull: (full, error) =>
         full
           ? this.#logger.error("persistent queue: disk full, items dropped as disk_full until space is back", { signal, error })
@@ -188,7 +188,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     for (const s of SIGNALS) {
       const q = this.#lanes[s].queue;
       q.capacity = next.queues[s].capacity;
-      q.memLimitBytes = sizeBytes(next.queues[s].mem_limit);
+      q.memLimitBytes = bytesOf(next.queues[s], "mem_limit");
       this.#lanes[s].batcher.kick();
     }
   }

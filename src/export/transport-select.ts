@@ -5,7 +5,7 @@
  * carries every signal it is used as it is; otherwise a SignalRouter sends each signal to its own.
  */
 import type { Config } from "../config/schema";
-import { durationMs } from "../config/units";
+import { msOf } from "../config/units";
 import { SIGNALS, signalTarget, type Signal, type SignalTarget } from "./config";
 import type { ExportOutcome } from "./outcome";
 import { GrpcTransport, type Transport } from "./transport";
@@ -43,8 +43,8 @@ export class SignalRouter implements Transport {
 /** Builds the transport(s) of `config` (throws TransportConfigError when a TLS file cannot be read). Connects lazily. */
 export function transportFor(config: Config): Transport {
   const targets = Object.fromEntries(SIGNALS.map((s) => [s, signalTarget(config.otlp, s)])) as Record<Signal, SignalTarget>;
-  const reconnectInitialMs = durationMs(config.backoff.initial);
-  const reconnectMaxMs = durationMs(config.backoff.max);
+  const reconnectInitialMs = msOf(config.backoff, "initial");
+  const reconnectMaxMs = msOf(config.backoff, "max");
   const http = SIGNALS.filter((s) => targets[s].protocol === "http/protobuf");
   const bySignal = {} as Record<Signal, Transport>;
   if (http.length > 0) {

@@ -9,7 +9,7 @@
  */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";
-import { Duration, durationMs, parseSize, Size, sizeBytes } from "../config/units";
+import { Duration, Size, msOf, bytesOf } from "../config/units";
 
 /** The hard limit outside a cgroup with a memory limit. */
 export const DEFAULT_HARD_LIMIT_BYTES = 400 * 2 ** 20;
@@ -48,10 +48,10 @@ export interface MemoryLimits {
 export function resolveLimits(c: MemoryLimitConfig, cgroupLimitBytes: number | undefined): MemoryLimits {
   let hardBytes: number;
   let source: MemoryLimits["source"];
-  if (c.limit !== "auto") [hardBytes, source] = [sizeBytes(c.limit), "configured"];
+  if (c.limit !== "auto") [hardBytes, source] = [bytesOf(c, "limit"), "configured"];
   else if (cgroupLimitBytes !== undefined) [hardBytes, source] = [Math.floor(cgroupLimitBytes * CGROUP_LIMIT_FRACTION), "cgroup"];
   else [hardBytes, source] = [DEFAULT_HARD_LIMIT_BYTES, "default"];
-  const softBytes = c.soft_limit === "auto" ? Math.floor(hardBytes * SOFT_LIMIT_FRACTION) : Math.min(sizeBytes(c.soft_limit), hardBytes);
+  const softBytes = c.soft_limit === "auto" ? Math.floor(hardBytes * SOFT_LIMIT_FRACTION) : Math.min(bytesOf(c, "soft_limit"), hardBytes);
   return { softBytes, hardBytes, source };
 }
 
@@ -68,11 +68,10 @@ export function deploymentMemory(): { requestMiB: number; limitMiB: number } {
 
 export function validateMemoryLimit(c: MemoryLimitConfig, path = "agent.memory_limit"): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
-  const size = (v: string | number) => (typeof v === "number" ? v : parseSize(v));
-  if (c.limit !== "auto" && (size(c.limit) ?? 0) <= 0) problems.push({ path: `${path}.limit`, message: "must be auto or a size greater than 0" });
-  if (c.soft_limit !== "auto" && (size(c.soft_limit) ?? 0) <= 0) problems.push({ path: `${path}.soft_limit`, message: "must be auto or a size greater than 0" });
-  if (c.limit !== "auto" && c.soft_limit !== "auto" && (size(c.soft_limit) ?? 0) > (size(c.limit) ?? 0))
+  if (c.limit !== "auto" && bytesOf(c, "limit") <= 0) problems.push({ path: `${path}.limit`, message: "must be auto or a size greater than 0" });
+  if (c.soft_limit !== "auto" && bytesOf(c, "soft_limit") <= 0) problems.push({ path: `${path}.soft_limit`, message: "must be auto or a size greater than 0" });
+  if (c.limit !== "auto" && c.soft_limit !== "auto" && bytesOf(c, "soft_limit") > bytesOf(c, "limit"))
     problems.push({ path: `${path}.soft_limit`, message: "must not be above limit" });
-  if (durationMs(c.check_interval) <= 0) problems.push({ path: `${path}.check_interval`, message: "must be greater than 0" });
+  if (msOf(c, "check_interval") <= 0) problems.push({ path: `${path}.check_interval`, message: "must be greater than 0" });
   return problems;
 }

@@ -10,7 +10,7 @@
  */
 import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
-import { durationMs } from "../config/units";
+import { msOf } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { cgroupMemoryLimit } from "./cgroup";
 import { resolveLimits, type MemoryLimits } from "./config";
@@ -152,7 +152,7 @@ export class MemoryLimiter implements Component {
   #startTimer(c: Config): void {
     this.#stopTimer();
     if (!this.#enabled) return;
-    this.#timer = setInterval(() => this.check(), durationMs(c.agent.memory_limit.check_interval));
+    this.#timer = setInterval(() => this.check(), msOf(c.agent.memory_limit, "check_interval"));
     this.#timer.unref?.();
   }
 

@@ -1,7 +1,7 @@
 /** The GPU collector: opens NVML (retrying while it cannot), reads each device per interval, submits metric points. */
 import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import type { GaugePointItem, Scope } from "../../export/model";
 import type { Attributes } from "../../export/types";
 import type { Component, ComponentHost } from "../../lifecycle/component";
@@ -81,7 +81,7 @@ export class GpuCollector implements Component {
       return;
     }
     this.#endTask = this.#ctx.tasks.begin("collector/gpu poller");
-    this.#timer = setInterval(() => this.poll(config), durationMs(c.interval));
+    this.#timer = setInterval(() => this.poll(config), msOf(c, "interval"));
     this.poll(config);
   }
 

@@ -11,7 +11,7 @@
  * the lines of other streams past that offset that were sent already are skipped then (CheckpointEntry.streams).
  */
 import type { LogsConfig } from "../config";
-import { durationMs, sizeBytes } from "../../config/units";
+import { msOf, bytesOf } from "../../config/units";
 import type { LogRecordItem, Scope } from "../../export/model";
 import type { Attributes, TelemetryPipeline } from "../../export/types";
 import type { WorkloadDirectory } from "../../discovery/types";
@@ -161,13 +161,13 @@ export class TailEngine {
       include: r.include.map((g) => new Bun.Glob(g)),
       start: new RegExp(r.start_pattern),
       maxLines: r.max_lines,
-      maxBytes: sizeBytes(r.max_bytes),
-      flushTimeoutMs: durationMs(r.flush_timeout),
+      maxBytes: bytesOf(r, "max_bytes"),
+      flushTimeoutMs: msOf(r, "flush_timeout"),
     }));
-    this.#maxLine = sizeBytes(deps.config.max_line_size);
-    this.#pollMs = durationMs(deps.config.poll_interval);
-    this.#rescanMs = durationMs(deps.config.rescan_interval);
-    this.#checkpointMs = durationMs(deps.config.checkpoint_interval);
+    this.#maxLine = bytesOf(deps.config, "max_line_size");
+    this.#pollMs = msOf(deps.config, "poll_interval");
+    this.#rescanMs = msOf(deps.config, "rescan_interval");
+    this.#checkpointMs = msOf(deps.config, "checkpoint_interval");
   }
 
   /** Reads the checkpoint, opens the files found now, and starts reading in the background. Throws CheckpointError. */

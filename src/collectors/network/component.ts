@@ -13,7 +13,7 @@
  */
 import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
 import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
@@ -341,7 +341,7 @@ export class NetworkCollector implements Component {
 
   #startTimers(): void {
     this.#stopTimers();
-    this.#metricsTimer = setInterval(() => this.exportMetrics(), durationMs(this.#cfg.metrics_interval));
+    this.#metricsTimer = setInterval(() => this.exportMetrics(), msOf(this.#cfg, "metrics_interval"));
     this.#statsTimer = setInterval(() => this.#pollStats(), STATS_POLL_MS);
     this.#metricsTimer.unref?.();
     this.#statsTimer.unref?.();

@@ -101,6 +101,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
     },
     // With per-socket storage (max_conns bounds it) the hash is left unused but by the optional kprobe: one entry.
     mapSizes: { conns: socketStorage ? 1 : o.maxConnections },
+    sharedMaps: ["svc_self_peers"],
   };
 }
 

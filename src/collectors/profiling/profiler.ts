@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { join } from "node:path";
 import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import { loadProgramSet, type EbpfCore, type LoadedSet, type ProgramSetSpec } from "../../ebpf";
 import type { ProfileFrame, ProfileItem, ProfileSample, Scope } from "../../export/model";
 import type { Attributes } from "../../export/types";
@@ -211,7 +211,7 @@ export class ProfilingCollector implements Component {
     core.record(PROFILE_SET_NAME, { programs: outcome.set.programs, loaded: outcome.set as LoadedSet<unknown>, pumps: [] });
     this.#periodStartNs = nowNs();
     this.#endTask = this.#ctx.tasks.begin("collector/profiling reader");
-    const intervalMs = durationMs(config.agent.profiling.interval);
+    const intervalMs = msOf(config.agent.profiling, "interval");
     this.#timer = setInterval(() => this.collect(), intervalMs);
     if (intervalMs > DRAIN_INTERVAL_MS) this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
     host.logger.info("CPU profiling attached", { sample_rate: config.agent.profiling.sample_rate, interval: config.agent.profiling.interval });

@@ -10,7 +10,7 @@
 import { existsSync } from "node:fs";
 import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
 import { EbpfSetComponent } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
@@ -179,7 +179,7 @@ export class SyscallCollector implements Component {
       } catch (e) {
         this.#host?.logger.warn("reading syscall statistics failed", { error: (e as Error).message });
       }
-    }, durationMs(this.#cfg.interval));
+    }, msOf(this.#cfg, "interval"));
     this.#timer.unref?.();
   }
 

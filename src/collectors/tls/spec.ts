@@ -34,5 +34,6 @@ export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number }): 
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
     constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond },
+    sharedMaps: ["svc_self_peers"],
   };
 }

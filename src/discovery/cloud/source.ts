@@ -5,7 +5,7 @@
  * provider is contacted directly. Nothing found is provider "none", which is not an error.
  */
 import type { Config } from "../../config/schema";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import type { TelemetryPipeline } from "../../export/types";
 import type { ComponentHost } from "../../lifecycle/component";
 import { DiscoverySource, type SourceRun } from "../source";
@@ -39,7 +39,7 @@ interface Settings {
 
 function settingsOf(c: Config): Settings {
   const d = c.agent.discovery.cloud;
-  return { enabled: d.enabled, provider: d.provider, endpoints: { ...d.endpoints }, timeoutMs: durationMs(d.timeout), hintsRoot: d.hints_root };
+  return { enabled: d.enabled, provider: d.provider, endpoints: { ...d.endpoints }, timeoutMs: msOf(d, "timeout"), hintsRoot: d.hints_root };
 }
 
 

@@ -8,7 +8,7 @@
  */
 import { existsSync } from "node:fs";
 import type { Config } from "../../config/schema";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import type { ComponentHost } from "../../lifecycle/component";
 import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
@@ -40,7 +40,7 @@ interface Settings {
 
 function settingsOf(c: Config): Settings {
   const d = c.agent.discovery.docker;
-  return { enabled: d.enabled, socket: d.socket, backoffMaxMs: durationMs(d.reconnect_backoff_max) };
+  return { enabled: d.enabled, socket: d.socket, backoffMaxMs: msOf(d, "reconnect_backoff_max") };
 }
 
 export class DockerSource extends DiscoverySource<Settings> {

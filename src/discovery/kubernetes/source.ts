@@ -7,7 +7,7 @@
  */
 import { hostname } from "node:os";
 import type { Config } from "../../config/schema";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import type { Attributes, TelemetryPipeline } from "../../export/types";
 import type { ComponentHost } from "../../lifecycle/component";
 import { DiscoverySource, type SourceRun } from "../source";
@@ -56,7 +56,7 @@ function settingsOf(c: Config, env: Record<string, string | undefined>): Setting
     clusterName: k.cluster_name,
     nodeName: k.node_name || env.NODE_NAME || hostname(),
     serviceAccountDir: k.service_account_dir,
-    backoffMaxMs: durationMs(k.resync_backoff_max),
+    backoffMaxMs: msOf(k, "resync_backoff_max"),
   };
 }
 

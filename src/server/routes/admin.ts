@@ -1,6 +1,6 @@
 /** POST /admin/reload, POST /admin/flush, and GET /admin/logs (the recent log records, in any mode). */
 import { Elysia, t } from "elysia";
-import { durationMs } from "../../config/units";
+import { msOf } from "../../config/units";
 import { ConfigError } from "../../config/problems";
 import type { ServerDeps } from "../deps";
 import { ApiError } from "../errors";
@@ -42,7 +42,7 @@ export function adminRoutes(deps: ServerDeps, prefix = "") {
     .post(
       "/admin/flush",
       async () => {
-        const r = await deps.pipeline.flush(durationMs(deps.config().shutdown_timeout));
+        const r = await deps.pipeline.flush(msOf(deps.config(), "shutdown_timeout"));
         return {
           status: r.reason ? ("incomplete" as const) : ("ok" as const),
           flushed: r.exported,

@@ -105,6 +105,8 @@ export class FakeProgram implements BpfProgramApi {
   }
 }
 
+let nextKeptFd = 0;
+
 export class FakeMap implements BpfMapApi {
   maxEntries: number;
   autocreate = true;
@@ -124,6 +126,18 @@ export class FakeMap implements BpfMapApi {
   }
   setAutocreate(on: boolean): void {
     this.autocreate = on;
+  }
+  /** Shared maps: the descriptor kept of this map (keepFd), and the one it was made to reuse before load. */
+  keptFd: number | undefined;
+  reusedFd: number | undefined;
+  reusedBeforeLoad: boolean | undefined;
+  keepFd(): number {
+    this.keptFd = 9000 + nextKeptFd++;
+    return this.keptFd;
+  }
+  reuseFd(fd: number): void {
+    this.reusedFd = fd;
+    this.reusedBeforeLoad = !this.object.loaded;
   }
   /** Keys iterated by entryCounter steps, to check that sweeps are sliced. */
   stepped: number[] = [];

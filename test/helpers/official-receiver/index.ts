@@ -79,11 +79,13 @@ export interface OfficialReceiverOptions {
   protoRoot?: string;
   /** Also serve OTLP/HTTP (binary protobuf) on a port of its own. */
   http?: boolean;
+  /** The gRPC server's loopback port (default: any free one). */
+  port?: number;
 }
 
 export async function startOfficialReceiver(options: OfficialReceiverOptions = {}): Promise<OfficialReceiver> {
   const out = mkdtempSync(join(tmpdir(), "svc-official-rx-"));
-  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([PYTHON, SCRIPT, "serve", "--proto-root", options.protoRoot ?? PROTO_ROOT, "--out", out, ...(options.http ? ["--http-listen", "127.0.0.1:0"] : [])], {
+  const proc: Subprocess<"ignore", "pipe", "pipe"> = Bun.spawn([PYTHON, SCRIPT, "serve", "--proto-root", options.protoRoot ?? PROTO_ROOT, "--out", out, "--listen", `127.0.0.1:${options.port ?? 0}`, ...(options.http ? ["--http-listen", "127.0.0.1:0"] : [])], {
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -143,4 +145,16 @@ export function checkOfficial(signal: OtlpSignal, body: Uint8Array, protoRoot = 
   const r = Bun.spawnSync([PYTHON, SCRIPT, "check", "--proto-root", protoRoot, "--signal", signal], { stdin: body, stdout: "pipe", stderr: "pipe" });
   if (r.exitCode !== 0) throw new Error(`official check of ${signal} failed: ${r.stderr.toString().trim()}`);
   return JSON.parse(r.stdout.toString()) as OfficialRequest;
+}
+
+/** A KeyValue list as MessageToDict gives it, as plain values (64-bit integers come as strings and become numbers). */
+export function attributesOf(list: unknown): Record<string, string | number | boolean> {
+  const value = (v: Record<string, unknown>): string | number | boolean => {
+    if ("stringValue" in v) return v.stringValue as string;
+    if ("intValue" in v) return Number(v.intValue);
+    if ("doubleValue" in v) return Number(v.doubleValue);
+    if ("boolValue" in v) return Boolean(v.boolValue);
+    return JSON.stringify(v);
+  };
+  return Object.fromEntries(((list as Array<{ key: string; value: Record<string, unknown> }>) ?? []).map((a) => [a.key, value(a.value)]));
 }

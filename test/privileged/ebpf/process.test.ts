@@ -12,7 +12,7 @@ import { EbpfSetComponent } from "../../../src/ebpf/component";
 import { EbpfCore } from "../../../src/ebpf/core";
 import { FeatureProbes } from "../../../src/ebpf/features";
 import { NATIVE_DEPS } from "../../../src/ebpf";
-import { loadProgramSet } from "../../../src/ebpf/loader";
+import { DEFAULT_AUTO_RINGBUF_BYTES, loadProgramSet } from "../../../src/ebpf/loader";
 import { PROCESS_SET } from "../../../src/ebpf/sets/process";
 import type { ProcessEvent } from "../../../src/ebpf/sets/process-decoder";
 import type { ComponentState } from "../../../src/lifecycle/component";
@@ -77,10 +77,11 @@ describe("process set", () => {
     const view = ctx.status.view<EbpfView>(EBPF_STATUS.name)!;
     expect(Value.Check(EbpfViewSchema, view)).toBe(true);
     expect(view.programs.map((p) => [p.name, p.type, p.attached])).toEqual([["handle_exec", "tracepoint", true], ["handle_exit", "tracepoint", true], ["handle_fork", "tp_btf", true]]);
-    expect(view.ringbuf.size).toBe(16 * 1024 * 1024);
+    // ringbuf_size: auto (the default): the process set's ring has the default automatic size.
+    expect(view.ringbuf.size).toBe(DEFAULT_AUTO_RINGBUF_BYTES);
     expect(view.ringbuf.events_received).toBeGreaterThanOrEqual(2);
     expect(view.ringbuf.events_lost).toBe(0);
-    expect(view.maps.find((m) => m.name === "process/events")).toEqual({ name: "process/events", type: "ringbuf", entries: 0, max_entries: 16 * 1024 * 1024 });
+    expect(view.maps.find((m) => m.name === "process/events")).toEqual({ name: "process/events", type: "ringbuf", entries: 0, max_entries: DEFAULT_AUTO_RINGBUF_BYTES });
     expect(await ctx.metrics.registry.metrics()).toContain("svc_ebpf_programs_loaded 3");
 
     const ids = view.programs.map((p) => p.id);

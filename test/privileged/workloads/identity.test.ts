@@ -11,7 +11,7 @@ import { realpathSync } from "node:fs";
 import { basename } from "node:path";
 import { spawnAgent, type AgentProcess } from "../../helpers/agent-process";
 import { dockerdUnavailable, TestDockerd, TEST_IMAGE } from "../../helpers/dockerd";
-import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
+import { attributesOf as attrs, missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 import { closedLoopbackPort } from "../../helpers/ports";
 import { firstLine } from "../../helpers/wait";
 import { agentYaml } from "../collectors/network/harness";
@@ -25,16 +25,6 @@ const unavailable = dockerdUnavailable() ?? (missingOfficialTools().length > 0 ?
 if (unavailable) console.warn(`SKIP privileged workload identity: ${unavailable}`);
 
 type Attrs = Record<string, string | number | boolean>;
-
-/** An AnyValue as MessageToDict gives it, as a plain value (64-bit integers come as strings). */
-function value(v: Record<string, unknown>): string | number | boolean {
-  if ("stringValue" in v) return v.stringValue as string;
-  if ("intValue" in v) return Number(v.intValue);
-  if ("doubleValue" in v) return Number(v.doubleValue);
-  if ("boolValue" in v) return Boolean(v.boolValue);
-  return JSON.stringify(v);
-}
-const attrs = (list: unknown): Attrs => Object.fromEntries(((list as Array<{ key: string; value: Record<string, unknown> }>) ?? []).map((a) => [a.key, value(a.value)]));
 
 interface Found {
   resource: Attrs;

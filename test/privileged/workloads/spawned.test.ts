@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn as nodeSpawn, type ChildProcess } from "node:child_process";
 import { spawnAgent, type AgentProcess } from "../../helpers/agent-process";
-import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
+import { attributesOf as attrs, missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 import { firstLine } from "../../helpers/wait";
 import { agentYaml } from "../collectors/network/harness";
 
@@ -19,15 +19,6 @@ const isRoot = process.getuid?.() === 0;
 const missing = [...missingOfficialTools(), ...(Bun.which("curl") ? [] : ["curl"]), ...(Bun.which("python3") ? [] : ["python3"])];
 
 type Attrs = Record<string, string | number | boolean>;
-
-function value(v: Record<string, unknown>): string | number | boolean {
-  if ("stringValue" in v) return v.stringValue as string;
-  if ("intValue" in v) return Number(v.intValue);
-  if ("doubleValue" in v) return Number(v.doubleValue);
-  if ("boolValue" in v) return Boolean(v.boolValue);
-  return JSON.stringify(v);
-}
-const attrs = (list: unknown): Attrs => Object.fromEntries(((list as Array<{ key: string; value: Record<string, unknown> }>) ?? []).map((a) => [a.key, value(a.value)]));
 
 interface Item {
   resource: Attrs;

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { formatDuration, parseDuration, parseSize } from "../../../src/config/units";
+import { parseConfig } from "../../../src/config/load";
+import { redactConfig } from "../../../src/config/secrets";
+import { bytesOf, formatDuration, msOf, parseDuration, parseSize } from "../../../src/config/units";
 
 describe("durations", () => {
   test.each([
@@ -38,5 +40,49 @@ describe("sizes", () => {
   test("negative and fractional integers are refused", () => {
     expect(parseSize(-1)).toBeUndefined();
     expect(parseSize(1.5)).toBeUndefined();
+  });
+});
+
+describe("typed view of a loaded configuration", () => {
+  const yaml = [
+    "shutdown_timeout: 1h30m",
+    "queues:",
+    "  traces: { mem_limit: 2MiB, batch_timeout: 250ms }",
+    "  logs: { mem_limit: 4096 }",
+    "otlp:",
+    "  signals:",
+    "    metrics: { timeout: 3s }",
+    "agent:",
+    "  ebpf: { ringbuf_size: 8MiB }",
+    "  memory_limit: { limit: 1GiB }",
+    "  logs:",
+    "    multiline: [{ include: ['/x/*.log'], start_pattern: '^a', max_bytes: 1KiB, flush_timeout: 2s }]",
+  ].join("\n");
+
+  test("durations and sizes read as numbers, the configuration keeps the text as written", () => {
+    const c = parseConfig(yaml, {});
+    expect(msOf(c, "shutdown_timeout")).toBe(5_400_000);
+    expect(msOf(c.queues.traces, "batch_timeout")).toBe(250);
+    expect(bytesOf(c.queues.traces, "mem_limit")).toBe(2 * 1024 ** 2);
+    expect(bytesOf(c.queues.logs, "mem_limit")).toBe(4096);
+    expect(msOf(c.otlp.signals.metrics, "timeout")).toBe(3000);
+    expect(bytesOf(c.agent.ebpf, "ringbuf_size")).toBe(8 * 1024 ** 2);
+    expect(bytesOf(c.agent.memory_limit, "limit")).toBe(1024 ** 3);
+    expect(bytesOf(c.agent.logs.multiline[0]!, "max_bytes")).toBe(1024);
+    expect(msOf(c.agent.logs.multiline[0]!, "flush_timeout")).toBe(2000);
+    expect(msOf(c.backoff, "max")).toBe(30_000);
+    const shown = redactConfig(c);
+    expect(shown.shutdown_timeout).toBe("1h30m");
+    expect(shown.queues.traces.mem_limit).toBe("2MiB");
+    expect(JSON.parse(JSON.stringify(c)).agent.ebpf.ringbuf_size).toBe("8MiB");
+  });
+
+  test("a value changed after load, or a node built elsewhere, is read from its text", () => {
+    const c = parseConfig(yaml, {});
+    c.queues.traces.batch_timeout = "2s";
+    expect(msOf(c.queues.traces, "batch_timeout")).toBe(2000);
+    expect(msOf({ interval: "15s" }, "interval")).toBe(15_000);
+    expect(bytesOf({ max_bytes: "1KB" }, "max_bytes")).toBe(1000);
+    expect(() => msOf({ interval: "soon" }, "interval")).toThrow("not a duration");
   });
 });

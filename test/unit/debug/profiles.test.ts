@@ -1,5 +1,5 @@
 /** Pure parts of the debug profiles: profile.proto building, stack parsing, CPU profile conversion, runtime profiles. */
-import { describe, expect, test } from "bun:test";
+import { describe, expect, jest, test } from "bun:test";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { cpuProfileToPprof, reserveProfiler, ProfilerBusyError, type InspectorProfile } from "../../../src/debug/cpu-profile";
@@ -8,6 +8,7 @@ import { DebugRuntime } from "../../../src/debug/runtime";
 import { blockProfile, goroutineCountsText, goroutineProfile, goroutineStacksText, mutexProfile } from "../../../src/debug/runtime-profiles";
 import { Mutex } from "../../../src/lifecycle/mutex";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
+import { advanceTimersByTime, flushPromises } from "../../helpers/fake-timers";
 import { waitUntil } from "../../helpers/wait";
 
 function decode(b: PprofBuilder) {
@@ -106,17 +107,25 @@ describe("runtime profiles", () => {
     const empty = decode(mutexProfile([lock]));
     expect(empty.p.sample.length).toBe(0);
     expect(empty.p.comment.map(empty.s).join("\n")).toContain("reload lock: 0 contended");
-    const gate = Promise.withResolvers<void>();
-    const first = lock.run(() => gate.promise);
-    const second = lock.run(async () => undefined);
-    await Bun.sleep(5);
-    gate.resolve();
-    await Promise.all([first, second]);
-    const { stacks } = decode(mutexProfile([lock]));
-    expect(stacks.length).toBe(1);
-    expect(stacks[0]!.frames[0]!.name).toBe("reload lock wait");
-    expect(stacks[0]!.values[0]).toBe(1);
-    expect(stacks[0]!.values[1]).toBeGreaterThan(0);
+    jest.useFakeTimers();
+    try {
+      const gate = Promise.withResolvers<void>();
+      const first = lock.run(() => gate.promise);
+      const second = lock.run(async () => undefined);
+      await flushPromises(); // the first caller holds the lock, the second waits
+      expect(lock.held).toBe(true);
+      advanceTimersByTime(5);
+      gate.resolve();
+      await Promise.all([first, second]);
+    } finally {
+      jest.useRealTimers();
+    }
+    const profile = decode(mutexProfile([lock]));
+    expect(profile.stacks.length).toBe(1);
+    expect(profile.stacks[0]!.frames[0]!.name).toBe("reload lock wait");
+    // One contended acquisition, which waited the 5 ms (fake clock) the first holder kept the lock.
+    expect(profile.stacks[0]!.values).toEqual([1, 5_000_000]);
+    expect(profile.p.comment.map(profile.s).join("\n")).toContain("reload lock: 1 contended acquisitions, 5.000 ms waited in total");
   });
 
   test("block: a synchronous block inside an operation is attributed to it", async () => {
@@ -143,17 +152,36 @@ describe("runtime profiles", () => {
   test("trace: begin/end pairs of operations during the window, and only one trace at a time", async () => {
     const tasks = new TaskRegistry();
     const runtime = new DebugRuntime(tasks);
+    jest.useFakeTimers();
     runtime.setEnabled(true);
     try {
-      const pending = runtime.trace(1);
+      let ended = false;
+      const pending = runtime.trace(1).finally(() => (ended = true));
       await expect(runtime.trace(1)).rejects.toThrow("only one at a time");
+      advanceTimersByTime(250);
       await tasks.track("op inside", async () => undefined);
+      // The window is one second of the clock: not over at 999 ms, over at 1000.
+      advanceTimersByTime(749);
+      await flushPromises();
+      expect(ended).toBe(false);
+      await tasks.track("op late inside", async () => undefined);
+      advanceTimersByTime(1);
       const t = await pending;
+      await tasks.track("op after", async () => undefined);
       const mine = t.events.filter((e) => e.name === "op inside");
       expect(mine.map((e) => e.ph)).toEqual(["b", "e"]);
       expect(mine[0]!.id).toBe(mine[1]!.id);
+      // Chrome trace timestamps are microseconds from the trace's start.
+      expect(mine.map((e) => e.ts)).toEqual([250_000, 250_000]);
+      expect(t.events.filter((e) => e.name === "op late inside").map((e) => e.ts)).toEqual([999_000, 999_000]);
+      expect(t.events.some((e) => e.name === "op after")).toBe(false);
+      // The next trace may start once the window is over.
+      const next = runtime.trace(1);
+      advanceTimersByTime(1000);
+      await next;
     } finally {
       runtime.setEnabled(false);
+      jest.useRealTimers();
     }
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
 import { parseConfig } from "../../../src/config/load";
 import { EbpfSetComponent } from "../../../src/ebpf/component";
@@ -7,6 +7,7 @@ import { pollIntervalMs } from "../../../src/ebpf/pump";
 import type { ProgramSetSpec } from "../../../src/ebpf/spec";
 import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
 import { EbpfViewSchema, EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
+import { advanceUntil } from "../../helpers/fake-timers";
 import { fakeDeps, fakeEnvironment, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "../../helpers/fakes/ebpf";
 
 const SPEC: ProgramSetSpec<number> = {
@@ -43,17 +44,15 @@ function host(ctx: TestContext, id: string): ComponentHost & { states: Array<[Co
   };
 }
 
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return;
-    await Bun.sleep(2);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+/** Under the fake clock, 1 ms at a time: loads finish and the pumps poll as the clock moves. */
+const until = (cond: () => boolean, what: string) => advanceUntil(cond, what, 1, 1000);
 
 const u32 = (n: number) => new Uint8Array(new Uint32Array([n]).buffer);
 
 describe("ebpf/<set> component and the ebpf view", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
   test("loads in the background, reports ok, feeds events, publishes the view and the metrics", async () => {
     const ctx = testContext("agent:\n  ebpf:\n    ringbuf_size: 3MiB\n");
     const rt = runtime();
@@ -124,7 +123,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await Promise.all([first.start(h1), second.start(h2)]);
     await until(() => h1.states.some(([s]) => s === "ok") && h2.states.some(([s]) => s === "ok"), "both sets ok");
     const names = () => ctx.status.view<EbpfView>(EBPF_STATUS.name)!.maps.map((m) => m.name);
-    // `until` gives up after about 1 s; the next periodic sweep is MAP_SWEEP_INTERVAL_MS (10 s) away.
+    // `until` gives up after 1 s of the fake clock; the next periodic sweep is MAP_SWEEP_INTERVAL_MS (10 s) away.
     await until(() => names().includes("probes/big") && names().includes("second/big"), "both sets' maps in the view");
     const summary = ctx.status.summary<{ maps_created: number }>(EBPF_STATUS.name)!;
     expect(summary.maps_created).toBe(names().length);

@@ -42,6 +42,28 @@ function setup(programs: ProgramTemplate[], opts: { exists?: (p: string) => bool
 }
 
 describe("loadProgramSet", () => {
+  test("sharedMaps: the first set loaded keeps its map, sets loaded later reuse it before their load", async () => {
+    const { runtime, options } = setup([{ name: "a" }]);
+    const shared = { ...spec([{ name: "a", attach: tp, required: true }]), sharedMaps: ["conns"] };
+    const first = await loadProgramSet(shared, options);
+    if (!first.ok) throw first.error;
+    const kept = runtime.last.map("conns")!;
+    expect(kept.reusedFd).toBeUndefined();
+    expect(kept.keptFd).toBeNumber();
+    const second = await loadProgramSet(shared, options);
+    if (!second.ok) throw second.error;
+    const reusing = runtime.last.map("conns")!;
+    expect(reusing).not.toBe(kept);
+    expect(reusing.reusedFd).toBe(kept.keptFd!);
+    expect(reusing.reusedBeforeLoad).toBe(true);
+    expect(reusing.keptFd).toBeUndefined();
+    // A set that does not declare it keeps its own map.
+    const plain = await loadProgramSet(spec([{ name: "a", attach: tp, required: true }]), options);
+    if (!plain.ok) throw plain.error;
+    expect(runtime.last.map("conns")!.reusedFd).toBeUndefined();
+    for (const o of [first, second, plain]) o.set.close();
+  });
+
   test("loads, sets constants and ring size, attaches every program, opens the ring buffer", async () => {
     const { runtime, options } = setup([{ name: "a" }, { name: "b" }, { name: "unused" }]);
     const out = await loadProgramSet(spec([{ name: "a", attach: tp, required: true }, { name: "b", attach: { kind: "raw_tp", name: "sys_enter" }, required: false }]), options);

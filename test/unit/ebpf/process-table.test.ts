@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { containerIdFromCgroup, ProcessTable, type ProcSource } from "../../../src/ebpf/process-table";
+import { cgroupIdDecides, containerIdFromCgroup, ProcessTable, type ProcSource } from "../../../src/ebpf/process-table";
 import type { ProcessEvent } from "../../../src/ebpf/sets/process-decoder";
 
 const ID = "a".repeat(40) + "0123456789abcdef01234567";
@@ -47,6 +47,31 @@ describe("ProcessTable", () => {
     expect(t.forPid(11)?.containerId).toBe(ID);
     t.apply(exec(12, { ppid: 99 }));
     expect(t.forPid(12)?.containerId).toBe(ID);
+  });
+
+  test("hybrid host (v1 hierarchies beside 0::/): one v2 cgroup id for host and container processes, each keeps its own answer", () => {
+    const host = "4:memory:/process_api/8b097c472734f1da9a326c9ed9013344\n1:cpu:/\n0::/\n";
+    const container = `4:memory:/docker/${ID}\n1:cpu:/docker/${ID}\n0::/\n`;
+    // The container's process first, then a host process with the same v2 cgroup id.
+    const a = new ProcessTable(proc({ 10: container, 11: host }));
+    a.apply(exec(10, { cgroupId: 1n }));
+    a.apply(exec(11, { cgroupId: 1n, ppid: 99, filename: "/usr/bin/python3" }));
+    expect(a.forPid(10)?.containerId).toBe(ID);
+    expect(a.forPid(11)?.containerId).toBeUndefined();
+    // And the other way round.
+    const b = new ProcessTable(proc({ 10: container, 11: host }));
+    b.apply(exec(11, { cgroupId: 1n, ppid: 99, filename: "/usr/bin/python3" }));
+    b.apply(exec(10, { cgroupId: 1n }));
+    expect(b.forPid(11)?.containerId).toBeUndefined();
+    expect(b.forPid(10)?.containerId).toBe(ID);
+  });
+
+  test("cgroupIdDecides: a pure v2 host, or a v2 path that names the container", () => {
+    expect(cgroupIdDecides(`0::/docker/${ID}\n`)).toBe(true);
+    expect(cgroupIdDecides("0::/user.slice/session-1.scope\n")).toBe(true);
+    expect(cgroupIdDecides(`4:memory:/docker/${ID}\n0::/docker/${ID}\n`)).toBe(true);
+    expect(cgroupIdDecides(`4:memory:/docker/${ID}\n0::/\n`)).toBe(false);
+    expect(cgroupIdDecides("4:memory:/\n0::/\n")).toBe(false);
   });
 
   test("relative exec paths resolve through /proc/<pid>/exe", () => {

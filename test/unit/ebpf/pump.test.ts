@@ -18,7 +18,7 @@ import {
   TURN_BUDGET_MS,
 } from "../../../src/ebpf/pump";
 import { FakeRing, record } from "../../helpers/fakes/ring";
-import { advanceTimersByTime } from "../../helpers/fake-timers";
+import { advanceTimersByTime, advanceUntil, nextTurn, timerCount } from "../../helpers/fake-timers";
 
 const decode = (v: DataView, o: number, len: number): number => {
   if (len < 4) throw new RangeError(`short: ${len}`);
@@ -27,14 +27,6 @@ const decode = (v: DataView, o: number, len: number): number => {
 
 function binding(ring: FakeRing, dec = decode): ReaderBinding<number> {
   return { map: "events", kind: "ringbuf", reader: ring.consumer, lostMap: undefined, decode: dec, sizeBytes: ring.size };
-}
-
-async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
-  const end = performance.now() + timeoutMs;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(2);
-  }
 }
 
 describe("RecordPump", () => {
@@ -80,6 +72,8 @@ describe("RecordPump", () => {
     const pump = new RecordPump(binding(ring), (e) => {
       if (e !== next) outOfOrder++;
       next = e + 1;
+      // The first record costs 1 ms of the fake clock, so the turn that reads it has a measured length.
+      if (e === 0) advanceTimersByTime(1);
     }, (e) => {
       throw e;
     });
@@ -89,19 +83,30 @@ describe("RecordPump", () => {
     pump.onTurn = () => {
       shortestIntervalMs = Math.min(shortestIntervalMs, pump.currentIntervalMs);
     };
-    pump.start();
-    await until(() => pump.counters.received === total, "all records");
-    expect(outOfOrder).toBe(0);
-    // 4.5 MB pending (> a quarter of the ring) at the first poll: it halved the interval.
-    expect(shortestIntervalMs).toBeLessThan(pump.intervalMs);
-    expect(pump.counters.turns).toBeGreaterThanOrEqual(2);
-    expect(pump.counters.longestTurnMs).toBeGreaterThan(0);
-    await until(() => pump.currentIntervalMs === pump.intervalMs, "interval back to its base once the ring is empty");
-    pump.close();
-    ring.push(record(total));
-    await Bun.sleep(pump.intervalMs * 2);
-    expect(pump.counters.received).toBe(total);
-    expect(pump.drain()).toBe(0);
+    jest.useFakeTimers();
+    try {
+      pump.start();
+      expect(timerCount()).toBe(1);
+      await advanceUntil(() => pump.counters.received === total, "all records", () => pump.currentIntervalMs);
+      expect(outOfOrder).toBe(0);
+      // 4.5 MB pending (> a quarter of the ring) at the first poll: it halved the interval.
+      expect(shortestIntervalMs).toBeLessThan(pump.intervalMs);
+      expect(pump.counters.turns).toBeGreaterThanOrEqual(2);
+      expect(pump.counters.longestTurnMs).toBeGreaterThanOrEqual(1);
+      await advanceUntil(() => pump.currentIntervalMs === pump.intervalMs, "interval back to its base once the ring is empty", () => pump.currentIntervalMs);
+      pump.close();
+      // Closed: no timer left, and a record written later is not read however long the clock runs.
+      expect(timerCount()).toBe(0);
+      const turns = pump.counters.turns;
+      ring.push(record(total));
+      advanceTimersByTime(pump.intervalMs * 10);
+      await nextTurn();
+      expect(pump.counters.turns).toBe(turns);
+      expect(pump.counters.received).toBe(total);
+      expect(pump.drain()).toBe(0);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   test("poll interval: a third of the ring at the peak producer rate, 1 to 25 ms", () => {
@@ -153,24 +158,33 @@ describe("RecordPump", () => {
           throw e;
         }),
     );
-    for (const p of pumps) p.start(ticker);
-    expect(ticker.size).toBe(3);
-    expect(ticker.intervalMs).toBe(Math.min(...pumps.map((p) => p.intervalMs)));
-    await until(() => pumps.every((p, r) => p.counters.received === totals[r]), "all records of every ring");
-    expect(outOfOrder).toBe(0);
-    // The big ring needed follow-ups (70,000 records > one batch); every pump was polled at each timed tick.
-    expect(pumps[0]!.counters.turns).toBeGreaterThan(pumps[2]!.counters.turns);
-    expect(pumps[2]!.counters.turns).toBeGreaterThanOrEqual(ticker.ticks);
-    rings[1]!.push(record(500, 56));
-    await until(() => pumps[1]!.counters.received === 501, "a record written later");
-    for (const p of pumps) p.close();
-    expect(ticker.size).toBe(0);
-    expect(ticker.intervalMs).toBe(0);
-    const ticks = ticker.ticks;
-    rings[2]!.push(record(0, 56));
-    await Bun.sleep(pumps[2]!.intervalMs * 3);
-    expect(ticker.ticks).toBe(ticks);
-    expect(pumps[2]!.counters.received).toBe(0);
+    jest.useFakeTimers();
+    try {
+      for (const p of pumps) p.start(ticker);
+      expect(ticker.size).toBe(3);
+      expect(ticker.intervalMs).toBe(Math.min(...pumps.map((p) => p.intervalMs)));
+      // One timer for the three pumps.
+      expect(timerCount()).toBe(1);
+      await advanceUntil(() => pumps.every((p, r) => p.counters.received === totals[r]), "all records of every ring", () => ticker.intervalMs);
+      expect(outOfOrder).toBe(0);
+      // The big ring needed follow-ups (70,000 records > one batch); every pump was polled at each timed tick.
+      expect(pumps[0]!.counters.turns).toBeGreaterThan(pumps[2]!.counters.turns);
+      expect(pumps[2]!.counters.turns).toBeGreaterThanOrEqual(ticker.ticks);
+      rings[1]!.push(record(500, 56));
+      await advanceUntil(() => pumps[1]!.counters.received === 501, "a record written later", () => ticker.intervalMs);
+      for (const p of pumps) p.close();
+      expect(ticker.size).toBe(0);
+      expect(ticker.intervalMs).toBe(0);
+      expect(timerCount()).toBe(0);
+      const ticks = ticker.ticks;
+      rings[2]!.push(record(0, 56));
+      advanceTimersByTime(pumps[2]!.intervalMs * 10);
+      await nextTurn();
+      expect(ticker.ticks).toBe(ticks);
+      expect(pumps[2]!.counters.received).toBe(0);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   test("a ring left idle stretches its interval, and the ticker's timer follows it", async () => {

@@ -134,18 +134,26 @@ describe("retry", () => {
       const stop = new AbortController();
       const waits: number[] = [];
       let calls = 0;
-      const p = sendWithRetry(async () => (calls++, retryable(delay)), {
-        backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }),
-        stop: stop.signal,
-        onWait: (_o, ms) => waits.push(ms),
-        random: () => 0.5,
-      });
-      await Bun.sleep(30);
-      expect(calls).toBe(1);
-      expect(waits).toEqual([expected]);
-      stop.abort();
-      expect((await p).kind).toBe("abandoned");
-      expect(calls).toBe(2);
+      jest.useFakeTimers();
+      try {
+        const p = sendWithRetry(async () => (calls++, retryable(delay)), {
+          backoff: () => ({ initialMs: 60_000, maxMs: 60_000 }),
+          stop: stop.signal,
+          onWait: (_o, ms) => waits.push(ms),
+          random: () => 0.5,
+        });
+        await flushPromises();
+        expect(waits).toEqual([expected]);
+        // No second attempt until the whole wait has passed.
+        advanceTimersByTime(expected - 1);
+        await flushPromises();
+        expect(calls).toBe(1);
+        stop.abort();
+        expect((await p).kind).toBe("abandoned");
+        expect(calls).toBe(2);
+      } finally {
+        jest.useRealTimers();
+      }
     }
   });
 

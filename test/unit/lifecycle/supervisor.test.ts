@@ -5,6 +5,7 @@ import { Mutex } from "../../../src/lifecycle/mutex";
 import { ReloadApplyError, Supervisor } from "../../../src/lifecycle/supervisor";
 import { Logger } from "../../../src/log/logger";
 import { StatusAggregator } from "../../../src/status/aggregator";
+import { nextTurn } from "../../helpers/fake-timers";
 
 const quiet = () => new Logger({ sink: () => {} });
 
@@ -68,10 +69,10 @@ describe("supervisor", () => {
     s.add(fake("exporter/otlp", events));
     s.add(slow);
     const started = s.startAll();
-    await Bun.sleep(0);
+    await nextTurn();
     const next = parseConfig("service_name: next\n", {});
     const reloaded = s.reloadLock.run(() => s.applyReload(next, next));
-    await Bun.sleep(0);
+    await nextTurn();
     expect(events).toEqual(["start server/http", "start exporter/otlp"]);
     release();
     await Promise.all([started, reloaded]);

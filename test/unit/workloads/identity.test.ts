@@ -199,6 +199,22 @@ describe("process table", () => {
     expect(later.forPid(32)!.image).toBe(later.forPid(31)!.image);
   });
 
+  test("a fork delivered after the child's exec (per-CPU perf buffers) does not undo the exec", () => {
+    const p = { 40: { comm: "bun", exe: "/opt/bun" }, 41: { ppid: 40, comm: "bun", exe: "/opt/bun" } };
+    const t = new ProcessTable(proc(p));
+    t.apply(ev("exec", 40, { comm: "bun", filename: "/opt/bun" }));
+    t.apply(ev("exec", 41, { ppid: 40, comm: "bun", filename: "/opt/bun" }));
+    t.apply(ev("fork", 41, { ppid: 40, comm: "bun" }));
+    expect(t.forPid(41)!.image.pid).toBe(41);
+    // In order, the fork first: the child shares its parent's image until its exec.
+    const inOrder = new ProcessTable(proc(p));
+    inOrder.apply(ev("exec", 40, { comm: "bun", filename: "/opt/bun" }));
+    inOrder.apply(ev("fork", 41, { ppid: 40, comm: "bun" }));
+    expect(inOrder.forPid(41)!.image).toBe(inOrder.forPid(40)!.image);
+    inOrder.apply(ev("exec", 41, { ppid: 40, comm: "bun", filename: "/opt/bun" }));
+    expect(inOrder.forPid(41)!.image.pid).toBe(41);
+  });
+
   test("layoutOf reads start_code, start_stack, arg_start and env_start from /proc/<pid>/stat; zeros (hidden) are unknown", () => {
     const line = readFileSync("/proc/self/stat", "utf8");
     const fields = line.slice(line.lastIndexOf(")") + 2).trim().split(" ");

@@ -1,5 +1,5 @@
 /** collector/profiling over fakes of the native layer (ffi/types) and of symbolization: no kernel. */
-import { describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
 import { ProfilingCollector, Symbolizer } from "../../../../src/collectors/profiling";
 import { PROFILE_KEY_BYTES } from "../../../../src/collectors/profiling/decode";
 import { EbpfCore } from "../../../../src/ebpf/core";
@@ -7,7 +7,8 @@ import type { ProfileFrame } from "../../../../src/export/model";
 import { PROFILING_STATUS, type ProfilingView } from "../../../../src/collectors/profiling/status";
 import { parseConfig } from "../../../../src/config/load";
 import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../../helpers/fakes/ebpf";
-import { RecordingPipeline, recordingHost, waitFor } from "../../../helpers/fakes/collectors";
+import { RecordingPipeline, recordingHost } from "../../../helpers/fakes/collectors";
+import { advanceTimersByTime, advanceUntil, nextTurn } from "../../../helpers/fake-timers";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
@@ -104,11 +105,16 @@ function setup(yaml = "agent:\n  profiling:\n    enabled: true\n    sample_rate:
 }
 
 describe("collector/profiling", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+  /** Loading and attaching take no time on the fake clock: turns of the event loop bring them. */
+  const settled = (what: string, cond: () => boolean) => advanceUntil(cond, what, 0, 100);
+
   test("reads and clears the counts, builds one profile per process (kernel frames above user frames), frees unreferenced stacks", async () => {
     const { ctx, pipeline, runtime, collector, maps } = setup();
     const host = recordingHost();
     await collector.start(host);
-    await waitFor("attached", () => host.last().state === "ok");
+    await settled("attached", () => host.last().state === "ok");
     expect(runtime.opened[0]!.program("profile_cpu")!).toBeDefined();
     const { counts, stacks } = maps();
     stacks.put(u32(1), stack(0x1000n, 0x2000n));
@@ -150,10 +156,17 @@ describe("collector/profiling", () => {
     const { pipeline, collector, maps } = setup("agent:\n  profiling:\n    enabled: true\n    interval: 1s\n");
     const host = recordingHost();
     await collector.start(host);
-    await waitFor("attached", () => host.last().state === "ok");
+      // Attaching takes no time on the fake clock: the interval starts there.
+    // The interval starts at the attach.
+    await settled("attached", () => host.last().state === "ok");
     maps().stacks.put(u32(1), stack(0x1000n));
     maps().counts.put(countKey(30, 1, -14, "t"), u64(4));
-    await waitFor("a profile exported by the timer", () => pipeline.accepted.profiles.length === 1, 5000);
+    advanceTimersByTime(999);
+    await nextTurn();
+    expect(pipeline.accepted.profiles).toHaveLength(0);
+    advanceTimersByTime(1);
+    await settled("a profile exported by the timer", () => pipeline.accepted.profiles.length > 0);
+    expect(pipeline.accepted.profiles).toHaveLength(1);
     expect(pipeline.accepted.profiles[0]!.samples[0]!.value).toBe(4);
     await collector.shutdown();
   });
@@ -173,10 +186,10 @@ describe("collector/profiling", () => {
     const on = setup();
     const h3 = recordingHost();
     await on.collector.start(h3);
-    await waitFor("attached", () => h3.last().state === "ok");
+    await settled("attached", () => h3.last().state === "ok");
     const next = parseConfig("agent:\n  profiling:\n    enabled: true\n    sample_rate: 199\n    interval: 1h\n", {});
     await on.collector.reload!(next, on.ctx.config);
-    await waitFor("re-attached", () => on.runtime.opened.length === 2 && h3.last().state === "ok");
+    await settled("re-attached", () => on.runtime.opened.length === 2 && h3.last().state === "ok");
     expect(on.runtime.opened[0]!.closed).toBe(true);
     expect(on.runtime.opened[0]!.program("profile_cpu")!.links[0]!.target).toEqual({ kind: "perf_event", event: "cpu-clock", frequencyHz: 49 });
     expect(on.runtime.opened[1]!.program("profile_cpu")!.links[0]!.target).toEqual({ kind: "perf_event", event: "cpu-clock", frequencyHz: 199 });
@@ -190,7 +203,7 @@ describe("collector/profiling", () => {
     const { collector, maps } = setup();
     const host = recordingHost();
     await collector.start(host);
-    await waitFor("attached", () => host.last().state === "ok");
+    await settled("attached", () => host.last().state === "ok");
     const { counts, stacks } = maps();
     counts.batch = true;
     stacks.put(u32(1), stack(0x1000n, 0x2000n));
