@@ -129,8 +129,8 @@ export class RedAggregator {
     return addressClass(address) === "loopback" || this.#local.has(address);
   }
 
-  /** Series identity and attributes of one key. */
-  #describe(k: SeriesRef): { key: string; name: string; attributes: Attributes; resource: Attributes | undefined; service: string } {
+  /** Series identity and attributes of one key; `peek`: its route takes no room in the route table (RouteTemplater.peek). */
+  #describe(k: SeriesRef, peek = false): { key: string; name: string; attributes: Attributes; resource: Attributes | undefined; service: string } {
     const who = this.o.describe(k.pid);
     const resource = who.resource ?? UNKNOWN_WORKLOAD;
     const service = serviceName(resource);
@@ -144,7 +144,8 @@ export class RedAggregator {
       if (k.overflow) route = OVERFLOW_ROUTE;
       else if (k.path !== undefined && k.path.startsWith("/")) {
         const truncated = k.truncated === true || k.path.length >= RED_PATH_BYTES;
-        route = this.o.routes.route(service, k.path.slice(0, RED_PATH_BYTES), truncated);
+        const path = k.path.slice(0, RED_PATH_BYTES);
+        route = peek ? this.o.routes.peek(service, path, truncated) : this.o.routes.route(service, path, truncated);
       }
       if (route !== undefined) attributes["http.route"] = route;
       attributes["server.port"] = k.peerPort ?? 0;
@@ -157,7 +158,7 @@ export class RedAggregator {
         attributes["otel.metric.overflow"] = true;
         rest = "\u0000overflow";
       } else {
-        peers.add(peer);
+        if (!peek) peers.add(peer);
         attributes["server.address"] = k.peer ?? "";
         attributes["server.port"] = k.peerPort ?? 0;
         rest = peer;
@@ -167,8 +168,8 @@ export class RedAggregator {
     return { key: `${this.#resourceKey(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${rest}`, name, attributes, resource, service };
   }
 
-  #seriesOf(ref: SeriesRef): { s: Series; service: string; resource: Attributes | undefined } {
-    const d = this.#describe(ref);
+  #seriesOf(ref: SeriesRef, peek = false): { s: Series; service: string; resource: Attributes | undefined } {
+    const d = this.#describe(ref, peek);
     let s = this.#series.get(d.key);
     if (!s) this.#series.set(d.key, (s = { name: d.name, attributes: d.attributes, resource: d.resource, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
     return { s, service: d.service, resource: d.resource };
@@ -253,9 +254,13 @@ export class RedAggregator {
     }
   }
 
-  /** Keeps a sampled span's ids as the exemplar of its series (the latest one per interval). */
+  /**
+   * Keeps a sampled span's ids as the exemplar of its series (the latest one per interval). The span's path takes
+   * no route: spans are sampled from all exchanges, also those the kernel counted under its overflow key, and a route
+   * taken for one of those would be a route without counts that leaves the service's counted paths none.
+   */
   exemplar(ref: SeriesRef, e: Exemplar): void {
-    const { s } = this.#seriesOf(ref);
+    const { s } = this.#seriesOf(ref, true);
     s.exemplar = e;
   }
 

@@ -65,6 +65,10 @@ export class RouteTemplater {
     for (const [service, list] of Object.entries(o.byService ?? {})) this.#byService.set(service, new RouteTable(list));
   }
 
+  #template(service: string, path: string, truncated: boolean): string {
+    return this.#byService.get(service)?.match(path) ?? this.#global.match(path) ?? heuristicRoute(path, truncated);
+  }
+
   /** The route of `path` for service `service` (its service.name); `truncated` as in heuristicRoute. */
   route(service: string, path: string, truncated = false): string {
     let s = this.#services.get(service);
@@ -72,7 +76,7 @@ export class RouteTemplater {
     const cacheKey = truncated ? `${path}\u0000` : path;
     const cached = s.cache.get(cacheKey);
     if (cached !== undefined) return cached;
-    const template = this.#byService.get(service)?.match(path) ?? this.#global.match(path) ?? heuristicRoute(path, truncated);
+    const template = this.#template(service, path, truncated);
     let route = template;
     if (!s.routes.has(template)) {
       if (s.routes.size < this.o.maxRoutes) s.routes.add(template);
@@ -84,6 +88,19 @@ export class RouteTemplater {
     if (s.cache.size >= MAX_CACHED_PATHS) s.cache.clear();
     s.cache.set(cacheKey, route);
     return route;
+  }
+
+  /**
+   * The route `path` would get, without taking room for it: its template when already a route of `service` or
+   * while the service has room, else OVERFLOW_ROUTE. For paths seen outside what is counted (a sampled span's, for
+   * its exemplar): only counted exchanges may take one of the `maxRoutes` routes.
+   */
+  peek(service: string, path: string, truncated = false): string {
+    const s = this.#services.get(service);
+    const cached = s?.cache.get(truncated ? `${path}\u0000` : path);
+    if (cached !== undefined) return cached;
+    const template = this.#template(service, path, truncated);
+    return !s || s.routes.has(template) || s.routes.size < this.o.maxRoutes ? template : OVERFLOW_ROUTE;
   }
 
   /** Routes known for `service` (for tests and status). */

@@ -177,4 +177,18 @@ describe("RedAggregator", () => {
     const [p] = red.collect(1n, 2n) as HistogramPointItem[];
     expect(p!.exemplars).toEqual([{ timeUnixNano: 5n, value: 0.001, traceId, spanId }]);
   });
+
+  test("sampled spans' paths take no routes: the service's counted paths keep theirs, exemplars still attach", () => {
+    const red = make(1);
+    const ids = (n: number) => ({ timeUnixNano: BigInt(n), value: 0.001, traceId: new Uint8Array(16).fill(n), spanId: new Uint8Array(8).fill(n) });
+    // Spans of exchanges the kernel counted under its overflow key, seen before the interval's counts.
+    for (let i = 0; i < 5; i++) red.exemplar({ pid: 10, role: Role.SERVER, method: "GET", status: 200, path: `/r/x${String.fromCharCode(97 + i)}`, peerPort: 8080 }, ids(i + 1));
+    // The span of a counted exchange, also seen before its count.
+    red.exemplar({ pid: 10, role: Role.SERVER, method: "GET", status: 200, path: "/health", peerPort: 8080 }, ids(9));
+    red.add([entry({ role: Role.SERVER, pathHash: 13n }, 4), entry({ role: Role.SERVER, pathHash: RED_PATH_OVERFLOW }, 6)]);
+    const points = (red.collect(1n, 2n) as HistogramPointItem[]).filter((p) => p.name === "http.server.request.duration");
+    const byRoute = Object.fromEntries(points.map((p) => [p.attributes?.["http.route"], p.count]));
+    expect(byRoute).toEqual({ "/health": 4, [OVERFLOW_ROUTE]: 6 });
+    expect(points.find((p) => p.attributes?.["http.route"] === "/health")!.exemplars).toEqual([ids(9)]);
+  });
 });

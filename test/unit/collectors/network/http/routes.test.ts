@@ -37,4 +37,16 @@ describe("route templates", () => {
     const u = new RouteTemplater({ templates: [], maxRoutes: 1 });
     for (let i = 0; i < 100; i++) expect(u.route("s", `/users/${i}`)).toBe("/users/{id}");
   });
+
+  test("peek names the route a path would get without taking room for it", () => {
+    const t = new RouteTemplater({ templates: [], maxRoutes: 1 });
+    expect(t.peek("s", "/a/x")).toBe("/a/x");
+    expect(t.peek("s", "/b/y")).toBe("/b/y");
+    expect(t.routesOf("s")).toEqual([]);
+    expect(t.route("s", "/users/1")).toBe("/users/{id}");
+    expect(t.peek("s", "/users/2")).toBe("/users/{id}");
+    expect(t.peek("s", "/a/x")).toBe(OVERFLOW_ROUTE);
+    expect(t.routesOf("s")).toEqual(["/users/{id}"]);
+    expect(t.overflowed).toBe(0);
+  });
 });
