@@ -19,6 +19,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
 import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { redCounted } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
 
@@ -41,6 +42,12 @@ export interface TlsSink {
 export function tlsEnabled(config: Config): boolean {
   const n = config.agent.ebpf.network;
   return n.enabled && n.http && n.tls;
+}
+
+/** Whether HTTPS exchanges count in the RED maps: when the network set counts cleartext ones there. */
+function tlsRedCounted(config: Config): boolean {
+  const c = config.agent.ebpf.network;
+  return redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics, selfPid: 0, httpExchangesPerSecond: 0, maxConnections: 0 });
 }
 
 export class TlsCollector implements Component {
@@ -75,7 +82,7 @@ export class TlsCollector implements Component {
 
   #newInner(exchangesPerSecond: number): EbpfSetComponent<TlsEvent> {
     return new EbpfSetComponent<TlsEvent>(this.#core, {
-      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond }),
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, redCounted: tlsRedCounted(this.#ctx.config) }),
       onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
