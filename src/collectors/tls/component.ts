@@ -77,12 +77,13 @@ export class TlsCollector implements Component {
     this.#source = options.source ?? procTargetSource();
     this.#selfPid = options.selfPid ?? ownKernelPid();
     this.#maxTargets = ctx.config.agent.ebpf.network.max_tls_libraries;
-    this.#inner = this.#newInner(ctx.config.agent.ebpf.network.max_spans_per_second);
+    this.#inner = this.#newInner(ctx.config);
   }
 
-  #newInner(exchangesPerSecond: number): EbpfSetComponent<TlsEvent> {
+  #newInner(config: Config): EbpfSetComponent<TlsEvent> {
+    const exchangesPerSecond = config.agent.ebpf.network.max_spans_per_second;
     return new EbpfSetComponent<TlsEvent>(this.#core, {
-      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, redCounted: tlsRedCounted(this.#ctx.config) }),
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, redCounted: tlsRedCounted(config) }),
       onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
@@ -236,10 +237,10 @@ export class TlsCollector implements Component {
     const a = previous.agent.ebpf.network;
     const b = next.agent.ebpf.network;
     this.#maxTargets = b.max_tls_libraries;
-    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || a.max_spans_per_second !== b.max_spans_per_second) {
-      // A new bound needs the targets attached again; a new budget is a constant of the kernel side.
+    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || a.max_spans_per_second !== b.max_spans_per_second || tlsRedCounted(previous) !== tlsRedCounted(next)) {
+      // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
       await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(b.max_spans_per_second);
+      this.#inner = this.#newInner(next);
       if (this.#host) await this.#inner.start(this.#host);
       return;
     }
