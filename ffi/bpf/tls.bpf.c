@@ -21,6 +21,10 @@
  * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
  * probes and an 8-byte read, and reach no ring buffer.
  *
+ * RED metrics (`red_enabled`): every HTTP/1.x exchange, captured or not, counts into the RED maps of red.h (one kernel
+ * map each with the network set's, which user space reads) with url.scheme https; the first RED_HEAD_BYTES of each
+ * call are read for it.
+ *
  * The agent's own process (`self_tgid`) is never traced, nor the other end of its connections on this host
  * (svc_self_peers, common.h). The layout is mirrored by src/collectors/tls/decoder.ts.
  */
@@ -54,8 +58,12 @@
 #define STAT_EVENTS 1
 #define STAT_COUNT 2
 
+#include "red.h"
+
 const volatile __u32 self_tgid = 0;
 const volatile __u32 exchanges_per_second = 1000;
+/* Count every HTTP/1.x exchange into the RED maps (red.h; the network set's, shared by user space). */
+const volatile __u32 red_enabled = 0;
 
 struct tls_call {
   __u64 ssl;
@@ -88,6 +96,7 @@ struct tls_conn {
   __u16 resp_left; /* RESPONSE_RECORDS budget of the current exchange */
   __u8 follow[2];  /* FOLLOW_RECORDS budget per IO_* direction */
   __u32 pad;
+  struct red_conn red; /* the exchange counted in the RED maps (red_enabled) */
 };
 
 /* 112 bytes of header, then up to TLS_CAPTURE_BYTES (HTTP/2 connections: H2_CAPTURE_BYTES) of plaintext. */
@@ -240,6 +249,7 @@ static __always_inline int leave(long ret)
       conn->offset[1] = 0;
       conn->flags = 0;
       conn->sampled = 0;
+      conn->red.state = RED_IDLE;
     }
     conn->sk = c.sk;
     conn->cookie = c.cookie;
@@ -258,9 +268,16 @@ static __always_inline int leave(long ret)
   if (!sv)
     return 0;
   struct tls_event *e = &sv->e;
-  __u32 head = moved < 8 ? moved : 8;
-  asm volatile("%0 &= 15" : "+r"(head));
-  if (bpf_probe_read_user(e->data, head, (void *)c.buf) != 0)
+  /* 8 bytes tell a message start; with RED on, RED_HEAD_BYTES (a request's method and path, zero past the call's bytes). */
+  __u32 want = 8;
+  if (red_enabled) {
+    want = RED_HEAD_BYTES;
+    __builtin_memset(e->data, 0, RED_HEAD_BYTES);
+  }
+  __u32 head = moved < want ? moved : want;
+  /* An opaque mask: the verifier sees the bound on the register passed. */
+  asm volatile("%0 &= 127" : "+r"(head));
+  if (head > RED_HEAD_BYTES || bpf_probe_read_user(e->data, head, (void *)c.buf) != 0)
     return 0;
   __u32 cap = TLS_CAPTURE_BYTES;
   if (!(conn->flags & CONN_H2) && off == 0 && h2_opening(e->data, head))
@@ -272,6 +289,20 @@ static __always_inline int leave(long ret)
     /* Under 8 bytes: not taken as a message start. */
     if (start == START_MAYBE)
       start = START_NONE;
+    if (red_enabled) {
+      /* Every exchange counts, captured or not: a write at its entry, a read at its return (as the records). */
+      __u64 at = c.io == IO_WRITE ? c.enter_ns : bpf_ktime_get_ns();
+      struct red_conn *r = &conn->red;
+      if (start == START_REQUEST) {
+        struct red_peer peer = { .pid = id >> 32, .family = conn->family, .sport = conn->sport, .dport = conn->dport, .scheme = RED_SCHEME_HTTPS, .daddr = conn->daddr };
+        red_request(r, &peer, c.io, e->data, at);
+      } else if (r->req_io != c.io + 1) {
+        if (start == START_STATUS && r->state == RED_AWAITING)
+          red_response(r, e->data, head, at);
+        else if (r->state == RED_COUNTED)
+          red_move(r, at);
+      }
+    }
     if (start == START_REQUEST) {
       /* A request decides whether its whole exchange is captured. */
       conn->sampled = take_exchange_token() ? c.io + 1 : 0;

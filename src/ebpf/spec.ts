@@ -54,6 +54,10 @@ export interface ProgramSetSpec<E = unknown> {
   sharedMaps?: string[];
 }
 
+/** The maps of the `network` and `tls` sets that are one kernel map: the agent's own endpoints (common.h) and the RED
+ * counts, generations and configuration (red.h; read and configured by the network set's user space). */
+export const EXCHANGE_SHARED_MAPS = ["svc_self_peers", "red_a", "red_b", "red_paths", "red_overflow", "red_config", "red_zero"];
+
 /** Per program, after a load attempt: what the status view shows. */
 export interface ProgramStatus {
   name: string;

@@ -28,7 +28,9 @@ export const RED_METHODS = ["_OTHER", "GET", "POST", "PUT", "HEAD", "DELETE", "P
 export const Role = { SERVER: 1, CLIENT: 2 } as const;
 export type RoleValue = (typeof Role)[keyof typeof Role];
 
-const KEY = { pathHash: 0, pid: 8, status: 12, method: 14, role: 15, peer: 16, peerPort: 32, family: 34 } as const;
+const KEY = { pathHash: 0, pid: 8, status: 12, method: 14, role: 15, peer: 16, peerPort: 32, family: 34, scheme: 36 } as const;
+/** RED_SCHEME_HTTPS in the C program: counted by the TLS capture. */
+const RED_SCHEME_HTTPS = 1;
 
 export interface RedKey {
   /** Server: the hash of the path (0: no path; RED_PATH_OVERFLOW: a new path beyond the kernel's room); client: 0. */
@@ -42,6 +44,8 @@ export interface RedKey {
   peer: string;
   /** Client: the server's port; server: the local port. */
   peerPort: number;
+  /** Counted by the TLS capture (url.scheme https); absent for cleartext. */
+  scheme?: "https";
 }
 
 export interface RedCounts {
@@ -69,6 +73,7 @@ export function decodeRedKey(b: Uint8Array, off = 0): RedKey {
     role,
     peer: zero ? "" : formatAddress(peerBytes, family),
     peerPort: v.getUint16(KEY.peerPort, true),
+    ...(v.getUint8(KEY.scheme) === RED_SCHEME_HTTPS ? { scheme: "https" as const } : {}),
   };
 }
 

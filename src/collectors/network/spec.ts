@@ -9,7 +9,7 @@
  * keeping connections in the `conns` hash.
  */
 import { existsSync } from "node:fs";
-import type { ProgramSetSpec, ProgramSpec } from "../../ebpf/spec";
+import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeConnEvent, decodeHttpEvent, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
 
 /** Ring records one captured exchange takes on average (request, its continuation, the response's last call). */
@@ -101,7 +101,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
     },
     // With per-socket storage (max_conns bounds it) the hash is left unused but by the optional kprobe: one entry.
     mapSizes: { conns: socketStorage ? 1 : o.maxConnections },
-    sharedMaps: ["svc_self_peers"],
+    sharedMaps: EXCHANGE_SHARED_MAPS,
   };
 }
 

@@ -19,6 +19,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
 import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { redCounted } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
 
@@ -41,6 +42,12 @@ export interface TlsSink {
 export function tlsEnabled(config: Config): boolean {
   const n = config.agent.ebpf.network;
   return n.enabled && n.http && n.tls;
+}
+
+/** Whether HTTPS exchanges count in the RED maps: when the network set counts cleartext ones there. */
+function tlsRedCounted(config: Config): boolean {
+  const c = config.agent.ebpf.network;
+  return redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics, selfPid: 0, httpExchangesPerSecond: 0, maxConnections: 0 });
 }
 
 export class TlsCollector implements Component {
@@ -70,12 +77,13 @@ export class TlsCollector implements Component {
     this.#source = options.source ?? procTargetSource();
     this.#selfPid = options.selfPid ?? ownKernelPid();
     this.#maxTargets = ctx.config.agent.ebpf.network.max_tls_libraries;
-    this.#inner = this.#newInner(ctx.config.agent.ebpf.network.max_spans_per_second);
+    this.#inner = this.#newInner(ctx.config);
   }
 
-  #newInner(exchangesPerSecond: number): EbpfSetComponent<TlsEvent> {
+  #newInner(config: Config): EbpfSetComponent<TlsEvent> {
+    const exchangesPerSecond = config.agent.ebpf.network.max_spans_per_second;
     return new EbpfSetComponent<TlsEvent>(this.#core, {
-      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond }),
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, redCounted: tlsRedCounted(config) }),
       onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
@@ -229,10 +237,10 @@ export class TlsCollector implements Component {
     const a = previous.agent.ebpf.network;
     const b = next.agent.ebpf.network;
     this.#maxTargets = b.max_tls_libraries;
-    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || a.max_spans_per_second !== b.max_spans_per_second) {
-      // A new bound needs the targets attached again; a new budget is a constant of the kernel side.
+    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || a.max_spans_per_second !== b.max_spans_per_second || tlsRedCounted(previous) !== tlsRedCounted(next)) {
+      // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
       await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(b.max_spans_per_second);
+      this.#inner = this.#newInner(next);
       if (this.#host) await this.#inner.start(this.#host);
       return;
     }

@@ -4,7 +4,7 @@
  * socket (optional: without them spans carry no addresses). HTTP/1.x exchanges beyond `exchangesPerSecond`
  * (agent.ebpf.network.max_spans_per_second) are not captured in the kernel, as for cleartext.
  */
-import type { ProgramSetSpec, ProgramSpec } from "../../ebpf/spec";
+import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeTlsEvent, type TlsEvent } from "./decoder";
 import type { TlsFunction } from "./targets";
 
@@ -22,7 +22,8 @@ const manual = (name: string, kind: "uprobe" | "uretprobe", func: string): Progr
 /** Indexes of the `tls_stats` per-CPU array (STAT_* in the C program). */
 export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1 } as const;
 
-export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number }): ProgramSetSpec<TlsEvent> {
+/** `redCounted`: HTTP/1.x exchanges count in the RED maps shared with the network set (its redCounted). */
+export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; redCounted?: boolean }): ProgramSetSpec<TlsEvent> {
   return {
     name: "tls",
     object: "tls",
@@ -33,7 +34,7 @@ export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number }): 
       { name: "tls_recv_length", attach: { kind: "tp_btf" }, required: false },
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
-    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond },
-    sharedMaps: ["svc_self_peers"],
+    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, red_enabled: o.redCounted ? 1 : 0 },
+    sharedMaps: EXCHANGE_SHARED_MAPS,
   };
 }

@@ -101,6 +101,8 @@ export interface SeriesRef {
   /** Client: the server's address and port; server: peerPort is the local (listening) port. */
   peer?: string;
   peerPort?: number;
+  /** "https" for exchanges seen through the TLS capture (url.scheme); cleartext ones carry no url.scheme. */
+  scheme?: "https";
 }
 
 const serviceName = (r: Attributes | undefined) => (typeof r?.["service.name"] === "string" ? (r["service.name"] as string) : UNKNOWN_SERVICE);
@@ -136,6 +138,7 @@ export class RedAggregator {
     const service = serviceName(resource);
     const attributes: Attributes = { "http.request.method": k.method };
     if (k.status > 0) attributes["http.response.status_code"] = k.status;
+    if (k.scheme === "https") attributes["url.scheme"] = "https";
     if (k.status >= 500) attributes["error.type"] = String(k.status);
     else if (k.status === 0) attributes["error.type"] = TRANSPORT_ERROR;
     let rest: string;
@@ -165,7 +168,7 @@ export class RedAggregator {
       }
     }
     const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
-    return { key: `${this.#resourceKey(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${rest}`, name, attributes, resource, service };
+    return { key: `${this.#resourceKey(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000${rest}`, name, attributes, resource, service };
   }
 
   #seriesOf(ref: SeriesRef, peek = false): { s: Series; service: string; resource: Attributes | undefined } {
@@ -189,8 +192,9 @@ export class RedAggregator {
   }
 
   #ref(k: RedKey, path?: string): SeriesRef {
-    if (k.role === Role.CLIENT) return { pid: k.pid, role: k.role, method: k.method, status: k.status, peer: k.peer, peerPort: k.peerPort };
-    const base = { pid: k.pid, role: k.role, method: k.method, status: k.status, peerPort: k.peerPort };
+    const scheme = k.scheme === "https" ? ({ scheme: "https" } as const) : {};
+    if (k.role === Role.CLIENT) return { pid: k.pid, role: k.role, method: k.method, status: k.status, peer: k.peer, peerPort: k.peerPort, ...scheme };
+    const base = { pid: k.pid, role: k.role, method: k.method, status: k.status, peerPort: k.peerPort, ...scheme };
     if (path !== undefined) return { ...base, path };
     if (k.pathHash === RED_PATH_OVERFLOW) return { ...base, overflow: true };
     const p = k.pathHash !== 0n ? this.o.path(k.pathHash) : undefined;

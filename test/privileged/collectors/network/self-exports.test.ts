@@ -14,7 +14,7 @@ import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../../helpers";
 import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../../helpers/official-receiver";
 import { closedLoopbackPort } from "../../../helpers/ports";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { ATTEMPT_PORTS, ATTEMPT_PORT_BASE, ATTEMPTS, inRange, spans, startPortServer, until, type Span } from "../tls/harness";
+import { ATTEMPT_PORTS, ATTEMPT_PORT_BASE, ATTEMPTS, inRange, spans, histogram, startPortServer, until, type Span } from "../tls/harness";
 
 setDefaultTimeout(120_000);
 
@@ -31,27 +31,6 @@ async function startAgent(otlp: string, env: Record<string, string> = {}): Promi
     "  ebpf:\n    enabled: true\n    network:\n      enabled: true\n      http: true\n      tls: true\n      metrics_interval: 1s\n      max_spans_per_second: 2000\n",
   );
   return spawnAgent({ config: `${config}queues:\n  traces:\n    batch_timeout: 50ms\n  metrics:\n    batch_timeout: 50ms\n`, env, timeoutMs: 30_000 });
-}
-
-interface Histogram {
-  count: number;
-  attributes: Record<string, unknown>;
-}
-
-/** Data points of `metric` (histograms) in the metric requests received. */
-function histogram(reqs: OfficialRequest[], metric: string): Histogram[] {
-  const out: Histogram[] = [];
-  for (const r of reqs.filter((x) => x.signal === "metrics"))
-    for (const rm of r.message.resourceMetrics ?? [])
-      for (const sm of rm.scopeMetrics ?? [])
-        for (const m of sm.metrics ?? [])
-          if (m.name === metric)
-            for (const p of m.histogram?.dataPoints ?? [])
-              out.push({
-                count: Number(p.count ?? 0),
-                attributes: Object.fromEntries((p.attributes ?? []).map((a: { key: string; value: Record<string, unknown> }) => [a.key, "intValue" in a.value ? Number(a.value.intValue) : Object.values(a.value)[0]])),
-              });
-  return out;
 }
 
 /**

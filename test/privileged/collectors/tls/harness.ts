@@ -41,6 +41,27 @@ export function spans(reqs: OfficialRequest[]): Span[] {
   return out;
 }
 
+export interface Histogram {
+  count: number;
+  attributes: Record<string, unknown>;
+}
+
+/** Data points of `metric` (histograms) in the metric requests received. */
+export function histogram(reqs: OfficialRequest[], metric: string): Histogram[] {
+  const out: Histogram[] = [];
+  for (const r of reqs.filter((x) => x.signal === "metrics"))
+    for (const rm of r.message.resourceMetrics ?? [])
+      for (const sm of rm.scopeMetrics ?? [])
+        for (const m of sm.metrics ?? [])
+          if (m.name === metric)
+            for (const p of m.histogram?.dataPoints ?? [])
+              out.push({
+                count: Number(p.count ?? 0),
+                attributes: Object.fromEntries((p.attributes ?? []).map((a: { key: string; value: Record<string, unknown> }) => [a.key, "intValue" in a.value ? Number(a.value.intValue) : Object.values(a.value)[0]])),
+              });
+  return out;
+}
+
 export async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
   const end = performance.now() + timeoutMs;
   for (;;) {

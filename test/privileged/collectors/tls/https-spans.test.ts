@@ -6,13 +6,15 @@
  * Python process and CLIENT spans of curl, with url.scheme https and the connection's addresses.
  * /status/ebpf lists libssl as attached with the server's pid; once the server exits its pid is released. Bun (this
  * test's runner) carries BoringSSL without symbols: it is listed as not traceable, with the reason.
+ * HTTPS exchanges count in the HTTP RED metrics: a known number of requests per status, counted exactly (in the
+ * kernel, outside the span budget) on both sides with url.scheme https.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { missingOfficialTools } from "../../../helpers/official-receiver";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { ATTEMPT_PORTS, firstAttempt, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
+import { ATTEMPT_PORTS, firstAttempt, histogram, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
 
 setDefaultTimeout(90_000);
 
@@ -95,6 +97,50 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
     expect(https.filter((s) => inRange(s.attributes["client.port"], lo) || s.attributes["process.pid"] === curlPid).length).toBe(8);
     // The ciphertext on the socket makes no http span.
     expect(all.filter((s) => s.attributes["url.scheme"] === "http" && s.attributes["server.port"] === port)).toEqual([]);
+  });
+
+  test("http.server/client.request.duration count each HTTPS request once, per method and status, with url.scheme https", async () => {
+    // A server of its own: its port's counts are this test's requests only.
+    const { proc: own, port } = await startPortServer(["/usr/bin/python3", SERVER, cert!.certPath, `${cert!.dir}/key.pem`]);
+    try {
+      await until("libssl attached for the server", async () => ((await t!.targets()).some((x) => x.state === "attached" && x.pids.includes(own.pid)) ? true : undefined));
+      const base = `https://127.0.0.1:${port}`;
+      const get = (path: string, n: number) => Array.from({ length: n }, () => ["-o", "/dev/null", `${base}${path}`]).flat();
+      // 5 x 200, 3 x 404 on one keep-alive connection, then 2 x 201 on another.
+      const curl = Bun.spawn(["curl", "-sk", "--http1.1", ...get("/hello", 5), ...get("/missing", 3), "--next", "-sk", "--http1.1", "-o", "/dev/null", "-d", "k=v", `${base}/submit`, "--next", "-sk", "--http1.1", "-o", "/dev/null", "-d", "k=w", `${base}/submit`], {
+        stdout: "ignore",
+        stderr: "inherit",
+      });
+      expect(await curl.exited).toBe(0);
+
+      const counts = (metric: string) => {
+        const out: Record<string, number> = {};
+        for (const p of histogram(t!.rx.requests(), metric)) {
+          if (p.attributes["server.port"] !== port) continue;
+          const k = `${p.attributes["url.scheme"]} ${p.attributes["http.request.method"]} ${p.attributes["http.response.status_code"]}`;
+          out[k] = (out[k] ?? 0) + p.count;
+        }
+        return out;
+      };
+      const expected = { "https GET 200": 5, "https GET 404": 3, "https POST 201": 2 };
+      const total = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
+      await t!.rx.waitFor(() => {
+        void fetch(`${t!.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
+        return total(counts("http.server.request.duration")) >= 10 && total(counts("http.client.request.duration")) >= 10;
+      }, 20_000);
+      // Another flush: nothing more may arrive.
+      await fetch(`${t!.agent.url}/admin/flush`, { method: "POST" });
+      await Bun.sleep(500);
+      expect(counts("http.server.request.duration")).toEqual(expected);
+      expect(counts("http.client.request.duration")).toEqual(expected);
+      const client = histogram(t!.rx.requests(), "http.client.request.duration").find((p) => p.attributes["server.port"] === port)!;
+      expect(client.attributes["server.address"]).toBe("127.0.0.1");
+      // The ciphertext on the socket is not counted as cleartext HTTP.
+      expect(histogram(t!.rx.requests(), "http.server.request.duration").filter((p) => p.attributes["server.port"] === port && p.attributes["url.scheme"] !== "https")).toEqual([]);
+    } finally {
+      own.kill();
+      await own.exited;
+    }
   });
 
   test("Bun, with BoringSSL linked in without symbols, is listed as not traceable with the reason", async () => {

@@ -6,7 +6,7 @@ import type { HistogramPointItem, SumPointItem } from "../../../../../src/export
 import type { BpfMapApi, BpfObjectApi } from "../../../../../ffi/types";
 
 /** struct red_key bytes (see ffi/bpf/network.bpf.c). */
-function keyBytes(k: { pathHash?: bigint; pid: number; status: number; method: number; role: number; peer?: number[]; peerPort: number; family?: number }): Uint8Array {
+function keyBytes(k: { pathHash?: bigint; pid: number; status: number; method: number; role: number; peer?: number[]; peerPort: number; family?: number; scheme?: number }): Uint8Array {
   const b = new Uint8Array(RED_KEY_BYTES);
   const v = new DataView(b.buffer);
   v.setBigUint64(0, k.pathHash ?? 0n, true);
@@ -17,6 +17,7 @@ function keyBytes(k: { pathHash?: bigint; pid: number; status: number; method: n
   b.set(k.peer ?? [], 16);
   v.setUint16(32, k.peerPort, true);
   v.setUint16(34, k.family ?? 2, true);
+  v.setUint8(36, k.scheme ?? 0);
   return b;
 }
 
@@ -37,6 +38,8 @@ describe("RED map decoders (byte fixtures)", () => {
     const k = decodeRedKey(keyBytes({ pathHash: 0xabcdn, pid: 42, status: 404, method: 1, role: Role.CLIENT, peer: [10, 0, 0, 7], peerPort: 8080 }));
     expect(k).toEqual({ pathHash: 0xabcdn, pid: 42, status: 404, method: "GET", role: Role.CLIENT, peer: "10.0.0.7", peerPort: 8080 });
     expect(decodeRedKey(keyBytes({ pid: 1, status: 200, method: 0, role: Role.SERVER, peerPort: 80 })).peer).toBe("");
+    // Counted by the TLS capture (RED_SCHEME_HTTPS).
+    expect(decodeRedKey(keyBytes({ pid: 1, status: 200, method: 1, role: Role.SERVER, peerPort: 443, scheme: 1 })).scheme).toBe("https");
     const sum = sumRedValues(valueBytes([{ count: 2, sumNs: 3_000_000, buckets: { 0: 2 } }, { count: 0, sumNs: 5_000_000, buckets: { 0: -1, 3: 1 } }]), 0, 2);
     expect(sum.count).toBe(2);
     expect(sum.sumNs).toBe(8_000_000);
@@ -145,6 +148,16 @@ describe("RedAggregator", () => {
     expect(total.map((p) => [p.attributes?.client, p.attributes?.server, p.value])).toEqual([["web", "api", 6], ["api", "db", 2]]);
     expect(points.filter((p) => p.name === "traces_service_graph_request_failed_total").map((p) => (p as SumPointItem).value)).toEqual([2]);
     expect(red.collect(2n, 3n)).toEqual([]);
+  });
+
+  test("exchanges counted over TLS are series of their own with url.scheme https; cleartext ones carry no url.scheme", () => {
+    const red = make();
+    red.add([entry({ role: Role.SERVER, pathHash: 11n, peer: "127.0.0.1" }, 3), entry({ role: Role.SERVER, pathHash: 11n, peer: "127.0.0.1", scheme: "https" }, 2)]);
+    const h = red.collect(1n, 2n).filter((p): p is HistogramPointItem => p.type === "histogram" && p.name === "http.server.request.duration");
+    expect(h.map((p) => [p.attributes?.["url.scheme"], p.count])).toEqual([
+      [undefined, 3],
+      ["https", 2],
+    ]);
   });
 
   test("routes beyond max_routes and paths the kernel had no room for count under the overflow route; unknown peers by class", () => {

@@ -1,0 +1,375 @@
+/*
+ * RED metrics counted in the kernel, shared by the socket capture (network.bpf.c) and the TLS capture (tls.bpf.c):
+ * the key and value layouts, the two generations of counts and their configuration (user space gives both sets one
+ * kernel map of each: ProgramSetSpec.sharedMaps), and the counting of one exchange. The includer defines IO_READ,
+ * IO_WRITE, AF_INET6 and keeps each connection's struct red_conn. See network.bpf.c's header for the scheme.
+ */
+#ifndef SVC_RED_H
+#define SVC_RED_H
+
+/* ---- RED metrics ---- */
+
+#define RED_PATH_BYTES 64
+#define RED_PATH_WORDS (RED_PATH_BYTES / 8)
+/* Bytes read at a request start on the server side: the longest method and its space (8) and RED_PATH_BYTES. */
+#define RED_HEAD_BYTES 80
+/* Histogram bounds at most (the conventions' default has 14). */
+#define RED_MAX_BOUNDS 16
+#define RED_BUCKETS (RED_MAX_BOUNDS + 1)
+/* Keys per generation (each map): 88 bytes per possible CPU each, preallocated. */
+#define RED_MAX_KEYS 4096
+
+#define RED_IDLE 0
+#define RED_AWAITING 1
+#define RED_COUNTED 2
+
+#define ROLE_SERVER 1
+#define ROLE_CLIENT 2
+
+/* 40 bytes. */
+struct red_key {
+  __u64 path_hash;  /*  0: server: hash of the path bytes; 0 on the client side */
+  __u32 pid;        /*  8 */
+  __u16 status;     /* 12 */
+  __u8 method;      /* 14: METHOD_* (0: other) */
+  __u8 role;        /* 15: ROLE_* */
+  __u8 peer[16];    /* 16: client: the server's address; server: the client's when loopback or private, else zero */
+  __u16 peer_port;  /* 32: client: the server's port; server: the local (listening) port */
+  __u16 family;     /* 34 */
+  __u8 scheme;      /* 36: RED_SCHEME_* */
+  __u8 pad[3];      /* 37 */
+};
+
+#define RED_SCHEME_HTTP 0
+#define RED_SCHEME_HTTPS 1
+
+/* The connection an exchange is counted on: its owner, addresses (16 bytes each) and ports (host order). */
+struct red_peer {
+  __u32 pid;
+  __u16 family;
+  __u16 sport;
+  __u16 dport;
+  __u8 scheme;      /* RED_SCHEME_* */
+  __u8 pad;
+  const __u8 *daddr;
+};
+
+/* 88 bytes per CPU; counts are signed: a duration moved to a later bucket takes one from its first bucket. */
+struct red_value {
+  __s64 count;               /*   0 */
+  __s64 sum_ns;              /*   8 */
+  __s32 buckets[RED_BUCKETS];/*  16 */
+  __u32 pad;                 /*  84 */
+};
+
+struct red_conn {
+  struct red_key key;        /*   0: of the exchange under way (status set by its response) */
+  __u64 start_ns;            /*  40: request seen */
+  __u64 end_ns;              /*  48: last response-side call of the counted exchange */
+  __u32 gen;                 /*  56: generation it was counted in */
+  __u8 state;                /*  60: RED_* */
+  __u8 req_io;               /*  61: IO_* + 1 of its request */
+  __u8 bucket;               /*  62 */
+  __u8 pad;                  /*  63 */
+  __u64 path[RED_PATH_WORDS];/*  64: server: the path's first bytes, zero from its end on */
+};
+
+struct red_config_value {
+  __u32 gen;
+  __u32 nbounds;
+  __u64 bounds_ns[RED_MAX_BOUNDS];
+  __u64 path_keys;  /* keys with a path created in this generation (user space zeroes it at each flip) */
+};
+
+/* Keys with a path per generation at most; further new paths count under RED_PATH_OVERFLOW (their pid, method and
+ * status kept), so that the map keeps room for them. */
+#define RED_PATH_KEYS_MAX 3072
+#define RED_PATH_OVERFLOW 1
+
+_Static_assert(sizeof(struct red_key) == 40, "struct red_key layout is mirrored by the decoder");
+_Static_assert(sizeof(struct red_value) == 88, "struct red_value layout is mirrored by the decoder");
+
+
+/* One generation's counts. Preallocated: an element is taken from a free list in any context (allocating on demand
+ * fails under bursts of new keys). */
+#define RED_GENERATION_MAP(name)              \
+  struct {                                    \
+    __uint(type, BPF_MAP_TYPE_PERCPU_HASH);   \
+    __uint(max_entries, RED_MAX_KEYS);        \
+    __type(key, struct red_key);              \
+    __type(value, struct red_value);          \
+  } name SEC(".maps")
+
+RED_GENERATION_MAP(red_a);
+RED_GENERATION_MAP(red_b);
+
+/* Path bytes of each path hash counted (written when its key is new). */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, __u64[RED_PATH_WORDS]);
+} red_paths SEC(".maps");
+
+/* Exchanges whose key found no room, per ROLE_* (index 0 unused); cumulative. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 3);
+  __type(key, __u32);
+  __type(value, struct red_value);
+} red_overflow SEC(".maps");
+
+/* Written by user space: the generation counted into and the histogram bounds. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct red_config_value);
+} red_config SEC(".maps");
+
+/* A zero red_value to create keys from. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct red_value);
+} red_zero SEC(".maps");
+
+/* ---- RED metrics: every exchange counted (see the header) ---- */
+
+#define METHOD_OTHER 0
+#define METHOD_GET 1
+#define METHOD_POST 2
+#define METHOD_PUT 3
+#define METHOD_HEAD 4
+#define METHOD_DELETE 5
+#define METHOD_PATCH 6
+#define METHOD_OPTIONS 7
+#define METHOD_CONNECT 8
+#define METHOD_TRACE 9
+
+/* METHOD_* of a request start (at least 8 bytes) and the length of its method. */
+static __always_inline __u8 http_method(const __u8 *d, __u32 *mlen)
+{
+  __u32 w;
+  __builtin_memcpy(&w, d, 4);
+#define W(a, b, c, e) ((__u32)(a) | ((__u32)(b) << 8) | ((__u32)(c) << 16) | ((__u32)(e) << 24))
+  if (w == W('G', 'E', 'T', ' ')) { *mlen = 3; return METHOD_GET; }
+  if (w == W('P', 'O', 'S', 'T')) { *mlen = 4; return METHOD_POST; }
+  if (w == W('P', 'U', 'T', ' ')) { *mlen = 3; return METHOD_PUT; }
+  if (w == W('H', 'E', 'A', 'D')) { *mlen = 4; return METHOD_HEAD; }
+  if (w == W('D', 'E', 'L', 'E')) { *mlen = 6; return METHOD_DELETE; }
+  if (w == W('P', 'A', 'T', 'C')) { *mlen = 5; return METHOD_PATCH; }
+  if (w == W('O', 'P', 'T', 'I')) { *mlen = 7; return METHOD_OPTIONS; }
+  if (w == W('C', 'O', 'N', 'N')) { *mlen = 7; return METHOD_CONNECT; }
+  if (w == W('T', 'R', 'A', 'C')) { *mlen = 5; return METHOD_TRACE; }
+#undef W
+  *mlen = 0;
+  return METHOD_OTHER;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+/* 0x80 in each byte of `x` that is zero (exact for the lowest one, which is all that is used). */
+#define ZERO_BYTES(x) (((x) - ONES) & ~(x) & HIGHS)
+
+/*
+ * Hash of the path in `words` up to its first ' ', '?', '#' or NUL, eight bytes at a time (no loop per byte);
+ * the terminator and what follows it in its word are zeroed, so user space reads the path up to the first NUL.
+ */
+static __always_inline __u64 path_hash(__u64 *words)
+{
+  __u64 h = 0xcbf29ce484222325ULL;
+#pragma unroll
+  for (int i = 0; i < RED_PATH_WORDS; i++) {
+    __u64 w = words[i];
+    __u64 m = ZERO_BYTES(w ^ (ONES * ' ')) | ZERO_BYTES(w ^ (ONES * '?')) | ZERO_BYTES(w ^ (ONES * '#')) | ZERO_BYTES(w);
+    if (m) {
+      __u64 low = m & (~m + 1);
+      w &= (low >> 7) - 1;
+      words[i] = w;
+      h = (h ^ w) * 0x100000001b3ULL;
+      if (i + 1 < RED_PATH_WORDS)
+        words[i + 1] = 0;
+      return (h ^ (h >> 31)) | 2;
+    }
+    h = (h ^ w) * 0x100000001b3ULL;
+  }
+  return (h ^ (h >> 31)) | 2;
+}
+
+/* Loopback or private addresses (RFC 1918, fc00::/7, fe80::/10, and as IPv4-mapped IPv6): kept as the server side's peer. */
+static __always_inline int local_class(const __u8 *a, __u16 family)
+{
+  const __u8 *v4 = a;
+  if (family == AF_INET6) {
+    __u64 hi;
+    __u32 mid;
+    __builtin_memcpy(&hi, a, 8);
+    __builtin_memcpy(&mid, a + 8, 4);
+    if (hi == 0 && mid == 0xffff0000) {
+      v4 = a + 12;
+    } else {
+      if ((a[0] & 0xfe) == 0xfc || (a[0] == 0xfe && (a[1] & 0xc0) == 0x80))
+        return 1;
+      __u32 lo;
+      __builtin_memcpy(&lo, a + 12, 4);
+      return hi == 0 && mid == 0 && lo == bpf_htonl(1);
+    }
+  }
+  return v4[0] == 127 || v4[0] == 10 || (v4[0] == 172 && (v4[1] & 0xf0) == 16) || (v4[0] == 192 && v4[1] == 168);
+}
+
+/*
+ * A request start on connection `c`: the exchange it opens awaits its response. `head`: its first bytes (at least 8;
+ * for a request read, RED_HEAD_BYTES of the buffer, zero past what was read). Returns 1 when it replaced a request
+ * still awaiting its response (pipelined: the earlier one is not counted).
+ */
+static __always_inline int red_request(struct red_conn *r, const struct red_peer *c, __u32 io, const __u8 *head, __u64 ts)
+{
+  int replaced = r->state == RED_AWAITING;
+  __u32 mlen = 0;
+  struct red_key *k = &r->key;
+  k->method = http_method(head, &mlen);
+  k->pid = c->pid;
+  k->status = 0;
+  k->family = c->family;
+  k->scheme = c->scheme;
+  __builtin_memset(k->pad, 0, sizeof(k->pad));
+  r->state = RED_AWAITING;
+  r->req_io = io + 1;
+  r->start_ns = ts;
+  if (io == IO_WRITE) {
+    k->role = ROLE_CLIENT;
+    k->path_hash = 0;
+    k->peer_port = c->dport;
+    __builtin_memcpy(k->peer, c->daddr, 16);
+    return replaced;
+  }
+  k->role = ROLE_SERVER;
+  k->peer_port = c->sport;
+  if (local_class(c->daddr, c->family))
+    __builtin_memcpy(k->peer, c->daddr, 16);
+  else
+    __builtin_memset(k->peer, 0, 16);
+  /* The path follows the method and its space, within the head already read (no second read of user memory). */
+  __u32 off = mlen + 1;
+  asm volatile("%0 &= 15" : "+r"(off));
+  if (mlen == 0 || bpf_probe_read_kernel(r->path, RED_PATH_BYTES, head + off) != 0)
+    __builtin_memset(r->path, 0, RED_PATH_BYTES);
+  k->path_hash = path_hash(r->path);
+  return replaced;
+}
+
+/* The histogram bucket of `d` ns: the first bound >= d (OTLP explicit bounds), else the last bucket. */
+static __always_inline __u32 red_bucket(struct red_config_value *cfg, __u64 d)
+{
+  __u32 n = cfg->nbounds;
+#pragma unroll
+  for (__u32 i = 0; i < RED_MAX_BOUNDS; i++) {
+    if (i >= n)
+      return i;
+    if (d <= cfg->bounds_ns[i])
+      return i;
+  }
+  return RED_MAX_BOUNDS;
+}
+
+/* The value of `k` in `map` (one generation), created from zero (its path recorded) when new; 0 when there is no room. */
+static __always_inline struct red_value *red_slot(void *map, struct red_key *k, __u64 *path, struct red_config_value *cfg)
+{
+  struct red_value *v = bpf_map_lookup_elem(map, k);
+  if (v)
+    return v;
+  if (k->path_hash > RED_PATH_OVERFLOW && __sync_fetch_and_add(&cfg->path_keys, 1) >= RED_PATH_KEYS_MAX) {
+    k->path_hash = RED_PATH_OVERFLOW;
+    v = bpf_map_lookup_elem(map, k);
+    if (v)
+      return v;
+  }
+  __u32 zero = 0;
+  struct red_value *z = bpf_map_lookup_elem(&red_zero, &zero);
+  if (!z)
+    return 0;
+  bpf_map_update_elem(map, k, z, BPF_NOEXIST);
+  v = bpf_map_lookup_elem(map, k);
+  if (v && k->path_hash > RED_PATH_OVERFLOW)
+    bpf_map_update_elem(&red_paths, &k->path_hash, path, BPF_ANY);
+  return v;
+}
+
+static __always_inline void red_add(struct red_value *v, __u64 b, __u64 d)
+{
+  if (b >= RED_BUCKETS)
+    return;
+  v->count += 1;
+  v->sum_ns += d;
+  v->buckets[b] += 1;
+}
+
+/* Counts the awaited exchange of `r` with `status` (0: the connection closed before a response) at `ts`. */
+static __always_inline void red_count(struct red_conn *r, __u16 status, __u64 ts)
+{
+  __u32 zero = 0;
+  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
+  if (!cfg)
+    return;
+  r->key.status = status;
+  __u32 gen = cfg->gen;
+  __u64 d = (__s64)(ts - r->start_ns) > 0 ? ts - r->start_ns : 0;
+  __u64 b = red_bucket(cfg, d);
+  struct red_value *v = (gen & 1) ? red_slot(&red_b, &r->key, r->path, cfg) : red_slot(&red_a, &r->key, r->path, cfg);
+  if (!v) {
+    __u32 role = r->key.role == ROLE_CLIENT ? ROLE_CLIENT : ROLE_SERVER;
+    v = bpf_map_lookup_elem(&red_overflow, &role);
+  }
+  if (v)
+    red_add(v, b, d);
+  r->state = RED_COUNTED;
+  r->gen = gen;
+  r->end_ns = ts;
+  r->bucket = b;
+}
+
+/* A response's status line (`head`, `n` bytes) answering the awaited request: the exchange is counted. */
+static __always_inline void red_response(struct red_conn *r, const __u8 *head, __u32 n, __u64 ts)
+{
+  if (n < 12 || head[8] != ' ')
+    return;
+  __u8 d0 = head[9] - '0', d1 = head[10] - '0', d2 = head[11] - '0';
+  if (d0 > 9 || d1 > 9 || d2 > 9)
+    return;
+  __u16 status = d0 * 100 + d1 * 10 + d2;
+  /* Interim responses (1xx but 101 Switching Protocols) leave the exchange awaiting its final one. */
+  if (status < 200 && status != 101)
+    return;
+  red_count(r, status, ts);
+}
+
+/* A later call on the response side of the counted exchange, at `ts`: its duration ends there (while its generation lasts). */
+static __always_inline void red_move(struct red_conn *r, __u64 ts)
+{
+  __u32 zero = 0;
+  struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
+  if (!cfg || cfg->gen != r->gen)
+    return;
+  if ((__s64)(ts - r->end_ns) <= 0)
+    return;
+  struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_b, &r->key) : bpf_map_lookup_elem(&red_a, &r->key);
+  if (!v)
+    return;
+  /* 64-bit indexes: the verifier sees the bound on the register that indexes. */
+  __u64 b = red_bucket(cfg, ts - r->start_ns);
+  __u64 old = r->bucket;
+  if (b >= RED_BUCKETS || old >= RED_BUCKETS)
+    return;
+  v->sum_ns += ts - r->end_ns;
+  if (b != old) {
+    v->buckets[old] -= 1;
+    v->buckets[b] += 1;
+    r->bucket = b;
+  }
+  r->end_ns = ts;
+}
+
+#endif
