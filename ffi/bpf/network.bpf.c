@@ -707,27 +707,32 @@ static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 move
   return 1;
 }
 
-/* Appends iovec `i` of `iovp` after the `got` bytes captured so far (up to HTTP_CAPTURE_BYTES and `moved`); returns the new count. */
-static __always_inline __u32 gather_iovec(struct http_event *e, __u64 iovp, __u32 i, __u32 got, __u64 moved)
+/*
+ * Appends iovec `i` of `iovp` after the `got` bytes captured so far (up to `cap` and `moved`); returns the new count,
+ * or more than `cap` when a read failed. `off_mask` and `size_mask` (constants) bound the offset and size for the
+ * verifier within the room behind e->data.
+ */
+static __always_inline __u32 gather_iovec(struct http_event *e, __u64 iovp, __u32 i, __u32 got, __u64 moved, __u32 cap,
+                                          __u32 off_mask, __u32 size_mask)
 {
-  if (got >= HTTP_CAPTURE_BYTES || got >= moved)
+  if (got >= cap || got >= moved)
     return got;
   struct iovec iov = {};
   if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(iovp + i * sizeof(iov))) != 0)
-    return HTTP_CAPTURE_BYTES + 1;
-  __u64 want = HTTP_CAPTURE_BYTES - got;
+    return cap + 1;
+  __u64 want = cap - got;
   if (moved - got < want)
     want = moved - got;
   if (iov.iov_len < want)
     want = iov.iov_len;
   __u32 off = got;
   __u32 size = want;
-  asm volatile("%0 &= 255" : "+r"(off));
-  asm volatile("%0 &= 255" : "+r"(size));
+  asm volatile("%0 &= %1" : "+r"(off) : "i"(off_mask));
+  asm volatile("%0 &= %1" : "+r"(size) : "i"(size_mask));
   if (size == 0)
     return got;
-  if (bpf_probe_read_user((__u8 *)e->data + off, size, iov.iov_base) != 0)
-    return HTTP_CAPTURE_BYTES + 1;
+  if (size > cap || bpf_probe_read_user((__u8 *)e->data + off, size, iov.iov_base) != 0)
+    return cap + 1;
   return off + size;
 }
 
@@ -738,15 +743,15 @@ static __always_inline __u32 gather_iovec(struct http_event *e, __u64 iovp, __u3
 static __always_inline __u32 gather_iovecs(struct http_event *e, __u64 iovp, __u32 got, __u64 moved)
 {
   _Static_assert(HTTP_MAX_IOVECS == 4, "gather_iovecs reads iovecs 1 to 3");
-  __u32 n = gather_iovec(e, iovp, 1, got, moved);
+  __u32 n = gather_iovec(e, iovp, 1, got, moved, HTTP_CAPTURE_BYTES, 255, 255);
   if (n > HTTP_CAPTURE_BYTES)
     return got;
   got = n;
-  n = gather_iovec(e, iovp, 2, got, moved);
+  n = gather_iovec(e, iovp, 2, got, moved, HTTP_CAPTURE_BYTES, 255, 255);
   if (n > HTTP_CAPTURE_BYTES)
     return got;
   got = n;
-  n = gather_iovec(e, iovp, 3, got, moved);
+  n = gather_iovec(e, iovp, 3, got, moved, HTTP_CAPTURE_BYTES, 255, 255);
   return n > HTTP_CAPTURE_BYTES ? got : n;
 }
 
@@ -798,25 +803,10 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     for (__u32 i = 0; i < H2_MAX_IOVECS; i++) {
       if (got >= H2_CAPTURE_BYTES || got >= moved)
         break;
-      struct iovec iov = {};
-      if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(buf + i * sizeof(iov))) != 0)
+      __u32 n = gather_iovec(e, buf, i, got, moved, H2_CAPTURE_BYTES, 4095, 8191);
+      if (n > H2_CAPTURE_BYTES)
         break;
-      __u64 want = H2_CAPTURE_BYTES - got;
-      if (moved - got < want)
-        want = moved - got;
-      if (iov.iov_len < want)
-        want = iov.iov_len;
-      __u32 off = got;
-      __u32 size = want;
-      asm volatile("%0 &= 4095" : "+r"(off));
-      asm volatile("%0 &= 8191" : "+r"(size));
-      if (size == 0)
-        continue;
-      if (size > H2_CAPTURE_BYTES)
-        break;
-      if (bpf_probe_read_user((__u8 *)e->data + off, size, iov.iov_base) != 0)
-        break;
-      got = off + size;
+      got = n;
     }
   }
   fill_http_header(e, c, skp, io, moved, got, ts);
