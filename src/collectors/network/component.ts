@@ -34,7 +34,7 @@ import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./d
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
-import { NetworkStat, networkSetSpec, redCounted } from "./spec";
+import { NetworkStat, configRedCounted, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -143,7 +143,7 @@ export class NetworkCollector implements Component {
         this.#set = set;
         this.#sampledOutSeen = 0n;
         this.#redMaps = undefined;
-        if (redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics, selfPid: 0, httpExchangesPerSecond: 0, maxConnections: 0 })) {
+        if (configRedCounted(c)) {
           try {
             this.#redMaps = new RedMaps(set.object, c.http_duration_buckets);
           } catch (e) {
