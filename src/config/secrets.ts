@@ -19,7 +19,7 @@ const SECRET_MAPS: ReadonlySet<string> = new Set([
   "otlp.signals.profiles.headers",
 ]);
 /** Secrets no one writes shorter; shorter strings are not scrubbed from free text (they would mangle it). */
-const SCRUB_MIN_LENGTH = 4;
+export const SCRUB_MIN_LENGTH = 4;
 /** Characters a client can send in `Authorization: Bearer <token>`: visible ASCII, no space. */
 const SENDABLE_TOKEN_RE = /^[\x21-\x7e]*$/;
 

@@ -6,7 +6,7 @@
  */
 import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import os from "node:os";
-import { REDACTED, redactConfig, scrubText, secretsOf } from "../config/secrets";
+import { REDACTED, SCRUB_MIN_LENGTH, redactConfig, scrubText, secretsOf } from "../config/secrets";
 import { loadConfig, resolveConfigPath } from "../config/load";
 import type { Config } from "../config/schema";
 import { formatAddress, parseListen } from "../server/listen";
@@ -135,7 +135,7 @@ export async function collectBundle(options: CollectOptions): Promise<Bundle> {
   );
 
   // Scrub: no secret value of the configuration leaves in any file, whatever produced it.
-  const secrets = config ? secretsOf(config).filter((s) => s.length >= 4) : [];
+  const secrets = config ? secretsOf(config).filter((s) => s.length >= SCRUB_MIN_LENGTH) : [];
   for (const f of files) f.data = scrubText(f.data, secrets);
 
   const manifest = {

@@ -74,8 +74,6 @@ export class EbpfCore {
   #tlsView: (() => NonNullable<EbpfView["tls"]>) | undefined;
   /** Per set: the last sums of svc_gate_refused (exchanges, other events). */
   readonly #gateRefusedSeen = new Map<string, [bigint, bigint]>();
-  #ringbufText: Config["agent"]["ebpf"]["ringbuf_size"] | undefined;
-  #ringbufBytes = 0;
 
   constructor(ctx: BaseContext, deps: EbpfDeps, processes = new ProcessTable()) {
     this.#ctx = ctx;
@@ -111,17 +109,12 @@ export class EbpfCore {
   }
 
   /**
-   * agent.ebpf.ringbuf_size rounded up to a power of two (parsed again only when the setting's text changes), or
-   * undefined for `auto` (each ring sized by its set's spec).
+   * agent.ebpf.ringbuf_size (read into bytes at load) rounded up to a power of two, or undefined for `auto` (each
+   * ring sized by its set's spec).
    */
   ringbufSizeBytes(): number | undefined {
-    const text = this.config.ringbuf_size;
-    if (text === "auto") return undefined;
-    if (text !== this.#ringbufText) {
-      this.#ringbufBytes = roundRingbufSize(bytesOf(this.config, "ringbuf_size"));
-      this.#ringbufText = text;
-    }
-    return this.#ringbufBytes;
+    if (this.config.ringbuf_size === "auto") return undefined;
+    return roundRingbufSize(bytesOf(this.config, "ringbuf_size"));
   }
 
   /** The ring size the views show: the configured one, or with `auto` the largest ring loaded (0 before any). */

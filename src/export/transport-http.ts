@@ -7,7 +7,6 @@
  * status is a failure (3xx too: redirects are not followed, since the headers may carry credentials). The outcome's `code` is the gRPC code of the same meaning (so readiness, the
  * `export_errors_total` label and the retry rules read one vocabulary); the message starts `HTTP <status>`.
  */
-import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import { status as GrpcStatus } from "@grpc/grpc-js";
@@ -16,7 +15,7 @@ import type { OtlpConfig, Signal, SignalTarget } from "./config";
 import { headerSecrets, withoutSecrets, type ExportOutcome } from "./outcome";
 import { connectionRefused, directConnection } from "./refusal-probe";
 import { otlpType } from "./schema";
-import { TransportConfigError, successOf, type Transport } from "./transport";
+import { readPem, successOf, type Transport } from "./transport";
 
 const CONTENT_TYPE = "application/x-protobuf";
 /** The user agent: the agent's name and version, then the HTTP client's. */
@@ -134,13 +133,9 @@ export async function readBounded(res: Response, max = MAX_RESPONSE_BYTES): Prom
   return { bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), whole: true };
 }
 
-function readPem(key: string, path: string): string | undefined {
-  if (!path) return undefined;
-  try {
-    return readFileSync(path, "utf8");
-  } catch (e) {
-    throw new TransportConfigError(key, `cannot read ${path}: ${(e as Error).message}`);
-  }
+/** The PEM text at `path` (undefined when unset), as Bun's fetch takes it. */
+function pemText(key: string, path: string): string | undefined {
+  return readPem(key, path)?.toString("utf8");
 }
 
 export interface HttpTransportOptions {
@@ -164,9 +159,9 @@ export class HttpTransport implements Transport {
   constructor(o: HttpTransportOptions) {
     const tls = o.otlp.tls;
     this.#tls = {
-      ca: readPem("otlp.tls.ca_file", tls.ca_file),
-      cert: readPem("otlp.tls.cert_file", tls.cert_file),
-      key: readPem("otlp.tls.key_file", tls.key_file),
+      ca: pemText("otlp.tls.ca_file", tls.ca_file),
+      cert: pemText("otlp.tls.cert_file", tls.cert_file),
+      key: pemText("otlp.tls.key_file", tls.key_file),
       ...(tls.server_name ? { serverName: tls.server_name } : {}),
       rejectUnauthorized: true,
     };

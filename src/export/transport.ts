@@ -61,7 +61,8 @@ export interface Transport {
   close(): void;
 }
 
-function readPem(key: string, path: string): Buffer | null {
+/** The PEM file at `path` of the setting `key` (null when unset); throws TransportConfigError when it cannot be read. */
+export function readPem(key: string, path: string): Buffer | null {
   if (!path) return null;
   try {
     return readFileSync(path);

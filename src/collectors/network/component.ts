@@ -26,7 +26,7 @@ import { RpcMetrics } from "./http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
 import { RedAggregator, addressClass } from "./http/red";
 import { RouteTemplater } from "./http/routes";
-import { RED_METHODS, RedMaps, Role } from "./red-maps";
+import { RedMaps, Role, redMethod } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
@@ -34,7 +34,7 @@ import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./d
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
-import { NetworkStat, networkSetSpec, redCounted } from "./spec";
+import { NetworkStat, configRedCounted, networkSetSpec } from "./spec";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -143,7 +143,7 @@ export class NetworkCollector implements Component {
         this.#set = set;
         this.#sampledOutSeen = 0n;
         this.#redMaps = undefined;
-        if (redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics, selfPid: 0, httpExchangesPerSecond: 0, maxConnections: 0 })) {
+        if (configRedCounted(c)) {
           try {
             this.#redMaps = new RedMaps(set.object, c.http_duration_buckets);
           } catch (e) {
@@ -217,7 +217,7 @@ export class NetworkCollector implements Component {
       this.#push(span);
       if (!this.#redMaps || x.meta.tls || x.rpc) continue;
       /* The span's ids become the exemplar of the RED series that counted its exchange (HTTP/1.x in cleartext). */
-      const method = (RED_METHODS as readonly string[]).includes(x.request.method) ? x.request.method : "_OTHER";
+      const method = redMethod(x.request.method);
       const server = x.role === "server";
       this.#red.exemplar(
         server
@@ -230,7 +230,7 @@ export class NetworkCollector implements Component {
 
   /** An HTTP/2 exchange (the kernel's RED maps count HTTP/1.x only) into the RED metrics, whatever the span budget. */
   #redH2(x: HttpExchange<EndpointMeta>): void {
-    const method = (RED_METHODS as readonly string[]).includes(x.request.method) ? x.request.method : "_OTHER";
+    const method = redMethod(x.request.method);
     const durationNs = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n);
     const m = x.meta;
     if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort }, x.request.path, durationNs);

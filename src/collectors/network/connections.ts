@@ -47,7 +47,8 @@ interface Series {
   lifetimeCount: number;
 }
 
-function bucketIndex(bounds: readonly number[], v: number): number {
+/** The histogram bucket of `v`: the first bound it does not exceed (bounds.length: above them all). */
+export function bucketIndex(bounds: readonly number[], v: number): number {
   let i = 0;
   while (i < bounds.length && v > bounds[i]!) i++;
   return i;

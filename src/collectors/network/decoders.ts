@@ -84,7 +84,8 @@ export interface HttpEvent {
 
 export type NetworkEvent = ConnEvent | HttpEvent;
 
-function cString(view: DataView, at: number, max: number): string {
+/** A NUL-terminated string in a fixed-size field, one character per byte. */
+export function cString(view: DataView, at: number, max: number): string {
   let s = "";
   for (let i = 0; i < max; i++) {
     const c = view.getUint8(at + i);

@@ -25,6 +25,11 @@ const FLIP_GRACE_MS = 1;
 
 /** METHOD_* in the C program, by index. */
 export const RED_METHODS = ["_OTHER", "GET", "POST", "PUT", "HEAD", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"] as const;
+
+/** A request method as the RED series name it: one of RED_METHODS, `_OTHER` for the rest. */
+export function redMethod(method: string): string {
+  return (RED_METHODS as readonly string[]).includes(method) ? method : "_OTHER";
+}
 export const Role = { SERVER: 1, CLIENT: 2 } as const;
 export type RoleValue = (typeof Role)[keyof typeof Role];
 

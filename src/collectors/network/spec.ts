@@ -9,6 +9,7 @@
  * keeping connections in the `conns` hash.
  */
 import { existsSync } from "node:fs";
+import type { Config } from "../../config/schema";
 import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeConnEvent, decodeHttpEvent, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
 
@@ -77,8 +78,13 @@ export const HTTP_PROGRAMS: ProgramSpec[] = CAPTURED_SYSCALLS.flatMap((s) => [
 ]);
 
 /** Whether the kernel counts every HTTP exchange (RED metrics): socket capture on per-socket storage (kernel BTF). */
-export function redCounted(o: NetworkSetOptions): boolean {
+export function redCounted(o: Pick<NetworkSetOptions, "http" | "httpCapture" | "redMetrics" | "kernelBtf">): boolean {
   return o.http && o.httpCapture === "socket" && o.redMetrics === true && (o.kernelBtf ?? existsSync(VMLINUX_BTF));
+}
+
+/** redCounted for agent.ebpf.network as configured (the network and tls sets count in the same RED maps). */
+export function configRedCounted(c: Config["agent"]["ebpf"]["network"]): boolean {
+  return redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics });
 }
 
 export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEvent> {

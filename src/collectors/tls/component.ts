@@ -19,7 +19,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
 import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
-import { redCounted } from "../network/spec";
+import { configRedCounted } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
 
@@ -46,8 +46,7 @@ export function tlsEnabled(config: Config): boolean {
 
 /** Whether HTTPS exchanges count in the RED maps: when the network set counts cleartext ones there. */
 function tlsRedCounted(config: Config): boolean {
-  const c = config.agent.ebpf.network;
-  return redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics, selfPid: 0, httpExchangesPerSecond: 0, maxConnections: 0 });
+  return configRedCounted(config.agent.ebpf.network);
 }
 
 export class TlsCollector implements Component {

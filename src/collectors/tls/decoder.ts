@@ -3,7 +3,7 @@
  * an SSL_read/SSL_write call moved, with the SSL object, the socket and its addresses when known, and the stream
  * offset of the bytes. Offsets mirror the C struct (asserted there with _Static_assert). Little-endian.
  */
-import { AF_INET } from "../network/decoders";
+import { AF_INET, cString } from "../network/decoders";
 import { formatAddress } from "../network/addresses";
 
 export const TLS_EVENT_HEADER_BYTES = 112;
@@ -48,11 +48,6 @@ export interface TlsEvent {
   data: Uint8Array;
 }
 
-function cString(bytes: Uint8Array): string {
-  const end = bytes.indexOf(0);
-  return String.fromCharCode(...(end < 0 ? bytes : bytes.subarray(0, end)));
-}
-
 /** Decodes a tls_event; the result owns a copy of the record. Throws RangeError on a short or inconsistent record. */
 export function decodeTlsEvent(view: DataView, offset: number, length: number): TlsEvent {
   if (length < TLS_EVENT_HEADER_BYTES) throw new RangeError(`tls_event: ${length} bytes, need ${TLS_EVENT_HEADER_BYTES}`);
@@ -83,7 +78,7 @@ export function decodeTlsEvent(view: DataView, offset: number, length: number): 
     remoteAddress: socketKnown ? formatAddress(new Uint8Array(record, F.daddr, n), family) : "",
     remotePort: v.getUint16(F.dport, true),
     family,
-    comm: cString(new Uint8Array(record, F.comm, 16)),
+    comm: cString(v, F.comm, 16),
     data: new Uint8Array(record, F.data, captured),
   };
 }

@@ -14,6 +14,7 @@ import { networkInterfaces } from "node:os";
 import type { Attributes } from "../../../export/types";
 import { Temporality, type Exemplar, type MetricPointItem, type Scope } from "../../../export/model";
 import { UNKNOWN_SERVICE, UNKNOWN_WORKLOAD } from "../../../workloads/identity";
+import { bucketIndex } from "../connections";
 import type { ProcessLabels } from "../labels";
 import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
 import { OVERFLOW_ROUTE, type RouteTemplater } from "./routes";
@@ -207,10 +208,7 @@ export class RedAggregator {
    */
   addExchange(key: Omit<RedKey, "pathHash">, path: string | undefined, durationNs: number): void {
     const buckets = new Array<number>(this.o.boundsSeconds.length + 1).fill(0);
-    const secs = durationNs / 1e9;
-    let i = 0;
-    while (i < this.o.boundsSeconds.length && secs > this.o.boundsSeconds[i]!) i++;
-    buckets[i] = 1;
+    buckets[bucketIndex(this.o.boundsSeconds, durationNs / 1e9)] = 1;
     this.add([{ key: { ...key, pathHash: 0n }, path: key.role === Role.SERVER ? (path ?? "") : undefined, count: 1, sumNs: durationNs, buckets }]);
   }
 

@@ -8,6 +8,7 @@
  */
 import type { Attributes } from "../../../export/types";
 import { Temporality, type MetricPointItem, type Scope } from "../../../export/model";
+import { bucketIndex } from "../connections";
 import type { HttpExchange } from "./parser";
 import type { EndpointMeta } from "./spans";
 
@@ -84,9 +85,7 @@ export class RpcMetrics {
     }
     if (!s) this.#series.set(key, (s = empty(name, attributes, who.resource)));
     const ms = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n) / 1e6;
-    let i = 0;
-    while (i < RPC_DURATION_BOUNDS_MS.length && ms > RPC_DURATION_BOUNDS_MS[i]!) i++;
-    s.buckets[i]!++;
+    s.buckets[bucketIndex(RPC_DURATION_BOUNDS_MS, ms)]!++;
     s.sum += ms;
     s.count++;
     if (ms < s.min) s.min = ms;
