@@ -37,7 +37,7 @@
  * Usage: bun bench/http-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--max-seconds S] [--connections C] [--spans-per-second S]
  */
 import { report } from "./lib/report";
-import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readFileSync, writeFileSync } from "node:fs";
 import { bootstrapInterval, mean, median, quantile } from "./lib/stats";
 import { cpuSeconds, reniceAll } from "./lib/proc";
@@ -157,17 +157,6 @@ async function wrk(url: string, seconds: number, pids: Pids, bpfIds = new Set<nu
     bpfNs: b1.ns - b0.ns,
     bpfRuns: b1.runs - b0.runs,
   };
-}
-
-/** run_time_ns and run_cnt summed over programs `ids` (kernel.bpf_stats_enabled must be 1). */
-function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
-  if (ids.size === 0) return { ns: 0, runs: 0 };
-  const r = Bun.spawnSync(["bpftool", "-j", "prog", "show"]);
-  const progs = JSON.parse(r.stdout.toString() || "[]") as Array<{ id: number; run_time_ns?: number; run_cnt?: number }>;
-  let ns = 0;
-  let runs = 0;
-  for (const p of progs) if (ids.has(p.id)) (ns += p.run_time_ns ?? 0), (runs += p.run_cnt ?? 0);
-  return { ns, runs };
 }
 
 async function networkProgramIds(agent: BenchAgent): Promise<Set<number>> {

@@ -18,7 +18,7 @@
  */
 import { availableParallelism } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
-import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { cpuSeconds } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
@@ -78,21 +78,15 @@ interface Run {
   bpfNs: number;
 }
 
-function bpfNs(ids: Set<number>): number {
-  if (ids.size === 0) return 0;
-  const progs = JSON.parse(Bun.spawnSync(["bpftool", "-j", "prog", "show"]).stdout.toString() || "[]") as Array<{ id: number; run_time_ns?: number }>;
-  return progs.filter((p) => ids.has(p.id)).reduce((s, p) => s + (p.run_time_ns ?? 0), 0);
-}
-
 async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new Set<number>()): Promise<Run> {
   writeFileSync(BPF_STATS_PATH, bpfIds.size > 0 ? "1" : "0");
-  const b0 = bpfNs(bpfIds);
+  const b0 = bpfRunStats(bpfIds).ns;
   const lost0 = await metricSum(agent, HTTP_RING_LOST);
   const a0 = cpuSeconds(agent.pid);
   // Some of the servers' routes answer 404 on purpose (the RED errors).
   const run = await runWrk(["wrk", `-t${THREADS}`, `-c${CONNECTIONS}`, `-d${seconds}s`, url], { non2xx: true });
   const a1 = cpuSeconds(agent.pid);
-  const b1 = bpfNs(bpfIds);
+  const b1 = bpfRunStats(bpfIds).ns;
   writeFileSync(BPF_STATS_PATH, "0");
   const lost1 = await metricSum(agent, HTTP_RING_LOST);
   return { rps: run.rps, requests: run.requests, agentCpu: a1 - a0, lost: lost1 - lost0, bpfNs: b1 - b0 };

@@ -76,6 +76,17 @@ export async function attachedPrograms(agent: BenchAgent): Promise<Array<{ name:
   return (view.programs ?? []).filter((p) => p.attached);
 }
 
+/** run_time_ns and run_cnt summed over programs `ids` (kernel.bpf_stats_enabled must be 1). */
+export function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
+  if (ids.size === 0) return { ns: 0, runs: 0 };
+  const r = Bun.spawnSync(["bpftool", "-j", "prog", "show"]);
+  const progs = JSON.parse(r.stdout.toString() || "[]") as Array<{ id: number; run_time_ns?: number; run_cnt?: number }>;
+  let ns = 0;
+  let runs = 0;
+  for (const p of progs) if (ids.has(p.id)) (ns += p.run_time_ns ?? 0), (runs += p.run_cnt ?? 0);
+  return { ns, runs };
+}
+
 /**
  * Switches a running agent to another configuration: rewrites its file, POSTs /admin/reload, then asks `reached`
  * every 50 ms until it answers true (anything else is what it saw, for the error after `timeoutMs`).

@@ -79,6 +79,8 @@ export class MemoryLimiter implements Component {
   #timer: ReturnType<typeof setInterval> | undefined;
   #lastResident = 0;
   #refusals = 0;
+  /** The kind of refusal last reported (above the soft limit, or not yet back below it); undefined while accepting. */
+  #reportedKind: "above" | "resuming" | undefined;
   #lastGcMs = -Infinity;
   /** RSS right after the last collection (or at start). */
   #rssAfterGc: number | undefined;
@@ -133,14 +135,21 @@ export class MemoryLimiter implements Component {
         this.#refusals++;
         this.#host?.logger.warn("memory above the soft limit: refusing new data", { resident_bytes: rss, soft_limit_bytes: softBytes, hard_limit_bytes: hardBytes });
       }
-      const reason =
-        rss >= softBytes
-          ? `refusing new data: resident memory ${mib(rss)} at or above the soft limit ${mib(softBytes)} (hard limit ${mib(hardBytes)})`
-          : `refusing new data: resident memory ${mib(rss)} not yet below ${RESUME_FRACTION * 100}% of the soft limit ${mib(softBytes)}`;
-      this.#gate.set(reason);
-      this.#host?.report("recoverable_error", reason);
+      // Reported when refusal begins and when its kind changes, with the figures of that moment (the live figures
+      // are in /status): a reason that changed with every MiB would log a status change at every check.
+      const kind = rss >= softBytes ? "above" : "resuming";
+      if (kind !== this.#reportedKind) {
+        const reason =
+          kind === "above"
+            ? `refusing new data: resident memory ${mib(rss)} at or above the soft limit ${mib(softBytes)} (hard limit ${mib(hardBytes)})`
+            : `refusing new data: resident memory ${mib(rss)} not yet below ${RESUME_FRACTION * 100}% of the soft limit ${mib(softBytes)}`;
+        this.#reportedKind = kind;
+        this.#gate.set(reason);
+        this.#host?.report("recoverable_error", reason);
+      }
       return true;
     }
+    this.#reportedKind = undefined;
     if (this.#gate.refusing) {
       this.#host?.logger.info("memory below the soft limit again: accepting new data", { resident_bytes: rss, soft_limit_bytes: softBytes });
       this.#gate.set(undefined);
@@ -164,6 +173,8 @@ export class MemoryLimiter implements Component {
   #apply(c: Config): void {
     this.#enabled = c.agent.memory_limit.enabled;
     this.#limits = resolveLimits(c.agent.memory_limit, this.#cgroupLimit());
+    // New limits: a refusal under way is reported again with them.
+    this.#reportedKind = undefined;
     if (!this.#enabled && this.#gate.refusing) this.#gate.set(undefined);
     this.#startTimer(c);
     if (!this.#enabled) this.#host?.report("disabled");

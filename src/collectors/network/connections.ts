@@ -10,6 +10,7 @@ import type { Attributes } from "../../export/types";
 import { SpanKind, StatusCode, Temporality, type MetricPointItem, type Scope, type SpanItem } from "../../export/model";
 import { AF_INET, ConnFlag, ConnKind, Direction, type ConnEvent } from "./decoders";
 import type { ProcessLabeler } from "./labels";
+import { ResourceKeys } from "./resource-keys";
 import { UNKNOWN_WORKLOAD } from "../../workloads/identity";
 import { randomId } from "./http/spans";
 
@@ -47,7 +48,8 @@ interface Series {
   lifetimeCount: number;
 }
 
-function bucketIndex(bounds: readonly number[], v: number): number {
+/** The histogram bucket of `v`: the first bound it does not exceed (bounds.length: above them all). */
+export function bucketIndex(bounds: readonly number[], v: number): number {
   let i = 0;
   while (i < bounds.length && v > bounds[i]!) i++;
   return i;
@@ -70,21 +72,13 @@ export interface ConnectionOptions {
 export class ConnectionTelemetry {
   #series = new Map<string, Series>();
   /** A small number per workload resource object, for series keys. */
-  #resourceKeys = new WeakMap<Attributes, number>();
-  #nextResourceKey = 1;
+  readonly #resourceKeys = new ResourceKeys();
   #intervalStartNs: bigint;
   /** Label sets folded into the overflow series since creation. */
   overflowed = 0;
 
   constructor(private readonly o: ConnectionOptions) {
     this.#intervalStartNs = o.startEpochNs;
-  }
-
-  #resourceKey(resource: Attributes | undefined): number {
-    if (!resource) return 0;
-    let k = this.#resourceKeys.get(resource);
-    if (k === undefined) this.#resourceKeys.set(resource, (k = this.#nextResourceKey++));
-    return k;
   }
 
   #seriesFor(e: ConnEvent, processName: string, resource: Attributes | undefined): Series {
@@ -98,7 +92,7 @@ export class ConnectionTelemetry {
     };
     const service = outbound ? (this.o.remoteService?.(e.remoteAddress, e.remotePort) ?? UNKNOWN_REMOTE_SERVICE) : undefined;
     if (service) attributes["service.peer.name"] = service;
-    let key = `${this.#resourceKey(resource)}\u0000${processName}\u0000${attributes["network.connection.direction"]}\u0000${servicePort}\u0000${service ?? ""}`;
+    let key = `${this.#resourceKeys.of(resource)}\u0000${processName}\u0000${attributes["network.connection.direction"]}\u0000${servicePort}\u0000${service ?? ""}`;
     if (!this.#series.has(key) && this.#series.size >= this.o.maxSeries) {
       this.overflowed++;
       key = "\u0000overflow";

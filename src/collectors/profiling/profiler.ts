@@ -363,14 +363,14 @@ export class ProfilingCollector implements Component {
   /** The resource of a process's profile: its workload (src/workloads), else one object per process, reused (the pipeline caches by identity); undefined for the agent itself. */
   #resource(pid: number, threadComm: string): Attributes | undefined {
     if (pid === SELF_PID) return undefined;
+    const workload = this.#ctx.workloads.forPid(pid);
+    if (workload?.["service.name"] !== undefined) return workload;
     let comm = threadComm;
     try {
       comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim() || threadComm;
     } catch {
       // The process ended: keep the thread's name.
     }
-    const workload = this.#ctx.workloads.forPid(pid);
-    if (workload?.["service.name"] !== undefined) return workload;
     const known = this.#resources.get(pid);
     if (known && known.comm === comm) return known.attributes;
     const attributes: Attributes = { ...(workload ?? {}), "process.pid": pid, "process.executable.name": comm };

@@ -2,6 +2,7 @@
 import type { Signal } from "../../../src/export/config";
 import type { FlushResult, TelemetryPipeline } from "../../../src/export/types";
 import type { SignalItems } from "../../../src/export/model";
+import { waitUntil } from "../wait";
 
 /** A pipeline that keeps accepted items per signal. `capacity` bounds unconsumed items (a slow backend drains them with `drain`). */
 export class RecordingPipeline implements TelemetryPipeline {
@@ -44,13 +45,9 @@ export class RecordingPipeline implements TelemetryPipeline {
   setResourceAttributes(): void {}
 }
 
-/** Polls `cond` every few ms until it holds or `timeoutMs` passes (then throws with `what`). */
+/** Polls `cond` every 5 ms until it holds or `timeoutMs` passes (then throws with `what`). */
 export async function waitFor(what: string, cond: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const end = performance.now() + timeoutMs;
-  while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(5);
-  }
+  await waitUntil(cond, { what, timeoutMs, intervalMs: 5 });
 }
 
 import type { AgentContext } from "../../../src/collectors/context";

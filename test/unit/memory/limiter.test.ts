@@ -85,6 +85,31 @@ describe("memory limiter", () => {
     await pipeline.shutdown(AbortSignal.timeout(1000));
   });
 
+  test("a refusal is reported when it begins and when its kind changes, not at every check while memory moves", async () => {
+    const { ctx, gate, host, states } = context({ limit: "100MiB", soft_limit: "80MiB" });
+    let rss = 50 * MIB;
+    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => undefined });
+    await limiter.start(host);
+    states.length = 0;
+    for (const mib of [85, 86, 87, 88, 81]) {
+      rss = mib * MIB;
+      expect(limiter.check()).toBe(true);
+    }
+    for (const mib of [79, 75]) {
+      rss = mib * MIB;
+      expect(limiter.check()).toBe(true);
+    }
+    rss = 60 * MIB;
+    expect(limiter.check()).toBe(false);
+    expect(states).toEqual([
+      ["recoverable_error", "refusing new data: resident memory 85 MiB at or above the soft limit 80 MiB (hard limit 100 MiB)"],
+      ["recoverable_error", "refusing new data: resident memory 79 MiB not yet below 90% of the soft limit 80 MiB"],
+      ["ok", undefined],
+    ]);
+    expect(limiter.view()).toMatchObject({ refusing: false, resident_bytes: 60 * MIB, refusals: 1 });
+    await limiter.shutdown();
+  });
+
   test("below the limits, garbage is collected once RSS has grown 32 MiB since the last collection, not more often than every 2 s", async () => {
     const { ctx, gate, host } = context({ limit: "1GiB" });
     let rss = 50 * MIB;

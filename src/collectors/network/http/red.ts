@@ -14,7 +14,9 @@ import { networkInterfaces } from "node:os";
 import type { Attributes } from "../../../export/types";
 import { Temporality, type Exemplar, type MetricPointItem, type Scope } from "../../../export/model";
 import { UNKNOWN_SERVICE, UNKNOWN_WORKLOAD } from "../../../workloads/identity";
+import { bucketIndex } from "../connections";
 import type { ProcessLabels } from "../labels";
+import { ResourceKeys } from "../resource-keys";
 import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
 import { OVERFLOW_ROUTE, type RouteTemplater } from "./routes";
 
@@ -110,8 +112,7 @@ const serviceName = (r: Attributes | undefined) => (typeof r?.["service.name"] =
 export class RedAggregator {
   #series = new Map<string, Series>();
   #edges = new Map<string, GraphEdge>();
-  readonly #resourceKeys = new WeakMap<Attributes, number>();
-  #nextResourceKey = 1;
+  readonly #resourceKeys = new ResourceKeys();
   readonly #listeners = new Map<number, string>();
   readonly #peers = new Map<string, Set<string>>();
   readonly #local = localAddresses();
@@ -119,13 +120,6 @@ export class RedAggregator {
   readonly counted = { server: 0, client: 0 };
 
   constructor(private readonly o: RedOptions) {}
-
-  #resourceKey(resource: Attributes | undefined): number {
-    if (!resource) return 0;
-    let k = this.#resourceKeys.get(resource);
-    if (k === undefined) this.#resourceKeys.set(resource, (k = this.#nextResourceKey++));
-    return k;
-  }
 
   #isLocal(address: string): boolean {
     return addressClass(address) === "loopback" || this.#local.has(address);
@@ -168,7 +162,7 @@ export class RedAggregator {
       }
     }
     const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
-    return { key: `${this.#resourceKey(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000${rest}`, name, attributes, resource, service };
+    return { key: `${this.#resourceKeys.of(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000${rest}`, name, attributes, resource, service };
   }
 
   #seriesOf(ref: SeriesRef, peek = false): { s: Series; service: string; resource: Attributes | undefined } {
@@ -185,7 +179,7 @@ export class RedAggregator {
   }
 
   #edge(client: string, server: string, resource: Attributes | undefined): GraphEdge {
-    const key = `${this.#resourceKey(resource)}\u0000${client}\u0000${server}`;
+    const key = `${this.#resourceKeys.of(resource)}\u0000${client}\u0000${server}`;
     let e = this.#edges.get(key);
     if (!e) this.#edges.set(key, (e = { client, server, resource, total: 0, failed: 0 }));
     return e;
@@ -207,10 +201,7 @@ export class RedAggregator {
    */
   addExchange(key: Omit<RedKey, "pathHash">, path: string | undefined, durationNs: number): void {
     const buckets = new Array<number>(this.o.boundsSeconds.length + 1).fill(0);
-    const secs = durationNs / 1e9;
-    let i = 0;
-    while (i < this.o.boundsSeconds.length && secs > this.o.boundsSeconds[i]!) i++;
-    buckets[i] = 1;
+    buckets[bucketIndex(this.o.boundsSeconds, durationNs / 1e9)] = 1;
     this.add([{ key: { ...key, pathHash: 0n }, path: key.role === Role.SERVER ? (path ?? "") : undefined, count: 1, sumNs: durationNs, buckets }]);
   }
 

@@ -8,6 +8,8 @@
  */
 import type { Attributes } from "../../../export/types";
 import { Temporality, type MetricPointItem, type Scope } from "../../../export/model";
+import { bucketIndex } from "../connections";
+import { ResourceKeys } from "../resource-keys";
 import type { HttpExchange } from "./parser";
 import type { EndpointMeta } from "./spans";
 
@@ -36,8 +38,7 @@ interface Series {
 
 export class RpcMetrics {
   readonly #series = new Map<string, Series>();
-  readonly #resourceKeys = new WeakMap<Attributes, number>();
-  #nextResourceKey = 1;
+  readonly #resourceKeys = new ResourceKeys();
   #intervalStartNs: bigint;
   /** Calls folded into the overflow series since creation. */
   overflowed = 0;
@@ -47,13 +48,6 @@ export class RpcMetrics {
     startEpochNs: bigint,
   ) {
     this.#intervalStartNs = startEpochNs;
-  }
-
-  #resourceKey(resource: Attributes | undefined): number {
-    if (!resource) return 0;
-    let k = this.#resourceKeys.get(resource);
-    if (k === undefined) this.#resourceKeys.set(resource, (k = this.#nextResourceKey++));
-    return k;
   }
 
   /** Counts one completed exchange if it is a gRPC call. */
@@ -74,7 +68,7 @@ export class RpcMetrics {
     if (!server) attributes["server.address"] = m.remoteAddress;
     if (rpc.statusCode !== undefined) attributes["rpc.grpc.status_code"] = rpc.statusCode;
     const name = server ? METRIC_RPC_SERVER_DURATION : METRIC_RPC_CLIENT_DURATION;
-    let key = `${name}\u0000${this.#resourceKey(who.resource)}\u0000${who.name}\u0000${rpc.service}\u0000${rpc.method}\u0000${rpc.statusCode ?? ""}\u0000${attributes["server.port"]}\u0000${attributes["server.address"] ?? ""}`;
+    let key = `${name}\u0000${this.#resourceKeys.of(who.resource)}\u0000${who.name}\u0000${rpc.service}\u0000${rpc.method}\u0000${rpc.statusCode ?? ""}\u0000${attributes["server.port"]}\u0000${attributes["server.address"] ?? ""}`;
     let s = this.#series.get(key);
     if (!s && this.#series.size >= this.o.maxSeries) {
       this.overflowed++;
@@ -84,9 +78,7 @@ export class RpcMetrics {
     }
     if (!s) this.#series.set(key, (s = empty(name, attributes, who.resource)));
     const ms = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n) / 1e6;
-    let i = 0;
-    while (i < RPC_DURATION_BOUNDS_MS.length && ms > RPC_DURATION_BOUNDS_MS[i]!) i++;
-    s.buckets[i]!++;
+    s.buckets[bucketIndex(RPC_DURATION_BOUNDS_MS, ms)]!++;
     s.sum += ms;
     s.count++;
     if (ms < s.min) s.min = ms;

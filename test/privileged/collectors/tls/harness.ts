@@ -4,6 +4,7 @@
  * constants of the per-attempt retries (the span budget is shared with every exchange on a shared host).
  */
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../../helpers";
+import { waitUntil } from "../../../helpers/wait";
 import { startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../../helpers/official-receiver";
 
 export const ATTEMPTS = 3;
@@ -62,14 +63,9 @@ export function histogram(reqs: OfficialRequest[], metric: string): Histogram[] 
   return out;
 }
 
-export async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const end = performance.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(100);
-  }
+/** Polls `fn` every 100 ms until it gives a value (an object, or true), for at most `timeoutMs`. */
+export async function until<T extends object | true>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  return waitUntil(fn, { what, timeoutMs, intervalMs: 100 });
 }
 
 export interface TlsAgent {
