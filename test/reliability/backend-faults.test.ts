@@ -470,7 +470,9 @@ for (const protocol of PROTOCOLS) {
       await b.up();
       await sampled(a, async () => {
         submit(a, 300);
-        await waitUntil(async () => (await json(a.request("/status/export"))).last_error !== null, { what: "an export error with the wrong certificate" });
+        // The backend came up after the agent started: an earlier "connection refused" may stand in last_error
+        // until the first attempt against the wrong certificate has failed.
+        await waitUntil(async () => /certificate|verify/i.test(String((await json(a.request("/status/export"))).last_error)), { what: "an export error with the wrong certificate" });
         expect((await a.request("/ready")).status).toBe(503);
         const ready = await json(a.request("/ready"));
         expect(String(ready.checks.otlp)).toStartWith("failed: ");
