@@ -119,7 +119,7 @@ export class ExchangeTracker<M = unknown> {
     conn.lastSeenMs = nowMs;
     if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters);
     if (conn.h2) {
-      done.push(...conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta));
+      conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta, done);
       return done;
     }
     const parser = conn.parsers[call.io];
