@@ -82,6 +82,8 @@ export class NetworkCollector implements Component {
   /** The kernel's RED maps while the set is attached with http_metrics. */
   #redMaps: RedMaps | undefined;
   #red: RedAggregator;
+  /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
+  #rateDropsPending = 0;
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
 
@@ -283,9 +285,16 @@ export class NetworkCollector implements Component {
   #overBudget(): boolean {
     if (this.#budget.take()) return false;
     this.counters.dropped++;
-    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    /* Counted once per synchronous run of drops (an HTTP/2 storm drops thousands per ring batch), still exactly. */
+    if (this.#rateDropsPending++ === 0) queueMicrotask(this.#countRateDrops);
     return true;
   }
+
+  readonly #countRateDrops = (): void => {
+    const n = this.#rateDropsPending;
+    this.#rateDropsPending = 0;
+    if (n > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, n);
+  };
 
   #push(span: SpanItem): void {
     this.#pendingSpans.push(span);
