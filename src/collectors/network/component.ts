@@ -67,6 +67,8 @@ export class NetworkCollector implements Component {
   /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
+  readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
   readonly #budget: PerSecondBudget;
   #pendingSpans: SpanItem[] = [];
   #flushScheduled = false;
@@ -180,10 +182,20 @@ export class NetworkCollector implements Component {
     }
   }
 
+  /** The exchange tracker's key of a socket's connection in a process: `pid:sk`, made once per connection. */
+  #connectionKey(pid: number, sk: bigint): string {
+    const known = this.#connectionKeys.get(sk);
+    if (known !== undefined && known.pid === pid) return known.key;
+    if (this.#connectionKeys.size >= MAX_HTTP_CONNECTIONS * 2) this.#connectionKeys.clear();
+    const key = `${pid}:${sk}`;
+    this.#connectionKeys.set(sk, { pid, key });
+    return key;
+  }
+
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
     const call: CapturedCall<EndpointMeta> = {
-      connection: `${e.pid}:${e.sk}`,
+      connection: this.#connectionKey(e.pid, e.sk),
       io: e.io,
       timestampNs: e.timestampNs,
       streamOffset: e.streamOffset,
@@ -206,7 +218,7 @@ export class NetworkCollector implements Component {
     };
   }
 
-  #offerExchanges(exchanges: Array<HttpExchange<EndpointMeta>>): void {
+  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);

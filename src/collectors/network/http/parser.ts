@@ -414,6 +414,10 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
   return { head, contentLength, chunked, close };
 }
 
+/** What push and takeEnds return when a call started or ended nothing (most calls): shared, read-only. */
+const NO_MESSAGES: ReadonlyArray<ParsedMessage<never>> = Object.freeze([]);
+const NO_ENDS: readonly never[] = Object.freeze([]);
+
 /**
  * One direction of one connection. `push` is called in stream order with each captured call; it returns the
  * messages that started in it. Not thread-safe (one owner).
@@ -428,7 +432,8 @@ export class HttpStreamParser<T> {
   #lineLen = 0;
   #headAt: T | undefined;
   #chunkLine: number[] = [];
-  #messages: Array<ParsedMessage<T>> = [];
+  /** The messages started by the current call (undefined until one is). */
+  #messages: Array<ParsedMessage<T>> | undefined;
   /** Calls whose bytes were not HTTP or arrived while out of sync. */
   ignoredCalls = 0;
   /** Heads that started like an HTTP/1.x message but did not parse (nothing to report). */
@@ -437,7 +442,8 @@ export class HttpStreamParser<T> {
   #open = false;
   /** Value of the previous call (the last one before the current). */
   #prevAt: T | undefined;
-  #ends: T[] = [];
+  /** The ends found in the current call (undefined until one is). */
+  #ends: T[] | undefined;
   /** Times the parser lost sync (a gap or malformed framing). */
   resyncs = 0;
 
@@ -455,12 +461,12 @@ export class HttpStreamParser<T> {
 
   /**
    * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
-   * `captured` the first of them (captured.length <= length). Returns the messages that started in it; the ends
-   * found while feeding it are then in `takeEnds()`.
+   * `captured` the first of them (captured.length <= length). Returns the messages that started in it (read-only);
+   * the ends found while feeding it are then in `takeEnds()`.
    */
-  push(offset: number, length: number, captured: Uint8Array, at: T): Array<ParsedMessage<T>> {
-    this.#messages = [];
-    this.#ends = [];
+  push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
+    this.#messages = undefined;
+    this.#ends = undefined;
     if (this.#expected !== undefined && offset !== this.#expected) {
       if (offset > this.#expected) this.#gap(offset - this.#expected, this.#prevAt as T);
       else this.#loseSync();
@@ -471,7 +477,7 @@ export class HttpStreamParser<T> {
       this.ignoredCalls++;
       this.#state = LOST;
       this.#prevAt = at;
-      return this.#messages;
+      return NO_MESSAGES;
     }
     if (this.#state.s === "lost") this.#state = IDLE;
     let i = 0;
@@ -482,13 +488,13 @@ export class HttpStreamParser<T> {
     const tail = length - captured.length;
     if (tail > 0) this.#gap(tail, at);
     this.#prevAt = at;
-    return this.#messages;
+    return this.#messages ?? NO_MESSAGES;
   }
 
   /** The values of the calls that carried the last byte of messages ended by the latest `push`, in order. */
-  takeEnds(): T[] {
-    const ends = this.#ends;
-    this.#ends = [];
+  takeEnds(): readonly T[] {
+    const ends = this.#ends ?? NO_ENDS;
+    this.#ends = undefined;
     return ends;
   }
 
@@ -505,7 +511,7 @@ export class HttpStreamParser<T> {
   #end(at: T): void {
     if (!this.#open) return;
     this.#open = false;
-    this.#ends.push(at);
+    (this.#ends ??= []).push(at);
   }
 
   /** `n` bytes of the call `at` were not seen. */
@@ -713,7 +719,7 @@ export class HttpStreamParser<T> {
   }
 
   #report(head: HttpHead, at: T): void {
-    this.#messages.push({ head, at });
+    (this.#messages ??= []).push({ head, at });
     this.#open = true;
   }
 
