@@ -301,7 +301,7 @@ export class H2Connection<M> {
   /* The call being fed: its direction, meta and where its completed exchanges go. */
   #io: 0 | 1 = 0;
   #meta: M | undefined;
-  #done: Array<H2Exchange<M>> = [];
+  #done: Array<H2Exchange<M>> | undefined;
   /** The last request target seen and its path (a client sends the same ones again and again). */
   #lastTarget = "";
   #lastPath: string | undefined = "";
@@ -326,16 +326,22 @@ export class H2Connection<M> {
     this.directions = [new H2Direction(sink), new H2Direction(sink)];
   }
 
-  /** Feeds one call of direction `io`; the exchanges it completed are appended to `done`. */
-  push(io: 0 | 1, offset: number, length: number, data: Uint8Array, atNs: bigint, meta: M, done: Array<H2Exchange<M>>): void {
+  /**
+   * Feeds one call of direction `io`; the exchanges it completed are appended to `done` (made when undefined and
+   * one completed), which is returned.
+   */
+  push(io: 0 | 1, offset: number, length: number, data: Uint8Array, atNs: bigint, meta: M, done: Array<H2Exchange<M>> | undefined): Array<H2Exchange<M>> | undefined {
     const dir = this.directions[io];
-    if (dir.lost !== undefined) return;
+    if (dir.lost !== undefined) return done;
     this.#io = io;
     this.#meta = meta;
     this.#done = done;
     dir.push(offset, length, data, atNs);
     this.#meta = undefined;
+    done = this.#done;
+    this.#done = undefined;
     if (dir.lost !== undefined) this.counters.lostDirections++;
+    return done;
   }
 
   #headers(stream: number, f: HeaderFields, endStream: boolean, at: bigint): void {
@@ -385,7 +391,7 @@ export class H2Connection<M> {
     };
     const names = s.grpc ? grpcNames(s.request.path ?? "") : undefined;
     if (names) x.rpc = { system: "grpc", service: names.service, method: names.method, statusCode: s.grpcStatus };
-    this.#done.push(x);
+    (this.#done ??= []).push(x);
   }
 
   /** Whether both directions stopped decoding (nothing more can come of the connection). */

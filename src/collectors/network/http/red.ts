@@ -109,6 +109,18 @@ export interface SeriesRef {
   scheme?: "https";
 }
 
+/** What #describe finds of a series: its key in the interval's map and what its attributes are built from. */
+interface SeriesIdentity {
+  key: string;
+  name: string;
+  resource: Attributes | undefined;
+  service: string;
+  /** Server: the route, if the path gave one. */
+  route?: string;
+  /** Client: the peer found no room among the service's peers (one overflow series). */
+  peerOverflow: boolean;
+}
+
 const serviceName = (r: Attributes | undefined) => (typeof r?.["service.name"] === "string" ? (r["service.name"] as string) : UNKNOWN_SERVICE);
 
 export class RedAggregator {
@@ -130,17 +142,16 @@ export class RedAggregator {
     return addressClass(address) === "loopback" || this.#local.has(address);
   }
 
-  /** Series identity and attributes of one key; `peek`: its route takes no room in the route table (RouteTemplater.peek). */
-  #describe(k: SeriesRef, peek = false): { key: string; name: string; attributes: Attributes; resource: Attributes | undefined; service: string } {
+  /**
+   * Series identity of one key; `peek`: its route takes no room in the route table (RouteTemplater.peek). Its
+   * attributes are built by #attributes only when the series is new (exemplars look series up once per sampled span).
+   */
+  #describe(k: SeriesRef, peek = false): SeriesIdentity {
     const who = this.o.describe(k.pid);
     const resource = who.resource ?? UNKNOWN_WORKLOAD;
     const service = serviceName(resource);
-    const attributes: Attributes = { "http.request.method": k.method };
-    if (k.status > 0) attributes["http.response.status_code"] = k.status;
-    if (k.scheme === "https") attributes["url.scheme"] = "https";
-    if (k.status >= 500) attributes["error.type"] = String(k.status);
-    else if (k.status === 0) attributes["error.type"] = TRANSPORT_ERROR;
-    let rest: string;
+    const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
+    const head = `${this.#resourceKeys.of(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000`;
     if (k.role === Role.SERVER) {
       let route: string | undefined;
       if (k.overflow) route = OVERFLOW_ROUTE;
@@ -149,31 +160,39 @@ export class RedAggregator {
         const path = k.path.slice(0, RED_PATH_BYTES);
         route = peek ? this.o.routes.peek(service, path, truncated) : this.o.routes.route(service, path, truncated);
       }
-      if (route !== undefined) attributes["http.route"] = route;
-      attributes["server.port"] = k.peerPort ?? 0;
-      rest = `${route ?? ""}\u0000${k.peerPort ?? 0}`;
-    } else {
-      let peers = this.#peers.get(service);
-      if (!peers) this.#peers.set(service, (peers = new Set()));
-      const peer = `${k.peer}:${k.peerPort}`;
-      if (!peers.has(peer) && peers.size >= (this.o.maxPeersPerService ?? DEFAULT_MAX_PEERS)) {
-        attributes["otel.metric.overflow"] = true;
-        rest = "\u0000overflow";
-      } else {
-        if (!peek) peers.add(peer);
-        attributes["server.address"] = k.peer ?? "";
-        attributes["server.port"] = k.peerPort ?? 0;
-        rest = peer;
-      }
+      return { key: `${head}${route ?? ""}\u0000${k.peerPort ?? 0}`, name, resource, service, route, peerOverflow: false };
     }
-    const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
-    return { key: `${this.#resourceKeys.of(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000${rest}`, name, attributes, resource, service };
+    let peers = this.#peers.get(service);
+    if (!peers) this.#peers.set(service, (peers = new Set()));
+    const peer = `${k.peer}:${k.peerPort}`;
+    if (!peers.has(peer) && peers.size >= (this.o.maxPeersPerService ?? DEFAULT_MAX_PEERS)) return { key: `${head}\u0000overflow`, name, resource, service, peerOverflow: true };
+    if (!peek) peers.add(peer);
+    return { key: `${head}${peer}`, name, resource, service, peerOverflow: false };
+  }
+
+  /** The attributes of a new series (see #describe). */
+  #attributes(k: SeriesRef, d: SeriesIdentity): Attributes {
+    const attributes: Attributes = { "http.request.method": k.method };
+    if (k.status > 0) attributes["http.response.status_code"] = k.status;
+    if (k.scheme === "https") attributes["url.scheme"] = "https";
+    if (k.status >= 500) attributes["error.type"] = String(k.status);
+    else if (k.status === 0) attributes["error.type"] = TRANSPORT_ERROR;
+    if (k.role === Role.SERVER) {
+      if (d.route !== undefined) attributes["http.route"] = d.route;
+      attributes["server.port"] = k.peerPort ?? 0;
+    } else if (d.peerOverflow) {
+      attributes["otel.metric.overflow"] = true;
+    } else {
+      attributes["server.address"] = k.peer ?? "";
+      attributes["server.port"] = k.peerPort ?? 0;
+    }
+    return attributes;
   }
 
   #seriesOf(ref: SeriesRef, peek = false): { s: Series; service: string; resource: Attributes | undefined } {
     const d = this.#describe(ref, peek);
     let s = this.#series.get(d.key);
-    if (!s) this.#series.set(d.key, (s = { name: d.name, attributes: d.attributes, resource: d.resource, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
+    if (!s) this.#series.set(d.key, (s = { name: d.name, attributes: this.#attributes(ref, d), resource: d.resource, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
     return { s, service: d.service, resource: d.resource };
   }
 

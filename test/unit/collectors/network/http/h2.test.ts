@@ -164,7 +164,7 @@ describe("HTTP/2 exchanges", () => {
       }
       return [cat(...reqs), cat(...resps)] as const;
     };
-    const summary = (xs: Array<{ request: { method: string; target: string; host?: string }; response: { status: number } }>) => xs.map((x) => `${x.request.method} ${x.request.target} ${x.request.host} ${x.response.status}`);
+    const summary = (xs: ReadonlyArray<{ request: { method: string; target: string; host?: string }; response: { status: number } }>) => xs.map((x) => `${x.request.method} ${x.request.target} ${x.request.host} ${x.response.status}`);
     const whole = new Conn();
     const [wreq, wresp] = session(whole);
     whole.send(IO_READ, wreq);
