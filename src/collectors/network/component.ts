@@ -67,6 +67,10 @@ export class NetworkCollector implements Component {
   /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
+  readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
+  /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
+  readonly #tlsEndpoints = new Map<string, EndpointMeta>();
   readonly #budget: PerSecondBudget;
   #pendingSpans: SpanItem[] = [];
   #flushScheduled = false;
@@ -82,6 +86,8 @@ export class NetworkCollector implements Component {
   /** The kernel's RED maps while the set is attached with http_metrics. */
   #redMaps: RedMaps | undefined;
   #red: RedAggregator;
+  /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
+  #rateDropsPending = 0;
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
 
@@ -180,10 +186,20 @@ export class NetworkCollector implements Component {
     }
   }
 
+  /** The exchange tracker's key of a socket's connection in a process: `pid:sk`, made once per connection. */
+  #connectionKey(pid: number, sk: bigint): string {
+    const known = this.#connectionKeys.get(sk);
+    if (known !== undefined && known.pid === pid) return known.key;
+    if (this.#connectionKeys.size >= MAX_HTTP_CONNECTIONS * 2) this.#connectionKeys.clear();
+    const key = `${pid}:${sk}`;
+    this.#connectionKeys.set(sk, { pid, key });
+    return key;
+  }
+
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
     const call: CapturedCall<EndpointMeta> = {
-      connection: `${e.pid}:${e.sk}`,
+      connection: this.#connectionKey(e.pid, e.sk),
       io: e.io,
       timestampNs: e.timestampNs,
       streamOffset: e.streamOffset,
@@ -206,7 +222,7 @@ export class NetworkCollector implements Component {
     };
   }
 
-  #offerExchanges(exchanges: Array<HttpExchange<EndpointMeta>>): void {
+  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
@@ -243,21 +259,45 @@ export class NetworkCollector implements Component {
    */
   handleTls(e: TlsEvent): void {
     if (e.pid === this.#selfPid) return;
+    const connection = `tls:${e.pid}:${e.ssl}`;
     const call: CapturedCall<EndpointMeta> = {
-      connection: `tls:${e.pid}:${e.ssl}`,
+      connection,
       io: e.io,
       timestampNs: e.timestampNs,
       streamOffset: e.streamOffset,
       length: e.length,
       data: e.data,
-      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true },
+      meta: this.#tlsEndpoint(connection, e),
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }
 
+  /**
+   * The endpoint of a TLS connection, one object for all its calls: over a memory BIO the socket (and so the
+   * addresses) becomes known after the connection's first calls, and the exchanges they began take it from here.
+   * A socket other than the one known is another connection (the SSL object reused): a new endpoint.
+   */
+  #tlsEndpoint(connection: string, e: TlsEvent): EndpointMeta {
+    let m = this.#tlsEndpoints.get(connection);
+    const known = m !== undefined && m.remotePort !== 0;
+    if (m === undefined || (e.socketKnown && known && (m.remotePort !== e.remotePort || m.localPort !== e.localPort || m.remoteAddress !== e.remoteAddress))) {
+      m = { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true };
+      if (this.#tlsEndpoints.size >= MAX_HTTP_CONNECTIONS && !this.#tlsEndpoints.has(connection)) this.#tlsEndpoints.delete(this.#tlsEndpoints.keys().next().value as string);
+      this.#tlsEndpoints.set(connection, m);
+    } else if (e.socketKnown && !known) {
+      m.localAddress = e.localAddress;
+      m.localPort = e.localPort;
+      m.remoteAddress = e.remoteAddress;
+      m.remotePort = e.remotePort;
+    }
+    return m;
+  }
+
   /** Closes the TLS connections of a process that exited (a response delimited by the close ends there). */
   tlsProcessExited(pid: number): void {
-    this.#offerExchanges(this.#http.closeMatching(`tls:${pid}:`));
+    const prefix = `tls:${pid}:`;
+    for (const key of this.#tlsEndpoints.keys()) if (key.startsWith(prefix)) this.#tlsEndpoints.delete(key);
+    this.#offerExchanges(this.#http.closeMatching(prefix));
   }
 
   /** HTTP exchanges lost in user space since the last call, as span drops by reason. */
@@ -283,9 +323,16 @@ export class NetworkCollector implements Component {
   #overBudget(): boolean {
     if (this.#budget.take()) return false;
     this.counters.dropped++;
-    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    /* Counted once per synchronous run of drops (an HTTP/2 storm drops thousands per ring batch), still exactly. */
+    if (this.#rateDropsPending++ === 0) queueMicrotask(this.#countRateDrops);
     return true;
   }
+
+  readonly #countRateDrops = (): void => {
+    const n = this.#rateDropsPending;
+    this.#rateDropsPending = 0;
+    if (n > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, n);
+  };
 
   #push(span: SpanItem): void {
     this.#pendingSpans.push(span);
