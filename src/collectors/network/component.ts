@@ -90,6 +90,8 @@ export class NetworkCollector implements Component {
   /** RED metrics counted in user space from every decoded exchange (spec.ts, userRedCounted). */
   #userRed = false;
   #red: RedAggregator;
+  /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
+  #rateDropsPending = 0;
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
 
@@ -331,9 +333,16 @@ export class NetworkCollector implements Component {
   #overBudget(): boolean {
     if (this.#budget.take()) return false;
     this.counters.dropped++;
-    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    /* Counted once per synchronous run of drops (an HTTP/2 storm drops thousands per ring batch), still exactly. */
+    if (this.#rateDropsPending++ === 0) queueMicrotask(this.#countRateDrops);
     return true;
   }
+
+  readonly #countRateDrops = (): void => {
+    const n = this.#rateDropsPending;
+    this.#rateDropsPending = 0;
+    if (n > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, n);
+  };
 
   #push(span: SpanItem): void {
     this.#pendingSpans.push(span);
