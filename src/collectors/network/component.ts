@@ -67,6 +67,8 @@ export class NetworkCollector implements Component {
   /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
+  readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
   readonly #tlsEndpoints = new Map<string, EndpointMeta>();
   readonly #budget: PerSecondBudget;
@@ -84,6 +86,8 @@ export class NetworkCollector implements Component {
   /** The kernel's RED maps while the set is attached with http_metrics. */
   #redMaps: RedMaps | undefined;
   #red: RedAggregator;
+  /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
+  #rateDropsPending = 0;
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
 
@@ -182,10 +186,20 @@ export class NetworkCollector implements Component {
     }
   }
 
+  /** The exchange tracker's key of a socket's connection in a process: `pid:sk`, made once per connection. */
+  #connectionKey(pid: number, sk: bigint): string {
+    const known = this.#connectionKeys.get(sk);
+    if (known !== undefined && known.pid === pid) return known.key;
+    if (this.#connectionKeys.size >= MAX_HTTP_CONNECTIONS * 2) this.#connectionKeys.clear();
+    const key = `${pid}:${sk}`;
+    this.#connectionKeys.set(sk, { pid, key });
+    return key;
+  }
+
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
     const call: CapturedCall<EndpointMeta> = {
-      connection: `${e.pid}:${e.sk}`,
+      connection: this.#connectionKey(e.pid, e.sk),
       io: e.io,
       timestampNs: e.timestampNs,
       streamOffset: e.streamOffset,
@@ -208,7 +222,7 @@ export class NetworkCollector implements Component {
     };
   }
 
-  #offerExchanges(exchanges: Array<HttpExchange<EndpointMeta>>): void {
+  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
@@ -309,9 +323,16 @@ export class NetworkCollector implements Component {
   #overBudget(): boolean {
     if (this.#budget.take()) return false;
     this.counters.dropped++;
-    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    /* Counted once per synchronous run of drops (an HTTP/2 storm drops thousands per ring batch), still exactly. */
+    if (this.#rateDropsPending++ === 0) queueMicrotask(this.#countRateDrops);
     return true;
   }
+
+  readonly #countRateDrops = (): void => {
+    const n = this.#rateDropsPending;
+    this.#rateDropsPending = 0;
+    if (n > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, n);
+  };
 
   #push(span: SpanItem): void {
     this.#pendingSpans.push(span);
