@@ -164,6 +164,14 @@ export function grpcIsError(server: boolean, code: number | undefined): boolean 
   return server ? GRPC_SERVER_ERRORS.has(code) : code !== 0;
 }
 
+/**
+ * url.scheme of a gRPC call: the request's `:scheme`, else https for TLS plaintext. The RPC conventions name no
+ * attribute saying whether a call was encrypted; url.scheme says it as it does for HTTP spans.
+ */
+export function rpcUrlScheme(x: HttpExchange<EndpointMeta>): string {
+  return x.scheme ?? (x.meta.tls ? TLS_URL_SCHEME : URL_SCHEME);
+}
+
 /** A gRPC call as an RPC span (RPC semantic conventions): `{service}/{method}`, rpc.* attributes. */
 function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
   const m = x.meta;
@@ -179,6 +187,7 @@ function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
     "network.protocol.name": "http",
     "network.protocol.version": "2",
     "network.transport": "tcp",
+    "url.scheme": rpcUrlScheme(x),
     "network.peer.address": m.remoteAddress,
     "network.peer.port": m.remotePort,
     "network.local.address": m.localAddress,
