@@ -109,6 +109,14 @@ function splitTarget(target: string): { base: string; query: string | undefined 
   return q < 0 ? { base: t, query: undefined } : { base: t.slice(0, q), query: t.slice(q + 1) };
 }
 
+/** The query of a request target (splitTarget's, without building the base). */
+function queryOf(target: string): string | undefined {
+  const hash = target.indexOf("#");
+  const end = hash < 0 ? target.length : hash;
+  const q = target.indexOf("?");
+  return q < 0 || q >= end ? undefined : target.slice(q + 1, end);
+}
+
 /** url.full of a client request: absolute-form targets as sent, others from the Host header or the peer address. */
 export function fullUrl(target: string, host: string | undefined, remoteAddress: string, remotePort: number, rule: QueryRedaction, urlScheme = URL_SCHEME): string {
   const { base, query } = splitTarget(target);
@@ -205,6 +213,10 @@ function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
   return exchangeSpan(x, c, `${rpc.service}/${rpc.method}`, server, attributes, error, who.resource);
 }
 
+/** The status of every exchange span: shared, read-only. */
+const STATUS_ERROR = Object.freeze({ code: StatusCode.ERROR });
+const STATUS_UNSET = Object.freeze({ code: StatusCode.UNSET });
+
 /** The span of an exchange, from its start to its end, once its name and attributes are known. */
 function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: string, server: boolean, attributes: Attributes, error: boolean, resource: Attributes | undefined): SpanItem {
   const span: SpanItem = {
@@ -215,7 +227,7 @@ function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: strin
     startTimeUnixNano: c.toEpochNs(x.startNs),
     endTimeUnixNano: c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs),
     attributes,
-    status: { code: error ? StatusCode.ERROR : StatusCode.UNSET },
+    status: error ? STATUS_ERROR : STATUS_UNSET,
   };
   if (c.scope) span.scope = c.scope;
   if (resource) span.resource = resource;
@@ -249,7 +261,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   if (req.userAgent !== undefined) attributes["user_agent.original"] = req.userAgent;
   let route: string | undefined;
   if (server) {
-    const query = splitTarget(req.target).query;
+    const query = queryOf(req.target);
     if (req.path !== undefined) attributes["url.path"] = req.path;
     if (query !== undefined) attributes["url.query"] = redactQuery(query, rule);
     if (req.path !== undefined && req.truncated !== "url") route = c.routes?.match(req.path);
