@@ -152,6 +152,16 @@ export class ProtoWriter {
     this.pos += bytes.length;
   }
 
+  /** Raw bytes, copied one by one (cheaper than a native copy for a few bytes). */
+  short(bytes: Uint8Array): void {
+    const n = bytes.length;
+    this.ensure(n);
+    const b = this.buf;
+    let p = this.pos;
+    for (let i = 0; i < n; i++) b[p++] = bytes[i]!;
+    this.pos = p;
+  }
+
   /** A length-delimited bytes field. */
   bytesField(field: number, bytes: Uint8Array): void {
     this.tag(field, WIRE.LEN);
