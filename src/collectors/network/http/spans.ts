@@ -52,13 +52,18 @@ const ID_POOL_BYTES = 24 * 1024;
 let idPool = new Uint8Array(0);
 let idPoolAt = 0;
 
-/** `n` random bytes from a pool refilled with crypto.getRandomValues (one call per ~1000 spans). */
+/**
+ * `n` random bytes from a pool refilled with crypto.getRandomValues (one call per ~1000 spans), copied into an
+ * array of their own (cheaper than a view of the pool).
+ */
 export function randomId(n: number): Uint8Array {
   if (idPoolAt + n > idPool.length) {
     idPool = crypto.getRandomValues(new Uint8Array(ID_POOL_BYTES));
     idPoolAt = 0;
   }
-  const id = idPool.subarray(idPoolAt, idPoolAt + n);
+  const id = new Uint8Array(n);
+  const pool = idPool;
+  for (let i = 0, at = idPoolAt; i < n; i++) id[i] = pool[at + i]!;
   idPoolAt += n;
   return id;
 }
