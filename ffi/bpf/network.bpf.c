@@ -271,11 +271,11 @@ struct {
   __type(value, struct rate_window);
 } http_rate SEC(".maps");
 
-/* The record being built, with room past its data for the verifier's bound on gathered iovecs (offset and size
- * each below HTTP_CAPTURE_BYTES); only the record itself is sent. */
+/* The record being built, with room past its data for the verifier's bound on gathered iovecs (an offset below
+ * HTTP_CAPTURE_BYTES plus a size masked to 2 * HTTP_CAPTURE_BYTES - 1); only the record itself is sent. */
 struct http_scratch_value {
   struct http_event e;
-  __u8 spare[HTTP_CAPTURE_BYTES];
+  __u8 spare[2 * HTTP_CAPTURE_BYTES];
 };
 
 struct {
@@ -743,15 +743,16 @@ static __always_inline __u32 gather_iovec(struct http_event *e, __u64 iovp, __u3
 static __always_inline __u32 gather_iovecs(struct http_event *e, __u64 iovp, __u32 got, __u64 moved)
 {
   _Static_assert(HTTP_MAX_IOVECS == 4, "gather_iovecs reads iovecs 1 to 3");
-  __u32 n = gather_iovec(e, iovp, 1, got, moved, HTTP_CAPTURE_BYTES, 255, 255);
+  /* The size mask lets HTTP_CAPTURE_BYTES itself through (an empty iovec before one of 256 bytes or more). */
+  __u32 n = gather_iovec(e, iovp, 1, got, moved, HTTP_CAPTURE_BYTES, 255, 511);
   if (n > HTTP_CAPTURE_BYTES)
     return got;
   got = n;
-  n = gather_iovec(e, iovp, 2, got, moved, HTTP_CAPTURE_BYTES, 255, 255);
+  n = gather_iovec(e, iovp, 2, got, moved, HTTP_CAPTURE_BYTES, 255, 511);
   if (n > HTTP_CAPTURE_BYTES)
     return got;
   got = n;
-  n = gather_iovec(e, iovp, 3, got, moved, HTTP_CAPTURE_BYTES, 255, 255);
+  n = gather_iovec(e, iovp, 3, got, moved, HTTP_CAPTURE_BYTES, 255, 511);
   return n > HTTP_CAPTURE_BYTES ? got : n;
 }
 
@@ -835,8 +836,17 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   __u64 len = moved;
   __u64 iovp = buf;
   if (is_iov) {
+    /* The first iovec that holds bytes (leading empty ones move nothing): the message's start is there. */
     struct iovec iov = {};
-    if (bpf_probe_read_user(&iov, sizeof(iov), (void *)buf) != 0)
+#pragma unroll
+    for (int i = 0; i < HTTP_MAX_IOVECS; i++) {
+      if (bpf_probe_read_user(&iov, sizeof(iov), (void *)iovp) != 0)
+        return 0;
+      if (iov.iov_len > 0)
+        break;
+      iovp += sizeof(iov);
+    }
+    if (iov.iov_len == 0)
       return 0;
     buf = (__u64)iov.iov_base;
     if (iov.iov_len < len)

@@ -139,10 +139,8 @@ export class ExchangeTracker<M = unknown> {
     conn.lastSeenMs = nowMs;
     if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters);
     if (conn.h2) {
-      const streams = conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta);
-      if (streams.length === 0) return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
-      (done ??= []).push(...streams);
-      return done;
+      done = conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta, done);
+      return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
     }
     const parser = conn.parsers[call.io];
     const ignoredBefore = parser.ignoredCalls;
