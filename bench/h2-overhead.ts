@@ -15,7 +15,7 @@
  *
  * Usage: bun bench/h2-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--clients C] [--streams M]
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { report } from "./lib/report";
 import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { median } from "./lib/stats";
