@@ -2,8 +2,9 @@
 /*
  * Program set `tls`: the plaintext of OpenSSL 1.1 / 3 (and BoringSSL) connections, read at the library's API.
  *
- * uprobes on SSL_write / SSL_write_ex / SSL_read / SSL_read_ex remember the call per thread (`active`: the SSL
- * object, the buffer, and for the _ex forms where the byte count is written); the uretprobes copy the first
+ * uprobes on SSL_write / SSL_write_ex / SSL_read / SSL_read_ex (or, where those wrap an internal function taking
+ * the _ex arguments, on that function: src/collectors/tls/placement.ts) remember the call per thread (`active`: the
+ * SSL object, the buffer, and for the _ex forms where the byte count is written); the uretprobes copy the first
  * TLS_CAPTURE_BYTES of what the call moved into a `struct tls_event` on the ring buffer `tls_events`. User space
  * attaches the probes per library file (every process mapping that file is then traced).
  *
@@ -14,6 +15,14 @@
  * `tls_conns` (calls served from already-decrypted data make no socket call). Records carry the stream offset of
  * their bytes so user space sees gaps exactly, as for cleartext capture.
  *
+ * Memory BIOs (gRPC core, node): the library encrypts into and decrypts from memory, and the process moves the
+ * ciphertext through the socket outside the SSL call, on the same thread: a read right before SSL_read, a write right
+ * after SSL_write. A thread whose SSL call made no socket call is remembered in `bio_threads`; the sock tracepoints
+ * then record, for such threads only, the TCP socket last read (an SSL_read without a socket call takes it) and give
+ * the SSL object of the last socketless SSL_write the next socket written. The first socket so found stays the SSL
+ * object's (never replaced, unlike a socket seen inside the call). A thread is followed from its first socketless SSL
+ * call on: the calls before it (the first read of its first connection) carry no addresses.
+ *
  * What is forwarded, as for cleartext (network.bpf.c): a call whose plaintext starts an HTTP/1.x request takes a
  * token of the per-second exchange budget (`exchanges_per_second`); the exchange is captured (its request calls and
  * up to RESPONSE_RECORDS calls of the other side) or not at all (counted in stats[STAT_SAMPLED_OUT]). A connection
@@ -23,7 +32,8 @@
  *
  * RED metrics (`red_enabled`): every HTTP/1.x exchange, captured or not, counts into the RED maps of red.h (one kernel
  * map each with the network set's, which user space reads) with url.scheme https; the first RED_HEAD_BYTES of each
- * call are read for it.
+ * call are read for it. A request whose socket closes before its response (`sock/inet_sock_set_state` to TCP_CLOSE,
+ * the socket found by its cookie in `tls_socks`) counts with status 0, a transport error, as for cleartext.
  *
  * The agent's own process (`self_tgid`) is never traced, nor the other end of its connections on this host
  * (svc_self_peers, common.h). The layout is mirrored by src/collectors/tls/decoder.ts.
@@ -53,6 +63,8 @@
 #define CONN_H2 1
 /* The other end of an agent's connection (common.h, svc_self_peers): nothing forwarded. */
 #define CONN_SELF_PEER 2
+
+#define TCP_CLOSE 7
 
 #define STAT_SAMPLED_OUT 0
 #define STAT_EVENTS 1
@@ -145,6 +157,28 @@ struct {
 
 SVC_LOST_MAP(tls_events);
 
+/* The SSL connection of each socket known (by socket cookie): a close ends its exchange awaiting a response. */
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct tls_conn_key);
+} tls_socks SEC(".maps");
+
+/* A thread whose SSL calls make no socket call (memory BIO): what the sock tracepoints saw of it. */
+struct bio_thread {
+  __u64 recv_sk;     /* the TCP socket it last read */
+  __u64 recv_cookie;
+  __u64 write_ssl;   /* the SSL object of its last SSL_write without a socket, until the next socket write */
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u64);
+  __type(value, struct bio_thread);
+} bio_threads SEC(".maps");
+
 /* The record being built, with room past it for the verifier's bound on a masked size. */
 struct tls_scratch_value {
   struct tls_event e;
@@ -190,6 +224,18 @@ static __always_inline int take_exchange_token(void)
   return w && svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second) && svc_window_take(w, exchanges_per_second);
 }
 
+/* A socket for the connection `key`: its addresses, and the cookie that finds the connection at close. */
+static __always_inline void conn_bind(struct tls_conn *conn, const struct tls_conn_key *key, __u64 sk, __u64 cookie)
+{
+  conn->sk = sk;
+  conn->cookie = cookie;
+  svc_addrs_from_sk((struct sock *)sk, &conn->family, &conn->sport, &conn->dport, conn->saddr, conn->daddr);
+  if (svc_is_self_peer(&svc_self_peers, conn->family, conn->daddr, conn->dport))
+    conn->flags |= CONN_SELF_PEER;
+  if (red_enabled)
+    bpf_map_update_elem(&tls_socks, &cookie, key, BPF_ANY);
+}
+
 static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io)
 {
   __u64 id = bpf_get_current_pid_tgid();
@@ -207,7 +253,8 @@ static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io
 }
 
 
-/* `ret` is the function's return value: a byte count, or for the _ex forms 1 on success with the count at count_ptr. */
+/* `ret` is the function's return value: a byte count, or for the _ex forms (and the internal functions they wrap,
+ * probed in their place: src/collectors/tls/placement.ts) > 0 on success with the count at count_ptr. */
 static __always_inline int leave(long ret)
 {
   __u64 id = bpf_get_current_pid_tgid();
@@ -222,7 +269,7 @@ static __always_inline int leave(long ret)
   bpf_map_delete_elem(&active, &id);
   __u64 moved = 0;
   if (c.count_ptr) {
-    if (ret != 1 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
+    if (ret <= 0 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
       return 0;
   } else {
     if (ret <= 0)
@@ -251,11 +298,21 @@ static __always_inline int leave(long ret)
       conn->sampled = 0;
       conn->red.state = RED_IDLE;
     }
-    conn->sk = c.sk;
-    conn->cookie = c.cookie;
-    svc_addrs_from_sk((struct sock *)c.sk, &conn->family, &conn->sport, &conn->dport, conn->saddr, conn->daddr);
-    if (svc_is_self_peer(&svc_self_peers, conn->family, conn->daddr, conn->dport))
-      conn->flags |= CONN_SELF_PEER;
+    conn_bind(conn, &key, c.sk, c.cookie);
+  } else if (!c.sk) {
+    /* No socket call inside: a memory BIO (see the header). */
+    struct bio_thread *t = bpf_map_lookup_elem(&bio_threads, &id);
+    if (!t) {
+      struct bio_thread fresh = {};
+      bpf_map_update_elem(&bio_threads, &id, &fresh, BPF_NOEXIST);
+      t = bpf_map_lookup_elem(&bio_threads, &id);
+    }
+    if (t && !conn->sk) {
+      if (c.io == IO_READ && t->recv_sk)
+        conn_bind(conn, &key, t->recv_sk, t->recv_cookie);
+      else if (c.io == IO_WRITE)
+        t->write_ssl = c.ssl;
+    }
   }
   __u32 fidx = c.io & 1;
   __u64 off = conn->offset[fidx];
@@ -431,7 +488,7 @@ int BPF_KRETPROBE(ssl_leave, int ret)
   return leave(ret);
 }
 
-static __always_inline int on_socket_call(struct sock *sk)
+static __always_inline int on_socket_call(struct sock *sk, __u32 io)
 {
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
@@ -440,20 +497,55 @@ static __always_inline int on_socket_call(struct sock *sk)
   if (call) {
     call->sk = (__u64)sk;
     call->cookie = bpf_get_socket_cookie(sk);
+    return 0;
   }
+  /* Outside an SSL call: only the threads of memory BIOs are followed. */
+  struct bio_thread *t = bpf_map_lookup_elem(&bio_threads, &id);
+  if (!t)
+    return 0;
+  if (io == IO_READ) {
+    t->recv_sk = (__u64)sk;
+    t->recv_cookie = bpf_get_socket_cookie(sk);
+    return 0;
+  }
+  if (!t->write_ssl)
+    return 0;
+  struct tls_conn_key key = { .tgid = id >> 32, .ssl = t->write_ssl };
+  t->write_ssl = 0;
+  struct tls_conn *conn = bpf_map_lookup_elem(&tls_conns, &key);
+  if (conn && !conn->sk)
+    conn_bind(conn, &key, (__u64)sk, bpf_get_socket_cookie(sk));
   return 0;
 }
 
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(tls_send_length, struct sock *sk, int ret, int flags)
 {
-  return on_socket_call(sk);
+  return on_socket_call(sk, IO_WRITE);
 }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(tls_recv_length, struct sock *sk, int ret, int flags)
 {
-  return on_socket_call(sk);
+  return on_socket_call(sk, IO_READ);
+}
+
+/* A socket closing: an HTTP/1.x request of its SSL connection still awaiting a response counts as a transport error. */
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(tls_sock_close, const struct sock *sk, const int oldstate, const int newstate)
+{
+  if (newstate != TCP_CLOSE || !red_enabled || sk->sk_protocol != IPPROTO_TCP)
+    return 0;
+  __u64 cookie = bpf_get_socket_cookie((void *)sk);
+  struct tls_conn_key *key = bpf_map_lookup_elem(&tls_socks, &cookie);
+  if (!key)
+    return 0;
+  struct tls_conn_key k = *key;
+  bpf_map_delete_elem(&tls_socks, &cookie);
+  struct tls_conn *conn = bpf_map_lookup_elem(&tls_conns, &k);
+  if (conn && conn->cookie == cookie && conn->red.state == RED_AWAITING)
+    red_count(&conn->red, 0, bpf_ktime_get_ns());
+  return 0;
 }
 
 char LICENSE[] SEC("license") = "GPL";

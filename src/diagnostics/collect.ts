@@ -8,6 +8,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from "n
 import os from "node:os";
 import { REDACTED, SCRUB_MIN_LENGTH, redactConfig, scrubText, secretsOf } from "../config/secrets";
 import { loadConfig, resolveConfigPath } from "../config/load";
+import { retryAfterMs } from "../export/retry-after";
 import type { Config } from "../config/schema";
 import { formatAddress, parseListen } from "../server/listen";
 import { BUILD_INFO } from "../version";
@@ -170,15 +171,14 @@ const RATE_LIMITED_TRIES = 4;
 /** Longest wait honoured from a 429's Retry-After. */
 const MAX_RETRY_AFTER_MS = 5000;
 
-/** One GET of the running agent; a 429 is tried again after its Retry-After (1 s when absent), a few times. */
+/** One GET of the running agent; a 429 is tried again after its Retry-After (seconds or an HTTP date; 1 s when absent or malformed), a few times. */
 async function get(url: string, headers: Record<string, string>): Promise<{ ok: boolean; status?: number; body?: string; error?: string }> {
   for (let n = 1; ; n++) {
     try {
       const r = await fetch(url, { headers, signal: AbortSignal.timeout(AGENT_TIMEOUT_MS) });
       const body = await r.text();
       if (r.status !== 429 || n >= RATE_LIMITED_TRIES) return { ok: r.ok, status: r.status, body };
-      const seconds = Number(r.headers.get("retry-after") ?? "1");
-      await Bun.sleep(Number.isFinite(seconds) && seconds >= 0 ? Math.min(seconds * 1000, MAX_RETRY_AFTER_MS) : 1000);
+      await Bun.sleep(Math.min(retryAfterMs(r.headers.get("retry-after")) ?? 1000, MAX_RETRY_AFTER_MS));
     } catch (e) {
       return { ok: false, error: (e as Error).message };
     }

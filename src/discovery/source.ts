@@ -3,8 +3,7 @@
  * background run; a reload that changes the settings stops the run and begins a new one (a reload that cannot be
  * applied throws from `readSettings` and changes nothing); `shutdown` stops it. Safe to call twice and without start.
  */
-import type { Config } from "../config/schema";
-import type { Component, ComponentHost } from "../lifecycle/component";
+import type { ComponentHost } from "../lifecycle/host";
 
 /** A source's background work: aborted and awaited when it stops. */
 export interface SourceRun {
@@ -12,7 +11,11 @@ export interface SourceRun {
   done: Promise<void>;
 }
 
-export abstract class DiscoverySource<S> implements Component {
+/**
+ * A source's settings `S` come from its own keys `D` of `agent.discovery` (its config.ts): the source knows
+ * nothing else of the configuration, which is composed from the sources (sources.ts).
+ */
+export abstract class DiscoverySource<S, D> {
   abstract readonly id: string;
   readonly readiness = "discovery" as const;
   protected settings: S;
@@ -24,8 +27,8 @@ export abstract class DiscoverySource<S> implements Component {
     this.settings = settings;
   }
 
-  /** The source's settings in `c`; throws, changing nothing, when they cannot be applied. */
-  protected abstract readSettings(c: Config): S;
+  /** The source's settings from its keys `d`; throws, changing nothing, when they cannot be applied. */
+  protected abstract readSettings(d: D): S;
   /** Begins the work for the current settings and reports the state; undefined when there is nothing to run. */
   protected abstract begin(host: ComponentHost): SourceRun | undefined;
   /** Forgets what the stopped run found (caches, directory entries, resource attributes). */
@@ -36,8 +39,8 @@ export abstract class DiscoverySource<S> implements Component {
     this.#run = this.begin(host);
   }
 
-  async reload(next: Config): Promise<void> {
-    const s = this.readSettings(next);
+  async reload(next: { agent: { discovery: D } }): Promise<void> {
+    const s = this.readSettings(next.agent.discovery);
     if (JSON.stringify(s) === JSON.stringify(this.settings)) return;
     const host = this.host;
     if (!host) {

@@ -1,7 +1,12 @@
-/** The `discovery` status view (GET /status/discovery) and its fields of GET /status. */
-import { Type, type Static } from "@sinclair/typebox";
-import type { Config } from "../config/schema";
+/**
+ * The `discovery` status view (GET /status/discovery) and its fields of GET /status, composed from the
+ * registered sources (sources.ts): each source's part under its key, then discovered_services; in GET /status
+ * each source's `<key>` flag (active and connected), then its counts.
+ */
+import { Type, type Static, type TBoolean, type TInteger, type TObject } from "@sinclair/typebox";
 import { Count, type StatusSection } from "../status/model";
+import type { DiscoveryConfig } from "./config";
+import { SOURCES, type RegisteredSource } from "./sources";
 
 export const DiscoveredServiceSchema = Type.Object({
   name: Type.String(),
@@ -10,55 +15,37 @@ export const DiscoveredServiceSchema = Type.Object({
   ports: Type.Array(Type.Integer()),
 });
 
+type ViewParts = { [P in RegisteredSource as P["key"]]: P["view"] };
+const viewParts = Object.fromEntries(SOURCES.map((s) => [s.key, s.view])) as ViewParts;
+
 /** `discovery` view: GET /status/discovery. */
-export const DiscoveryViewSchema = Type.Object({
-  kubernetes: Type.Object({
-    enabled: Type.Boolean(),
-    connected: Type.Boolean(),
-    cluster: Type.String(),
-    namespace: Type.String(),
-    pods_watched: Count("Pods watched on this node."),
-    services_watched: Count("Services watched."),
-  }),
-  docker: Type.Object({
-    enabled: Type.Boolean(),
-    connected: Type.Boolean(),
-    containers: Count("Containers known."),
-  }),
-  cloud: Type.Object({
-    provider: Type.String({ description: "aws, gcp, azure or none" }),
-    region: Type.String(),
-    instance_id: Type.String(),
-  }),
-  discovered_services: Type.Array(DiscoveredServiceSchema),
-});
+export const DiscoveryViewSchema = Type.Object({ ...viewParts, discovered_services: Type.Array(DiscoveredServiceSchema) });
 export type DiscoveryView = Static<typeof DiscoveryViewSchema>;
 
-/** What GET /status shows of the view; discovery publishes it next to the view. */
-export const DiscoverySummarySchema = Type.Object({
-  // kubernetes.enabled && kubernetes.connected
-  kubernetes: Type.Boolean(),
-  // docker.enabled && docker.connected
-  docker: Type.Boolean(),
-  // kubernetes.pods_watched
-  pods_discovered: Type.Integer({ minimum: 0 }),
-  // docker.containers
-  containers_discovered: Type.Integer({ minimum: 0 }),
-});
-export type DiscoverySummary = Static<typeof DiscoverySummarySchema>;
+const withSummary = SOURCES.flatMap((s) => ("summary" in s && s.summary ? [{ key: s.key, summary: s.summary }] : []));
+const summaryProps: Record<string, TBoolean | TInteger> = {};
+for (const s of withSummary) summaryProps[s.key] = Type.Boolean();
+for (const s of withSummary) for (const name of Object.keys(s.summary.counts)) summaryProps[name] = Type.Integer({ minimum: 0 });
 
-export const DISCOVERY_STATUS: StatusSection<DiscoveryView, DiscoverySummary, Config> = {
+/** What GET /status shows of the view; discovery publishes it next to the view. */
+export const DiscoverySummarySchema: TObject<Record<string, TBoolean | TInteger>> = Type.Object(summaryProps);
+export type DiscoverySummary = Record<string, boolean | number>;
+
+type SummaryDecl = { active: { ofView(v: never): boolean; ofSource(s: never): boolean }; counts: Record<string, { ofView(v: never): number; ofSource(s: never): number }> };
+
+/** The GET /status fields, each read by `read` from a source's part or from the source itself. */
+export function summarise(read: (key: string, pick: SummaryDecl["active"] | SummaryDecl["counts"][string]) => boolean | number): DiscoverySummary {
+  const out: DiscoverySummary = {};
+  for (const s of withSummary) out[s.key] = read(s.key, s.summary.active as SummaryDecl["active"]);
+  for (const s of withSummary) for (const [name, c] of Object.entries(s.summary.counts)) out[name] = read(s.key, c as SummaryDecl["counts"][string]);
+  return out;
+}
+
+export const DISCOVERY_STATUS: StatusSection<DiscoveryView, DiscoverySummary, { agent: { discovery: DiscoveryConfig } }> = {
   name: "discovery",
   disabled: (c) => ({
-    kubernetes: { enabled: false, connected: false, cluster: c.agent.discovery.kubernetes.cluster_name, namespace: "", pods_watched: 0, services_watched: 0 },
-    docker: { enabled: false, connected: false, containers: 0 },
-    cloud: { provider: "none", region: "", instance_id: "" },
+    ...(Object.fromEntries(SOURCES.map((s) => [s.key, (s.disabled as (d: DiscoveryConfig) => unknown)(c.agent.discovery)])) as Omit<DiscoveryView, "discovered_services">),
     discovered_services: [],
   }),
-  summary: (v) => ({
-    kubernetes: v.kubernetes.enabled && v.kubernetes.connected,
-    docker: v.docker.enabled && v.docker.connected,
-    pods_discovered: v.kubernetes.pods_watched,
-    containers_discovered: v.docker.containers,
-  }),
+  summary: (v) => summarise((key, pick) => pick.ofView(v[key as RegisteredSource["key"]] as never)),
 };

@@ -1,10 +1,11 @@
 /**
- * The second link: cuts batches from a queue, when `batch_size` items are waiting or `batch_timeout` after
- * the first item of a partial batch arrived (at once when urgent: flush and shutdown), and hands them on
- * with at most `maxInFlight` batches outstanding.
+ * The second link: cuts batches from the queue the queue link fills, when `batch_size` items are waiting or
+ * `batch_timeout` after the first item of a partial batch arrived (at once when urgent: flush and shutdown),
+ * and hands them on with at most `maxInFlight` batches outstanding.
  */
 import type { EncodedItem } from "./encode";
 import type { SignalQueue } from "./queue";
+import type { Sender } from "./sender";
 
 export interface BatcherSettings {
   batchSize: number;
@@ -12,21 +13,22 @@ export interface BatcherSettings {
   maxInFlight: number;
 }
 
-export class Batcher {
+/** `send()`: items were queued; hands on what is due now and arms the timer for a partial batch. */
+export class BatchSender implements Sender<void, void> {
   readonly #queue: SignalQueue;
   readonly #settings: () => BatcherSettings;
-  readonly #onBatch: (items: EncodedItem[]) => Promise<void>;
+  readonly #next: Sender<EncodedItem[], Promise<void>>;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #timerFired = false;
   #inFlight = 0;
   #urgent = 0;
   #stopped = false;
 
-  /** `onBatch` is called synchronously with each batch cut; its promise settles when the batch is done with. */
-  constructor(queue: SignalQueue, settings: () => BatcherSettings, onBatch: (items: EncodedItem[]) => Promise<void>) {
+  /** `next.send` is called synchronously with each batch cut; its promise settles when the batch is done with. */
+  constructor(queue: SignalQueue, settings: () => BatcherSettings, next: Sender<EncodedItem[], Promise<void>>) {
     this.#queue = queue;
     this.#settings = settings;
-    this.#onBatch = onBatch;
+    this.#next = next;
   }
 
   /** Batches outstanding now. */
@@ -34,15 +36,15 @@ export class Batcher {
     return this.#inFlight;
   }
 
-  /** Items were added: send what is due. Cheap; call after every offer. */
-  kick(): void {
+  /** Items were added (or the settings changed): send what is due. Cheap; called after every offer. */
+  send(): void {
     if (!this.#stopped) this.#pump();
   }
 
   /** While urgent (nested calls counted), partial batches go out without waiting for the timeout. */
   urgent(on: boolean): void {
     this.#urgent += on ? 1 : -1;
-    this.kick();
+    this.send();
   }
 
   /** Stops cutting batches (outstanding ones still finish). Idempotent. */
@@ -59,7 +61,7 @@ export class Batcher {
         this.#timer ??= setTimeout(() => {
           this.#timer = undefined;
           this.#timerFired = true;
-          this.kick();
+          this.send();
         }, s.batchTimeoutMs);
         return;
       }
@@ -70,9 +72,9 @@ export class Batcher {
         this.#timer = undefined;
       }
       this.#inFlight++;
-      void this.#onBatch(batch).finally(() => {
+      void this.#next.send(batch).finally(() => {
         this.#inFlight--;
-        this.kick();
+        this.send();
       });
     }
   }

@@ -1,6 +1,7 @@
 /**
- * Component `exporter/otlp` (readiness `otlp`): owns the last link of the export chain, the push over the
- * transport, which it plugs into the pipeline at start (`OtlpPipeline.connect`); reports whether the
+ * Component `exporter/otlp` (readiness `otlp`): builds and owns the export chain (chain.ts: queue -> batch ->
+ * account -> retry -> measure -> timeout -> push) with the pipeline as its front, and plugs in the last link,
+ * the push over the transport, at start; reports whether the
  * backend can be reached (after every export outcome, and by a connectivity check, an empty Export call,
  * while no export has told; while connections are refused, the transport's refusal probe answers first and the
  * call is made only once it no longer says refused), publishes the status view `export`, reloads and drains on shutdown.
@@ -12,7 +13,8 @@ import type { Component, ComponentHost } from "../lifecycle/component";
 import { EXPORT_STATUS, type ExportSummary, type ExportView } from "./status";
 import { SIGNALS, signalTarget, type Signal } from "./config";
 import { describe, isUnreachable, readinessReason, REFUSED_REASON, type ExportOutcome } from "./outcome";
-import type { OtlpPipeline } from "./pipeline";
+import { ExportChain } from "./chain";
+import { OtlpPipeline } from "./pipeline";
 import { TransportSender, type PushSender, type TimedRequest } from "./sender";
 import type { Transport } from "./transport";
 import { transportFor } from "./transport-select";
@@ -31,6 +33,8 @@ export interface ExporterOptions {
   idleCheckIntervalMs?: number;
   /** Builds the transport (tests may pass a fake); default transportFor (otlp.protocol). Throws when the configuration cannot be applied. */
   transportFactory?: (config: Config) => Transport;
+  /** Randomness of the backoff jitter (tests). */
+  random?: () => number;
 }
 
 /** Whether two configurations need a different transport. */
@@ -41,7 +45,10 @@ function transportChanged(next: Config, prev: Config): boolean {
 export class OtlpExporterComponent implements Component {
   readonly id = "exporter/otlp";
   readonly readiness = "otlp" as const;
+  /** The front of the chain: what collectors submit to. */
+  readonly pipeline: OtlpPipeline;
   readonly #ctx: BaseContext;
+  readonly #chain: ExportChain;
   readonly #pipeline: OtlpPipeline;
   readonly #factory: (config: Config) => Transport;
   readonly #idleCheckMs: number;
@@ -68,9 +75,10 @@ export class OtlpExporterComponent implements Component {
   readonly #view = (): ExportView => this.view();
   readonly #summary = (): ExportSummary => this.summary();
 
-  constructor(ctx: BaseContext, pipeline: OtlpPipeline, options: ExporterOptions = {}) {
+  constructor(ctx: BaseContext, options: ExporterOptions = {}) {
     this.#ctx = ctx;
-    this.#pipeline = pipeline;
+    this.#chain = new ExportChain({ config: ctx.config, metrics: ctx.metrics, random: options.random });
+    this.pipeline = this.#pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, tasks: ctx.tasks, gate: ctx.memory, chain: this.#chain });
     this.#factory = options.transportFactory ?? transportFor;
     this.#idleCheckMs = options.idleCheckIntervalMs ?? IDLE_CHECK_INTERVAL_MS;
   }
@@ -101,7 +109,7 @@ export class OtlpExporterComponent implements Component {
   async start(host: ComponentHost): Promise<void> {
     this.#host = host;
     this.#sender.use(this.#factory(this.#pipeline.config));
-    this.#pipeline.connect(this.#push);
+    this.#chain.connect(this.#push);
     this.#ctx.status.provide(EXPORT_STATUS.name, this.#view, this.#summary);
     this.#endTask = this.#ctx.tasks.begin("exporter/otlp connectivity check");
     host.report("starting", "connecting to the backend");

@@ -1,13 +1,12 @@
 /**
- * OTLP export: everything the agent collects leaves through here, down a chain of senders. Per signal a queue
- * and a batcher (the pipeline), then retry -> measure -> timeout -> the exporter component's push over the
- * transport (OTLP/gRPC or OTLP/HTTP; gzip, TLS, headers), exact accounting per signal, status view `export`,
- * readiness `otlp`; and the `receive` command's OTLP receiver (receiver/).
+ * OTLP export: everything the agent collects leaves through here, down a chain of senders the exporter
+ * component builds and owns: per signal queue -> batch, then account -> retry -> measure -> timeout -> push over
+ * the transport (OTLP/gRPC or OTLP/HTTP; gzip, TLS, headers); exact accounting per signal (the pipeline, the
+ * chain's front), status view `export`, readiness `otlp`; and the `receive` command's OTLP receiver (receiver/).
  */
 import type { BaseContext } from "../lifecycle/context";
 import type { Component } from "../lifecycle/component";
 import { OtlpExporterComponent } from "./component";
-import { OtlpPipeline } from "./pipeline";
 import type { TelemetryPipeline } from "./types";
 
 export type { TelemetryPipeline, Attributes, AttributeValue, SignalAccounting, DropReason } from "./types";
@@ -19,8 +18,8 @@ export interface ExportSubsystem {
   components: Component[];
 }
 
-/** Builds the pipeline and its component `exporter/otlp` (which connects at start). */
+/** Builds the component `exporter/otlp` and its chain (which connects at start); collectors submit to its pipeline. */
 export function createExport(ctx: BaseContext): ExportSubsystem {
-  const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, tasks: ctx.tasks, gate: ctx.memory });
-  return { pipeline, components: [new OtlpExporterComponent(ctx, pipeline)] };
+  const exporter = new OtlpExporterComponent(ctx);
+  return { pipeline: exporter.pipeline, components: [exporter] };
 }

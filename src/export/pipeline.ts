@@ -1,8 +1,9 @@
 /**
- * The TelemetryPipeline: the front of the export chain. Per signal a queue and a batcher; each batch goes down
- * the senders retry -> measure -> timeout (sender.ts, retry.ts) to the push the exporter component plugs in at
- * start (`connect`), with exact accounting. For every signal, at every instant (all of it runs on the event loop, and each
- * transition moves items between two counts in one synchronous step):
+ * The TelemetryPipeline: the front of the export chain (chain.ts) and its ledger. It encodes what collectors
+ * submit and hands it to the signal's queue link; the batch link cuts batches into the pipeline's account link,
+ * which counts them in flight and settles their outcome from retry -> measure -> timeout -> push. Exact
+ * accounting: for every signal, at every instant (all of it runs on the event loop, and each transition moves
+ * items between two counts in one synchronous step):
  *   collected = exported + dropped + queued + in_flight
  */
 import type { Config } from "../config/schema";
@@ -11,15 +12,16 @@ import type { Logger } from "../log/logger";
 import type { AgentMetrics } from "../telemetry/metrics";
 import { DROP_REASONS } from "../telemetry/metrics";
 import type { MemoryGate } from "../memory/gate";
-import { Batcher, type BatcherSettings } from "./batcher";
-import { SIGNALS, queueDirectory, signalTarget, type Signal } from "./config";
-import { ItemEncoder, buildRequest, queuedBytes, type EncodedItem } from "./encode";
+import type { BatchSender } from "./batcher";
+import { ExportChain } from "./chain";
+import { SIGNALS, queueDirectory, type Signal } from "./config";
+import { ItemEncoder, buildRequest, type EncodedItem } from "./encode";
 import { codeName } from "./outcome";
 import { PersistentQueue } from "./persistent-queue";
-import { SignalQueue } from "./queue";
+import { SignalQueue, type QueueSender, type Queued } from "./queue";
 import { ResourceBuilder } from "./resource";
-import { RetrySender, type RetryResult } from "./retry";
-import { MeasureSender, TimeoutSender, type PushSender } from "./sender";
+import type { RetryResult } from "./retry";
+import type { PushSender } from "./sender";
 import { suppressTracing } from "../telemetry/span-context";
 import type { TaskRegistry } from "../telemetry/tasks";
 import type { Attributes, DropReason, FlushResult, SignalAccounting, TelemetryPipeline } from "./types";
@@ -36,37 +38,22 @@ export interface PipelineOptions {
   tasks?: TaskRegistry;
   /** While it refuses (above the memory soft limit), submits are dropped as `memory_limit` and offers take nothing (src/memory). */
   gate?: MemoryGate;
+  /** The links behind the pipeline (the exporter component builds them); a chain of its own when left out. */
+  chain?: ExportChain;
 }
 
 interface Lane {
   signal: Signal;
   queue: SignalQueue;
-  batcher: Batcher;
+  /** The signal's first links: queue -> batch. */
+  queueLink: QueueSender;
+  batch: BatchSender;
   collected: number;
   exported: number;
   dropped: Record<DropReason, number>;
   /** Sum of `dropped`, kept as drops are counted. */
   droppedTotal: number;
   inFlight: number;
-}
-
-/** The configuration's durations, parsed once per (re)load rather than per batch. */
-interface ParsedSettings {
-  /** Batching with `queues.<signal>.max_in_flight` batches outstanding (once a push is connected). */
-  batch: Record<Signal, BatcherSettings>;
-  /** The same with nothing sent (no push yet). */
-  held: Record<Signal, BatcherSettings>;
-  backoff: { initialMs: number; maxMs: number };
-  /** otlp.timeout, or the signal's own (otlp.signals.<signal>.timeout). */
-  timeoutMs: Record<Signal, number>;
-}
-
-function parseSettings(c: Config): ParsedSettings {
-  const settings = (s: Signal, maxInFlight: number): BatcherSettings => ({ batchSize: c.queues[s].batch_size, batchTimeoutMs: msOf(c.queues[s], "batch_timeout"), maxInFlight });
-  const batch = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, c.queues[s].max_in_flight)])) as Record<Signal, BatcherSettings>;
-  const held = Object.fromEntries(SIGNALS.map((s) => [s, settings(s, 0)])) as Record<Signal, BatcherSettings>;
-  const timeoutMs = Object.fromEntries(SIGNALS.map((s) => [s, signalTarget(c.otlp, s).timeoutMs])) as Record<Signal, number>;
-  return { batch, held, backoff: { initialMs: msOf(c.backoff, "initial"), maxMs: msOf(c.backoff, "max") }, timeoutMs };
 }
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
@@ -81,30 +68,19 @@ export class OtlpPipeline implements TelemetryPipeline {
   readonly #gate: MemoryGate | undefined;
   readonly #drainWaiters = new Set<() => void>();
   readonly #flushSources = new Set<() => void>();
-  /** The links below the batchers: retry -> measure -> timeout -> #push. */
-  readonly #retry: RetrySender;
-  readonly #timeout: TimeoutSender;
+  readonly #chain: ExportChain;
   #config: Config;
-  #settings: ParsedSettings;
-  /** The last link, plugged in by `connect` (the exporter's start); batches are held until then. */
-  #push: PushSender | undefined;
   #closed = false;
   #shutdown: Promise<void> | undefined;
 
   constructor(o: PipelineOptions) {
     this.#config = o.config;
-    this.#settings = parseSettings(o.config);
     this.#metrics = o.metrics;
     this.#logger = o.logger;
     this.#tasks = o.tasks;
     this.#gate = o.gate;
-    this.#timeout = new TimeoutSender(() => this.#push!, (s) => this.#settings.timeoutMs[s]);
-    this.#retry = new RetrySender(new MeasureSender(this.#timeout, o.metrics), {
-      backoff: () => this.#settings.backoff,
-      random: o.random,
-      onRetry: (r) => this.#metrics.exportRetries.inc({ signal: r.signal }),
-      onWait: () => this.#notifyDrain(),
-    });
+    this.#chain = o.chain ?? new ExportChain(o);
+    this.#chain.onWait = () => this.#notifyDrain();
     this.resource = new ResourceBuilder(o.config.service_name);
     this.resource.setOwnAttributes(o.config.resource_attributes);
     this.#encoder = new ItemEncoder(this.resource.encoder);
@@ -114,21 +90,11 @@ export class OtlpPipeline implements TelemetryPipeline {
   #makeLane(signal: Signal): Lane {
     const q = this.#config.queues[signal];
     const queue = q.persistent ? this.#persistentQueue(signal) : new SignalQueue(q.capacity, bytesOf(q, "mem_limit"));
-    const lane: Lane = {
-      signal,
-      queue,
-      batcher: undefined as unknown as Batcher,
-      collected: 0,
-      exported: 0,
-      dropped: zeroDrops(),
-      droppedTotal: 0,
-      inFlight: 0,
-    };
-    lane.batcher = new Batcher(
-      queue,
-      () => (this.#push ? this.#settings.batch[signal] : this.#settings.held[signal]),
-      (items) => this.#sendBatch(lane, items),
-    );
+    const lane = { signal, queue, collected: 0, exported: 0, dropped: zeroDrops(), droppedTotal: 0, inFlight: 0 } as Lane;
+    // The account link between the batch and retry: counts the batch in flight and settles its outcome.
+    const links = this.#chain.lane(signal, queue, { send: (items) => this.#sendBatch(lane, items) });
+    lane.queueLink = links.queue;
+    lane.batch = links.batch;
     if (queue instanceof PersistentQueue) {
       // Items read back from disk were collected by an earlier run: they count as collected by this one.
       const lost = queue.restoredDropped;
@@ -170,10 +136,7 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   /** Sends every attempt through `push` from now on (batches already retrying included); a previous push is closed once idle. */
   connect(push: PushSender): void {
-    const previous = this.#push;
-    this.#push = push;
-    if (previous && previous !== push) previous.close();
-    for (const s of SIGNALS) this.#lanes[s].batcher.kick();
+    this.#chain.connect(push);
   }
 
   /** Applies queue limits, batch settings, backoff, timeout and service name of `next`. Cannot fail. */
@@ -182,24 +145,28 @@ export class OtlpPipeline implements TelemetryPipeline {
       if (next.queues[s].persistent !== this.#lanes[s].queue instanceof PersistentQueue || (next.queues[s].persistent && next.storage.directory !== this.#config.storage.directory))
         this.#logger.warn("queue persistence and storage.directory take effect at the next start", { signal: s, persistent: next.queues[s].persistent });
     this.#config = next;
-    this.#settings = parseSettings(next);
+    this.#chain.applyConfig(next);
     this.resource.setServiceName(next.service_name);
     this.resource.setOwnAttributes(next.resource_attributes);
     for (const s of SIGNALS) {
       const q = this.#lanes[s].queue;
       q.capacity = next.queues[s].capacity;
       q.memLimitBytes = bytesOf(next.queues[s], "mem_limit");
-      this.#lanes[s].batcher.kick();
+      this.#lanes[s].batch.send();
     }
   }
 
-  /** `item` encoded, or undefined when it cannot be (logged once per call: `warn` for the first failure). */
-  #encodeOrWarn(signal: Signal, item: unknown, warn: boolean): EncodedItem | undefined {
-    try {
-      return this.#encoder.encode(signal, item);
-    } catch (e) {
-      if (warn) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
-      return undefined;
+  /** `items` encoded one by one as the queue link takes them; undefined for one that cannot be (the first failure of a call is logged). */
+  *#encoded(signal: Signal, items: readonly unknown[]): Generator<EncodedItem | undefined> {
+    let warned = false;
+    for (const item of items) {
+      try {
+        yield this.#encoder.encode(signal, item);
+      } catch (e) {
+        if (!warned) this.#logger.warn("item cannot be encoded; dropped", { signal, error: (e as Error).message });
+        warned = true;
+        yield undefined;
+      }
     }
   }
 
@@ -217,62 +184,31 @@ export class OtlpPipeline implements TelemetryPipeline {
       this.#drop(lane, "memory_limit", items.length);
       return 0;
     }
-    let accepted = 0;
-    let queueFull = 0;
-    let memLimit = 0;
-    let diskFull = 0;
-    let invalid = 0;
-    for (const item of items) {
-      const encoded = this.#encodeOrWarn(signal, item, invalid === 0);
-      if (!encoded) {
-        invalid++;
-        continue;
-      }
-      // After a disk_full the rest of the call is refused too, so that what was accepted is a prefix.
-      const r = diskFull ? "disk_full" : lane.queue.offer(encoded);
-      if (r === "ok") accepted++;
-      else if (r === "queue_full") queueFull++;
-      else if (r === "disk_full") diskFull++;
-      else memLimit++;
-    }
-    if (queueFull) this.#drop(lane, "queue_full", queueFull);
-    if (memLimit) this.#drop(lane, "mem_limit", memLimit);
-    if (diskFull) this.#drop(lane, "disk_full", diskFull);
-    if (invalid) this.#drop(lane, "permanent_error", invalid);
+    const r = lane.queueLink.send({ items: this.#encoded(signal, items), prefix: false });
+    this.#dropRefused(lane, r);
     this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
-    lane.batcher.kick();
-    return accepted;
+    return r.accepted;
   }
 
   offer(signal: Signal, items: readonly unknown[]): number {
     const lane = this.#lanes[signal];
     if (!lane || this.#closed || items.length === 0 || this.#gate?.refusing) return 0;
-    let taken = 0;
-    let accepted = 0;
-    let tooBig = 0;
-    let invalid = 0;
-    for (const item of items) {
-      const encoded = this.#encodeOrWarn(signal, item, invalid === 0);
-      if (!encoded) {
-        invalid++;
-        taken++;
-        continue;
-      }
-      const r = lane.queue.offer(encoded);
-      if (r === "ok") accepted++;
-      else if (r === "mem_limit" && queuedBytes(encoded) > lane.queue.memLimitBytes) tooBig++;
-      else break;
-      taken++;
+    const r = lane.queueLink.send({ items: this.#encoded(signal, items), prefix: true });
+    if (r.taken > 0) {
+      lane.collected += r.taken;
+      this.#metrics.signal(signal).collected.inc(r.taken);
     }
-    if (taken > 0) {
-      lane.collected += taken;
-      this.#metrics.signal(signal).collected.inc(taken);
-    }
-    if (tooBig) this.#drop(lane, "mem_limit", tooBig);
-    if (invalid) this.#drop(lane, "permanent_error", invalid);
+    this.#dropRefused(lane, r);
     this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
-    if (accepted) lane.batcher.kick();
-    return taken;
+    return r.taken;
+  }
+
+  /** Counts what the queue link refused: capacity, mem_limit, disk, and items that could not be encoded. */
+  #dropRefused(lane: Lane, r: Queued): void {
+    if (r.queue_full) this.#drop(lane, "queue_full", r.queue_full);
+    if (r.mem_limit) this.#drop(lane, "mem_limit", r.mem_limit);
+    if (r.disk_full) this.#drop(lane, "disk_full", r.disk_full);
+    if (r.invalid) this.#drop(lane, "permanent_error", r.invalid);
   }
 
   /** Queue capacity left for `signal` (0 after shutdown); mem_limit may still refuse some of it. */
@@ -304,16 +240,16 @@ export class OtlpPipeline implements TelemetryPipeline {
         this.#logger.warn("flush: a collector could not hand over its pending data", { error: (e as Error).message });
       }
     }
-    const push = this.#closed ? undefined : this.#push;
-    const since = this.#retry.waits;
+    const push = this.#closed ? undefined : this.#chain.push;
+    const since = this.#chain.retry.waits;
     if (push) {
       push.beforeRetryAll();
-      for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
-      this.#retry.wakeAll();
+      for (const s of SIGNALS) this.#lanes[s].batch.urgent(true);
+      this.#chain.retry.wakeAll();
       try {
-        await this.#waitFor(() => this.#drained() || this.#retry.allFailedSince(since), AbortSignal.timeout(Math.max(0, timeoutMs)));
+        await this.#waitFor(() => this.#drained() || this.#chain.retry.allFailedSince(since), AbortSignal.timeout(Math.max(0, timeoutMs)));
       } finally {
-        for (const s of SIGNALS) this.#lanes[s].batcher.urgent(false);
+        for (const s of SIGNALS) this.#lanes[s].batch.urgent(false);
       }
     }
     const result: FlushResult = {
@@ -322,8 +258,8 @@ export class OtlpPipeline implements TelemetryPipeline {
       remaining: perSignal((l) => l.queue.size + l.inFlight),
     };
     if (!SIGNALS.some((s) => result.remaining[s] > 0)) return result;
-    result.reason = !push ? "not_running" : this.#retry.allFailedSince(since) ? "export_failed" : "timeout";
-    const lastError = this.#retry.lastError();
+    result.reason = !push ? "not_running" : this.#chain.retry.allFailedSince(since) ? "export_failed" : "timeout";
+    const lastError = this.#chain.retry.lastError();
     if (lastError) result.lastError = lastError;
     return result;
   }
@@ -373,16 +309,16 @@ export class OtlpPipeline implements TelemetryPipeline {
 
   async #doShutdown(deadline: AbortSignal): Promise<void> {
     this.#closed = true;
-    const push = this.#push;
+    const push = this.#chain.push;
     push?.beforeRetryAll();
-    this.#retry.stop();
+    this.#chain.retry.stop();
     if (push) {
-      for (const s of SIGNALS) this.#lanes[s].batcher.urgent(true);
+      for (const s of SIGNALS) this.#lanes[s].batch.urgent(true);
       await this.#waitDrained(deadline);
     }
-    for (const s of SIGNALS) this.#lanes[s].batcher.stop();
+    for (const s of SIGNALS) this.#lanes[s].batch.stop();
     if (!this.#drained()) {
-      this.#timeout.cancelAll();
+      this.#chain.timeout.cancelAll();
       await this.#waitInFlightDone();
     }
     for (const s of SIGNALS) {
@@ -395,7 +331,7 @@ export class OtlpPipeline implements TelemetryPipeline {
         this.#logger.info("persistent queue closed; items not exported stay on disk for the next start", { signal: s, committed: lane.queue.committed });
       }
     }
-    this.#push?.close();
+    this.#chain.push?.close();
     this.#notifyDrain();
   }
 
@@ -419,7 +355,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     let result: RetryResult;
     try {
       const body = buildRequest(signal, items, this.resource.encoder);
-      result = await this.#retry.send({ signal, body, items: n });
+      result = await this.#chain.retry.send({ signal, body, items: n });
     } catch (e) {
       this.#logger.error("export batch failed unexpectedly", { signal, error: (e as Error).message });
       result = { kind: "failure", code: 2, message: (e as Error).message };

@@ -99,7 +99,7 @@ interface Retrying {
 }
 
 /** The retry link: runs sendWithRetry over the next link and keeps what a flush needs to know of the waits. */
-export class RetrySender implements Sender<ExportRequest, RetryResult> {
+export class RetrySender implements Sender<ExportRequest, Promise<RetryResult>> {
   readonly #next: Sender;
   readonly #o: RetrySenderOptions;
   readonly #stop = new AbortController();

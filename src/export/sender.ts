@@ -1,7 +1,8 @@
 /**
- * The links of the export chain below the batcher: each is a small object whose `send(request)` does its part
- * and calls the next one. The pipeline builds retry (retry.ts) -> measure -> timeout, and the exporter component
- * plugs in the last link, its push (a PushSender over the transport), when it starts.
+ * The export chain: each link is a small object whose `send(request)` does its part and calls the next one.
+ * Per signal queue (queue.ts) -> batch (batcher.ts), then account (the pipeline's ledger: in flight, exported,
+ * dropped) -> retry (retry.ts) -> measure -> timeout -> push (the transport). chain.ts wires them; the exporter
+ * component builds the chain and plugs in the push when it starts.
  */
 import type { AgentMetrics } from "../telemetry/metrics";
 import type { Signal } from "./config";
@@ -22,9 +23,12 @@ export interface TimedRequest extends ExportRequest {
   cancel?: AbortSignal;
 }
 
-/** A link of the chain. */
-export interface Sender<Req = ExportRequest, Res = ExportOutcome> {
-  send(request: Req): Promise<Res>;
+/**
+ * A link of the chain. Below the batch a link answers with a promise of the outcome; the queue answers at once
+ * (what it took), and the batch answers nothing (it hands on what is due, later or now).
+ */
+export interface Sender<Req = ExportRequest, Res = Promise<ExportOutcome>> {
+  send(request: Req): Res;
 }
 
 /** The last link: sends one attempt over the transport. */

@@ -4,18 +4,12 @@
  * one aggregator (src/status) listens and answers health, readiness and the status views.
  */
 import type { Config } from "../config/schema";
-import type { Logger } from "../log/logger";
-import type { ComponentState, ReadinessCheck } from "../status/state";
+import type { ComponentHost } from "./host";
+import type { ReadinessCheck } from "../status/state";
 
 export type { ComponentState, ReadinessCheck } from "../status/state";
+export type { ComponentHost } from "./host";
 
-/** What a component is given at start: a logger, a way to report status, and a way to publish status views. */
-export interface ComponentHost {
-  /** A logger whose records carry `component: <id>`. */
-  readonly logger: Logger;
-  /** Reports a status change; `reason` is required for error states and shown in /ready and /healthz. Cheap; call on every change. */
-  report(state: ComponentState, reason?: string): void;
-}
 
 export interface Component {
   /** `kind/name`, e.g. `exporter/otlp`, `ebpf/network`, `discovery/docker`. Unique in the agent. */

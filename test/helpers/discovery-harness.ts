@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseConfig } from "../../src/config/load";
 import type { Config } from "../../src/config/schema";
-import { createDiscovery, type DiscoveryParts } from "../../src/discovery";
+import { createDiscovery, type BuiltSources, type DiscoveryParts } from "../../src/discovery";
 import type { DirectoryOptions } from "../../src/discovery/directory";
 import type { Attributes, TelemetryPipeline } from "../../src/export/types";
 import { Supervisor } from "../../src/lifecycle/supervisor";
@@ -22,7 +22,8 @@ import { WorkloadRegistry } from "../../src/workloads/registry";
 
 export interface DiscoveryHarness {
   /** The discovery parts plus the workload registry built over their directory (as the agent builds it). */
-  parts: DiscoveryParts & { workloads: WorkloadRegistry };
+  /** The subsystem, each built source by its key (`parts.docker`...) and the workload registry. */
+  parts: DiscoveryParts & BuiltSources & { workloads: WorkloadRegistry };
   status: StatusAggregator;
   supervisor: Supervisor;
   /** Resource attributes set per source (the last call wins, as in the pipeline). */
@@ -63,7 +64,7 @@ export function discoveryHarness(yaml: string, env: Record<string, string | unde
     pipeline,
   };
   const discovery = createDiscovery(ctx, options);
-  const parts = { ...discovery, workloads: new WorkloadRegistry(discovery.directory, { procRoot: options.procRoot, selfPid: options.selfPid, now: options.now }) };
+  const parts = { ...discovery, ...discovery.sources, workloads: new WorkloadRegistry(discovery.directory, { procRoot: options.procRoot, selfPid: options.selfPid, now: options.now }) };
   const supervisor = new Supervisor(logger, status);
   for (const c of parts.components) supervisor.add(c);
   return {

@@ -9,6 +9,8 @@
  * RED metrics (`http_metrics`): every HTTP/1.x exchange is counted in the kernel whether or not it is captured as a
  * span; every second and each metrics interval (and flush) take the kernel's counts, template routes and export the
  * histograms and service graph of src/collectors/network/http/red.ts, with exemplars from the spans sampled meanwhile.
+ * Where the kernel cannot count (http_capture syscalls, no kernel BTF: spec.ts userRedCounted) the kernel captures
+ * every exchange and user space counts each one it decodes, before the span cap applies.
  * A reload that changes what the kernel side was built with reloads the set.
  */
 import type { AgentContext } from "../context";
@@ -30,11 +32,11 @@ import { RedMaps, Role, redMethod } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
-import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
+import { ConnKind, HttpEventFlag, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
-import { NetworkStat, configRedCounted, networkSetSpec } from "./spec";
+import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -47,7 +49,7 @@ type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -67,6 +69,10 @@ export class NetworkCollector implements Component {
   /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
+  readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
+  /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
+  readonly #tlsEndpoints = new Map<string, EndpointMeta>();
   readonly #budget: PerSecondBudget;
   #pendingSpans: SpanItem[] = [];
   #flushScheduled = false;
@@ -76,12 +82,16 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
-  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0 };
+  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0, h2Stopped: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
   /** The kernel's RED maps while the set is attached with http_metrics. */
   #redMaps: RedMaps | undefined;
+  /** RED metrics counted in user space from every decoded exchange (spec.ts, userRedCounted). */
+  #userRed = false;
   #red: RedAggregator;
+  /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
+  #rateDropsPending = 0;
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
 
@@ -136,8 +146,9 @@ export class NetworkCollector implements Component {
   }
 
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
+    this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: c.max_spans_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
@@ -180,15 +191,26 @@ export class NetworkCollector implements Component {
     }
   }
 
+  /** The exchange tracker's key of a socket's connection in a process: `pid:sk`, made once per connection. */
+  #connectionKey(pid: number, sk: bigint): string {
+    const known = this.#connectionKeys.get(sk);
+    if (known !== undefined && known.pid === pid) return known.key;
+    if (this.#connectionKeys.size >= MAX_HTTP_CONNECTIONS * 2) this.#connectionKeys.clear();
+    const key = `${pid}:${sk}`;
+    this.#connectionKeys.set(sk, { pid, key });
+    return key;
+  }
+
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
     const call: CapturedCall<EndpointMeta> = {
-      connection: `${e.pid}:${e.sk}`,
+      connection: this.#connectionKey(e.pid, e.sk),
       io: e.io,
       timestampNs: e.timestampNs,
       streamOffset: e.streamOffset,
       length: e.length,
       data: e.data,
+      h2Stopped: (e.flags & HttpEventFlag.H2_STOPPED) !== 0,
       /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
       meta: e,
     };
@@ -206,35 +228,40 @@ export class NetworkCollector implements Component {
     };
   }
 
-  #offerExchanges(exchanges: Array<HttpExchange<EndpointMeta>>): void {
+  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
-      else if (x.request.version === "2" && this.#cfg.http_metrics) this.#redH2(x);
+      else if ((x.request.version === "2" && this.#cfg.http_metrics) || this.#userRed) this.#redFromUser(x);
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
       if (this.#overBudget()) continue;
       const span = exchangeToSpan(x, this.#spanContext);
       this.#push(span);
-      if (!this.#redMaps || x.meta.tls || x.rpc) continue;
-      /* The span's ids become the exemplar of the RED series that counted its exchange (HTTP/1.x in cleartext). */
+      if (x.rpc || !(this.#redMaps || this.#userRed)) continue;
+      /* The span's ids become the exemplar of the RED series that counted its exchange. */
       const method = redMethod(x.request.method);
       const server = x.role === "server";
+      const scheme = x.meta.tls ? ({ scheme: "https" } as const) : {};
       this.#red.exemplar(
         server
-          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort }
-          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort },
+          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, ...scheme }
+          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, ...scheme },
         { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
       );
     }
   }
 
-  /** An HTTP/2 exchange (the kernel's RED maps count HTTP/1.x only) into the RED metrics, whatever the span budget. */
-  #redH2(x: HttpExchange<EndpointMeta>): void {
+  /**
+   * An exchange the kernel's RED maps do not count into the RED metrics, whatever the span budget: HTTP/2 streams
+   * (the maps count HTTP/1.x only), and every exchange when RED is counted in user space (userRedCounted).
+   */
+  #redFromUser(x: HttpExchange<EndpointMeta>): void {
     const method = redMethod(x.request.method);
     const durationNs = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n);
     const m = x.meta;
-    if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort }, x.request.path, durationNs);
-    else this.#red.addExchange({ pid: m.pid, role: Role.CLIENT, method, status: x.response.status, peer: m.remoteAddress, peerPort: m.remotePort }, undefined, durationNs);
+    const scheme = m.tls ? ({ scheme: "https" } as const) : {};
+    if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort, ...scheme }, x.request.path, durationNs);
+    else this.#red.addExchange({ pid: m.pid, role: Role.CLIENT, method, status: x.response.status, peer: m.remoteAddress, peerPort: m.remotePort, ...scheme }, undefined, durationNs);
   }
 
   /**
@@ -243,21 +270,45 @@ export class NetworkCollector implements Component {
    */
   handleTls(e: TlsEvent): void {
     if (e.pid === this.#selfPid) return;
+    const connection = `tls:${e.pid}:${e.ssl}`;
     const call: CapturedCall<EndpointMeta> = {
-      connection: `tls:${e.pid}:${e.ssl}`,
+      connection,
       io: e.io,
       timestampNs: e.timestampNs,
       streamOffset: e.streamOffset,
       length: e.length,
       data: e.data,
-      meta: { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true },
+      meta: this.#tlsEndpoint(connection, e),
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }
 
+  /**
+   * The endpoint of a TLS connection, one object for all its calls: over a memory BIO the socket (and so the
+   * addresses) becomes known after the connection's first calls, and the exchanges they began take it from here.
+   * A socket other than the one known is another connection (the SSL object reused): a new endpoint.
+   */
+  #tlsEndpoint(connection: string, e: TlsEvent): EndpointMeta {
+    let m = this.#tlsEndpoints.get(connection);
+    const known = m !== undefined && m.remotePort !== 0;
+    if (m === undefined || (e.socketKnown && known && (m.remotePort !== e.remotePort || m.localPort !== e.localPort || m.remoteAddress !== e.remoteAddress))) {
+      m = { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true };
+      if (this.#tlsEndpoints.size >= MAX_HTTP_CONNECTIONS && !this.#tlsEndpoints.has(connection)) this.#tlsEndpoints.delete(this.#tlsEndpoints.keys().next().value as string);
+      this.#tlsEndpoints.set(connection, m);
+    } else if (e.socketKnown && !known) {
+      m.localAddress = e.localAddress;
+      m.localPort = e.localPort;
+      m.remoteAddress = e.remoteAddress;
+      m.remotePort = e.remotePort;
+    }
+    return m;
+  }
+
   /** Closes the TLS connections of a process that exited (a response delimited by the close ends there). */
   tlsProcessExited(pid: number): void {
-    this.#offerExchanges(this.#http.closeMatching(`tls:${pid}:`));
+    const prefix = `tls:${pid}:`;
+    for (const key of this.#tlsEndpoints.keys()) if (key.startsWith(prefix)) this.#tlsEndpoints.delete(key);
+    this.#offerExchanges(this.#http.closeMatching(prefix));
   }
 
   /** HTTP exchanges lost in user space since the last call, as span drops by reason. */
@@ -267,6 +318,9 @@ export class NetworkCollector implements Component {
     const unparsed = c.unparsed - this.#httpDropsSeen.unparsed;
     const unanswered = c.unanswered + h2.unanswered - this.#httpDropsSeen.unanswered;
     const h2Lost = h2.lostDirections - this.#httpDropsSeen.h2Lost;
+    const h2Stopped = h2.stoppedDirections - this.#httpDropsSeen.h2Stopped;
+    this.#httpDropsSeen.h2Stopped = h2.stoppedDirections;
+    if (h2Stopped > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, h2Stopped);
     this.#httpDropsSeen.unparsed = c.unparsed;
     this.#httpDropsSeen.unanswered = c.unanswered + h2.unanswered;
     this.#httpDropsSeen.h2Lost = h2.lostDirections;
@@ -283,9 +337,16 @@ export class NetworkCollector implements Component {
   #overBudget(): boolean {
     if (this.#budget.take()) return false;
     this.counters.dropped++;
-    this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON });
+    /* Counted once per synchronous run of drops (an HTTP/2 storm drops thousands per ring batch), still exactly. */
+    if (this.#rateDropsPending++ === 0) queueMicrotask(this.#countRateDrops);
     return true;
   }
+
+  readonly #countRateDrops = (): void => {
+    const n = this.#rateDropsPending;
+    this.#rateDropsPending = 0;
+    if (n > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, n);
+  };
 
   #push(span: SpanItem): void {
     this.#pendingSpans.push(span);

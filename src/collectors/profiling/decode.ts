@@ -50,7 +50,7 @@ export function decodeProfileKey(bytes: Uint8Array): ProfileKey {
     pid: dv.getUint32(0, true),
     userStackId: dv.getInt32(4, true),
     kernelStackId: dv.getInt32(8, true),
-    comm: new TextDecoder().decode(nul < 0 ? commBytes : commBytes.subarray(0, nul)),
+    comm: utf8.decode(nul < 0 ? commBytes : commBytes.subarray(0, nul)),
   };
 }
 

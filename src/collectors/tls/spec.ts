@@ -1,8 +1,9 @@
 /**
  * The `tls` program set as data (ffi/bpf/tls.bpf.c): the SSL_* entry and return probes, loaded here and attached
- * per library file by the component (`manual`), and the socket-length tp_btf programs that tie a call to its
- * socket (optional: without them spans carry no addresses). HTTP/1.x exchanges beyond `exchangesPerSecond`
- * (agent.ebpf.network.max_spans_per_second) are not captured in the kernel, as for cleartext.
+ * per library file by the component (`manual`), the socket-length tp_btf programs that tie a call to its socket
+ * (optional: without them spans carry no addresses) and the close tracepoint that counts a request never answered as
+ * a transport error (optional: without it such a request is not counted). HTTP/1.x exchanges beyond
+ * `exchangesPerSecond` (agent.ebpf.network.max_spans_per_second) are not captured in the kernel, as for cleartext.
  */
 import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeTlsEvent, type TlsEvent } from "./decoder";
@@ -32,6 +33,7 @@ export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; red
       manual(TLS_RETURN_PROGRAM, "uretprobe", "SSL_*"),
       { name: "tls_send_length", attach: { kind: "tp_btf" }, required: false },
       { name: "tls_recv_length", attach: { kind: "tp_btf" }, required: false },
+      { name: "tls_sock_close", attach: { kind: "tp_btf" }, required: false },
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
     constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, red_enabled: o.redCounted ? 1 : 0 },

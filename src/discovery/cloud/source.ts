@@ -4,14 +4,13 @@
  * they name, so a laptop or a test host never sends a packet to a metadata address; a configured
  * provider is contacted directly. Nothing found is provider "none", which is not an error.
  */
-import type { Config } from "../../config/schema";
 import { msOf } from "../../config/units";
 import type { TelemetryPipeline } from "../../export/types";
-import type { ComponentHost } from "../../lifecycle/component";
+import type { ComponentHost } from "../../lifecycle/host";
 import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
 import { Backoff, errorText, sleep } from "../backoff";
-import type { CloudProviderSetting } from "../config";
+import type { CloudConfig, CloudProviderSetting } from "./config";
 import { providerFromHints, readHints, type CloudProvider } from "./hints";
 import { QUERIES, type CloudIdentity } from "./metadata";
 
@@ -37,20 +36,20 @@ interface Settings {
   hintsRoot: string;
 }
 
-function settingsOf(c: Config): Settings {
-  const d = c.agent.discovery.cloud;
+function settingsOf(c: CloudConfig): Settings {
+  const d = c.cloud;
   return { enabled: d.enabled, provider: d.provider, endpoints: { ...d.endpoints }, timeoutMs: msOf(d, "timeout"), hintsRoot: d.hints_root };
 }
 
 
-export class CloudSource extends DiscoverySource<Settings> {
+export class CloudSource extends DiscoverySource<Settings, CloudConfig> {
   readonly id = CLOUD_COMPONENT_ID;
   #identity: CloudIdentity | undefined;
   /** The last failure of a metadata query (undefined after a success). */
   lastError: string | undefined;
 
   constructor(
-    config: Config,
+    config: CloudConfig,
     readonly pipeline: TelemetryPipeline,
     readonly tasks: TaskRegistry,
   ) {
@@ -62,7 +61,7 @@ export class CloudSource extends DiscoverySource<Settings> {
     return i ? { provider: i.provider, region: i.region, instance_id: i.instanceId } : { provider: "none", region: "", instance_id: "" };
   }
 
-  protected readSettings(next: Config): Settings {
+  protected readSettings(next: CloudConfig): Settings {
     return settingsOf(next);
   }
 

@@ -7,13 +7,13 @@
  * reports itself disabled with the reason and looks for the socket again every reconnect_backoff_max.
  */
 import { existsSync } from "node:fs";
-import type { Config } from "../../config/schema";
 import { msOf } from "../../config/units";
-import type { ComponentHost } from "../../lifecycle/component";
+import type { ComponentHost } from "../../lifecycle/host";
 import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
 import { Backoff, errorText, sleep } from "../backoff";
 import type { ContainerDirectory } from "../directory";
+import type { DockerConfig } from "./config";
 import { dockerAttributes, dockerServiceName, fromInspect, fromSummary, type DockerContainer } from "./containers";
 import { EngineClient, type EngineEvent } from "./engine-client";
 
@@ -38,12 +38,12 @@ interface Settings {
   backoffMaxMs: number;
 }
 
-function settingsOf(c: Config): Settings {
-  const d = c.agent.discovery.docker;
+function settingsOf(c: DockerConfig): Settings {
+  const d = c.docker;
   return { enabled: d.enabled, socket: d.socket, backoffMaxMs: msOf(d, "reconnect_backoff_max") };
 }
 
-export class DockerSource extends DiscoverySource<Settings> {
+export class DockerSource extends DiscoverySource<Settings, DockerConfig> {
   readonly id = DOCKER_COMPONENT_ID;
   #containers = new Map<string, DockerContainer>();
   #connected = false;
@@ -51,7 +51,7 @@ export class DockerSource extends DiscoverySource<Settings> {
   generation = 0;
 
   constructor(
-    config: Config,
+    config: DockerConfig,
     readonly directory: ContainerDirectory,
     readonly tasks: TaskRegistry,
   ) {
@@ -76,7 +76,7 @@ export class DockerSource extends DiscoverySource<Settings> {
     return this.#containers.size;
   }
 
-  protected readSettings(next: Config): Settings {
+  protected readSettings(next: DockerConfig): Settings {
     return settingsOf(next);
   }
 

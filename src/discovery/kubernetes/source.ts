@@ -6,14 +6,14 @@
  * environment is present; otherwise `disabled`.
  */
 import { hostname } from "node:os";
-import type { Config } from "../../config/schema";
 import { msOf } from "../../config/units";
 import type { Attributes, TelemetryPipeline } from "../../export/types";
-import type { ComponentHost } from "../../lifecycle/component";
+import type { ComponentHost } from "../../lifecycle/host";
 import { DiscoverySource, type SourceRun } from "../source";
 import type { TaskRegistry } from "../../telemetry/tasks";
 import { Backoff, errorText } from "../backoff";
 import type { ContainerDirectory } from "../directory";
+import type { KubernetesConfig } from "./config";
 import { KubeApiClient } from "./api-client";
 import { inClusterAvailable, inClusterConnection, kubeconfigConnection, type KubeConnection } from "./connection";
 import { ListWatcher, INITIAL_BACKOFF_MS } from "./list-watch";
@@ -48,10 +48,10 @@ interface Settings {
   backoffMaxMs: number;
 }
 
-function settingsOf(c: Config, env: Record<string, string | undefined>): Settings {
-  const k = c.agent.discovery.kubernetes;
+function settingsOf(c: KubernetesConfig, env: Record<string, string | undefined>): Settings {
+  const k = c.kubernetes;
   return {
-    detect: c.agent.discovery.detect_kubernetes,
+    detect: c.detect_kubernetes,
     kubeconfig: k.kubeconfig,
     clusterName: k.cluster_name,
     nodeName: k.node_name || env.NODE_NAME || hostname(),
@@ -61,7 +61,7 @@ function settingsOf(c: Config, env: Record<string, string | undefined>): Setting
 }
 
 
-export class KubernetesSource extends DiscoverySource<Settings> {
+export class KubernetesSource extends DiscoverySource<Settings, KubernetesConfig> {
   readonly id = KUBERNETES_COMPONENT_ID;
   #connection: KubeConnection | undefined;
   #pods = new Map<string, Pod>();
@@ -76,7 +76,7 @@ export class KubernetesSource extends DiscoverySource<Settings> {
   generation = 0;
 
   constructor(
-    config: Config,
+    config: KubernetesConfig,
     readonly env: Record<string, string | undefined>,
     readonly directory: ContainerDirectory,
     readonly pipeline: TelemetryPipeline,
@@ -120,7 +120,7 @@ export class KubernetesSource extends DiscoverySource<Settings> {
     return out;
   }
 
-  protected readSettings(next: Config): Settings {
+  protected readSettings(next: KubernetesConfig): Settings {
     const s = settingsOf(next, this.env);
     // A kubeconfig that cannot be read refuses the reload (nothing changes).
     if (s.kubeconfig && s.detect) kubeconfigConnection(s.kubeconfig);

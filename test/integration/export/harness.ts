@@ -8,7 +8,7 @@ import { loadConfig } from "../../../src/config/load";
 import type { Config } from "../../../src/config/schema";
 import { OtlpExporterComponent, type ExporterOptions } from "../../../src/export/component";
 import type { SpanItem } from "../../../src/export/model";
-import { OtlpPipeline } from "../../../src/export/pipeline";
+import type { OtlpPipeline } from "../../../src/export/pipeline";
 import { OtlpReceiver, type ReceivedRequest, type ReceiverOptions, type ReceiverReply } from "../../../src/export/receiver";
 import type { ComponentHost } from "../../../src/lifecycle/component";
 import { Logger, type LogRecord } from "../../../src/log/logger";
@@ -125,8 +125,8 @@ export function harness(config: Config, options: ExporterOptions = {}): Harness 
     tasks,
     env: {},
   };
-  const pipeline = new OtlpPipeline({ config, metrics, logger, random: () => 0.5 });
-  const component = new OtlpExporterComponent(ctx, pipeline, options);
+  const component = new OtlpExporterComponent(ctx, { random: () => 0.5, ...options });
+  const pipeline = component.pipeline;
   const host: ComponentHost = {
     logger,
     report: (state, reason) => status.report(component.id, component.readiness, state, reason),

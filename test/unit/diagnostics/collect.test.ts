@@ -8,11 +8,12 @@ const server = Bun.serve({
   hostname: "127.0.0.1",
   fetch(req) {
     const path = new URL(req.url).pathname;
-    // Every path is refused twice (a burst over the limit), then answered.
+    // Every path is refused twice (a burst over the limit), then answered. Retry-After comes in both forms:
+    // delay-seconds, then an HTTP date that has passed (wait nothing).
     const n = refused.get(path) ?? 0;
     if (n < 2) {
       refused.set(path, n + 1);
-      return new Response(JSON.stringify({ error: "service_unavailable", message: "rate limited", details: {} }), { status: 429, headers: { "retry-after": "0" } });
+      return new Response(JSON.stringify({ error: "service_unavailable", message: "rate limited", details: {} }), { status: 429, headers: { "retry-after": n === 0 ? "0" : new Date(Date.now() - 60_000).toUTCString() } });
     }
     return new Response(path === "/metrics" ? "up 1\n" : JSON.stringify({ path, records: [] }), { status: 200 });
   },

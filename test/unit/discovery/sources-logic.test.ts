@@ -163,11 +163,12 @@ describe("config", () => {
     d.cloud.endpoints.gcp = "http://x/?q=1";
     d.cloud.timeout = "0";
     d.docker.socket = " ";
+    // Each source's rules, in the order of the sources (kubernetes, docker, cloud).
     expect(validateDiscovery(d).map((p) => p.path)).toEqual([
+      "agent.discovery.docker.socket",
       "agent.discovery.cloud.endpoints.aws",
       "agent.discovery.cloud.endpoints.gcp",
       "agent.discovery.cloud.timeout",
-      "agent.discovery.docker.socket",
     ]);
   });
 });

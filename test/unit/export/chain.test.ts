@@ -1,6 +1,6 @@
 /** The small links of the chain with fakes: queue limits, batcher triggers, backoff and retry decisions. */
 import { describe, expect, jest, test } from "bun:test";
-import { Batcher } from "../../../src/export/batcher";
+import { BatchSender } from "../../../src/export/batcher";
 import type { EncodedItem } from "../../../src/export/encode";
 import type { ExportOutcome } from "../../../src/export/outcome";
 import { SignalQueue } from "../../../src/export/queue";
@@ -28,19 +28,21 @@ describe("SignalQueue", () => {
   });
 });
 
-describe("Batcher", () => {
+describe("BatchSender", () => {
   test("cuts full batches at once, partial ones after the timeout, and respects maxInFlight", async () => {
     const q = new SignalQueue(100, 1 << 20);
     const batches: number[] = [];
     const pending: Array<() => void> = [];
     jest.useFakeTimers();
     try {
-      const b = new Batcher(q, () => ({ batchSize: 4, batchTimeoutMs: 30, maxInFlight: 1 }), (items) => {
-        batches.push(items.length);
-        return new Promise<void>((r) => pending.push(r));
+      const b = new BatchSender(q, () => ({ batchSize: 4, batchTimeoutMs: 30, maxInFlight: 1 }), {
+        send: (items) => {
+          batches.push(items.length);
+          return new Promise<void>((r) => pending.push(r));
+        },
       });
       for (let i = 0; i < 9; i++) q.offer(item(1));
-      b.kick();
+      b.send();
       expect(batches).toEqual([4]);
       pending.shift()!();
       await flushPromises();
@@ -61,10 +63,10 @@ describe("Batcher", () => {
   test("urgent sends partial batches without waiting", () => {
     const q = new SignalQueue(100, 1 << 20);
     const batches: number[] = [];
-    const b = new Batcher(q, () => ({ batchSize: 10, batchTimeoutMs: 60_000, maxInFlight: 4 }), async (items) => void batches.push(items.length));
+    const b = new BatchSender(q, () => ({ batchSize: 10, batchTimeoutMs: 60_000, maxInFlight: 4 }), { send: async (items) => void batches.push(items.length) });
     q.offer(item(1));
     q.offer(item(1));
-    b.kick();
+    b.send();
     expect(batches).toEqual([]);
     b.urgent(true);
     expect(batches).toEqual([2]);
@@ -74,7 +76,7 @@ describe("Batcher", () => {
   test("maxInFlight 0 (no transport yet) holds everything", () => {
     const q = new SignalQueue(100, 1 << 20);
     let called = false;
-    const b = new Batcher(q, () => ({ batchSize: 1, batchTimeoutMs: 1, maxInFlight: 0 }), async () => void (called = true));
+    const b = new BatchSender(q, () => ({ batchSize: 1, batchTimeoutMs: 1, maxInFlight: 0 }), { send: async () => void (called = true) });
     q.offer(item(1));
     b.urgent(true);
     expect(called).toBe(false);

@@ -2,7 +2,8 @@
 import { describe, expect, test } from "bun:test";
 import { status as GrpcStatus } from "@grpc/grpc-js";
 import { successOf } from "../../../src/export/transport";
-import { HttpTransport, errorOutcome, readBounded, retryAfterMs } from "../../../src/export/transport-http";
+import { HttpTransport, errorOutcome, readBounded } from "../../../src/export/transport-http";
+import { retryAfterMs } from "../../../src/export/retry-after";
 import { parseConfig } from "../../../src/config";
 import { signalTarget } from "../../../src/export/config";
 import { otlpType } from "../../../src/export/schema";

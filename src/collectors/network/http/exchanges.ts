@@ -33,12 +33,15 @@ export interface CapturedCall<M = unknown> {
   data: Uint8Array;
   /** Whatever describes the endpoint (process, addresses); handed back with the exchange. */
   meta: M;
+  /** No bytes: the kernel stopped forwarding this HTTP/2 connection here (its per-second limit or ring pressure). */
+  h2Stopped?: boolean;
 }
 
-/** A message started in one direction whose end is awaited; `exchange` when it is a response answering a request. */
-interface Started<M> {
-  exchange: Omit<HttpExchange<M>, "endNs"> | undefined;
-}
+/**
+ * A message started in one direction whose end is awaited: the exchange (its endNs set when it ends) when it is a
+ * response answering a request, else undefined.
+ */
+type Started<M> = HttpExchange<M> | undefined;
 
 interface Pending<M> {
   request: HttpRequestHead;
@@ -75,11 +78,23 @@ export interface ExchangeCounters {
   unparsed: number;
 }
 
+/** What push returns when a call completed nothing (most calls): shared, read-only. */
+const NO_EXCHANGES: ReadonlyArray<HttpExchange<never>> = Object.freeze([]);
+
+/** Whether any of the started messages is a response answering a request. */
+function awaitsExchange<M>(started: ReadonlyArray<Started<M>>): boolean {
+  for (let i = 0; i < started.length; i++) if (started[i] !== undefined) return true;
+  return false;
+}
+
 export class ExchangeTracker<M = unknown> {
+  /** Connections, least recently used first. */
   readonly #connections = new Map<string, ConnectionState<M>>();
+  /** The connection of the latest call: the last of #connections while it is tracked (no reordering needed). */
+  #lastConnection: string | undefined;
   readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0, unparsed: 0 };
   /** HTTP/2: directions whose HPACK state was lost, streams never answered. */
-  readonly h2Counters: H2Counters = { lostDirections: 0, unanswered: 0 };
+  readonly h2Counters: H2Counters = { lostDirections: 0, stoppedDirections: 0, unanswered: 0 };
   /** Connections with a response started and not ended. */
   readonly #awaiting = new Set<string>();
 
@@ -95,32 +110,43 @@ export class ExchangeTracker<M = unknown> {
 
   /**
    * Feeds one captured call (`nowMs`: the caller's clock, for `flushIdle`); returns the exchanges it completed,
-   * with those of a connection evicted or replaced to make room.
+   * with those of a connection evicted or replaced to make room (read-only).
    */
-  push(call: CapturedCall<M>, nowMs = 0): Array<HttpExchange<M>> {
-    const done: Array<HttpExchange<M>> = [];
-    let conn = this.#connections.get(call.connection);
+  push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
+    if (call.h2Stopped) {
+      this.#connections.get(call.connection)?.h2?.stop();
+      return NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>;
+    }
+    let done: Array<HttpExchange<M>> | undefined;
+    const key = call.connection;
+    let conn = this.#connections.get(key);
     const expected = conn?.h2 ? conn.h2.directions[call.io].expectedOffset : conn?.parsers[call.io].expectedOffset;
     if (conn && expected !== undefined && call.streamOffset < expected) {
       /* Offsets never go back on one connection: the socket address was reused by a new one. */
-      done.push(...this.close(call.connection));
+      done = this.close(key);
       conn = undefined;
     }
     if (conn) {
-      this.#connections.delete(call.connection);
+      /* Most recently used last. */
+      if (key !== this.#lastConnection) {
+        this.#connections.delete(key);
+        this.#connections.set(key, conn);
+      }
     } else {
       conn = new ConnectionState<M>();
       if (this.#connections.size >= this.maxConnections) {
         const oldest = this.#connections.keys().next().value as string;
-        done.push(...this.close(oldest));
+        const evicted = this.close(oldest);
+        if (evicted.length > 0) (done ??= []).push(...evicted);
       }
+      this.#connections.set(key, conn);
     }
-    this.#connections.set(call.connection, conn);
+    this.#lastConnection = key;
     conn.lastSeenMs = nowMs;
     if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters);
     if (conn.h2) {
-      done.push(...conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta));
-      return done;
+      done = conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta, done);
+      return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
     }
     const parser = conn.parsers[call.io];
     const ignoredBefore = parser.ignoredCalls;
@@ -129,37 +155,42 @@ export class ExchangeTracker<M = unknown> {
     this.counters.ignoredCalls += parser.ignoredCalls - ignoredBefore;
     this.counters.unparsed += parser.unparsedHeads - unparsedBefore;
     const started = conn.started[call.io];
-    for (const m of messages) {
+    const pending = conn.pending;
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i]!;
       if (m.head.kind === "request") {
-        started.push({ exchange: undefined });
-        if (conn.pending.length >= this.maxPendingPerConnection) {
-          conn.pending.shift();
+        started.push(undefined);
+        if (pending.length >= this.maxPendingPerConnection) {
+          pending.shift();
           this.counters.unanswered++;
         }
-        conn.pending.push({ request: m.head, io: call.io, atNs: m.at, meta: call.meta });
+        pending.push({ request: m.head, io: call.io, atNs: m.at, meta: call.meta });
         continue;
       }
       if (m.head.status >= 100 && m.head.status < 200 && m.head.status !== 101) {
-        started.push({ exchange: undefined });
+        started.push(undefined);
         continue;
       }
-      const idx = conn.pending.findIndex((p) => p.io !== call.io);
-      if (idx < 0) {
+      let idx = 0;
+      while (idx < pending.length && pending[idx]!.io === call.io) idx++;
+      if (idx === pending.length) {
         this.counters.orphanResponses++;
-        started.push({ exchange: undefined });
+        started.push(undefined);
         continue;
       }
-      const [req] = conn.pending.splice(idx, 1);
-      const role = req!.io === IO_READ ? "server" : "client";
-      started.push({ exchange: { role, request: req!.request, response: m.head, startNs: req!.atNs, meta: role === "server" ? call.meta : req!.meta } });
+      const req = idx === 0 ? pending.shift()! : pending.splice(idx, 1)[0]!;
+      const role = req.io === IO_READ ? "server" : "client";
+      /* endNs is set when the response ends. */
+      started.push({ role, request: req.request, response: m.head, startNs: req.atNs, endNs: 0n, meta: role === "server" ? call.meta : req.meta });
     }
-    for (const endNs of parser.takeEnds()) {
-      const s = started.shift();
-      if (s?.exchange) done.push(ended(s.exchange, endNs));
+    const ends = parser.takeEnds();
+    for (let i = 0; i < ends.length; i++) {
+      const x = started.shift();
+      if (x !== undefined) (done ??= []).push(ended(x, ends[i]!));
     }
-    if (started.some((s) => s.exchange)) this.#awaiting.add(call.connection);
-    else if (!conn.started[1 - call.io]!.some((s) => s.exchange)) this.#awaiting.delete(call.connection);
-    return done;
+    if (awaitsExchange(started)) this.#awaiting.add(key);
+    else if (!awaitsExchange(conn.started[1 - call.io]!)) this.#awaiting.delete(key);
+    return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
   }
 
   /**
@@ -200,8 +231,10 @@ export class ExchangeTracker<M = unknown> {
   }
 }
 
-function ended<M>(x: Omit<HttpExchange<M>, "endNs">, endNs: bigint): HttpExchange<M> {
-  return { ...x, endNs } as HttpExchange<M>;
+/** The exchange of a response that ended at `endNs` (each ends once: it is completed in place). */
+function ended<M>(x: HttpExchange<M>, endNs: bigint): HttpExchange<M> {
+  x.endNs = endNs;
+  return x;
 }
 
 /** Ends the open response of each direction at its parser's last call; the direction's other open messages are dropped. */
@@ -211,7 +244,7 @@ function finishOpen<M>(conn: ConnectionState<M>): Array<HttpExchange<M>> {
     const started = conn.started[io];
     const endNs = conn.parsers[io].finish();
     const first = started.shift();
-    if (first?.exchange && endNs !== undefined) done.push(ended(first.exchange, endNs));
+    if (first !== undefined && endNs !== undefined) done.push(ended(first, endNs));
     started.length = 0;
   }
   return done;

@@ -2,8 +2,8 @@
  * HTTP/2 (RFC 9113) over the bytes of one connection, one byte stream per direction, as the kernel forwards them
  * for connections it saw open with the client preface or a SETTINGS frame (or as TLS plaintext arrives).
  *
- * Each direction is a frame reader with its own HPACK decoder (RFC 7541; hpack.js's integer/string/Huffman decoder
- * and static/dynamic table, with the field loop here so that no stream object is made per connection). Header
+ * Each direction is a frame reader with its own HPACK decoder (./hpack: the dynamic table kept exact, strings built
+ * only for the fields read here); what the frames say goes to the connection as they are read (H2Sink). Header
  * blocks (HEADERS, CONTINUATION, PUSH_PROMISE) must all be decoded in order: the dynamic table depends on every
  * one. DATA and other payloads the kernel did not forward are skipped exactly (frame lengths are known); when
  * bytes of a frame header or header block are missing the direction is marked lost and decodes nothing more,
@@ -12,7 +12,7 @@
  * (trailers' `grpc-status` for gRPC). Bounded: header blocks up to MAX_HEADER_BLOCK_BYTES, HPACK tables up to
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
-import hpack from "hpack.js";
+import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_METHOD, F_PATH, F_SCHEME, F_STATUS, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
 import { pathOfTarget, type HttpExchange, type HttpRequestHead, type RpcInfo } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -36,8 +36,9 @@ const F_END_HEADERS = 0x4;
 const F_PADDED = 0x8;
 const F_PRIORITY = 0x20;
 
-/** Headers kept from a block; the others only go through the HPACK table. */
-const KEPT = new Set([":method", ":path", ":authority", ":scheme", ":status", "content-type", "grpc-status"]);
+/** A header block buffer larger than this is let go once its block is decoded. */
+const SMALL_BLOCK_BYTES = 4096;
+const EMPTY = new Uint8Array(0);
 
 /** Whether the bytes a direction starts with open HTTP/2: the client preface, or a SETTINGS frame header. */
 export function isH2Opening(b: Uint8Array): boolean {
@@ -47,50 +48,54 @@ export function isH2Opening(b: Uint8Array): boolean {
   return b[3] === 4 && b[4] === 0 && b[5] === 0 && b[6] === 0 && b[7] === 0 && b[8] === 0 && len % 6 === 0 && len <= 96;
 }
 
-export type H2Event<T> =
-  | { kind: "headers"; stream: number; headers: Map<string, string>; endStream: boolean; at: T }
-  | { kind: "end"; stream: number; at: T }
-  | { kind: "reset"; stream: number; at: T };
-
-interface Frame {
-  type: number;
-  flags: number;
-  stream: number;
-  remaining: number;
-  /** Payload bytes kept (header blocks and their padding/priority prefix); undefined when the payload is skipped. */
-  buf: Buffer | undefined;
-  filled: number;
+/** Where a direction reports what its frames say, as it reads them. */
+export interface H2Sink<T> {
+  /** A header block (HEADERS and its CONTINUATIONs) decoded: `fields` indexed by F_* (valid during the call only). */
+  headers(stream: number, fields: HeaderFields, endStream: boolean, at: T): void;
+  /** A DATA frame with END_STREAM. */
+  end(stream: number, at: T): void;
+  reset(stream: number, at: T): void;
 }
 
 /** One direction of one HTTP/2 connection: frames and the HPACK decoder of the header blocks it carries. */
 export class H2Direction<T> {
   #expected: number | undefined;
   #prefaceLeft = -1;
-  #header = new Uint8Array(FRAME_HEADER_BYTES);
+  readonly #header = new Uint8Array(FRAME_HEADER_BYTES);
   #headerLen = 0;
-  #frame: Frame | undefined;
-  /** A header block waiting for CONTINUATION frames. */
-  #block: { stream: number; endStream: boolean; parts: Buffer[]; bytes: number; push: boolean } | undefined;
-  readonly #table = hpack.table.create({ maxSize: MAX_TABLE_BYTES });
-  #events: Array<H2Event<T>> = [];
+  /* The frame being read (#inFrame): its header fields, payload bytes left, whether its payload is kept. */
+  #inFrame = false;
+  #type = 0;
+  #flags = 0;
+  #stream = 0;
+  #remaining = 0;
+  #keep = false;
+  /** Where the current frame's payload starts in #block. */
+  #frameStart = 0;
+  /** Header block bytes gathered (HEADERS/PUSH_PROMISE payload, then CONTINUATIONs), #blockLen of them. */
+  #block: Uint8Array = EMPTY;
+  #blockLen = 0;
+  /** A header block waiting for CONTINUATION frames: its stream (0: none), END_STREAM, whether a PUSH_PROMISE. */
+  #blockStream = 0;
+  #blockEndStream = false;
+  #blockPush = false;
+  readonly #hpack = new HpackDecoder(DEFAULT_TABLE_BYTES, MAX_TABLE_BYTES);
+  readonly #fields: HeaderFields = new Array(KEPT_NAMES.length);
   /** Why this direction stopped decoding (undefined while it decodes). */
   lost: string | undefined;
+
+  constructor(private readonly sink: H2Sink<T>) {}
 
   /** Stream offset of the next byte expected (undefined before the first call). */
   get expectedOffset(): number | undefined {
     return this.#expected;
   }
 
-  constructor() {
-    this.#table.maxSize = DEFAULT_TABLE_BYTES;
-  }
-
   /** Feeds one call (`offset`: stream offset of its first byte, `length` bytes moved, `captured` the first of them). */
-  push(offset: number, length: number, captured: Uint8Array, at: T): Array<H2Event<T>> {
-    this.#events = [];
-    if (this.lost) return this.#events;
+  push(offset: number, length: number, captured: Uint8Array, at: T): void {
+    if (this.lost) return;
     if (this.#expected === undefined) {
-      if (offset !== 0) return this.#lose("started after the connection's first bytes"), this.#events;
+      if (offset !== 0) return this.#lose("started after the connection's first bytes");
       this.#prefaceLeft = captured.length >= 3 && captured[0] === 0x50 && captured[1] === 0x52 && captured[2] === 0x49 ? PREFACE.length : 0;
     } else if (offset > this.#expected) {
       this.#gap(offset - this.#expected, at);
@@ -101,26 +106,33 @@ export class H2Direction<T> {
     let i = 0;
     while (i < captured.length && !this.lost) i = this.#step(captured, i, at);
     if (length > captured.length && !this.lost) this.#gap(length - captured.length, at);
-    return this.#events;
+  }
+
+  /** Stops decoding (`why`); false when it had stopped already. */
+  stop(why: string): boolean {
+    if (this.lost) return false;
+    this.#lose(why);
+    return true;
   }
 
   #lose(why: string): void {
     if (this.lost) return;
     this.lost = why;
-    this.#frame = undefined;
-    this.#block = undefined;
+    this.#inFrame = false;
+    this.#blockStream = 0;
+    this.#block = EMPTY;
+    this.#blockLen = 0;
   }
 
   /** `n` bytes were not forwarded: only a skipped payload can absorb them. */
   #gap(n: number, at: T): void {
     if (this.lost) return;
-    const f = this.#frame;
-    if (f && !f.buf && f.remaining >= n) {
-      f.remaining -= n;
-      if (f.remaining === 0) this.#frameDone(f, at);
+    if (this.#inFrame && !this.#keep && this.#remaining >= n) {
+      this.#remaining -= n;
+      if (this.#remaining === 0) this.#frameDone(at);
       return;
     }
-    this.#lose(f && f.buf ? "a header block was not forwarded whole" : "bytes between frames were not forwarded");
+    this.#lose(this.#inFrame && this.#keep ? "a header block was not forwarded whole" : "bytes between frames were not forwarded");
   }
 
   #step(b: Uint8Array, i: number, at: T): number {
@@ -135,137 +147,130 @@ export class H2Direction<T> {
       this.#prefaceLeft -= take;
       return i + take;
     }
-    const f = this.#frame;
-    if (!f) {
-      /* Byte by byte: 9 bytes, cheaper than a subarray view. */
+    if (!this.#inFrame) {
+      if (this.#headerLen === 0 && b.length - i >= FRAME_HEADER_BYTES) {
+        /* The whole frame header in this call: read in place. */
+        this.#startFrame(b, i, at);
+        return i + FRAME_HEADER_BYTES;
+      }
       const take = Math.min(FRAME_HEADER_BYTES - this.#headerLen, b.length - i);
       const h = this.#header;
       for (let k = 0; k < take; k++) h[this.#headerLen + k] = b[i + k]!;
       this.#headerLen += take;
-      if (this.#headerLen === FRAME_HEADER_BYTES) this.#startFrame(at);
+      if (this.#headerLen === FRAME_HEADER_BYTES) {
+        this.#headerLen = 0;
+        this.#startFrame(h, 0, at);
+      }
       return i + take;
     }
-    const take = Math.min(f.remaining, b.length - i);
-    if (f.buf) {
-      const buf = f.buf;
-      let at2 = f.filled;
-      for (let k = 0; k < take; k++) buf[at2++] = b[i + k]!;
-      f.filled = at2;
+    const take = Math.min(this.#remaining, b.length - i);
+    if (this.#keep) {
+      if (take === this.#remaining && this.#type !== T_CONTINUATION && this.#flags & F_END_HEADERS && this.#blockLen === this.#frameStart && this.#frameStart === 0) {
+        /* A whole header block in this call: decoded where it lies. */
+        this.#inFrame = false;
+        this.#remaining = 0;
+        this.#headerBlockFrame(b, i, i + take, at);
+        return i + take;
+      }
+      this.#append(b, i, take);
     }
-    f.remaining -= take;
-    if (f.remaining === 0) this.#frameDone(f, at);
+    this.#remaining -= take;
+    if (this.#remaining === 0) this.#frameDone(at);
     return i + take;
   }
 
-  #startFrame(at: T): void {
-    const h = this.#header;
-    this.#headerLen = 0;
-    const length = (h[0]! << 16) | (h[1]! << 8) | h[2]!;
-    const type = h[3]!;
-    const flags = h[4]!;
-    const stream = ((h[5]! & 0x7f) << 24) | (h[6]! << 16) | (h[7]! << 8) | h[8]!;
-    if (length >= MAX_FRAME_BYTES) return this.#lose("frame length out of range");
-    if (this.#block && type !== T_CONTINUATION) return this.#lose("a header block was interrupted");
-    const keep = type === T_HEADERS || type === T_CONTINUATION || type === T_PUSH_PROMISE;
-    if (keep && (this.#block?.bytes ?? 0) + length > MAX_HEADER_BLOCK_BYTES) return this.#lose("header block over the bound");
-    const f: Frame = { type, flags, stream, remaining: length, buf: keep ? Buffer.allocUnsafe(length) : undefined, filled: 0 };
-    this.#frame = f;
-    if (length === 0) this.#frameDone(f, at);
+  #append(b: Uint8Array, from: number, n: number): void {
+    const need = this.#blockLen + n;
+    if (need > this.#block.length) {
+      const grown = new Uint8Array(Math.min(MAX_HEADER_BLOCK_BYTES, Math.max(need, 256, this.#block.length * 2)));
+      grown.set(this.#block.subarray(0, this.#blockLen));
+      this.#block = grown;
+    }
+    const block = this.#block;
+    let at = this.#blockLen;
+    if (n < 64) for (let k = 0; k < n; k++) block[at++] = b[from + k]!;
+    else block.set(b.subarray(from, from + n), at);
+    this.#blockLen = need;
   }
 
-  #frameDone(f: Frame, at: T): void {
-    this.#frame = undefined;
-    switch (f.type) {
+  #startFrame(h: Uint8Array, o: number, at: T): void {
+    const length = (h[o]! << 16) | (h[o + 1]! << 8) | h[o + 2]!;
+    const type = h[o + 3]!;
+    if (length >= MAX_FRAME_BYTES) return this.#lose("frame length out of range");
+    if (this.#blockStream !== 0 && type !== T_CONTINUATION) return this.#lose("a header block was interrupted");
+    const keep = type === T_HEADERS || type === T_CONTINUATION || type === T_PUSH_PROMISE;
+    if (keep && this.#blockLen + length > MAX_HEADER_BLOCK_BYTES) return this.#lose("header block over the bound");
+    this.#inFrame = true;
+    this.#type = type;
+    this.#flags = h[o + 4]!;
+    this.#stream = ((h[o + 5]! & 0x7f) << 24) | (h[o + 6]! << 16) | (h[o + 7]! << 8) | h[o + 8]!;
+    this.#remaining = length;
+    this.#keep = keep;
+    this.#frameStart = this.#blockLen;
+    if (length === 0) this.#frameDone(at);
+  }
+
+  #frameDone(at: T): void {
+    this.#inFrame = false;
+    switch (this.#type) {
       case T_DATA:
-        if (f.flags & F_END_STREAM) this.#events.push({ kind: "end", stream: f.stream, at });
+        if (this.#flags & F_END_STREAM) this.sink.end(this.#stream, at);
         return;
       case T_RST_STREAM:
-        this.#events.push({ kind: "reset", stream: f.stream, at });
+        this.sink.reset(this.#stream, at);
         return;
       case T_HEADERS:
-      case T_PUSH_PROMISE: {
-        let payload: Buffer = f.buf!;
-        let from = 0;
-        let to = payload.length;
-        if (f.flags & F_PADDED) {
-          to -= payload[0] ?? 0;
-          from = 1;
-        }
-        if (f.type === T_HEADERS && f.flags & F_PRIORITY) from += 5;
-        if (f.type === T_PUSH_PROMISE) from += 4;
-        if (from > to) return this.#lose("padding longer than the frame");
-        payload = payload.subarray(from, to);
-        this.#block = { stream: f.stream, endStream: f.type === T_HEADERS && (f.flags & F_END_STREAM) !== 0, parts: [payload], bytes: payload.length, push: f.type === T_PUSH_PROMISE };
-        break;
-      }
-      case T_CONTINUATION: {
-        if (!this.#block || this.#block.stream !== f.stream) return this.#lose("CONTINUATION without a header block");
-        const payload = f.buf!;
-        this.#block.parts.push(payload);
-        this.#block.bytes += payload.length;
-        break;
-      }
+      case T_PUSH_PROMISE:
+        /* A HEADERS frame opens a block: its payload is all #block holds. */
+        this.#headerBlockFrame(this.#block, 0, this.#blockLen, at);
+        return;
+      case T_CONTINUATION:
+        if (this.#blockStream === 0 || this.#blockStream !== this.#stream) return this.#lose("CONTINUATION without a header block");
+        if (this.#flags & F_END_HEADERS) this.#blockDone(this.#block, 0, this.#blockLen, at);
+        return;
       default:
         return;
     }
-    if (!(f.flags & F_END_HEADERS)) return;
-    const block = this.#block!;
-    this.#block = undefined;
-    const headers = this.#decode(concat(block.parts));
-    if (!headers || block.push) return;
-    this.#events.push({ kind: "headers", stream: block.stream, headers, endStream: block.endStream, at });
   }
 
-  /** Decodes one whole header block through the HPACK table; undefined (direction lost) when it does not decode. */
-  #decode(block: Buffer): Map<string, string> | undefined {
-    const out = new Map<string, string>();
-    const table = this.#table;
-    try {
-      const d = hpack.decoder.create();
-      if (block.length > 0) d.push(block);
-      while (!d.isEmpty()) {
-        if (d.decodeBit()) {
-          const e = table.lookup(d.decodeInt());
-          if (KEPT.has(e.name)) out.set(e.name, e.value);
-          continue;
-        }
-        const incremental = d.decodeBit() === 1;
-        if (!incremental) {
-          if (d.decodeBit()) {
-            const size = d.decodeInt();
-            if (size > MAX_TABLE_BYTES) throw new Error("HPACK table size over the bound");
-            table.updateSize(size);
-            continue;
-          }
-          d.decodeBit(); /* never indexed */
-        }
-        const index = d.decodeInt();
-        let name: string;
-        let nameSize: number;
-        if (index === 0) {
-          const raw = d.decodeStr();
-          nameSize = raw.length;
-          name = hpack.utils.stringify(raw);
-        } else {
-          const e = table.lookup(index);
-          name = e.name;
-          nameSize = e.nameSize;
-        }
-        const raw = d.decodeStr();
-        const value = hpack.utils.stringify(raw);
-        if (incremental) table.add(name, value, nameSize, raw.length);
-        if (KEPT.has(name)) out.set(name, value);
-      }
-    } catch (e) {
-      this.#lose(`HPACK: ${(e as Error).message}`);
-      return undefined;
+  /** The payload `b[from, to)` of the HEADERS or PUSH_PROMISE frame just read: decoded, or kept for CONTINUATIONs. */
+  #headerBlockFrame(b: Uint8Array, from: number, to: number, at: T): void {
+    const flags = this.#flags;
+    if (flags & F_PADDED) to -= from < to ? b[from++]! : 0;
+    if (this.#type === T_HEADERS && flags & F_PRIORITY) from += 5;
+    if (this.#type === T_PUSH_PROMISE) from += 4;
+    if (from > to) return this.#lose("padding longer than the frame");
+    this.#blockStream = this.#stream;
+    this.#blockEndStream = this.#type === T_HEADERS && (flags & F_END_STREAM) !== 0;
+    this.#blockPush = this.#type === T_PUSH_PROMISE;
+    if (flags & F_END_HEADERS) return this.#blockDone(b, from, to, at);
+    /* CONTINUATIONs follow: the fragment moves to the start of #block (where it already is, but for its prefix). */
+    if (b !== this.#block) {
+      this.#blockLen = 0;
+      this.#append(b, from, to - from);
+    } else {
+      this.#block.copyWithin(0, from, to);
+      this.#blockLen = to - from;
     }
-    return out;
   }
-}
 
-function concat(parts: Buffer[]): Buffer {
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  /** A whole header block `b[from, to)`: through the HPACK decoder, then to the sink. */
+  #blockDone(b: Uint8Array, from: number, to: number, at: T): void {
+    const stream = this.#blockStream;
+    const push = this.#blockPush;
+    this.#blockStream = 0;
+    try {
+      this.#hpack.decode(b, from, to, this.#fields);
+    } catch (e) {
+      if (!(e instanceof HpackError)) throw e;
+      return this.#lose(`HPACK: ${e.message}`);
+    } finally {
+      this.#blockLen = 0;
+      /* A large block's buffer is not kept for the connection's life. */
+      if (this.#block.length > SMALL_BLOCK_BYTES) this.#block = EMPTY;
+    }
+    if (!push) this.sink.headers(stream, this.#fields, this.#blockEndStream, at);
+  }
 }
 
 /** An HTTP/2 stream that completed: request and response heads as for HTTP/1 (version "2"), `scheme`, gRPC details. */
@@ -286,6 +291,8 @@ interface StreamState<M> {
 export interface H2Counters {
   /** Directions whose HPACK state was lost (bytes missing or undecodable): their streams give nothing more. */
   lostDirections: number;
+  /** Directions the kernel stopped forwarding (its per-second limit or ring pressure): their streams give nothing more. */
+  stoppedDirections: number;
   /** Streams forgotten unanswered: reset before a response, over MAX_OPEN_STREAMS, or open at close. */
   unanswered: number;
 }
@@ -298,59 +305,88 @@ export function grpcNames(path: string): { service: string; method: string } | u
 
 /** Both directions of one HTTP/2 connection and its open streams. */
 export class H2Connection<M> {
-  readonly directions: [H2Direction<bigint>, H2Direction<bigint>] = [new H2Direction(), new H2Direction()];
+  readonly directions: [H2Direction<bigint>, H2Direction<bigint>];
   readonly #streams = new Map<number, StreamState<M>>();
+  /* The call being fed: its direction, meta and where its completed exchanges go. */
+  #io: 0 | 1 = 0;
+  #meta: M | undefined;
+  #done: Array<H2Exchange<M>> | undefined;
+  /** The last request target seen and its path (a client sends the same ones again and again). */
+  #lastTarget = "";
+  #lastPath: string | undefined = "";
 
-  constructor(private readonly counters: H2Counters) {}
-
-  /** Feeds one call of direction `io`; returns the exchanges it completed. */
-  push(io: 0 | 1, offset: number, length: number, data: Uint8Array, atNs: bigint, meta: M): Array<H2Exchange<M>> {
-    const dir = this.directions[io];
-    const wasLost = dir.lost !== undefined;
-    const events = dir.push(offset, length, data, atNs);
-    if (!wasLost && dir.lost !== undefined) this.counters.lostDirections++;
-    const done: Array<H2Exchange<M>> = [];
-    for (const e of events) {
-      const s = this.#streams.get(e.stream);
-      if (e.kind === "headers") {
-        if (!s) {
-          const method = e.headers.get(":method");
-          if (method === undefined) continue;
-          const target = e.headers.get(":path") ?? "";
-          if (this.#streams.size >= MAX_OPEN_STREAMS) {
-            const oldest = this.#streams.keys().next().value as number;
-            this.#streams.delete(oldest);
-            this.counters.unanswered++;
-          }
-          const request: HttpRequestHead = { kind: "request", method, target, path: method === "CONNECT" ? undefined : pathOfTarget(target), version: "2", host: e.headers.get(":authority"), complete: true };
-          const grpc = (e.headers.get("content-type") ?? "").startsWith("application/grpc");
-          this.#streams.set(e.stream, { requestIo: io, request, scheme: e.headers.get(":scheme"), grpc, startNs: e.at, meta, status: undefined, grpcStatus: undefined });
-          continue;
-        }
-        if (s.requestIo === io) continue; /* request trailers */
-        const status = e.headers.get(":status");
-        if (status !== undefined && s.status === undefined) {
-          const n = Number(status);
-          if (n >= 100 && n < 200) continue; /* interim responses */
-          s.status = n;
-        }
-        const gs = e.headers.get("grpc-status");
-        if (gs !== undefined && /^\d+$/.test(gs)) s.grpcStatus = Number(gs);
-        if (e.endStream) done.push(this.#finish(e.stream, s, e.at, meta));
-      } else if (s && e.kind === "end" && s.requestIo !== io) {
-        done.push(this.#finish(e.stream, s, e.at, meta));
-      } else if (s && e.kind === "reset") {
-        if (s.status !== undefined) done.push(this.#finish(e.stream, s, e.at, meta));
+  constructor(private readonly counters: H2Counters) {
+    const sink: H2Sink<bigint> = {
+      headers: (stream, fields, endStream, at) => this.#headers(stream, fields, endStream, at),
+      end: (stream, at) => {
+        const s = this.#streams.get(stream);
+        if (s && s.requestIo !== this.#io) this.#finish(stream, s, at);
+      },
+      reset: (stream, at) => {
+        const s = this.#streams.get(stream);
+        if (!s) return;
+        if (s.status !== undefined) this.#finish(stream, s, at);
         else {
-          this.#streams.delete(e.stream);
+          this.#streams.delete(stream);
           this.counters.unanswered++;
         }
-      }
-    }
-    return done.filter((x) => x !== undefined);
+      },
+    };
+    this.directions = [new H2Direction(sink), new H2Direction(sink)];
   }
 
-  #finish(id: number, s: StreamState<M>, endNs: bigint, responseMeta: M): H2Exchange<M> {
+  /**
+   * Feeds one call of direction `io`; the exchanges it completed are appended to `done` (made when undefined and
+   * one completed), which is returned.
+   */
+  push(io: 0 | 1, offset: number, length: number, data: Uint8Array, atNs: bigint, meta: M, done: Array<H2Exchange<M>> | undefined): Array<H2Exchange<M>> | undefined {
+    const dir = this.directions[io];
+    if (dir.lost !== undefined) return done;
+    this.#io = io;
+    this.#meta = meta;
+    this.#done = done;
+    dir.push(offset, length, data, atNs);
+    this.#meta = undefined;
+    done = this.#done;
+    this.#done = undefined;
+    if (dir.lost !== undefined) this.counters.lostDirections++;
+    return done;
+  }
+
+  #headers(stream: number, f: HeaderFields, endStream: boolean, at: bigint): void {
+    const io = this.#io;
+    const s = this.#streams.get(stream);
+    if (!s) {
+      const method = f[F_METHOD];
+      if (method === undefined) return;
+      const target = f[F_PATH] ?? "";
+      if (this.#streams.size >= MAX_OPEN_STREAMS) {
+        const oldest = this.#streams.keys().next().value as number;
+        this.#streams.delete(oldest);
+        this.counters.unanswered++;
+      }
+      if (target !== this.#lastTarget) {
+        this.#lastTarget = target;
+        this.#lastPath = pathOfTarget(target);
+      }
+      const request: HttpRequestHead = { kind: "request", method, target, path: method === "CONNECT" ? undefined : this.#lastPath, version: "2", host: f[F_AUTHORITY], complete: true };
+      const grpc = (f[F_CONTENT_TYPE] ?? "").startsWith("application/grpc");
+      this.#streams.set(stream, { requestIo: io, request, scheme: f[F_SCHEME], grpc, startNs: at, meta: this.#meta as M, status: undefined, grpcStatus: undefined });
+      return;
+    }
+    if (s.requestIo === io) return; /* request trailers */
+    const status = f[F_STATUS];
+    if (status !== undefined && s.status === undefined) {
+      const n = Number(status);
+      if (n >= 100 && n < 200) return; /* interim responses */
+      s.status = n;
+    }
+    const gs = f[F_GRPC_STATUS];
+    if (gs !== undefined && /^\d+$/.test(gs)) s.grpcStatus = Number(gs);
+    if (endStream) this.#finish(stream, s, at);
+  }
+
+  #finish(id: number, s: StreamState<M>, endNs: bigint): void {
     this.#streams.delete(id);
     const role = s.requestIo === 0 ? "server" : "client";
     const x: H2Exchange<M> = {
@@ -359,12 +395,17 @@ export class H2Connection<M> {
       response: { kind: "response", status: s.status ?? 0, version: "2", complete: s.status !== undefined },
       startNs: s.startNs,
       endNs,
-      meta: role === "server" ? responseMeta : s.meta,
+      meta: role === "server" ? (this.#meta as M) : s.meta,
       scheme: s.scheme,
     };
     const names = s.grpc ? grpcNames(s.request.path ?? "") : undefined;
     if (names) x.rpc = { system: "grpc", service: names.service, method: names.method, statusCode: s.grpcStatus };
-    return x;
+    (this.#done ??= []).push(x);
+  }
+
+  /** The kernel stopped forwarding the connection: both directions stop decoding, counted as stopped. */
+  stop(): void {
+    for (const dir of this.directions) if (dir.stop("the kernel stopped forwarding the connection (HTTP/2 record limit or ring pressure)")) this.counters.stoppedDirections++;
   }
 
   /** Whether both directions stopped decoding (nothing more can come of the connection). */

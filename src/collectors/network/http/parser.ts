@@ -107,9 +107,6 @@ const CHUNK_SIZE: State = Object.freeze({ s: "chunk-size" });
 const TRAILERS: State = Object.freeze({ s: "trailers" });
 const UNTIL_CLOSE: State = Object.freeze({ s: "until-close" });
 
-/** The end of a head within one call: a line feed, carriage returns only, a line feed (an empty line). */
-const HEAD_END = /\n\r*\n/g;
-
 /** Tells the response side that the next response answers a HEAD request (so it has no body). */
 export type BodylessHint = () => boolean;
 
@@ -262,6 +259,166 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
   return { head, contentLength, chunked, close };
 }
 
+/** Bytes String.prototype.trim removes from a Latin-1/windows-1252 head: the ones decoding to whitespace (isTrimmed). */
+const isTrimmedByte = (c: number) => c === 32 || (c >= 9 && c <= 13) || c === 0xa0;
+
+/** Whether b[from..to) is `lower` (lower-case ASCII) in any ASCII case. */
+function bytesEqualFolded(b: Uint8Array, from: number, to: number, lower: string): boolean {
+  if (to - from !== lower.length) return false;
+  for (let i = 0; i < lower.length; i++) {
+    let c = b[from + i]!;
+    if (c >= 65 && c <= 90) c += 32;
+    if (c !== lower.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
+/** Which of WANTED_HEADERS b[from..to) names, trimmed and in any case (headerName over bytes), or undefined. */
+function headerNameBytes(b: Uint8Array, from: number, to: number): (typeof WANTED_HEADERS)[number] | undefined {
+  while (from < to && isTrimmedByte(b[from]!)) from++;
+  while (to > from && isTrimmedByte(b[to - 1]!)) to--;
+  for (const name of WANTED_HEADERS) if (bytesEqualFolded(b, from, to, name)) return name;
+  return undefined;
+}
+
+/** `value.toLowerCase().split(",").some((v) => v.trim() === "chunked")` over b[from..to). */
+function listHasChunked(b: Uint8Array, from: number, to: number): boolean {
+  let s = from;
+  for (let i = from; i <= to; i++) {
+    if (i < to && b[i] !== 44) continue;
+    let a = s;
+    let e = i;
+    while (a < e && isTrimmedByte(b[a]!)) a++;
+    while (e > a && isTrimmedByte(b[e - 1]!)) e--;
+    if (bytesEqualFolded(b, a, e, "chunked")) return true;
+    s = i + 1;
+  }
+  return false;
+}
+
+/** `value.toLowerCase().includes("close")` over b[from..to). */
+function includesClose(b: Uint8Array, from: number, to: number): boolean {
+  for (let i = from; i + 5 <= to; i++) if (bytesEqualFolded(b, i, i + 5, "close")) return true;
+  return false;
+}
+
+/**
+ * The end of the head that starts at `from`: just past its empty line (the first line feed followed by carriage
+ * returns only and a line feed), or -1 when `b` does not hold it.
+ */
+export function headEnd(b: Uint8Array, from: number): number {
+  const n = b.length;
+  for (let p = from; p < n; p++) {
+    if (b[p] !== LF) continue;
+    let q = p + 1;
+    while (q < n && b[q] === CR) q++;
+    if (q < n && b[q] === LF) return q + 1;
+    p = q - 1;
+  }
+  return -1;
+}
+
+const VERSION_1_0 = "1.0";
+const VERSION_1_1 = "1.1";
+
+/**
+ * parseHead(withoutFinalEmptyLine(latin1(b[from..to))), true) without decoding what is not kept: `to` is the end
+ * of the head (headEnd). Responses are read from the bytes alone; a request decodes `b` once, for the target, Host
+ * and User-Agent. Undefined when it is not HTTP/1.x.
+ */
+export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFields | undefined {
+  /* withoutFinalEmptyLine, on the bytes. */
+  let end = to;
+  if (end > from && b[end - 1] === LF) {
+    let e = end - 1;
+    if (e > from && b[e - 1] === CR) e--;
+    if (e > from && b[e - 1] === LF) {
+      e--;
+      if (e > from && b[e - 1] === CR) e--;
+      end = e;
+    }
+  }
+  let nl = from;
+  while (nl < end && b[nl] !== LF) nl++;
+  const lineEnd = nl > from && b[nl - 1] === CR ? nl - 1 : nl;
+  let head: HttpHead | undefined;
+  let text: string | undefined;
+  const n = lineEnd - from;
+  if (n >= 7 && prefixMatches(b, from, 7, STATUS_BYTES)) {
+    /* HTTP/1.x SP 3DIGIT [SP reason] */
+    const v = n > 7 ? b[from + 7]! : -1;
+    if ((v !== 48 && v !== 49) || n < 12 || b[from + 8] !== SP) return undefined;
+    const d0 = b[from + 9]!;
+    const d1 = b[from + 10]!;
+    const d2 = b[from + 11]!;
+    if (!isDigit(d0) || !isDigit(d1) || !isDigit(d2)) return undefined;
+    if (n > 12 && b[from + 12] !== SP) return undefined;
+    head = { kind: "response", version: v === 49 ? VERSION_1_1 : VERSION_1_0, status: (d0 - 48) * 100 + (d1 - 48) * 10 + (d2 - 48), complete: true };
+  } else {
+    let sp1 = from;
+    while (sp1 < lineEnd && b[sp1] !== SP) sp1++;
+    let sp2 = lineEnd - 1;
+    while (sp2 >= from && b[sp2] !== SP) sp2--;
+    if (sp1 >= lineEnd || sp1 === from || sp2 <= sp1 + 1 || sp1 - from > MAX_METHOD_CHARS) return undefined;
+    let method: string | undefined;
+    for (let m = 0; m < HTTP_METHODS.length; m++) {
+      const name = HTTP_METHODS[m]!;
+      if (name.length === sp1 - from && prefixMatches(b, from, name.length, METHOD_BYTES[m]!)) {
+        method = name;
+        break;
+      }
+    }
+    if (method === undefined || lineEnd - sp2 - 1 !== 8 || !prefixMatches(b, sp2 + 1, 7, STATUS_BYTES)) return undefined;
+    const minor = b[sp2 + 8];
+    if (minor !== 48 && minor !== 49) return undefined;
+    for (let i = sp1 + 1; i < sp2; i++) if (b[i] === SP) return undefined;
+    /* The whole call decoded, not a view of it: a view of a small array costs more than the bytes after the head. */
+    text = LATIN1.decode(b);
+    const target = text.slice(sp1 + 1, sp2);
+    head = { kind: "request", method, target, path: pathOfTarget(target), version: minor === 49 ? VERSION_1_1 : VERSION_1_0, host: undefined, complete: true };
+  }
+  let contentLength: number | undefined;
+  let chunked = false;
+  let close = false;
+  let at = nl + 1;
+  while (at < end) {
+    nl = at;
+    while (nl < end && b[nl] !== LF) nl++;
+    let colon = at;
+    while (colon < nl && b[colon] !== 58) colon++;
+    if (colon > at && colon < nl) {
+      const first = b[at]! | 0x20;
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
+      if (first === 99 || first === 116 || first === 104 || first === 117) {
+        const name = headerNameBytes(b, at, colon);
+        if (name !== undefined) {
+          let vs = colon + 1;
+          let ve = nl;
+          while (vs < ve && isTrimmedByte(b[vs]!)) vs++;
+          while (ve > vs && isTrimmedByte(b[ve - 1]!)) ve--;
+          if (name === "content-length") {
+            if (ve - vs >= 1 && ve - vs <= 15) {
+              let v = 0;
+              let i = vs;
+              for (; i < ve && isDigit(b[i]!); i++) v = v * 10 + (b[i]! - 48);
+              if (i === ve) contentLength = v;
+            }
+          } else if (name === "transfer-encoding") chunked = listHasChunked(b, vs, ve);
+          else if (name === "connection") close = includesClose(b, vs, ve);
+          else if (name === "host" && head.kind === "request") head.host = text!.slice(vs, ve);
+          else if (name === "user-agent" && head.kind === "request") head.userAgent = text!.slice(vs, ve);
+        }
+      }
+    }
+    at = nl + 1;
+  }
+  return { head, contentLength, chunked, close };
+}
+
+/** What push and takeEnds return when a call started or ended nothing (most calls): shared, read-only. */
+const NO_MESSAGES: ReadonlyArray<ParsedMessage<never>> = Object.freeze([]);
+const NO_ENDS: readonly never[] = Object.freeze([]);
+
 /**
  * One direction of one connection. `push` is called in stream order with each captured call; it returns the
  * messages that started in it. Not thread-safe (one owner).
@@ -276,7 +433,8 @@ export class HttpStreamParser<T> {
   #lineLen = 0;
   #headAt: T | undefined;
   #chunkLine: number[] = [];
-  #messages: Array<ParsedMessage<T>> = [];
+  /** The messages started by the current call (undefined until one is). */
+  #messages: Array<ParsedMessage<T>> | undefined;
   /** Calls whose bytes were not HTTP or arrived while out of sync. */
   ignoredCalls = 0;
   /** Heads that started like an HTTP/1.x message but did not parse (nothing to report). */
@@ -285,7 +443,8 @@ export class HttpStreamParser<T> {
   #open = false;
   /** Value of the previous call (the last one before the current). */
   #prevAt: T | undefined;
-  #ends: T[] = [];
+  /** The ends found in the current call (undefined until one is). */
+  #ends: T[] | undefined;
   /** Times the parser lost sync (a gap or malformed framing). */
   resyncs = 0;
 
@@ -303,12 +462,12 @@ export class HttpStreamParser<T> {
 
   /**
    * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
-   * `captured` the first of them (captured.length <= length). Returns the messages that started in it; the ends
-   * found while feeding it are then in `takeEnds()`.
+   * `captured` the first of them (captured.length <= length). Returns the messages that started in it (read-only);
+   * the ends found while feeding it are then in `takeEnds()`.
    */
-  push(offset: number, length: number, captured: Uint8Array, at: T): Array<ParsedMessage<T>> {
-    this.#messages = [];
-    this.#ends = [];
+  push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
+    this.#messages = undefined;
+    this.#ends = undefined;
     if (this.#expected !== undefined && offset !== this.#expected) {
       if (offset > this.#expected) this.#gap(offset - this.#expected, this.#prevAt as T);
       else this.#loseSync();
@@ -319,7 +478,7 @@ export class HttpStreamParser<T> {
       this.ignoredCalls++;
       this.#state = LOST;
       this.#prevAt = at;
-      return this.#messages;
+      return NO_MESSAGES;
     }
     if (this.#state.s === "lost") this.#state = IDLE;
     let i = 0;
@@ -330,13 +489,13 @@ export class HttpStreamParser<T> {
     const tail = length - captured.length;
     if (tail > 0) this.#gap(tail, at);
     this.#prevAt = at;
-    return this.#messages;
+    return this.#messages ?? NO_MESSAGES;
   }
 
   /** The values of the calls that carried the last byte of messages ended by the latest `push`, in order. */
-  takeEnds(): T[] {
-    const ends = this.#ends;
-    this.#ends = [];
+  takeEnds(): readonly T[] {
+    const ends = this.#ends ?? NO_ENDS;
+    this.#ends = undefined;
     return ends;
   }
 
@@ -353,7 +512,7 @@ export class HttpStreamParser<T> {
   #end(at: T): void {
     if (!this.#open) return;
     this.#open = false;
-    this.#ends.push(at);
+    (this.#ends ??= []).push(at);
   }
 
   /** `n` bytes of the call `at` were not seen. */
@@ -416,14 +575,11 @@ export class HttpStreamParser<T> {
       case "head": {
         if (this.#headParts.length === 0) {
           /* A head starting in this call (at a letter: no line is open). When its empty line is in this call too
-           * (the common case), the text is found and cut without scanning or copying the bytes one by one: every
-           * byte decodes to one character, so the text of b[i..j) is that of b, cut. */
-          const whole = LATIN1.decode(b);
-          HEAD_END.lastIndex = i;
-          const m = HEAD_END.exec(whole);
-          if (m) {
-            const j = m.index + m[0].length;
-            this.#finishHead(true, at, i === 0 && j === b.length ? whole : whole.slice(i, j));
+           * (the common case), it is parsed from the bytes: nothing is copied, and only what a request keeps is decoded. */
+          const j = headEnd(b, i);
+          if (j >= 0) {
+            this.#headAt = undefined;
+            this.#completeHead(parseHeadBytes(b, i, j), at, at);
             return j;
           }
         }
@@ -542,15 +698,20 @@ export class HttpStreamParser<T> {
       return;
     }
     const parsed = parseHead(text, complete);
-    if (!parsed) {
-      this.unparsedHeads++;
-      this.#loseSync();
-      return;
-    }
-    if (!complete) {
+    if (parsed && !complete) {
       parsed.head.truncated = "headers";
       this.#report(parsed.head, at);
       this.#state = LOST;
+      return;
+    }
+    this.#completeHead(parsed, at, now);
+  }
+
+  /** A whole head parsed (undefined: it did not parse), that started in the call `at`: reports it and sets the body state. */
+  #completeHead(parsed: HeadFields | undefined, at: T, now: T): void {
+    if (!parsed) {
+      this.unparsedHeads++;
+      this.#loseSync();
       return;
     }
     this.#report(parsed.head, at);
@@ -559,7 +720,7 @@ export class HttpStreamParser<T> {
   }
 
   #report(head: HttpHead, at: T): void {
-    this.#messages.push({ head, at });
+    (this.#messages ??= []).push({ head, at });
     this.#open = true;
   }
 

@@ -33,6 +33,8 @@ export const DEFAULT_DURATION_BOUNDS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.075,
 export const TRANSPORT_ERROR = "connection_closed";
 /** Listening ports remembered (local port -> the workload serving it). */
 const MAX_LISTENERS = 65_536;
+/** Keys of HTTP/2 exchanges summed before they are added (addExchange). */
+const MAX_PENDING_KEYS = 1024;
 /** Client peers (address:port) per service at most; further ones count in one overflow series. */
 const DEFAULT_MAX_PEERS = 1000;
 
@@ -107,6 +109,18 @@ export interface SeriesRef {
   scheme?: "https";
 }
 
+/** What #describe finds of a series: its key in the interval's map and what its attributes are built from. */
+interface SeriesIdentity {
+  key: string;
+  name: string;
+  resource: Attributes | undefined;
+  service: string;
+  /** Server: the route, if the path gave one. */
+  route?: string;
+  /** Client: the peer found no room among the service's peers (one overflow series). */
+  peerOverflow: boolean;
+}
+
 const serviceName = (r: Attributes | undefined) => (typeof r?.["service.name"] === "string" ? (r["service.name"] as string) : UNKNOWN_SERVICE);
 
 export class RedAggregator {
@@ -116,8 +130,11 @@ export class RedAggregator {
   readonly #listeners = new Map<number, string>();
   readonly #peers = new Map<string, Set<string>>();
   readonly #local = localAddresses();
-  /** Exchanges counted since creation, per role (for tests and status). */
-  readonly counted = { server: 0, client: 0 };
+  readonly #counted = { server: 0, client: 0 };
+  /** HTTP/2 exchanges summed per key, waiting to be added (addExchange). */
+  #pending = new Map<string, RedEntry & { path?: string }>();
+  /** The pending entry the last exchange went to. */
+  #lastPending: (RedEntry & { path?: string }) | undefined;
 
   constructor(private readonly o: RedOptions) {}
 
@@ -125,17 +142,16 @@ export class RedAggregator {
     return addressClass(address) === "loopback" || this.#local.has(address);
   }
 
-  /** Series identity and attributes of one key; `peek`: its route takes no room in the route table (RouteTemplater.peek). */
-  #describe(k: SeriesRef, peek = false): { key: string; name: string; attributes: Attributes; resource: Attributes | undefined; service: string } {
+  /**
+   * Series identity of one key; `peek`: its route takes no room in the route table (RouteTemplater.peek). Its
+   * attributes are built by #attributes only when the series is new (exemplars look series up once per sampled span).
+   */
+  #describe(k: SeriesRef, peek = false): SeriesIdentity {
     const who = this.o.describe(k.pid);
     const resource = who.resource ?? UNKNOWN_WORKLOAD;
     const service = serviceName(resource);
-    const attributes: Attributes = { "http.request.method": k.method };
-    if (k.status > 0) attributes["http.response.status_code"] = k.status;
-    if (k.scheme === "https") attributes["url.scheme"] = "https";
-    if (k.status >= 500) attributes["error.type"] = String(k.status);
-    else if (k.status === 0) attributes["error.type"] = TRANSPORT_ERROR;
-    let rest: string;
+    const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
+    const head = `${this.#resourceKeys.of(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000`;
     if (k.role === Role.SERVER) {
       let route: string | undefined;
       if (k.overflow) route = OVERFLOW_ROUTE;
@@ -144,31 +160,39 @@ export class RedAggregator {
         const path = k.path.slice(0, RED_PATH_BYTES);
         route = peek ? this.o.routes.peek(service, path, truncated) : this.o.routes.route(service, path, truncated);
       }
-      if (route !== undefined) attributes["http.route"] = route;
-      attributes["server.port"] = k.peerPort ?? 0;
-      rest = `${route ?? ""}\u0000${k.peerPort ?? 0}`;
-    } else {
-      let peers = this.#peers.get(service);
-      if (!peers) this.#peers.set(service, (peers = new Set()));
-      const peer = `${k.peer}:${k.peerPort}`;
-      if (!peers.has(peer) && peers.size >= (this.o.maxPeersPerService ?? DEFAULT_MAX_PEERS)) {
-        attributes["otel.metric.overflow"] = true;
-        rest = "\u0000overflow";
-      } else {
-        if (!peek) peers.add(peer);
-        attributes["server.address"] = k.peer ?? "";
-        attributes["server.port"] = k.peerPort ?? 0;
-        rest = peer;
-      }
+      return { key: `${head}${route ?? ""}\u0000${k.peerPort ?? 0}`, name, resource, service, route, peerOverflow: false };
     }
-    const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
-    return { key: `${this.#resourceKeys.of(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000${rest}`, name, attributes, resource, service };
+    let peers = this.#peers.get(service);
+    if (!peers) this.#peers.set(service, (peers = new Set()));
+    const peer = `${k.peer}:${k.peerPort}`;
+    if (!peers.has(peer) && peers.size >= (this.o.maxPeersPerService ?? DEFAULT_MAX_PEERS)) return { key: `${head}\u0000overflow`, name, resource, service, peerOverflow: true };
+    if (!peek) peers.add(peer);
+    return { key: `${head}${peer}`, name, resource, service, peerOverflow: false };
+  }
+
+  /** The attributes of a new series (see #describe). */
+  #attributes(k: SeriesRef, d: SeriesIdentity): Attributes {
+    const attributes: Attributes = { "http.request.method": k.method };
+    if (k.status > 0) attributes["http.response.status_code"] = k.status;
+    if (k.scheme === "https") attributes["url.scheme"] = "https";
+    if (k.status >= 500) attributes["error.type"] = String(k.status);
+    else if (k.status === 0) attributes["error.type"] = TRANSPORT_ERROR;
+    if (k.role === Role.SERVER) {
+      if (d.route !== undefined) attributes["http.route"] = d.route;
+      attributes["server.port"] = k.peerPort ?? 0;
+    } else if (d.peerOverflow) {
+      attributes["otel.metric.overflow"] = true;
+    } else {
+      attributes["server.address"] = k.peer ?? "";
+      attributes["server.port"] = k.peerPort ?? 0;
+    }
+    return attributes;
   }
 
   #seriesOf(ref: SeriesRef, peek = false): { s: Series; service: string; resource: Attributes | undefined } {
     const d = this.#describe(ref, peek);
     let s = this.#series.get(d.key);
-    if (!s) this.#series.set(d.key, (s = { name: d.name, attributes: d.attributes, resource: d.resource, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
+    if (!s) this.#series.set(d.key, (s = { name: d.name, attributes: this.#attributes(ref, d), resource: d.resource, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
     return { s, service: d.service, resource: d.resource };
   }
 
@@ -197,16 +221,56 @@ export class RedAggregator {
 
   /**
    * Adds one exchange that user space saw and the kernel's maps do not count (HTTP/2 streams): the same series
-   * and service graph as kernel-counted ones, the server's path as parsed (templated like the others).
+   * and service graph as kernel-counted ones, the server's path as parsed (templated like the others). Exchanges
+   * are summed per key first and added as one batch before the next kernel batch, collect or `counted` (up to
+   * MAX_PENDING_KEYS keys wait), so that one exchange costs a key and a map lookup rather than a series lookup.
    */
   addExchange(key: Omit<RedKey, "pathHash">, path: string | undefined, durationNs: number): void {
-    const buckets = new Array<number>(this.o.boundsSeconds.length + 1).fill(0);
-    buckets[bucketIndex(this.o.boundsSeconds, durationNs / 1e9)] = 1;
-    this.add([{ key: { ...key, pathHash: 0n }, path: key.role === Role.SERVER ? (path ?? "") : undefined, count: 1, sumNs: durationNs, buckets }]);
+    const server = key.role === Role.SERVER;
+    const last = this.#lastPending;
+    let p: (RedEntry & { path?: string }) | undefined;
+    if (last && last.key.pid === key.pid && last.key.role === key.role && last.key.method === key.method && last.key.status === key.status && last.key.peer === key.peer && last.key.peerPort === key.peerPort && last.key.scheme === key.scheme && last.path === (server ? (path ?? "") : undefined)) {
+      /* The same key as the exchange before (the common case under load): no key string. */
+      p = last;
+    } else p = this.#pendingEntry(key, path, server);
+    p.count++;
+    p.sumNs += durationNs;
+    p.buckets[bucketIndex(this.o.boundsSeconds, durationNs / 1e9)]!++;
+  }
+
+  #pendingEntry(key: Omit<RedKey, "pathHash">, path: string | undefined, server: boolean): RedEntry & { path?: string } {
+    const id = `${key.pid}\u0000${key.role}\u0000${key.method}\u0000${key.status}\u0000${key.peer}\u0000${key.peerPort}\u0000${key.scheme ?? ""}\u0000${server ? (path ?? "") : ""}`;
+    let p = this.#pending.get(id);
+    if (!p) {
+      if (this.#pending.size >= MAX_PENDING_KEYS) this.#flushPending();
+      p = { key: { ...key, pathHash: 0n }, path: server ? (path ?? "") : undefined, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) };
+      this.#pending.set(id, p);
+    }
+    this.#lastPending = p;
+    return p;
+  }
+
+  /** Exchanges counted since creation, per role (for tests and status). */
+  get counted(): { server: number; client: number } {
+    this.#flushPending();
+    return this.#counted;
+  }
+
+  #flushPending(): void {
+    if (this.#pending.size === 0) return;
+    const entries = [...this.#pending.values()];
+    this.#pending = new Map();
+    this.#lastPending = undefined;
+    this.#addEntries(entries);
   }
 
   /** Adds what the kernel counted: server keys first (they teach which workload listens on which port). */
   add(entries: ReadonlyArray<RedEntry & { path?: string }>, overflow?: ReadonlyMap<RoleValue, RedCounts>): void {
+    this.#flushPending();
+    this.#addEntries(entries, overflow);
+  }
+
+  #addEntries(entries: ReadonlyArray<RedEntry & { path?: string }>, overflow?: ReadonlyMap<RoleValue, RedCounts>): void {
     const ordered = [...entries].sort((a, b) => a.key.role - b.key.role);
     for (const e of ordered) {
       const ref = this.#ref(e.key, e.path);
@@ -214,7 +278,7 @@ export class RedAggregator {
       this.#add(s, e);
       const failed = e.key.status >= 500 || e.key.status === 0 ? e.count : 0;
       if (e.key.role === Role.SERVER) {
-        this.counted.server += e.count;
+        this.#counted.server += e.count;
         if (this.#listeners.size < MAX_LISTENERS || this.#listeners.has(e.key.peerPort)) this.#listeners.set(e.key.peerPort, service);
         const peerLocal = e.key.peer !== "" && this.#isLocal(e.key.peer);
         const client = (e.key.peer !== "" ? this.o.serviceAt?.(e.key.peer, 0) : undefined) ?? addressClass(e.key.peer);
@@ -227,7 +291,7 @@ export class RedAggregator {
           edge.failed += failed;
         }
       } else {
-        this.counted.client += e.count;
+        this.#counted.client += e.count;
         const local = this.#isLocal(e.key.peer);
         const server = (local ? this.#listeners.get(e.key.peerPort) : undefined) ?? this.o.serviceAt?.(e.key.peer, e.key.peerPort) ?? addressClass(e.key.peer);
         const edge = this.#edge(service, server, resource);
@@ -244,8 +308,8 @@ export class RedAggregator {
       const attributes: Attributes = role === Role.SERVER ? { "http.route": OVERFLOW_ROUTE, "otel.metric.overflow": true } : { "otel.metric.overflow": true };
       if (!s) this.#series.set(key, (s = { name, attributes, resource: UNKNOWN_WORKLOAD, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) }));
       this.#add(s, c);
-      if (role === Role.SERVER) this.counted.server += c.count;
-      else this.counted.client += c.count;
+      if (role === Role.SERVER) this.#counted.server += c.count;
+      else this.#counted.client += c.count;
     }
   }
 
@@ -261,6 +325,7 @@ export class RedAggregator {
 
   /** Points of the interval [startNs, nowNs) (DELTA); series with nothing counted are left out. */
   collect(startNs: bigint, nowNs: bigint): MetricPointItem[] {
+    this.#flushPending();
     const start = startNs < nowNs ? startNs : nowNs - 1n;
     const base = { startTimeUnixNano: start, timeUnixNano: nowNs, temporality: Temporality.DELTA, ...(this.o.scope ? { scope: this.o.scope } : {}) };
     const hist = { ...base, unit: "s", explicitBounds: [...this.o.boundsSeconds] };

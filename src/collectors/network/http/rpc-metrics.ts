@@ -1,7 +1,8 @@
 /**
  * RPC duration metrics of gRPC calls seen on HTTP/2 connections (RPC semantic conventions): `rpc.server.duration`
  * and `rpc.client.duration` histograms (milliseconds, DELTA, the conventions' recommended bounds) per rpc.system,
- * rpc.service, rpc.method, rpc.grpc.status_code and server.port (clients also server.address), under the resource of
+ * rpc.service, rpc.method, rpc.grpc.status_code, server.port (clients also server.address) and url.scheme (https for
+ * calls over TLS; an addition to the conventions, which name no such attribute), under the resource of
  * the workload that made or served the call. Every call that completed counts, also one whose span the per-second
  * span budget dropped. Series beyond `maxSeries` per interval fold into one overflow series
  * (`otel.metric.overflow: true`). Pure apart from the clock values passed in.
@@ -11,7 +12,7 @@ import { Temporality, type MetricPointItem, type Scope } from "../../../export/m
 import { bucketIndex } from "../connections";
 import { ResourceKeys } from "../resource-keys";
 import type { HttpExchange } from "./parser";
-import type { EndpointMeta } from "./spans";
+import { rpcUrlScheme, type EndpointMeta } from "./spans";
 
 export const METRIC_RPC_SERVER_DURATION = "rpc.server.duration";
 export const METRIC_RPC_CLIENT_DURATION = "rpc.client.duration";
@@ -63,12 +64,13 @@ export class RpcMetrics {
       "rpc.service": rpc.service,
       "rpc.method": rpc.method,
       "network.transport": "tcp",
+      "url.scheme": rpcUrlScheme(x),
       "server.port": server ? m.localPort : m.remotePort,
     };
     if (!server) attributes["server.address"] = m.remoteAddress;
     if (rpc.statusCode !== undefined) attributes["rpc.grpc.status_code"] = rpc.statusCode;
     const name = server ? METRIC_RPC_SERVER_DURATION : METRIC_RPC_CLIENT_DURATION;
-    let key = `${name}\u0000${this.#resourceKeys.of(who.resource)}\u0000${who.name}\u0000${rpc.service}\u0000${rpc.method}\u0000${rpc.statusCode ?? ""}\u0000${attributes["server.port"]}\u0000${attributes["server.address"] ?? ""}`;
+    let key = `${name}\u0000${this.#resourceKeys.of(who.resource)}\u0000${who.name}\u0000${rpc.service}\u0000${rpc.method}\u0000${rpc.statusCode ?? ""}\u0000${attributes["server.port"]}\u0000${attributes["server.address"] ?? ""}\u0000${attributes["url.scheme"]}`;
     let s = this.#series.get(key);
     if (!s && this.#series.size >= this.o.maxSeries) {
       this.overflowed++;

@@ -7,7 +7,8 @@
  * /status/ebpf lists libssl as attached with the server's pid; once the server exits its pid is released. Bun (this
  * test's runner) carries BoringSSL without symbols: it is listed as not traceable, with the reason.
  * HTTPS exchanges count in the HTTP RED metrics: a known number of requests per status, counted exactly (in the
- * kernel, outside the span budget) on both sides with url.scheme https.
+ * kernel, outside the span budget) on both sides with url.scheme https; a request whose connection the server closes
+ * without answering counts with error.type connection_closed on both sides, as in cleartext.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { rmSync } from "node:fs";
@@ -137,6 +138,43 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
       expect(client.attributes["server.address"]).toBe("127.0.0.1");
       // The ciphertext on the socket is not counted as cleartext HTTP.
       expect(histogram(t!.rx.requests(), "http.server.request.duration").filter((p) => p.attributes["server.port"] === port && p.attributes["url.scheme"] !== "https")).toEqual([]);
+    } finally {
+      own.kill();
+      await own.exited;
+    }
+  });
+
+  test("requests whose connection closes before any response count as transport errors on both sides, as in cleartext", async () => {
+    const { proc: own, port } = await startPortServer(["/usr/bin/python3", SERVER, cert!.certPath, `${cert!.dir}/key.pem`]);
+    try {
+      await until("libssl attached for the server", async () => ((await t!.targets()).some((x) => x.state === "attached" && x.pids.includes(own.pid)) ? true : undefined));
+      // Each on a connection of its own, which the server closes after reading the request; then one answered.
+      const N = 3;
+      for (let i = 0; i < N; i++) {
+        const curl = Bun.spawn(["curl", "-sk", "--http1.1", "-o", "/dev/null", `https://127.0.0.1:${port}/close/${i}`], { stdout: "ignore", stderr: "ignore" });
+        expect(await curl.exited).toBe(52);
+      }
+      const ok = Bun.spawn(["curl", "-sk", "--http1.1", "-o", "/dev/null", `https://127.0.0.1:${port}/hello`], { stdout: "ignore", stderr: "inherit" });
+      expect(await ok.exited).toBe(0);
+      const counts = (metric: string) => {
+        const out: Record<string, number> = {};
+        for (const p of histogram(t!.rx.requests(), metric)) {
+          if (p.attributes["server.port"] !== port) continue;
+          const k = `${p.attributes["url.scheme"]} ${p.attributes["http.request.method"]} ${p.attributes["http.response.status_code"] ?? "-"} ${p.attributes["error.type"] ?? "-"}`;
+          out[k] = (out[k] ?? 0) + p.count;
+        }
+        return out;
+      };
+      const expected = { "https GET - connection_closed": N, "https GET 200 -": 1 };
+      const total = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
+      await t!.rx.waitFor(() => {
+        void fetch(`${t!.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
+        return total(counts("http.server.request.duration")) >= N + 1 && total(counts("http.client.request.duration")) >= N + 1;
+      }, 20_000);
+      await fetch(`${t!.agent.url}/admin/flush`, { method: "POST" });
+      await Bun.sleep(500);
+      expect(counts("http.server.request.duration")).toEqual(expected);
+      expect(counts("http.client.request.duration")).toEqual(expected);
     } finally {
       own.kill();
       await own.exited;

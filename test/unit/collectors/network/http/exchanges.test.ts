@@ -40,7 +40,7 @@ describe("HTTP exchanges end at the response's last byte", () => {
     call(IO_READ, `HTTP/1.1 200 OK\r\nContent-Length: ${body}\r\n\r\n` + "a".repeat(16_000), 20n);
     let left = body - 16_000;
     let ts = 30n;
-    let done: unknown[] = [];
+    let done: readonly unknown[] = [];
     while (left > 0) {
       const n = Math.min(16_384, left);
       done = call(IO_READ, "b".repeat(n), ts);

@@ -133,4 +133,77 @@ describe("HTTP/2 exchanges", () => {
     const done = c.send(IO_WRITE, c.headers(IO_WRITE, 3, { ":status": "204" }, END_HEADERS | END_STREAM));
     expect(done.map((x) => [x.request.path, x.request.host, x.response.status])).toEqual([["/continued/long/path", "example", 204]]);
   });
+
+  test("the kernel stopping a connection's forwarding (a header-only record) stops both directions, counted apart from lost ones", () => {
+    const c = new Conn();
+    c.send(IO_READ, cat(PREFACE, settings(), c.headers(IO_READ, 1, { ":method": "GET", ":path": "/a", ":scheme": "http" }, END_HEADERS | END_STREAM)));
+    c.send(IO_WRITE, settings());
+    const marker = (io: Io) => c.tracker.push({ connection: "c", io, timestampNs: 9n, streamOffset: c.off[io]!, length: 100, data: new Uint8Array(0), meta: "m", h2Stopped: true });
+    expect(marker(IO_WRITE)).toEqual([]);
+    expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 0 });
+    /* Nothing more of the connection decodes; a second marker counts nothing again. */
+    expect(c.send(IO_WRITE, c.headers(IO_WRITE, 1, { ":status": "200" }, END_HEADERS | END_STREAM))).toEqual([]);
+    expect(marker(IO_READ)).toEqual([]);
+    expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 0 });
+    c.tracker.close("c");
+    expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 1 });
+    /* A marker for a connection never seen makes no state. */
+    c.tracker.push({ connection: "other", io: IO_READ, timestampNs: 1n, streamOffset: 0, length: 10, data: new Uint8Array(0), meta: "m", h2Stopped: true });
+    expect(c.tracker.size).toBe(0);
+  });
+
+  test("an invalid Huffman string (EOS, padding) stops its direction, counted, without a throw; the other direction goes on", () => {
+    for (const value of [Uint8Array.of(0x84, 0xff, 0xff, 0xff, 0xfc), Uint8Array.of(0x82, 0x1f, 0xff), Uint8Array.of(0x81, 0x18)]) {
+      const c = new Conn();
+      c.send(IO_WRITE, settings());
+      /* :path (static index 4) as a literal without indexing, its value a bad Huffman string. */
+      c.send(IO_READ, cat(PREFACE, settings(), frame(1, END_HEADERS | END_STREAM, 1, cat(Uint8Array.of(0x82, 0x04), value))));
+      expect(c.tracker.h2Counters.lostDirections).toBe(1);
+      c.send(IO_READ, c.headers(IO_READ, 3, { ":method": "GET", ":path": "/after", ":scheme": "http" }, END_HEADERS | END_STREAM));
+      expect(c.send(IO_WRITE, c.headers(IO_WRITE, 3, { ":status": "200" }, END_HEADERS | END_STREAM))).toEqual([]);
+      expect(c.tracker.h2Counters.lostDirections).toBe(1);
+    }
+  });
+
+  test("calls split anywhere (frame headers, padded and prioritised header blocks, CONTINUATIONs) give the same exchanges", () => {
+    const session = (c: Conn) => {
+      const reqs: Uint8Array[] = [PREFACE, settings()];
+      const resps: Uint8Array[] = [settings()];
+      for (let id = 1; id < 40; id += 2) {
+        const block = c.headers(IO_READ, id, { ":method": id % 3 ? "GET" : "POST", ":path": `/p/${id}?q=${"x".repeat(id)}`, ":scheme": "http", ":authority": "svc", "user-agent": `ua-${id % 4}` }).subarray(9);
+        if (id % 4 === 1) {
+          /* PADDED (3 octets) and PRIORITY (5 octets) around the fragment. */
+          reqs.push(frame(1, END_HEADERS | END_STREAM | 0x8 | 0x20, id, cat(Uint8Array.of(3), new Uint8Array(5), block, new Uint8Array(3))));
+        } else if (id % 4 === 3) {
+          const half = Math.floor(block.length / 2);
+          reqs.push(frame(1, END_STREAM, id, block.subarray(0, half)), frame(9, 0, id, new Uint8Array(0)), frame(9, END_HEADERS, id, block.subarray(half)));
+        }
+        resps.push(c.headers(IO_WRITE, id, { ":status": String(200 + (id % 5)), "content-type": "text/plain" }), frame(0, END_STREAM, id, new Uint8Array(id)));
+      }
+      return [cat(...reqs), cat(...resps)] as const;
+    };
+    const summary = (xs: ReadonlyArray<{ request: { method: string; target: string; host?: string }; response: { status: number } }>) => xs.map((x) => `${x.request.method} ${x.request.target} ${x.request.host} ${x.response.status}`);
+    const whole = new Conn();
+    const [wreq, wresp] = session(whole);
+    whole.send(IO_READ, wreq);
+    const expected = summary(whole.send(IO_WRITE, wresp));
+    expect(expected.length).toBe(20);
+    let seed = 7;
+    for (const maxChunk of [1, 2, 5, 9, 10, 64]) {
+      const c = new Conn();
+      const [req, resp] = session(c);
+      const got: ReturnType<typeof summary> = [];
+      for (const [io, bytes] of [[IO_READ, req], [IO_WRITE, resp]] as const) {
+        /* The first call opens HTTP/2 (the kernel forwards it whole): the preface. */
+        for (let at = io === IO_READ ? c.send(io, bytes.subarray(0, PREFACE.length)).length + PREFACE.length : 0; at < bytes.length; ) {
+          seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+          const n = Math.min(bytes.length - at, 1 + (seed % maxChunk));
+          got.push(...summary(c.send(io, bytes.subarray(at, at + n))));
+          at += n;
+        }
+      }
+      expect({ maxChunk, got }).toEqual({ maxChunk, got: expected });
+      expect(c.tracker.h2Counters.lostDirections).toBe(0);
+    }
+  });
 });

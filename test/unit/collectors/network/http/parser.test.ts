@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { HttpStreamParser, looksLikeMessageStart, pathOfTarget, type HttpRequestHead, type HttpResponseHead } from "../../../../../src/collectors/network/http/parser";
+import { HttpStreamParser, headEnd, looksLikeMessageStart, parseHead, parseHeadBytes, pathOfTarget, type HttpRequestHead, type HttpResponseHead } from "../../../../../src/collectors/network/http/parser";
 import { ExchangeTracker, IO_READ, IO_WRITE } from "../../../../../src/collectors/network/http/exchanges";
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -166,5 +166,51 @@ describe("exchange tracker", () => {
     expect(t.size).toBe(2);
     t.push(call("d", IO_WRITE, 0, resp(200, ""), 7));
     expect(t.counters.orphanResponses).toBe(1);
+  });
+});
+
+describe("heads parsed from the bytes", () => {
+  /** Pieces heads are drawn from: valid and broken start lines, header names in any case and spacing, NBSP, windows-1252 bytes, odd line ends. */
+  const STARTS = [
+    "GET /a?x=1 HTTP/1.1", "POST /p HTTP/1.0", "PROPFIND /d HTTP/1.1", "GET /a b HTTP/1.1", "GET  /a HTTP/1.1", "GET /a HTTP/1.2", "GET /a HTTP/1.1 ",
+    "GETX /a HTTP/1.1", "get /a HTTP/1.1", "DELETE http://u:p@h:1/x#f HTTP/1.1", "CONNECT h:443 HTTP/1.1", "GET /\xe9\x85\xa0 HTTP/1.1", "GET /a HTTP/1.1\r",
+    "HTTP/1.1 200 OK", "HTTP/1.0 404 Not Found", "HTTP/1.1 204", "HTTP/1.1 2000 X", "HTTP/1.2 200 OK", "HTTP/1.1 20x OK", "HTTP/1.1  200", "HTTP/1.1 999 \xa0", "HTTP/1.",
+  ];
+  const NAMES = ["Host", "host", "HOST ", "User-Agent", "user-agent\t", "Content-Length", "content-length ", "Transfer-Encoding", "Connection", "\xa0Host", "Hostx", "Content-Type", "X-Thing", "Traceparent", "U", " Connection"];
+  const VALUES = ["", " ", "shop.local:8080", " [::1]:80 ", "17", " 0 ", "0017", "1234567890123456", "-1", "1e3", "chunked", "gzip, chunked", "gzip,CHUNKED\xa0", "chunked;q=1", "x-chunked", "close", "Keep-Alive, CLOSE", "cl\x85ose", "wrk/4.2", "\xa0kube-probe\xa0", "a:b:c", "\x85\xe9"];
+  const ENDS = ["\r\n", "\n", "\r\r\n"];
+  const FINAL = ["\r\n\r\n", "\n\n", "\n\r\n", "\r\n\r\r\n", "\n\r\r\r\n"];
+  const latin1 = new TextDecoder("latin1" as "utf-8");
+
+  test("equal parseHead of the decoded text, for thousands of drawn heads", () => {
+    /* xorshift32, fixed seed: the same draw every run. */
+    let seed = 0x9e3779b9;
+    const next = () => ((seed ^= seed << 13), (seed ^= seed >>> 17), (seed ^= seed << 5), seed >>> 0);
+    const pick = <T>(a: readonly T[]): T => a[next() % a.length]!;
+    let requests = 0;
+    let responses = 0;
+    for (let n = 0; n < 5000; n++) {
+      let head = pick(STARTS);
+      const lines = pick([0, 1, 2, 3, 5]);
+      for (let l = 0; l < lines; l++) head += pick(ENDS) + (pick([0, 1, 2, 3, 4, 5, 6, 7]) === 0 ? "no colon here" : `${pick(NAMES)}:${pick(VALUES)}`);
+      head += pick(FINAL) + pick(["", "body", "GET / HTTP/1.1\r\n\r\n"]);
+      const bytes = Uint8Array.from(head, (c) => c.charCodeAt(0));
+      const text = latin1.decode(bytes);
+      const m = /\n\r*\n/.exec(text);
+      const j = headEnd(bytes, 0);
+      expect(j, JSON.stringify(head)).toBe(m ? m.index + m[0].length : -1);
+      if (!m) continue;
+      const expected = parseHead(text.slice(0, j).replace(/\r?\n\r?\n$/, ""), true);
+      expect(parseHeadBytes(bytes, 0, j), JSON.stringify(head)).toEqual(expected);
+      /* Also from an offset within a call. */
+      const shifted = new Uint8Array(bytes.length + 3);
+      shifted.set(bytes, 3);
+      expect(parseHeadBytes(shifted, 3, j + 3), JSON.stringify(head)).toEqual(expected);
+      if (expected?.head.kind === "request") requests++;
+      if (expected?.head.kind === "response") responses++;
+    }
+    /* The draw covers both kinds, and heads that do not parse. */
+    expect(requests).toBeGreaterThan(500);
+    expect(responses).toBeGreaterThan(500);
   });
 });

@@ -150,6 +150,27 @@ describe("RedAggregator", () => {
     expect(red.collect(2n, 3n)).toEqual([]);
   });
 
+  test("exchanges seen in user space (HTTP/2) count exactly, summed per key before they join the series", () => {
+    const red = make();
+    const server = { pid: 10, role: Role.SERVER, method: "GET", status: 200, peer: "127.0.0.1", peerPort: 8080 } as const;
+    const client = { pid: 20, role: Role.CLIENT, method: "GET", status: 200, peer: "127.0.0.1", peerPort: 8080 } as const;
+    /* Runs of one key and keys taking turns: server exchanges on two routes (one 503), one client series. */
+    for (const [key, path, ms] of [
+      [server, "/users/7", 1], [server, "/users/7", 20], [server, "/users/8", 1], [client, undefined, 2], [server, "/health", 1],
+      [{ ...server, status: 503 }, "/health", 300], [client, undefined, 30], [server, "/users/9", 1],
+    ] as const) red.addExchange(key, path, ms * 1e6);
+    expect(red.counted).toEqual({ server: 6, client: 2 });
+    const points = red.collect(1n, 2n);
+    const h = (name: string) => points.filter((p): p is HistogramPointItem => p.type === "histogram" && p.name === name);
+    expect(h("http.server.request.duration").map((p) => [p.attributes?.["http.route"], p.attributes?.["http.response.status_code"], p.count, p.bucketCounts.slice(0, 8)])).toEqual([
+      ["/users/{id}", 200, 4, [3, 0, 1, 0, 0, 0, 0, 0]],
+      ["/health", 200, 1, [1, 0, 0, 0, 0, 0, 0, 0]],
+      ["/health", 503, 1, [0, 0, 0, 0, 0, 0, 0, 1]],
+    ]);
+    expect(h("http.client.request.duration").map((p) => [p.resource?.["service.name"], p.count, p.sum])).toEqual([["web", 2, 0.032]]);
+    expect(red.collect(2n, 3n)).toEqual([]);
+  });
+
   test("exchanges counted over TLS are series of their own with url.scheme https; cleartext ones carry no url.scheme", () => {
     const red = make();
     red.add([entry({ role: Role.SERVER, pathHash: 11n, peer: "127.0.0.1" }, 3), entry({ role: Role.SERVER, pathHash: 11n, peer: "127.0.0.1", scheme: "https" }, 2)]);

@@ -13,6 +13,10 @@ declare module "hpack.js" {
     /** Raw octets (a Buffer) or Huffman-decoded octets. */
     decodeStr(): ArrayLike<number>;
   }
+  interface Compressor {
+    write(headers: Array<{ name: string; value: string; huffman?: boolean; neverIndex?: boolean }>): void;
+    read(): Uint8Array;
+  }
   interface Table {
     maxSize: number;
     size: number;
@@ -21,6 +25,11 @@ declare module "hpack.js" {
     updateSize(size: number): void;
   }
   const hpack: {
+    /** RFC 7541 Appendix B: [bits, code] per symbol, 256 the EOS. */
+    huffman: { encode: Array<[number, number]> };
+    /** RFC 7541 Appendix A. */
+    "static-table": { table: Array<{ name: string; value: string; nameSize: number }> };
+    compressor: { create(options: { table: { maxSize: number } }): Compressor };
     decoder: { create(): Decoder };
     table: { create(options: { maxSize: number }): Table };
     utils: { stringify(octets: ArrayLike<number>): string };

@@ -1,0 +1,80 @@
+/**
+ * Privileged: HTTP/1.x messages moved by readv/writev whose first iovec is empty and whose next one holds more than
+ * the kernel's capture (256 bytes). A Python child process is both server and client on loopback: its client
+ * writes the request with writev([b"", request]) and reads the response with readv([empty, buffer]); its server does
+ * the same the other way. The server and client spans must carry the exact path and status, with either way of
+ * capturing HTTP bytes.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { startTracingAgent, until, type TracingAgent } from "./harness";
+
+const isRoot = process.getuid?.() === 0;
+const PYTHON = "/usr/bin/python3";
+
+/** Prints the server's port, then serves one exchange to its own client; each message is well over 256 bytes. */
+const SCRIPT = `
+import os, socket, threading
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+port = srv.getsockname()[1]
+req = ("GET /iov/empty-first HTTP/1.1\\r\\nHost: iov\\r\\nX-Pad: " + "x" * 300 + "\\r\\n\\r\\n").encode()
+body = b"y" * 300
+resp = b"HTTP/1.1 200 OK\\r\\nContent-Length: " + str(len(body)).encode() + b"\\r\\n\\r\\n" + body
+
+def read_until(fd, done):
+    got = b""
+    while not done(got):
+        buf = bytearray(4096)
+        n = os.readv(fd, [bytearray(0), buf])
+        if n == 0:
+            break
+        got += bytes(buf[:n])
+    return got
+
+def serve():
+    c, _ = srv.accept()
+    read_until(c.fileno(), lambda g: g.endswith(b"\\r\\n\\r\\n"))
+    os.writev(c.fileno(), [b"", resp])
+    read_until(c.fileno(), lambda g: False)
+    c.close()
+
+t = threading.Thread(target=serve)
+t.start()
+cl = socket.create_connection(("127.0.0.1", port))
+os.writev(cl.fileno(), [b"", req])
+got = read_until(cl.fileno(), lambda g: len(g) >= len(resp))
+cl.close()
+t.join()
+print(port, len(got), flush=True)
+`;
+
+function suite(mode: "socket" | "syscalls"): void {
+  describe.skipIf(!isRoot || !Bun.which(PYTHON))(`readv/writev with an empty first iovec (http_capture: ${mode})`, () => {
+    let t: TracingAgent;
+    beforeAll(async () => {
+      t = await startTracingAgent(`    network:
+      enabled: true
+      http_capture: ${mode}
+      metrics_interval: 1h`);
+      await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+    }, 60_000);
+    afterAll(async () => {
+      await t?.stop();
+    });
+
+    test("server and client spans carry the path and status", async () => {
+      const p = Bun.spawn([PYTHON, "-c", SCRIPT], { stdout: "pipe", stderr: "inherit" });
+      const [port, received] = (await new Response(p.stdout).text()).trim().split(" ").map(Number);
+      expect(await p.exited).toBe(0);
+      expect(received).toBeGreaterThan(300);
+      const ours = () => t.collected.spans.filter((s) => s.attributes["process.pid"] === p.pid && s.attributes["http.request.method"]);
+      await until(() => ours().length >= 2, "the server and client spans of the exchange", 20_000);
+      const rows = ours().map((s) => `${s.kind} ${s.attributes["http.request.method"]} ${s.attributes["url.path"]} ${s.attributes["http.response.status_code"]} ${s.attributes["server.port"]}`);
+      expect(rows.sort()).toEqual([`SPAN_KIND_CLIENT GET /iov/empty-first 200 ${port}`, `SPAN_KIND_SERVER GET /iov/empty-first 200 ${port}`]);
+    }, 60_000);
+  });
+}
+
+suite("socket");
+suite("syscalls");
