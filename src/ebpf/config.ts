@@ -39,7 +39,7 @@ export const EbpfSchema = Type.Object(
         http_metrics: Type.Boolean({
           default: true,
           description:
-            "RED metrics of every HTTP exchange (http.server.request.duration, http.client.request.duration, the service graph), counted in the kernel whatever max_spans_per_second samples; needs http_capture socket and kernel BTF. HTTP/2 exchanges are counted in user space as their streams end (gRPC calls: rpc.server.duration / rpc.client.duration instead).",
+            "RED metrics of every HTTP exchange (http.server.request.duration, http.client.request.duration, the service graph), whatever max_spans_per_second samples. With http_capture socket and kernel BTF, HTTP/1.x exchanges are counted in the kernel (no exchange leaves it but the sampled ones); otherwise the kernel captures every exchange and user space decodes and counts each (more CPU: every exchange crosses the ring buffer and the parser; requests never answered are not counted as connection_closed). HTTP/2 exchanges are counted in user space as their streams end (gRPC calls: rpc.server.duration / rpc.client.duration instead).",
         }),
         http_duration_buckets: Type.Array(Type.Number({ exclusiveMinimum: 0 }), {
           default: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
@@ -59,7 +59,7 @@ export const EbpfSchema = Type.Object(
             "HTTP spans from the plaintext of TLS connections: uprobes on SSL_read/SSL_write(_ex) of the libssl (OpenSSL 1.1/3, BoringSSL) processes load, or of executables with OpenSSL linked in with its symbols (needs network.enabled and network.http; off: nothing is loaded).",
         }),
         max_tls_libraries: Type.Integer({ minimum: 1, maximum: 1024, default: 64, description: "TLS library files (and static executables) probed at once; more are listed in /status/ebpf as not attached." }),
-        max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it, or arriving while the kernel's HTTP ring buffer is half full, are not captured in the kernel (RED metrics still count them). Drops are counted." }),
+        max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it, or arriving while the kernel's HTTP ring buffer is half full, are not captured in the kernel (RED metrics still count them; where RED is counted in user space, see http_metrics, the kernel captures every exchange and the cap applies to spans in user space). Drops are counted." }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
         metrics_interval: Duration("15s", "How often connection metrics are exported."),

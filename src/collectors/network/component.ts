@@ -9,6 +9,8 @@
  * RED metrics (`http_metrics`): every HTTP/1.x exchange is counted in the kernel whether or not it is captured as a
  * span; every second and each metrics interval (and flush) take the kernel's counts, template routes and export the
  * histograms and service graph of src/collectors/network/http/red.ts, with exemplars from the spans sampled meanwhile.
+ * Where the kernel cannot count (http_capture syscalls, no kernel BTF: spec.ts userRedCounted) the kernel captures
+ * every exchange and user space counts each one it decodes, before the span cap applies.
  * A reload that changes what the kernel side was built with reloads the set.
  */
 import type { AgentContext } from "../context";
@@ -34,7 +36,7 @@ import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./d
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
-import { NetworkStat, configRedCounted, networkSetSpec } from "./spec";
+import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -85,6 +87,8 @@ export class NetworkCollector implements Component {
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
   /** The kernel's RED maps while the set is attached with http_metrics. */
   #redMaps: RedMaps | undefined;
+  /** RED metrics counted in user space from every decoded exchange (spec.ts, userRedCounted). */
+  #userRed = false;
   #red: RedAggregator;
   /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
   #rateDropsPending = 0;
@@ -142,8 +146,9 @@ export class NetworkCollector implements Component {
   }
 
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
+    this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: c.max_spans_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), maxConnections: c.max_connections, redMetrics: c.http_metrics }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
@@ -226,31 +231,36 @@ export class NetworkCollector implements Component {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
-      else if (x.request.version === "2" && this.#cfg.http_metrics) this.#redH2(x);
+      else if ((x.request.version === "2" && this.#cfg.http_metrics) || this.#userRed) this.#redFromUser(x);
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
       if (this.#overBudget()) continue;
       const span = exchangeToSpan(x, this.#spanContext);
       this.#push(span);
-      if (!this.#redMaps || x.meta.tls || x.rpc) continue;
-      /* The span's ids become the exemplar of the RED series that counted its exchange (HTTP/1.x in cleartext). */
+      if (x.rpc || !(this.#redMaps || this.#userRed)) continue;
+      /* The span's ids become the exemplar of the RED series that counted its exchange. */
       const method = redMethod(x.request.method);
       const server = x.role === "server";
+      const scheme = x.meta.tls ? ({ scheme: "https" } as const) : {};
       this.#red.exemplar(
         server
-          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort }
-          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort },
+          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, ...scheme }
+          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, ...scheme },
         { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
       );
     }
   }
 
-  /** An HTTP/2 exchange (the kernel's RED maps count HTTP/1.x only) into the RED metrics, whatever the span budget. */
-  #redH2(x: HttpExchange<EndpointMeta>): void {
+  /**
+   * An exchange the kernel's RED maps do not count into the RED metrics, whatever the span budget: HTTP/2 streams
+   * (the maps count HTTP/1.x only), and every exchange when RED is counted in user space (userRedCounted).
+   */
+  #redFromUser(x: HttpExchange<EndpointMeta>): void {
     const method = redMethod(x.request.method);
     const durationNs = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n);
     const m = x.meta;
-    if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort }, x.request.path, durationNs);
-    else this.#red.addExchange({ pid: m.pid, role: Role.CLIENT, method, status: x.response.status, peer: m.remoteAddress, peerPort: m.remotePort }, undefined, durationNs);
+    const scheme = m.tls ? ({ scheme: "https" } as const) : {};
+    if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort, ...scheme }, x.request.path, durationNs);
+    else this.#red.addExchange({ pid: m.pid, role: Role.CLIENT, method, status: x.response.status, peer: m.remoteAddress, peerPort: m.remotePort, ...scheme }, undefined, durationNs);
   }
 
   /**

@@ -129,9 +129,45 @@ export function decodeConnEvent(view: DataView, offset: number, length: number):
   };
 }
 
+/** The text of IPv4 addresses seen (a host talks with few; emptied when full). */
+const DOTTED_QUADS_KEPT = 4096;
+const dottedQuads = new Map<number, string>();
+
 /** An IPv4 address read as a big-endian number, as formatAddress writes it. */
 function dottedQuad(n: number): string {
-  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+  let s = dottedQuads.get(n);
+  if (s === undefined) {
+    if (dottedQuads.size >= DOTTED_QUADS_KEPT) dottedQuads.clear();
+    s = `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+    dottedQuads.set(n, s);
+  }
+  return s;
+}
+
+/** Task names by their 16 bytes (four little-endian words), direct-mapped: the last name seen in each slot. */
+const COMM_SLOTS = 64;
+const commWords = new Uint32Array(COMM_SLOTS * 4);
+const commNames: Array<string | undefined> = new Array<string | undefined>(COMM_SLOTS).fill(undefined);
+
+/** As cString over the four words: the bytes up to the first NUL, one character each. */
+function commOf(w0: number, w1: number, w2: number, w3: number): string {
+  const slot = (w0 ^ Math.imul(w1, 31) ^ Math.imul(w2, 961) ^ w3) & (COMM_SLOTS - 1);
+  const at = slot * 4;
+  const known = commNames[slot];
+  if (known !== undefined && commWords[at] === w0 && commWords[at + 1] === w1 && commWords[at + 2] === w2 && commWords[at + 3] === w3) return known;
+  const words = [w0, w1, w2, w3];
+  let s = "";
+  for (let i = 0; i < 16; i++) {
+    const c = (words[i >> 2]! >>> ((i & 3) * 8)) & 255;
+    if (c === 0) break;
+    s += String.fromCharCode(c);
+  }
+  commWords[at] = w0;
+  commWords[at + 1] = w1;
+  commWords[at + 2] = w2;
+  commWords[at + 3] = w3;
+  commNames[slot] = s;
+  return s;
 }
 
 /**
@@ -204,15 +240,7 @@ class HttpEventRecord implements HttpEvent {
 
   /** As cString: the bytes up to the first NUL, one character each. */
   get comm(): string {
-    if (this.#comm !== undefined) return this.#comm;
-    const words = [this.#comm0, this.#comm1, this.#comm2, this.#comm3];
-    let s = "";
-    for (let i = 0; i < 16; i++) {
-      const c = (words[i >> 2]! >>> ((i & 3) * 8)) & 255;
-      if (c === 0) break;
-      s += String.fromCharCode(c);
-    }
-    return (this.#comm = s);
+    return (this.#comm ??= commOf(this.#comm0, this.#comm1, this.#comm2, this.#comm3));
   }
 }
 

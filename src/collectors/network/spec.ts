@@ -87,6 +87,23 @@ export function configRedCounted(c: Config["agent"]["ebpf"]["network"]): boolean
   return redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics });
 }
 
+/** The kernel's exchange budget when it lets every exchange through (user space applies the span cap). */
+export const UNCAPPED_EXCHANGES_PER_SECOND = 4_000_000_000;
+
+/**
+ * Whether RED metrics are counted in user space from decoded exchanges: http_metrics on where the kernel cannot
+ * count (http_capture syscalls, or no kernel BTF). The kernel then captures every exchange (no per-second budget;
+ * only a half-full ring refuses one) and user space counts each before the span cap applies.
+ */
+export function userRedCounted(c: Config["agent"]["ebpf"]["network"]): boolean {
+  return c.http && c.http_metrics && !configRedCounted(c);
+}
+
+/** HTTP exchanges the kernel captures per second (cleartext and TLS): max_spans_per_second, or all of them when userRedCounted. */
+export function kernelExchangesPerSecond(c: Config["agent"]["ebpf"]["network"]): number {
+  return userRedCounted(c) ? UNCAPPED_EXCHANGES_PER_SECOND : c.max_spans_per_second;
+}
+
 export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEvent> {
   const syscallCapture = o.http && o.httpCapture === "syscalls";
   const socketStorage = (o.kernelBtf ?? existsSync(VMLINUX_BTF)) && !syscallCapture;

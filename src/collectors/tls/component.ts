@@ -19,7 +19,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
 import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
-import { configRedCounted } from "../network/spec";
+import { configRedCounted, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
 
@@ -80,7 +80,7 @@ export class TlsCollector implements Component {
   }
 
   #newInner(config: Config): EbpfSetComponent<TlsEvent> {
-    const exchangesPerSecond = config.agent.ebpf.network.max_spans_per_second;
+    const exchangesPerSecond = kernelExchangesPerSecond(config.agent.ebpf.network);
     return new EbpfSetComponent<TlsEvent>(this.#core, {
       spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, redCounted: tlsRedCounted(config) }),
       onEvent: (e) => this.#sink.handleTls(e),
@@ -236,7 +236,7 @@ export class TlsCollector implements Component {
     const a = previous.agent.ebpf.network;
     const b = next.agent.ebpf.network;
     this.#maxTargets = b.max_tls_libraries;
-    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || a.max_spans_per_second !== b.max_spans_per_second || tlsRedCounted(previous) !== tlsRedCounted(next)) {
+    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || tlsRedCounted(previous) !== tlsRedCounted(next)) {
       // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
       await this.#inner.shutdown(AbortSignal.timeout(5000));
       this.#inner = this.#newInner(next);

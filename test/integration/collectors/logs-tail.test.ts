@@ -3,7 +3,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LogsConfig } from "../../../src/collectors/config";
+import type { LogsConfig } from "../../../src/collectors/logs/config";
 import { TailEngine } from "../../../src/collectors/logs";
 import type { LogRecordItem } from "../../../src/export/model";
 import { Logger } from "../../../src/log/logger";

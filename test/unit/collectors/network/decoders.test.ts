@@ -49,6 +49,19 @@ describe("network record decoders", () => {
     expect(new TextDecoder().decode(eb.data)).toBe("xyz");
   });
 
+  test("http_event: task names and IPv4 addresses stay exact across many records (names and addresses are kept for reuse)", () => {
+    const names = Array.from({ length: 500 }, (_, i) => (i % 7 === 0 ? "x".repeat(16) : `task-${i.toString(36)}${"abcdefgh".slice(0, i % 9)}`).slice(0, 16));
+    for (let round = 0; round < 3; round++)
+      names.forEach((comm, i) => {
+        const daddr = [10, (i >> 8) & 255, i & 255, round];
+        const v = httpRecord({ ts: 1n, sk: 1n, off: 0, pid: 1, len: 1, io: 0, sport: 1, dport: 2, family: 2, saddr: [127, 0, 0, 1], daddr, comm, data: "x" });
+        const e = decodeHttpEvent(v, 0, v.byteLength);
+        expect(e.comm).toBe(comm);
+        expect(e.remoteAddress).toBe(daddr.join("."));
+        expect(e.localAddress).toBe("127.0.0.1");
+      });
+  });
+
   test("IPv6 text form follows RFC 5952", () => {
     const six = (...g: number[]) => Uint8Array.from(g.flatMap((x) => [x >> 8, x & 0xff]));
     expect(formatAddress(six(0, 0, 0, 0, 0, 0, 0, 1), 10)).toBe("::1");
