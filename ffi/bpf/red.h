@@ -22,7 +22,7 @@
 #define RED_IDLE 0
 #define RED_AWAITING 1
 #define RED_COUNTED 2
-/* A 101 answered the request (network.bpf.c FLAG_H2_UPGRADE): counted with status 101 at end_ns unless the
+/* A 101 answered the request (network.bpf.c struct conn.upgrading): counted with status 101 at end_ns unless the
  * connection turns out HTTP/2, whose stream 1 user space counts. */
 #define RED_UPGRADING 3
 

@@ -115,6 +115,13 @@ export class H2Direction<T> {
     if (length > captured.length && !this.lost) this.#gap(length - captured.length, at);
   }
 
+  /** Stops decoding (`why`); false when it had stopped already. */
+  stop(why: string): boolean {
+    if (this.lost) return false;
+    this.#lose(why);
+    return true;
+  }
+
   #lose(why: string): void {
     if (this.lost) return;
     this.lost = why;
@@ -291,6 +298,8 @@ interface StreamState<M> {
 export interface H2Counters {
   /** Directions whose HPACK state was lost (bytes missing or undecodable): their streams give nothing more. */
   lostDirections: number;
+  /** Directions the kernel stopped forwarding (its per-second limit or ring pressure): their streams give nothing more. */
+  stoppedDirections: number;
   /** Streams forgotten unanswered: reset before a response, over MAX_OPEN_STREAMS, or open at close. */
   unanswered: number;
 }
@@ -411,6 +420,11 @@ export class H2Connection<M> {
     this.directions[0].startAt(startAt[0]);
     this.directions[1].startAt(startAt[1]);
     this.#streams.set(1, { requestIo, request: { ...request, version: "2" }, scheme: "http", grpc: false, startNs, meta, status: undefined, grpcStatus: undefined });
+  }
+
+  /** The kernel stopped forwarding the connection: both directions stop decoding, counted as stopped. */
+  stop(): void {
+    for (const dir of this.directions) if (dir.stop("the kernel stopped forwarding the connection (HTTP/2 record limit or ring pressure)")) this.counters.stoppedDirections++;
   }
 
   /** Whether both directions stopped decoding (nothing more can come of the connection). */
