@@ -60,7 +60,19 @@ export interface ConnEvent {
   comm: string;
 }
 
-export interface HttpEvent {
+/** The endpoints, task and captured bytes of a read or write: a socket's (http_event) or TLS plaintext's (tls/decoder.ts). */
+export interface CapturedCall {
+  localAddress: string;
+  localPort: number;
+  remoteAddress: string;
+  remotePort: number;
+  family: number;
+  comm: string;
+  /** The captured first bytes (a copy). */
+  data: Uint8Array;
+}
+
+export interface HttpEvent extends CapturedCall {
   readonly type: "http";
   timestampNs: bigint;
   sk: bigint;
@@ -72,14 +84,6 @@ export interface HttpEvent {
   length: number;
   io: 0 | 1;
   direction: DirectionValue;
-  localAddress: string;
-  localPort: number;
-  remoteAddress: string;
-  remotePort: number;
-  family: number;
-  comm: string;
-  /** The captured first bytes (a copy). */
-  data: Uint8Array;
 }
 
 export type NetworkEvent = ConnEvent | HttpEvent;
