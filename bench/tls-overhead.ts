@@ -24,7 +24,7 @@ import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
 import { mean, median } from "./lib/stats";
 import { argNumber } from "./lib/args";
-import { NICE, SETTLE_MS, perRequestUs, ratioRows } from "./lib/overhead";
+import { NICE, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
 
 const SECONDS = argNumber("seconds", 2);
 const ROUNDS = argNumber("rounds", 8);
@@ -96,13 +96,10 @@ const started = performance.now();
 const cert = makeSelfSignedCert();
 const receiver = await startReceiver();
 reniceAll(receiver.pid, NICE);
-const server = Bun.spawn(["nice", "-n", String(NICE), "/usr/bin/python3", SERVER, cert.certPath, `${cert.dir}/key.pem`], { stdout: "pipe", stderr: "inherit" });
+const server = await startPortServer(["/usr/bin/python3", SERVER, cert.certPath, `${cert.dir}/key.pem`]);
 let agent: BenchAgent | undefined;
 try {
-  const reader = server.stdout.getReader();
-  const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-  reader.releaseLock();
-  const url = `https://127.0.0.1:${port}/bench?q=1`;
+  const url = `https://127.0.0.1:${server.port}/bench?q=1`;
   agent = await startAgent(config(receiver.address, ON));
   reniceAll(agent.pid, NICE);
   const pids = { server: server.pid, agent: agent.pid };
@@ -155,8 +152,7 @@ try {
   });
 } finally {
   await agent?.stop();
-  server.kill();
-  await server.exited;
+  await server.stop();
   await receiver.stop();
   rmSync(cert.dir, { recursive: true, force: true });
 }

@@ -26,8 +26,10 @@ const CONN = {
 const CONN_EVENT = { timestampNs: 0, sk: 8, kind: 16, conn: 24 } as const;
 const HTTP = {
   timestampNs: 0, sk: 8, streamOffset: 16, cgroupId: 24, pid: 32, tid: 36, len: 40, captured: 44, io: 46, direction: 47,
-  sport: 48, dport: 50, family: 52, saddr: 56, daddr: 72, comm: 88, data: 104,
+  sport: 48, dport: 50, family: 52, flags: 54, saddr: 56, daddr: 72, comm: 88, data: 104,
 } as const;
+/** struct http_event.flags (HTTP_EVENT_* in the C program). */
+export const HttpEventFlag = { H2_STOPPED: 1 } as const;
 
 export const AF_INET = 2;
 export const AF_INET6 = 10;
@@ -84,6 +86,8 @@ export interface HttpEvent extends CapturedCall {
   length: number;
   io: 0 | 1;
   direction: DirectionValue;
+  /** HttpEventFlag bits: H2_STOPPED, a header-only record saying the kernel stopped forwarding this HTTP/2 connection. */
+  flags: number;
 }
 
 export type NetworkEvent = ConnEvent | HttpEvent;
@@ -193,6 +197,7 @@ class HttpEventRecord implements HttpEvent {
   readonly remotePort: number;
   readonly family: number;
   readonly data: Uint8Array;
+  readonly flags: number;
   #localAddress: string | undefined;
   #remoteAddress: string | undefined;
   #comm: string | undefined;
@@ -225,6 +230,7 @@ class HttpEventRecord implements HttpEvent {
     this.localPort = view.getUint16(offset + HTTP.sport, true);
     this.remotePort = view.getUint16(offset + HTTP.dport, true);
     this.family = view.getUint16(offset + HTTP.family, true);
+    this.flags = view.getUint16(offset + HTTP.flags, true);
     const v4 = this.family === AF_INET;
     this.#saddr4 = v4 ? view.getUint32(offset + HTTP.saddr, false) : 0;
     this.#daddr4 = v4 ? view.getUint32(offset + HTTP.daddr, false) : 0;
