@@ -20,7 +20,9 @@
  * every call slower alike: each run checks for them (bpftool perf list) before and after, and when at least
  * MIN_CLEAN_ROUNDS rounds were free of them the headline is computed over those rounds alone (the notes say so).
  *
- * Usage: bun bench/tls-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--connections C] [--max-seconds S]
+ * Each round first waits up to --wait-clean seconds for them to go.
+ *
+ * Usage: bun bench/tls-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--connections C] [--max-seconds S] [--wait-clean S]
  */
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -41,6 +43,8 @@ const BPF_STATS_SECONDS = 2;
 const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 /** Rounds free of other processes' libssl uprobes needed to judge on them alone. */
 const MIN_CLEAN_ROUNDS = 3;
+/** Before each round, how long to wait for other processes' libssl uprobes to go (0 on a quiet machine). */
+const WAIT_CLEAN_SECONDS = argNumber("wait-clean", 10);
 const SPANS_PER_SECOND = 250;
 /** After a reload, the agent finishes the old set's teardown and the new one's first polls (see http-overhead.ts). */
 const SETTLE_MS = 2500;
@@ -152,6 +156,7 @@ try {
   let events = 0;
   let longestRoundMs = 0;
   for (let round = 0; round < ROUNDS && performance.now() - started + longestRoundMs < MAX_SECONDS * 1000; round++) {
+    for (let waited = 0; waited < WAIT_CLEAN_SECONDS * 1000 && foreignLibsslProbes(agent.pid) > 0; waited += 250) await Bun.sleep(250);
     const roundStart = performance.now();
     const order = round % 2 === 0 ? [OFF, ON] : [ON, OFF];
     const measured = new Map<State, Run>();
