@@ -23,6 +23,7 @@ import { cpuSeconds } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
 import { median } from "./lib/stats";
+import { NETWORK_PROGRAMS, SETTLE_MS } from "./lib/overhead";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
 
@@ -33,12 +34,11 @@ const WORKERS = argNumber("workers", Math.max(1, Math.floor(CORES * 0.4)));
 const THREADS = argNumber("threads", Math.max(1, Math.floor(CORES / 2)));
 const CONNECTIONS = argNumber("connections", Math.max(16, 16 * THREADS));
 const WARMUP_SECONDS = argNumber("warmup", 10);
-/** After a reload the agent finishes the old set's teardown and the new set's first polls (http-overhead.ts). */
-const SETTLE_MS = 2500;
 const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 /** Losses of the ring the span budget governs (the other rings' are noted). */
 const HTTP_RING_LOST = 'svc_ebpf_ringbuf_lost_total{ringbuf="network/http_events"}';
-const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length", "on_retransmit"];
+/** The network set's programs whose run time counts (with on_retransmit, which RED does not need). */
+const MEASURED_PROGRAMS = [...NETWORK_PROGRAMS, "on_retransmit"];
 
 interface State {
   name: string;
@@ -95,7 +95,7 @@ async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new
 async function enter(agent: BenchAgent, otlp: string, s: State): Promise<void> {
   await reloadInto(agent, config(otlp, s), s.name, async () => {
     const names = new Set((await attachedPrograms(agent)).map((p) => p.name));
-    return NETWORK_PROGRAMS.slice(0, 3).every((n) => names.has(n) === s.network) || [...names].join(",");
+    return NETWORK_PROGRAMS.every((n) => names.has(n) === s.network) || [...names].join(",");
   });
   await Bun.sleep(SETTLE_MS);
 }
@@ -119,7 +119,7 @@ try {
   const bpfPerRequest = new Map<State, number>();
   for (const s of [TRACED, TRACED_HIGH, TRACED_NO_METRICS]) {
     await enter(agent, receiver.address, s);
-    const ids = new Set((await attachedPrograms(agent)).filter((p) => NETWORK_PROGRAMS.includes(p.name)).map((p) => p.id));
+    const ids = new Set((await attachedPrograms(agent)).filter((p) => MEASURED_PROGRAMS.includes(p.name)).map((p) => p.id));
     const r = await wrk(url, SECONDS, agent, ids);
     bpfPerRequest.set(s, r.bpfNs / r.requests);
   }

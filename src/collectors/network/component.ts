@@ -17,7 +17,7 @@ import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { msOf } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
-import { EbpfSetComponent } from "../../ebpf/component";
+import { EbpfSetComponent, reloadSet } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
@@ -32,7 +32,7 @@ import { RedMaps, Role, redMethod } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
-import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
+import { ConnKind, HttpEventFlag, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
@@ -47,9 +47,13 @@ const HTTP_IDLE_END_MS = 5000;
 
 type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
+/** What the reused call holds between records (nothing of the last one). */
+const NO_BYTES = new Uint8Array(0);
+const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress: "", localPort: 0, remoteAddress: "", remotePort: 0 });
+
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -69,6 +73,8 @@ export class NetworkCollector implements Component {
   /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  /** The call #onHttp hands the tracker, refilled for each record. */
+  readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, meta: NO_ENDPOINT };
   /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
   readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
@@ -82,7 +88,7 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
-  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0 };
+  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0, h2Stopped: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
   /** The kernel's RED maps while the set is attached with http_metrics. */
@@ -148,7 +154,7 @@ export class NetworkCollector implements Component {
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), maxConnections: c.max_connections, redMetrics: c.http_metrics }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
@@ -203,17 +209,21 @@ export class NetworkCollector implements Component {
 
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
-    const call: CapturedCall<EndpointMeta> = {
-      connection: this.#connectionKey(e.pid, e.sk),
-      io: e.io,
-      timestampNs: e.timestampNs,
-      streamOffset: e.streamOffset,
-      length: e.length,
-      data: e.data,
-      /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
-      meta: e,
-    };
-    this.#offerExchanges(this.#http.push(call, performance.now()));
+    /* One call object for every record (the tracker keeps what it needs of it, never the object). */
+    const call = this.#call;
+    call.connection = this.#connectionKey(e.pid, e.sk);
+    call.io = e.io;
+    call.timestampNs = e.timestampNs;
+    call.streamOffset = e.streamOffset;
+    call.length = e.length;
+    call.data = e.data;
+    call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
+    /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
+    call.meta = e;
+    const done = this.#http.push(call, performance.now());
+    call.data = NO_BYTES;
+    call.meta = NO_ENDPOINT;
+    this.#offerExchanges(done);
   }
 
   /** How exchanges become spans; rebuilt when the configuration changes. */
@@ -317,6 +327,9 @@ export class NetworkCollector implements Component {
     const unparsed = c.unparsed - this.#httpDropsSeen.unparsed;
     const unanswered = c.unanswered + h2.unanswered - this.#httpDropsSeen.unanswered;
     const h2Lost = h2.lostDirections - this.#httpDropsSeen.h2Lost;
+    const h2Stopped = h2.stoppedDirections - this.#httpDropsSeen.h2Stopped;
+    this.#httpDropsSeen.h2Stopped = h2.stoppedDirections;
+    if (h2Stopped > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, h2Stopped);
     this.#httpDropsSeen.unparsed = c.unparsed;
     this.#httpDropsSeen.unanswered = c.unanswered + h2.unanswered;
     this.#httpDropsSeen.h2Lost = h2.lostDirections;
@@ -450,13 +463,7 @@ export class NetworkCollector implements Component {
       this.exportMetrics();
       this.#connections = this.#newConnections(b);
     }
-    if (kernelKey(a) !== kernelKey(b) && this.#host) {
-      await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(b);
-      await this.#inner.start(this.#host);
-    } else {
-      await this.#inner.reload(next, previous);
-    }
+    this.#inner = await reloadSet(this.#inner, kernelKey(a) !== kernelKey(b) && this.#host !== undefined, () => this.#newInner(b), this.#host, next, previous);
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimers();
     else {
       this.#stopTimers();

@@ -26,8 +26,10 @@ const CONN = {
 const CONN_EVENT = { timestampNs: 0, sk: 8, kind: 16, conn: 24 } as const;
 const HTTP = {
   timestampNs: 0, sk: 8, streamOffset: 16, cgroupId: 24, pid: 32, tid: 36, len: 40, captured: 44, io: 46, direction: 47,
-  sport: 48, dport: 50, family: 52, saddr: 56, daddr: 72, comm: 88, data: 104,
+  sport: 48, dport: 50, family: 52, flags: 54, saddr: 56, daddr: 72, comm: 88, data: 104,
 } as const;
+/** struct http_event.flags (HTTP_EVENT_* in the C program). */
+export const HttpEventFlag = { H2_STOPPED: 1 } as const;
 
 export const AF_INET = 2;
 export const AF_INET6 = 10;
@@ -60,7 +62,19 @@ export interface ConnEvent {
   comm: string;
 }
 
-export interface HttpEvent {
+/** The endpoints, task and captured bytes of a read or write: a socket's (http_event) or TLS plaintext's (tls/decoder.ts). */
+export interface CapturedCall {
+  localAddress: string;
+  localPort: number;
+  remoteAddress: string;
+  remotePort: number;
+  family: number;
+  comm: string;
+  /** The captured first bytes (a copy). */
+  data: Uint8Array;
+}
+
+export interface HttpEvent extends CapturedCall {
   readonly type: "http";
   timestampNs: bigint;
   sk: bigint;
@@ -72,14 +86,8 @@ export interface HttpEvent {
   length: number;
   io: 0 | 1;
   direction: DirectionValue;
-  localAddress: string;
-  localPort: number;
-  remoteAddress: string;
-  remotePort: number;
-  family: number;
-  comm: string;
-  /** The captured first bytes (a copy). */
-  data: Uint8Array;
+  /** HttpEventFlag bits: H2_STOPPED, a header-only record saying the kernel stopped forwarding this HTTP/2 connection. */
+  flags: number;
 }
 
 export type NetworkEvent = ConnEvent | HttpEvent;
@@ -180,7 +188,6 @@ class HttpEventRecord implements HttpEvent {
   readonly timestampNs: bigint;
   readonly sk: bigint;
   readonly streamOffset: number;
-  readonly cgroupId: bigint;
   readonly pid: number;
   readonly tid: number;
   readonly length: number;
@@ -190,6 +197,7 @@ class HttpEventRecord implements HttpEvent {
   readonly remotePort: number;
   readonly family: number;
   readonly data: Uint8Array;
+  readonly flags: number;
   #localAddress: string | undefined;
   #remoteAddress: string | undefined;
   #comm: string | undefined;
@@ -198,6 +206,9 @@ class HttpEventRecord implements HttpEvent {
   readonly #daddr4: number;
   /** Other families: a copy of saddr and daddr (16 bytes each). */
   readonly #addresses: Uint8Array | undefined;
+  /** The cgroup id as read, its low and high words (made a bigint only when asked for: the span path never does). */
+  readonly #cgroupLow: number;
+  readonly #cgroupHigh: number;
   /** The task name's 16 bytes as four little-endian words. */
   readonly #comm0: number;
   readonly #comm1: number;
@@ -209,7 +220,8 @@ class HttpEventRecord implements HttpEvent {
     this.timestampNs = view.getBigUint64(offset + HTTP.timestampNs, true);
     this.sk = view.getBigUint64(offset + HTTP.sk, true);
     this.streamOffset = view.getUint32(offset + HTTP.streamOffset, true) + view.getUint32(offset + HTTP.streamOffset + 4, true) * 2 ** 32;
-    this.cgroupId = view.getBigUint64(offset + HTTP.cgroupId, true);
+    this.#cgroupLow = view.getUint32(offset + HTTP.cgroupId, true);
+    this.#cgroupHigh = view.getUint32(offset + HTTP.cgroupId + 4, true);
     this.pid = view.getUint32(offset + HTTP.pid, true);
     this.tid = view.getUint32(offset + HTTP.tid, true);
     this.length = view.getUint32(offset + HTTP.len, true);
@@ -218,6 +230,7 @@ class HttpEventRecord implements HttpEvent {
     this.localPort = view.getUint16(offset + HTTP.sport, true);
     this.remotePort = view.getUint16(offset + HTTP.dport, true);
     this.family = view.getUint16(offset + HTTP.family, true);
+    this.flags = view.getUint16(offset + HTTP.flags, true);
     const v4 = this.family === AF_INET;
     this.#saddr4 = v4 ? view.getUint32(offset + HTTP.saddr, false) : 0;
     this.#daddr4 = v4 ? view.getUint32(offset + HTTP.daddr, false) : 0;
@@ -228,6 +241,10 @@ class HttpEventRecord implements HttpEvent {
     this.#comm2 = view.getUint32(offset + HTTP.comm + 8, true);
     this.#comm3 = view.getUint32(offset + HTTP.comm + 12, true);
     this.data = bytes.slice(at + HTTP.data, at + HTTP.data + captured);
+  }
+
+  get cgroupId(): bigint {
+    return (BigInt(this.#cgroupHigh) << 32n) | BigInt(this.#cgroupLow);
   }
 
   get localAddress(): string {

@@ -6,7 +6,9 @@
  * a response whose end cannot be found ends at its last call seen when the next one starts, when the
  * connection closes (`close`), or when the connection has been quiet for a while (`flushIdle`).
  * A connection whose first bytes in a direction open HTTP/2 (client preface or SETTINGS) goes to an H2Connection
- * instead (./h2): each stream is one exchange, with the same request/response heads (version "2").
+ * instead (./h2): each stream is one exchange, with the same request/response heads (version "2"). So does one
+ * whose request asked for `Upgrade: h2c` and got 101: that request becomes stream 1 (RFC 9113 section 3.2), and the
+ * 101 is no exchange of its own.
  * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
@@ -33,6 +35,8 @@ export interface CapturedCall<M = unknown> {
   data: Uint8Array;
   /** Whatever describes the endpoint (process, addresses); handed back with the exchange. */
   meta: M;
+  /** No bytes: the kernel stopped forwarding this HTTP/2 connection here (its per-second limit or ring pressure). */
+  h2Stopped?: boolean;
 }
 
 /**
@@ -92,7 +96,7 @@ export class ExchangeTracker<M = unknown> {
   #lastConnection: string | undefined;
   readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0, unparsed: 0 };
   /** HTTP/2: directions whose HPACK state was lost, streams never answered. */
-  readonly h2Counters: H2Counters = { lostDirections: 0, unanswered: 0 };
+  readonly h2Counters: H2Counters = { lostDirections: 0, stoppedDirections: 0, unanswered: 0 };
   /** Connections with a response started and not ended. */
   readonly #awaiting = new Set<string>();
 
@@ -108,9 +112,14 @@ export class ExchangeTracker<M = unknown> {
 
   /**
    * Feeds one captured call (`nowMs`: the caller's clock, for `flushIdle`); returns the exchanges it completed,
-   * with those of a connection evicted or replaced to make room (read-only).
+   * with those of a connection evicted or replaced to make room (read-only). The call object itself is not kept
+   * (a caller may refill one object for every call); its meta is.
    */
   push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
+    if (call.h2Stopped) {
+      this.#connections.get(call.connection)?.h2?.stop();
+      return NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>;
+    }
     let done: Array<HttpExchange<M>> | undefined;
     const key = call.connection;
     let conn = this.#connections.get(key);
@@ -150,6 +159,7 @@ export class ExchangeTracker<M = unknown> {
     this.counters.unparsed += parser.unparsedHeads - unparsedBefore;
     const started = conn.started[call.io];
     const pending = conn.pending;
+    let upgrade: { req: Pending<M>; headEnd: number } | undefined;
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
       if (m.head.kind === "request") {
@@ -173,6 +183,12 @@ export class ExchangeTracker<M = unknown> {
         continue;
       }
       const req = idx === 0 ? pending.shift()! : pending.splice(idx, 1)[0]!;
+      if (m.head.status === 101 && m.headEnd !== undefined && asksForH2c(req.request)) {
+        /* h2c: the 101 is no exchange of its own; the request is answered on stream 1 (below). */
+        started.push(undefined);
+        upgrade = { req, headEnd: m.headEnd };
+        break;
+      }
       const role = req.io === IO_READ ? "server" : "client";
       /* endNs is set when the response ends. */
       started.push({ role, request: req.request, response: m.head, startNs: req.atNs, endNs: 0n, meta: role === "server" ? call.meta : req.meta });
@@ -182,9 +198,31 @@ export class ExchangeTracker<M = unknown> {
       const x = started.shift();
       if (x !== undefined) (done ??= []).push(ended(x, ends[i]!));
     }
+    if (upgrade) done = this.#upgrade(conn, call, upgrade.req, upgrade.headEnd, done);
     if (awaitsExchange(started)) this.#awaiting.add(key);
     else if (!awaitsExchange(conn.started[1 - call.io]!)) this.#awaiting.delete(key);
     return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
+  }
+
+  /**
+   * The connection switched to HTTP/2 after `req` asked to (Upgrade: h2c) and a 101 answered it in `call`, its head
+   * ending at stream offset `headEnd`: the rest of the connection goes to an H2Connection, where `req` is stream 1,
+   * starting with the bytes of `call` after the head. Requests still waiting (none, per RFC 9113) are unanswered.
+   */
+  #upgrade(conn: ConnectionState<M>, call: CapturedCall<M>, req: Pending<M>, headEnd: number, done: Array<HttpExchange<M>> | undefined): Array<HttpExchange<M>> | undefined {
+    this.counters.unanswered += conn.pending.length;
+    conn.pending.length = 0;
+    conn.started[0].length = 0;
+    conn.started[1].length = 0;
+    const h2 = new H2Connection<M>(this.h2Counters);
+    conn.h2 = h2;
+    const starts: [number, number] = [0, 0];
+    starts[call.io] = headEnd;
+    starts[1 - call.io] = conn.parsers[1 - call.io]!.expectedOffset ?? 0;
+    h2.upgraded(req.request, req.io, req.atNs, req.meta, starts);
+    const skip = headEnd - call.streamOffset;
+    if (skip < call.length) done = h2.push(call.io, headEnd, call.length - skip, call.data.subarray(Math.min(skip, call.data.length)), call.timestampNs, call.meta, done);
+    return done;
   }
 
   /**
@@ -226,6 +264,12 @@ export class ExchangeTracker<M = unknown> {
 }
 
 /** The exchange of a response that ended at `endNs` (each ends once: it is completed in place). */
+/** Whether a request asks to switch to HTTP/2 over cleartext (an `Upgrade` header listing h2c). */
+function asksForH2c(request: HttpRequestHead): boolean {
+  const u = request.upgrade;
+  return u !== undefined && u.split(",").some((p) => p.trim().toLowerCase() === "h2c");
+}
+
 function ended<M>(x: HttpExchange<M>, endNs: bigint): HttpExchange<M> {
   x.endNs = endNs;
   return x;
