@@ -27,8 +27,8 @@
  *
  * RED metrics (`red_enabled`, socket storage programs only; red.h, shared with tls.bpf.c): every exchange, captured
  * or not, is counted in the kernel. A request start records its method, the precise clock and, on the server side, the first
- * RED_PATH_BYTES of its path and a hash of the path up to '?', '#' or the space before the version (per-socket
- * storage `red_store`). The response's status line counts the exchange into the per-CPU hash of the current
+ * RED_PATH_BYTES of its path and a hash of the path up to '?', '#' or the space before the version (behind the
+ * connection's entry in its per-socket storage, `conn_store`). The response's status line counts the exchange into the per-CPU hash of the current
  * generation (`red_a` or `red_b`, chosen by `red_config.gen`) keyed by (pid, role, method, status, path hash,
  * peer); later calls on the response side move its duration to their time (its last byte) while the generation
  * lasts. User space flips the generation, then takes the other map whole (lookup-and-delete), so nothing counted
@@ -209,12 +209,6 @@ struct {
   __type(value, struct conn);
 } conns SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, int);
-  __type(value, struct conn);
-} conn_store SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -254,12 +248,25 @@ struct {
 
 #include "red.h"
 
+/* A connection in per-socket storage: its entry and, behind it, the RED state of its exchange under way (one
+ * storage lookup per call reaches both). */
+struct conn_sk {
+  struct conn c;
+  struct red_conn red;
+};
+
 struct {
   __uint(type, BPF_MAP_TYPE_SK_STORAGE);
   __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, int);
-  __type(value, struct red_conn);
-} red_store SEC(".maps");
+  __type(value, struct conn_sk);
+} conn_store SEC(".maps");
+
+/* The RED state of a connection entry of conn_store (STORE_SK only). */
+static __always_inline struct red_conn *red_of(struct conn *c)
+{
+  return &((struct conn_sk *)c)->red;
+}
 
 
 /* One global window of http_requests_per_second exchanges (struct rate_window: common.h). */
@@ -461,11 +468,13 @@ static __always_inline struct conn *conn_create(__u32 store, void *sk, struct co
       count_stat(STAT_CONNS_FULL);
       return 0;
     }
-    c = bpf_sk_storage_get(&conn_store, sk, init, BPF_SK_STORAGE_GET_F_CREATE);
+    /* Created zeroed (the RED state idle), then the entry copied in. */
+    c = bpf_sk_storage_get(&conn_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
     if (!c) {
       count_stat(STAT_CONNS_FULL);
       return 0;
     }
+    __builtin_memcpy(c, init, sizeof(*c));
     __sync_fetch_and_add(live, 1);
     return c;
   }
@@ -558,8 +567,8 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
   if (newstate == TCP_CLOSE) {
     if (store == STORE_SK && red_enabled) {
       /* A request never answered: counted as a transport error (status 0) when its connection closes. */
-      struct red_conn *r = bpf_sk_storage_get(&red_store, sk, 0, 0);
-      if (r && r->state == RED_AWAITING)
+      struct red_conn *r = red_of(c);
+      if (r->state == RED_AWAITING)
         red_count(r, 0, red_clock(sk));
     }
     /* A connect that never got established: its local port was bound after SYN_SENT was recorded, and is
@@ -826,8 +835,8 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
  * Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`;
  * `now` is the clock read once by the calling program (coarse_now or precise), `ts` the record's timestamp (0: the
  * precise clock, read here once the call is known to be captured). With `red` (a constant: socket storage programs),
- * request starts and the status lines answering them are counted (`r`: the socket's RED state, created for its
- * first request on socket `sk`).
+ * request starts and the status lines answering them are counted (`r`: the connection's RED state, red_of; `sk`:
+ * its socket).
  */
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
@@ -877,14 +886,10 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   __u8 fidx = io & 1;
   if (red && red_enabled) {
     if (start == START_REQUEST) {
-      if (!r)
-        r = bpf_sk_storage_get(&red_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-      if (r) {
-        struct red_peer peer = { .pid = c->pid, .family = c->family, .sport = c->sport, .dport = c->dport, .scheme = RED_SCHEME_HTTP, .daddr = c->daddr };
-        if (red_request(r, &peer, io, e->data, red_clock(sk)))
-          count_stat(STAT_RED_REPLACED);
-      }
-    } else if (start == START_STATUS && r && r->state == RED_AWAITING && r->req_io != io + 1) {
+      struct red_peer peer = { .pid = c->pid, .family = c->family, .sport = c->sport, .dport = c->dport, .scheme = RED_SCHEME_HTTP, .daddr = c->daddr };
+      if (red_request(r, &peer, io, e->data, red_clock(sk)))
+        count_stat(STAT_RED_REPLACED);
+    } else if (start == START_STATUS && r->state == RED_AWAITING && r->req_io != io + 1) {
       /* A response sent before TCP read its clock again (a deferred transmit) ends at the precise clock. */
       __u64 at = red_clock(sk);
       red_response(r, e->data, head, (__s64)(at - r->start_ns) > 0 ? at : bpf_ktime_get_ns());
@@ -1039,9 +1044,9 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
   if (capture_http == CAPTURE_SOCKET) {
     if (store == STORE_SK && red_enabled) {
       /* Every request is read (to be counted), and the status line of each awaited response. */
-      struct red_conn *r = bpf_sk_storage_get(&red_store, sk, 0, 0);
+      struct red_conn *r = red_of(c);
       int awaited = 0;
-      if (r && r->req_io != io + 1) {
+      if (r->req_io != io + 1) {
         if (r->state == RED_COUNTED)
           red_move(r, red_clock(sk));
         awaited = r->state == RED_AWAITING;
