@@ -33,7 +33,8 @@
  * peer); later calls on the response side move its duration to their time (its last byte) while the generation
  * lasts. User space flips the generation, then takes the other map whole (lookup-and-delete), so nothing counted
  * is lost or counted twice. The path of each new key goes to `red_paths` (hash -> bytes). Keys beyond the map's
- * room are counted per role in `red_overflow` (cumulative; user space takes differences).
+ * room are counted per role in `red_overflow` (cumulative; user space takes differences). With `red_body_sizes`,
+ * the request's and response's body sizes of each counted exchange too (red-body.h).
  *
  * Where entries live: with kernel BTF (the default) the lifecycle and length programs run as tp_btf and keep
  * each connection in per-socket storage (`conn_store`, BPF_MAP_TYPE_SK_STORAGE: reached from the socket itself,
@@ -247,12 +248,14 @@ struct {
 
 
 #include "red.h"
+#include "red-body.h"
 
 /* A connection in per-socket storage: its entry and, behind it, the RED state of its exchange under way (one
  * storage lookup per call reaches both). */
 struct conn_sk {
   struct conn c;
   struct red_conn red;
+  struct red_body body;
 };
 
 struct {
@@ -266,6 +269,12 @@ struct {
 static __always_inline struct red_conn *red_of(struct conn *c)
 {
   return &((struct conn_sk *)c)->red;
+}
+
+/* Its body sizes' state (red-body.h). */
+static __always_inline struct red_body *body_of(struct conn *c)
+{
+  return &((struct conn_sk *)c)->body;
 }
 
 
@@ -889,10 +898,21 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
       struct red_peer peer = { .pid = c->pid, .family = c->family, .sport = c->sport, .dport = c->dport, .scheme = RED_SCHEME_HTTP, .daddr = c->daddr };
       if (red_request(r, &peer, io, e->data, red_clock(sk)))
         count_stat(STAT_RED_REPLACED);
+      if (red_body_sizes) {
+        struct red_body *b = body_of(c);
+        __u32 end = head_end(buf, len);
+        b->req_off = end ? (io == IO_READ ? c->bytes_recv : c->bytes_sent) - moved + end : 0;
+        b->counted = 0;
+      }
     } else if (start == START_STATUS && r->state == RED_AWAITING && r->req_io != io + 1) {
       /* A response sent before TCP read its clock again (a deferred transmit) ends at the precise clock. */
       __u64 at = red_clock(sk);
       red_response(r, e->data, head, (__s64)(at - r->start_ns) > 0 ? at : bpf_ktime_get_ns());
+      if (red_body_sizes && r->state == RED_COUNTED) {
+        __u64 resp_total = io == IO_READ ? c->bytes_recv : c->bytes_sent;
+        __u64 req_total = io == IO_READ ? c->bytes_sent : c->bytes_recv;
+        red_body_count(r, body_of(c), req_total, resp_total - moved, head_end(buf, len), resp_total);
+      }
     }
   }
   if (start == START_REQUEST) {
@@ -962,24 +982,21 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
     return 0;
   /* Direct loads from the task's pt_regs (a BTF pointer): no helper call per field. */
   long nr = regs->orig_ax;
-  __u64 arg2 = regs->si;
-  if (io == IO_READ) {
-    if (nr == NR_READ || nr == NR_RECVFROM)
-      return emit_http(c, skp, io, arg2, 0, moved, now, 0, red, r, sk);
-    if (nr == NR_READV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, 0, red, r, sk);
-  } else {
-    if (nr == NR_WRITE || nr == NR_SENDTO)
-      return emit_http(c, skp, io, arg2, 0, moved, now, 0, red, r, sk);
-    if (nr == NR_WRITEV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, 0, red, r, sk);
-  }
+  __u64 buf = regs->si;
+  __u32 is_iov = 0;
+  /* One call site of emit_http (each would be a copy of it for the verifier to walk). */
   if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
     struct user_msghdr msg = {};
-    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)arg2) != 0)
+    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)buf) != 0)
       return 0;
-    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, now, 0, red, r, sk);
+    buf = (__u64)msg.msg_iov;
+    is_iov = 1;
+  } else if (io == IO_READ ? nr == NR_READV : nr == NR_WRITEV) {
+    is_iov = 1;
+  } else if (!(io == IO_READ ? (nr == NR_READ || nr == NR_RECVFROM) : (nr == NR_WRITE || nr == NR_SENDTO))) {
+    return 0;
   }
+  return emit_http(c, skp, io, buf, is_iov, moved, now, 0, red, r, sk);
 #endif
   return 0;
 }
@@ -1047,8 +1064,11 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
       struct red_conn *r = red_of(c);
       int awaited = 0;
       if (r->req_io != io + 1) {
-        if (r->state == RED_COUNTED)
+        if (r->state == RED_COUNTED) {
           red_move(r, red_clock(sk));
+          if (red_body_sizes)
+            red_body_move(r, body_of(c), ret);
+        }
         awaited = r->state == RED_AWAITING;
       }
       if (!needs_inspection(c, io, ret) && !awaited)
