@@ -15,10 +15,11 @@
  *
  * Usage: bun bench/h2-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--clients C] [--streams M]
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { report } from "./lib/report";
 import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
-import { bootstrapInterval, mean, median } from "./lib/stats";
+import { median } from "./lib/stats";
+import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
@@ -29,10 +30,6 @@ const WARMUP_SECONDS = argNumber("warmup", 10);
 const CLIENTS = argNumber("clients", 4);
 const STREAMS = argNumber("streams", 10);
 const SPANS_PER_SECOND = 250;
-const SETTLE_MS = 2500;
-const TARGET_RATIO = 0.95;
-const NICE = -20;
-const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length"];
 
 const SERVER = `
 const http2 = require("node:http2");
@@ -95,13 +92,10 @@ async function enter(agent: BenchAgent, otlp: string, state: State): Promise<voi
 }
 
 const receiver = await startReceiver();
-const server = Bun.spawn(["nice", "-n", String(NICE), "node", "-e", SERVER], { stdout: "pipe", stderr: "inherit" });
+const server = await startPortServer(["node", "-e", SERVER]);
 let agent: BenchAgent | undefined;
 try {
-  const reader = server.stdout.getReader();
-  const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-  reader.releaseLock();
-  const url = `http://127.0.0.1:${port}/bench`;
+  const url = `http://127.0.0.1:${server.port}/bench`;
   agent = await startAgent(config(receiver.address, TRACED));
   reniceAll(agent.pid, NICE);
   reniceAll(receiver.pid, NICE);
@@ -139,21 +133,15 @@ try {
 
   const untracedRps = median(runs.get(UNTRACED)!.map((r) => r.rps));
   const tracedRuns = runs.get(TRACED)!;
-  const ratio = median(ratios);
-  const [low, high] = bootstrapInterval(ratios, median);
-  const perRequest = (rs: Run[], pick: (r: Run) => number) => median(rs.map((r) => (pick(r) / r.requests) * 1e6));
   report({
     bench: `HTTP/2 tracing overhead (h2load -t1 -c${CLIENTS} -m${STREAMS} against a Node http2 h2c server, ${SECONDS}s runs, ${ROUNDS} rounds of untraced + traced, after a ${WARMUP_SECONDS}s warm-up; medians)`,
     rows: [
       { name: "h2c requests/s, untraced", agent: untracedRps, unit: "req/s" },
       { name: "h2c requests/s, traced", agent: median(tracedRuns.map((r) => r.rps)), reference: untracedRps, referenceName: "untraced", unit: "req/s" },
-      { name: `requests/s traced / untraced, median of the ${ratios.length} rounds' ratios`, agent: ratio, unit: "ratio", target: ">= 0.95 (at most 5% fewer requests/s)", met: ratio >= TARGET_RATIO },
-      { name: "the same median, 90% bootstrap interval low", agent: low, unit: "ratio" },
-      { name: "the same median, 90% bootstrap interval high", agent: high, unit: "ratio" },
-      { name: "mean of the same ratios", agent: mean(ratios), unit: "ratio" },
-      { name: "server CPU per request, untraced", agent: perRequest(runs.get(UNTRACED)!, (r) => r.serverCpu), unit: "us" },
-      { name: "server CPU per request, traced", agent: perRequest(tracedRuns, (r) => r.serverCpu), unit: "us" },
-      { name: "agent CPU per request, traced", agent: perRequest(tracedRuns, (r) => r.agentCpu), unit: "us" },
+      ...ratioRows(ratios, `requests/s traced / untraced, median of the ${ratios.length} rounds' ratios`),
+      { name: "server CPU per request, untraced", agent: perRequestUs(runs.get(UNTRACED)!, (r) => r.serverCpu), unit: "us" },
+      { name: "server CPU per request, traced", agent: perRequestUs(tracedRuns, (r) => r.serverCpu), unit: "us" },
+      { name: "agent CPU per request, traced", agent: perRequestUs(tracedRuns, (r) => r.agentCpu), unit: "us" },
     ],
     notes: [
       `ratios per round: ${ratios.map((x) => x.toFixed(3)).join(", ")}`,
@@ -164,7 +152,6 @@ try {
 } finally {
   if (stopped && agent) process.kill(agent.pid, "SIGCONT");
   await agent?.stop();
-  server.kill();
-  await server.exited;
+  await server.stop();
   await receiver.stop();
 }

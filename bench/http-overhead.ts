@@ -39,7 +39,8 @@
 import { report } from "./lib/report";
 import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readFileSync, writeFileSync } from "node:fs";
-import { bootstrapInterval, mean, median, quantile } from "./lib/stats";
+import { median, quantile } from "./lib/stats";
+import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs as perRequest, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { quietConfig } from "../test/helpers/quiet-config";
@@ -50,13 +51,6 @@ const ROUNDS = argNumber("rounds", 36);
 const WARMUP_SECONDS = argNumber("warmup", 30);
 const CONNECTIONS = argNumber("connections", 16);
 const SPANS_PER_SECOND = argNumber("spans-per-second", 250);
-/**
- * After a switch to a state where the agent runs, it finishes what the reload started (the old set's teardown and
- * its garbage, the new set's first polls) before a run. Measured with wrk load (20 reloads, agent threads' CPU in
- * the second that follows): 1 s after the reload its main and GC threads still used ~1.4% of a core more than at
- * steady state; 2.5 s after, nothing more. An agent in production reloads rarely, so the runs wait for that.
- */
-const SETTLE_MS = 2500;
 /** Before a state with the agent stopped: the programs are already attached or detached as it says (checked). */
 const SETTLE_STOPPED_MS = 100;
 /**
@@ -72,11 +66,7 @@ const MAX_STEAL = 0.03;
 const MAX_SECONDS = argNumber("max-seconds", 235);
 const WARMUP_CHUNK_SECONDS = 10;
 const BPF_STATS_SECONDS = 2;
-const TARGET_RATIO = 0.95;
 const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
-/** Server, wrk, agent and receiver run at this nice value so that other work on a shared machine disturbs them less. */
-const NICE = -20;
-const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length"];
 
 interface State {
   name: string;
@@ -195,21 +185,17 @@ class Switcher {
   }
 }
 
-const perRequest = (runs: Run[], pick: (r: Run) => number) => median(runs.map((r) => (pick(r) / r.requests) * 1e6));
 const pct = (x: number) => Math.round(x * 1000) / 10;
 
 const started = performance.now();
 const bpfStatsBefore = readFileSync(BPF_STATS_PATH, "utf8").trim();
 const receiver = await startReceiver();
 reniceAll(receiver.pid, NICE);
-const server = Bun.spawn(["nice", "-n", String(NICE), process.execPath, "-e", SERVER], { stdout: "pipe", stderr: "inherit" });
+const server = await startPortServer([process.execPath, "-e", SERVER]);
 let agent: BenchAgent | undefined;
 let switcher: Switcher | undefined;
 try {
-  const reader = server.stdout.getReader();
-  const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-  reader.releaseLock();
-  const url = `http://127.0.0.1:${port}/bench?q=1`;
+  const url = `http://127.0.0.1:${server.port}/bench?q=1`;
   agent = await startAgent(config(receiver.address, TRACED));
   reniceAll(agent.pid, NICE);
   const pids: Pids = { server: server.pid, agent: agent.pid, receiver: receiver.pid };
@@ -289,18 +275,8 @@ try {
     ];
     if (s === UNTRACED) return stateRows;
     const rs2 = ratios.get(s)!;
-    const ratio = median(rs2);
-    const [low, high] = bootstrapInterval(rs2, median);
     return [
-      {
-        name: `requests/s ${s.name} / untraced, median of the ${rs2.length} rounds' ratios`,
-        agent: ratio,
-        unit: "ratio",
-        ...(s === TRACED ? { target: ">= 0.95 (at most 5% fewer requests/s)", met: ratio >= TARGET_RATIO } : {}),
-      },
-      { name: `the same median, low end of its 90% bootstrap interval, ${s.name}`, agent: low, unit: "ratio" },
-      { name: `the same median, high end of its 90% bootstrap interval, ${s.name}`, agent: high, unit: "ratio" },
-      { name: `mean of the same ratios, ${s.name}`, agent: mean(rs2), unit: "ratio" },
+      ...ratioRows(rs2, `requests/s ${s.name} / untraced, median of the ${rs2.length} rounds' ratios`, `, ${s.name}`, s === TRACED),
       ...(s === TRACED
         ? [
             {
@@ -337,8 +313,7 @@ try {
 } finally {
   switcher?.resume();
   await agent?.stop();
-  server.kill();
-  await server.exited;
+  await server.stop();
   await receiver.stop();
   writeFileSync(BPF_STATS_PATH, bpfStatsBefore);
 }

@@ -6,12 +6,13 @@
  *   untraced: ebpf/network off (no program attached), the agent running;
  *   traced + metrics: network + HTTP capture + http_metrics, spans capped at max_spans_per_second (default 250);
  *   traced + metrics, cap 100000: the same with a span cap far above what user space drains (ring-buffer loss);
- *   traced, http_metrics off: BPF time only (one run), what the RED counting adds to the HTTP capture.
+ *   traced, http_metrics off: BPF time only, what the RED counting adds to the HTTP capture;
+ *   traced + metrics + http_body_sizes: BPF time only, what the body size histograms (off by default) add.
  * Rounds alternate the states (order reversed every other round); per state: requests/s (median over rounds and
  * the median of per-round ratios against untraced), the agent's CPU per 1,000 requests, and ring-buffer loss
- * (svc_ebpf_ringbuf_lost_total during the runs). BPF time per request comes from extra runs per traced state
- * with kernel.bpf_stats_enabled on (run_time_ns of the network programs / wrk's requests; bpf_stats adds clock
- * reads to each run, so measured rounds go without it; the median of --bpf-runs runs, default 3). Spans exported and the kernel's rate_limit refusals are
+ * (svc_ebpf_ringbuf_lost_total during the runs). BPF time per request comes from --bpf-runs extra runs (default 3;
+ * the median is reported) per traced state with kernel.bpf_stats_enabled on (run_time_ns of the network programs / wrk's requests; bpf_stats adds clock
+ * reads to each run, so measured rounds go without it). Spans exported and the kernel's rate_limit refusals are
  * noted. Targets: traced >= 97% of untraced requests/s; BPF <= 600 ns per request; 0 lost.
  *
  * Usage (root): bun bench/red.ts [--seconds N] [--rounds R] [--workers W] [--threads T] [--connections C] [--warmup S] [--bpf-runs N]
@@ -23,6 +24,7 @@ import { cpuSeconds } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
 import { median } from "./lib/stats";
+import { NETWORK_PROGRAMS, SETTLE_MS } from "./lib/overhead";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
 
@@ -35,30 +37,34 @@ const CONNECTIONS = argNumber("connections", Math.max(16, 16 * THREADS));
 const WARMUP_SECONDS = argNumber("warmup", 10);
 /** Runs with bpf_stats on per traced state; the median of their BPF time per request is reported. */
 const BPF_RUNS = argNumber("bpf-runs", 3);
-/** After a reload the agent finishes the old set's teardown and the new set's first polls (http-overhead.ts). */
-const SETTLE_MS = 2500;
 const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 /** Losses of the ring the span budget governs (the other rings' are noted). */
 const HTTP_RING_LOST = 'svc_ebpf_ringbuf_lost_total{ringbuf="network/http_events"}';
-const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length", "on_retransmit"];
+/** The network set's programs whose run time counts (with on_retransmit, which RED does not need). */
+const MEASURED_PROGRAMS = [...NETWORK_PROGRAMS, "on_retransmit"];
 
 interface State {
   name: string;
   network: boolean;
   cap: number;
   metrics: boolean;
+  /** http_body_sizes (off unless said). */
+  bodySizes?: boolean;
 }
 const UNTRACED: State = { name: "untraced", network: false, cap: 250, metrics: true };
 const TRACED: State = { name: "traced + metrics", network: true, cap: 250, metrics: true };
 const TRACED_HIGH: State = { name: "traced + metrics, cap 100000", network: true, cap: 100_000, metrics: true };
 /** Diagnostic, BPF time only: what the RED counting adds to the HTTP capture's programs. */
 const TRACED_NO_METRICS: State = { name: "traced, http_metrics off", network: true, cap: 250, metrics: false };
+/** Diagnostic, BPF time only: what the body size histograms (off by default) add. */
+const TRACED_BODY_SIZES: State = { name: "traced + metrics + http_body_sizes", network: true, cap: 250, metrics: true, bodySizes: true };
 const STATES = [UNTRACED, TRACED, TRACED_HIGH];
+const BPF_STATES = [TRACED, TRACED_HIGH, TRACED_NO_METRICS, TRACED_BODY_SIZES];
 
 const config = (otlp: string, s: State) =>
   quietConfig({
     endpoint: otlp,
-    ebpf: `    enabled: true\n    network:\n      enabled: ${s.network}\n      http: true\n      http_metrics: ${s.metrics}\n      max_spans_per_second: ${s.cap}\n    syscalls:\n      enabled: false`,
+    ebpf: `    enabled: true\n    network:\n      enabled: ${s.network}\n      http: true\n      http_metrics: ${s.metrics}\n      http_body_sizes: ${s.bodySizes === true}\n      max_spans_per_second: ${s.cap}\n    syscalls:\n      enabled: false`,
     agent: "  profiling:\n    enabled: false",
   });
 
@@ -99,7 +105,7 @@ async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new
 async function enter(agent: BenchAgent, otlp: string, s: State): Promise<void> {
   await reloadInto(agent, config(otlp, s), s.name, async () => {
     const names = new Set((await attachedPrograms(agent)).map((p) => p.name));
-    return NETWORK_PROGRAMS.slice(0, 3).every((n) => names.has(n) === s.network) || [...names].join(",");
+    return NETWORK_PROGRAMS.every((n) => names.has(n) === s.network) || [...names].join(",");
   });
   await Bun.sleep(SETTLE_MS);
 }
@@ -122,9 +128,9 @@ try {
 
   const bpfPerRequest = new Map<State, number>();
   const bpfRuns = new Map<State, { each: number[]; runsPerRequest: number }>();
-  for (const s of [TRACED, TRACED_HIGH, TRACED_NO_METRICS]) {
+  for (const s of BPF_STATES) {
     await enter(agent, receiver.address, s);
-    const ids = new Set((await attachedPrograms(agent)).filter((p) => NETWORK_PROGRAMS.includes(p.name)).map((p) => p.id));
+    const ids = new Set((await attachedPrograms(agent)).filter((p) => MEASURED_PROGRAMS.includes(p.name)).map((p) => p.id));
     const each: number[] = [];
     let runs = 0;
     let requests = 0;
@@ -169,7 +175,7 @@ try {
       { name: `http_events ring-buffer events lost, ${s.name}`, agent: lost(s), unit: "events", target: "0", met: lost(s) === 0 },
     ]),
   ];
-  rows.push({ name: `BPF time per request (bpf_stats, median of ${BPF_RUNS} extra runs), ${TRACED_NO_METRICS.name} (diagnostic)`, agent: bpfPerRequest.get(TRACED_NO_METRICS)!, unit: "ns" });
+  for (const s of [TRACED_NO_METRICS, TRACED_BODY_SIZES]) rows.push({ name: `BPF time per request (bpf_stats, median of ${BPF_RUNS} extra runs), ${s.name} (diagnostic)`, agent: bpfPerRequest.get(s)!, unit: "ns" });
   const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
   report({
     bench: "red",
@@ -178,7 +184,7 @@ try {
       `${CORES} cores; ${WORKERS} server worker(s) (Bun.serve, reusePort), wrk -t${THREADS} -c${CONNECTIONS}, ${ROUNDS} rounds of ${SECONDS} s per state; load average at the end ${load}`,
       `per-round ratios traced/untraced: ${ratios.get(TRACED)!.map((x) => x.toFixed(3)).join(", ")}; cap 100000: ${ratios.get(TRACED_HIGH)!.map((x) => x.toFixed(3)).join(", ")}`,
       `ring-buffer events lost in the whole run, every ring: ${await metricSum(agent, "svc_ebpf_ringbuf_lost_total")}`,
-      `BPF time per request of each bpf_stats run (ns) and program runs per request: ${[TRACED, TRACED_HIGH, TRACED_NO_METRICS].map((s) => `${s.name}: ${bpfRuns.get(s)!.each.map((x) => x.toFixed(0)).join(", ")} (${bpfRuns.get(s)!.runsPerRequest.toFixed(2)} runs)`).join("; ")}`,
+      `BPF time per request of each bpf_stats run (ns) and program runs per request: ${BPF_STATES.map((s) => `${s.name}: ${bpfRuns.get(s)!.each.map((x) => x.toFixed(0)).join(", ")} (${bpfRuns.get(s)!.runsPerRequest.toFixed(2)} runs)`).join("; ")}`,
       `spans exported during the rounds: ${spans}; exchanges refused a span (rate_limit): ${rateLimit}; every exchange is counted in the RED metrics whatever the cap`,
     ],
   });

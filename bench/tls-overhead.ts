@@ -22,8 +22,9 @@ import { metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } fro
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
-import { bootstrapInterval, mean, median } from "./lib/stats";
+import { mean, median } from "./lib/stats";
 import { argNumber } from "./lib/args";
+import { NICE, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
 
 const SECONDS = argNumber("seconds", 2);
 const ROUNDS = argNumber("rounds", 8);
@@ -31,10 +32,6 @@ const WARMUP_SECONDS = argNumber("warmup", 6);
 const CONNECTIONS = argNumber("connections", 8);
 const MAX_SECONDS = argNumber("max-seconds", 150);
 const SPANS_PER_SECOND = 250;
-/** After a reload, the agent finishes the old set's teardown and the new one's first polls (see http-overhead.ts). */
-const SETTLE_MS = 2500;
-const TARGET_RATIO = 0.95;
-const NICE = -20;
 const SERVER = resolve(import.meta.dir, "../test/fixtures/https-server.py");
 
 interface State {
@@ -95,19 +92,14 @@ async function enter(agent: BenchAgent, otlp: string, s: State, serverPid: numbe
   await Bun.sleep(SETTLE_MS);
 }
 
-const perRequestUs = (runs: Run[], pick: (r: Run) => number) => median(runs.map((r) => (pick(r) / r.requests) * 1e6));
-
 const started = performance.now();
 const cert = makeSelfSignedCert();
 const receiver = await startReceiver();
 reniceAll(receiver.pid, NICE);
-const server = Bun.spawn(["nice", "-n", String(NICE), "/usr/bin/python3", SERVER, cert.certPath, `${cert.dir}/key.pem`], { stdout: "pipe", stderr: "inherit" });
+const server = await startPortServer(["/usr/bin/python3", SERVER, cert.certPath, `${cert.dir}/key.pem`]);
 let agent: BenchAgent | undefined;
 try {
-  const reader = server.stdout.getReader();
-  const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-  reader.releaseLock();
-  const url = `https://127.0.0.1:${port}/bench?q=1`;
+  const url = `https://127.0.0.1:${server.port}/bench?q=1`;
   agent = await startAgent(config(receiver.address, ON));
   reniceAll(agent.pid, NICE);
   const pids = { server: server.pid, agent: agent.pid };
@@ -139,18 +131,13 @@ try {
   }
   const off = runs.get(OFF)!;
   const on = runs.get(ON)!;
-  const ratio = median(ratios);
-  const [low, high] = bootstrapInterval(ratios, median);
   const onRequests = on.reduce((n, r) => n + r.requests, 0);
   report({
     bench: `TLS tracing overhead (python3 http.server in ssl, wrk -t1 -c${CONNECTIONS} over HTTPS, ${SECONDS}s runs, ${ratios.length} rounds of off + on, after a ${WARMUP_SECONDS}s warm-up; medians)`,
     rows: [
       { name: "HTTPS requests/s, TLS uprobes off", agent: median(off.map((r) => r.rps)), unit: "req/s" },
       { name: "HTTPS requests/s, TLS uprobes on", agent: median(on.map((r) => r.rps)), reference: median(off.map((r) => r.rps)), referenceName: "off", unit: "req/s" },
-      { name: `requests/s on / off, median of the ${ratios.length} rounds' ratios`, agent: ratio, unit: "ratio", target: ">= 0.95 (at most 5% fewer requests/s)", met: ratio >= TARGET_RATIO },
-      { name: "the same median, low end of its 90% bootstrap interval", agent: low, unit: "ratio" },
-      { name: "the same median, high end of its 90% bootstrap interval", agent: high, unit: "ratio" },
-      { name: "mean of the same ratios", agent: mean(ratios), unit: "ratio" },
+      ...ratioRows(ratios, `requests/s on / off, median of the ${ratios.length} rounds' ratios`),
       { name: "server + wrk CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.serverCpu + r.wrkCpu), reference: perRequestUs(off, (r) => r.serverCpu + r.wrkCpu), referenceName: "off", unit: "us" },
       { name: "agent CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.agentCpu), reference: perRequestUs(off, (r) => r.agentCpu), referenceName: "off", unit: "us" },
       { name: "TLS records per request (both sides), TLS uprobes on", agent: onRequests > 0 ? events / onRequests : 0, unit: "records" },
@@ -165,8 +152,7 @@ try {
   });
 } finally {
   await agent?.stop();
-  server.kill();
-  await server.exited;
+  await server.stop();
   await receiver.stop();
   rmSync(cert.dir, { recursive: true, force: true });
 }

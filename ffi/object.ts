@@ -180,8 +180,9 @@ export class BpfProgram implements BpfProgramApi {
         const dv = new DataView(opts.buffer);
         dv.setBigUint64(0, BigInt(UPROBE_OPTS_SIZE_BYTES), true);
         dv.setUint8(24, target.kind === "uretprobe" ? 1 : 0);
-        dv.setBigUint64(32, BigInt(ptr(func)), true);
-        const link = n.bpf.bpf_program__attach_uprobe_opts(this.#handle, target.pid ?? -1, ptr(binary), 0, ptr(opts));
+        // func_name NULL: func_offset is the file offset itself.
+        if (target.offset === undefined) dv.setBigUint64(32, BigInt(ptr(func)), true);
+        const link = n.bpf.bpf_program__attach_uprobe_opts(this.#handle, target.pid ?? -1, ptr(binary), target.offset ?? 0, ptr(opts));
         const errno = isNull(link) ? lastErrno() : 0;
         // libbpf read the binary's symbol tables to find the function, and freed them: their pages go back.
         releaseFreedNativeMemory();

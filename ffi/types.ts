@@ -9,7 +9,8 @@ export type AttachTarget =
   | { kind: "raw_tp"; name: string }
   | { kind: "tp_btf" }
   | { kind: "kprobe" | "kretprobe"; func: string }
-  | { kind: "uprobe" | "uretprobe"; binary: string; func: string; pid?: number }
+  /** `offset`: a file offset in `binary` to probe instead of the function `func` (an instruction the symbol table does not name). */
+  | { kind: "uprobe" | "uretprobe"; binary: string; func: string; offset?: number; pid?: number }
   | { kind: "perf_event"; event: "cpu-clock"; frequencyHz: number };
 
 export type AttachKind = AttachTarget["kind"];

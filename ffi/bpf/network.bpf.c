@@ -84,6 +84,9 @@
 /* The other end of an agent's connection (its peer is in svc_self_peers): connection events and metrics as for
  * any connection, but no HTTP capture or RED counting (the agent's exports seen by a local receiver). */
 #define FLAG_SELF_PEER 64
+/* An HTTP/2 connection no longer forwarded: one of its records was refused (h2_records_per_second, or the ring
+ * three quarters full) or lost (ring full). User space cannot decode the rest of it, so no more of it is read. */
+#define FLAG_H2_STOPPED 128
 
 #define HTTP_CAPTURE_BYTES 256
 #define HTTP_FOLLOW_EVENTS 2
@@ -98,6 +101,9 @@
  * decoding a connection whose HEADERS it missed), and the iovecs of one call gathered. */
 #define H2_CAPTURE_BYTES 4096
 #define H2_MAX_IOVECS 32
+/* struct http_event.flags: a header-only record saying that forwarding of this HTTP/2 connection stopped here
+ * because a record was refused (FLAG_H2_STOPPED). */
+#define HTTP_EVENT_H2_STOPPED 1
 
 #define IO_READ 0
 #define IO_WRITE 1
@@ -110,7 +116,13 @@
 #define STAT_RED_REPLACED 4
 /* Exchanges refused a span because the http_events ring was more than half full (also in STAT_HTTP_SAMPLED_OUT). */
 #define STAT_HTTP_RING_BUSY 5
-#define STAT_COUNT 6
+/* HTTP/2 connections whose forwarding stopped: a record refused (h2_records_per_second or ring pressure) ... */
+#define STAT_H2_STOPPED_LIMIT 6
+/* ... or a record lost (the ring full). */
+#define STAT_H2_STOPPED_LOST 7
+/* HTTP/2 calls that moved more than H2_CAPTURE_BYTES (forwarded cut; user space skips the rest when it is DATA). */
+#define STAT_H2_CUT 8
+#define STAT_COUNT 9
 
 /* Set before load. */
 #define CAPTURE_OFF 0
@@ -123,6 +135,8 @@ const volatile __u32 capture_http = CAPTURE_SOCKET;
 const volatile __u32 http_requests_per_second = 1000;
 /* Entries of conn_store at most (per-socket storage has no max_entries of its own). */
 const volatile __u32 max_conns = 65536;
+/* Records of HTTP/2 connections forwarded per second at most (all connections together). */
+const volatile __u32 h2_records_per_second = 50000;
 /* Count every HTTP exchange into the RED maps (socket storage programs only). */
 const volatile __u32 red_enabled = 0;
 
@@ -181,7 +195,7 @@ struct http_event {
   __u16 sport;        /*  48 */
   __u16 dport;        /*  50 */
   __u16 family;       /*  52 */
-  __u16 pad;          /*  54 */
+  __u16 flags;        /*  54: HTTP_EVENT_* */
   __u8 saddr[16];     /*  56 */
   __u8 daddr[16];     /*  72 */
   char comm[COMM_LEN];/*  88 */
@@ -286,6 +300,14 @@ struct {
   __type(key, __u32);
   __type(value, struct rate_window);
 } http_rate SEC(".maps");
+
+/* One global window of h2_records_per_second HTTP/2 records. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rate_window);
+} h2_rate SEC(".maps");
 
 /* The record being built, with room past its data for the verifier's bound on gathered iovecs (an offset below
  * HTTP_CAPTURE_BYTES plus a size masked to 2 * HTTP_CAPTURE_BYTES - 1); only the record itself is sent. */
@@ -713,6 +735,8 @@ static __always_inline int refused_unread(struct conn *c, __u32 io, __u8 prev_io
  */
 static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 moved)
 {
+  if (c->flags & FLAG_H2_STOPPED)
+    return 0;
   if (c->sampled || (c->flags & FLAG_H2))
     return 1;
   /* The first call of a direction on a connection seen from its start: it may open HTTP/2 (a server's SETTINGS). */
@@ -791,24 +815,52 @@ static __always_inline void fill_http_header(struct http_event *e, struct conn *
   e->sport = c->sport;
   e->dport = c->dport;
   e->family = c->family;
-  e->pad = 0;
+  e->flags = 0;
   __builtin_memcpy(e->saddr, c->saddr, 16);
   __builtin_memcpy(e->daddr, c->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
 /*
+ * Takes one record of the per-second HTTP/2 budget; refused as well while the ring is three quarters full (what
+ * user space does not drain stops connections here, counted, rather than losing records of every connection).
+ */
+static __always_inline int take_h2_token(__u64 now)
+{
+  __u32 zero = 0;
+  struct rate_window *w = bpf_map_lookup_elem(&h2_rate, &zero);
+  if (!w || !svc_window_open(w, now, h2_records_per_second))
+    return 0;
+  if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 4 * 3)
+    return 0;
+  return svc_window_take(w, h2_records_per_second);
+}
+
+/*
  * HTTP/2: forwards up to H2_CAPTURE_BYTES of a call on a connection flagged FLAG_H2, gathering up to
  * H2_MAX_IOVECS iovecs in order (`buf` a struct iovec * when is_iov). No exchange budget: user space parses
- * frames and keeps HPACK state, which needs every header block of the connection.
+ * frames and keeps HPACK state, which needs every header block of the connection. Bounded by h2_records_per_second
+ * and ring pressure instead: a refused call stops the connection's forwarding (FLAG_H2_STOPPED), said by a
+ * header-only record (HTTP_EVENT_H2_STOPPED); a record lost in a full ring stops it too.
  */
-static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 ts)
+static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts)
 {
+  if (c->flags & FLAG_H2_STOPPED)
+    return 0;
   __u32 zero = 0;
   struct h2_scratch_value *sv = bpf_map_lookup_elem(&h2_scratch, &zero);
   if (!sv)
     return 0;
   struct http_event *e = &sv->e;
+  if (!take_h2_token(now)) {
+    c->flags |= FLAG_H2_STOPPED;
+    count_stat(STAT_H2_STOPPED_LIMIT);
+    fill_http_header(e, c, skp, io, moved, 0, ts);
+    e->flags = HTTP_EVENT_H2_STOPPED;
+    if (bpf_ringbuf_output(&http_events, e, offsetof(struct http_event, data), 0) != 0)
+      svc_count_lost(&http_events_lost);
+    return 0;
+  }
   __u32 got = 0;
   if (!is_iov) {
     __u32 size = moved < H2_CAPTURE_BYTES ? moved : H2_CAPTURE_BYTES;
@@ -833,10 +885,15 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
   asm volatile("%0 &= 8191" : "+r"(total));
   if (total > offsetof(struct http_event, data) + H2_CAPTURE_BYTES)
     return 0;
-  if (bpf_ringbuf_output(&http_events, e, total, 0) != 0)
+  if (moved > H2_CAPTURE_BYTES)
+    count_stat(STAT_H2_CUT);
+  if (bpf_ringbuf_output(&http_events, e, total, 0) != 0) {
     svc_count_lost(&http_events_lost);
-  else
+    c->flags |= FLAG_H2_STOPPED;
+    count_stat(STAT_H2_STOPPED_LOST);
+  } else {
     count_stat(STAT_HTTP_EVENTS);
+  }
   return 0;
 }
 
@@ -850,7 +907,7 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
   if (c->flags & FLAG_H2)
-    return emit_h2(c, skp, io, buf, is_iov, moved, ts);
+    return emit_h2(c, skp, io, buf, is_iov, moved, now, ts);
   __u64 len = moved;
   __u64 iovp = buf;
   if (is_iov) {
@@ -890,7 +947,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (start == START_NONE && (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING) &&
       h2_opening(e->data, head)) {
     c->flags |= FLAG_H2;
-    return emit_h2(c, skp, io, iovp, is_iov, moved, ts);
+    return emit_h2(c, skp, io, iovp, is_iov, moved, now, ts);
   }
   __u8 fidx = io & 1;
   if (red && red_enabled) {

@@ -2,8 +2,9 @@
 /*
  * Program set `tls`: the plaintext of OpenSSL 1.1 / 3 (and BoringSSL) connections, read at the library's API.
  *
- * uprobes on SSL_write / SSL_write_ex / SSL_read / SSL_read_ex remember the call per thread (`active`: the SSL
- * object, the buffer, and for the _ex forms where the byte count is written); the uretprobes copy the first
+ * uprobes on SSL_write / SSL_write_ex / SSL_read / SSL_read_ex (or, where those wrap an internal function taking
+ * the _ex arguments, on that function: src/collectors/tls/placement.ts) remember the call per thread (`active`: the
+ * SSL object, the buffer, and for the _ex forms where the byte count is written); the uretprobes copy the first
  * TLS_CAPTURE_BYTES of what the call moved into a `struct tls_event` on the ring buffer `tls_events`. User space
  * attaches the probes per library file (every process mapping that file is then traced).
  *
@@ -252,7 +253,8 @@ static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io
 }
 
 
-/* `ret` is the function's return value: a byte count, or for the _ex forms 1 on success with the count at count_ptr. */
+/* `ret` is the function's return value: a byte count, or for the _ex forms (and the internal functions they wrap,
+ * probed in their place: src/collectors/tls/placement.ts) > 0 on success with the count at count_ptr. */
 static __always_inline int leave(long ret)
 {
   __u64 id = bpf_get_current_pid_tgid();
@@ -267,7 +269,7 @@ static __always_inline int leave(long ret)
   bpf_map_delete_elem(&active, &id);
   __u64 moved = 0;
   if (c.count_ptr) {
-    if (ret != 1 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
+    if (ret <= 0 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
       return 0;
   } else {
     if (ret <= 0)

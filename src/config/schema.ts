@@ -7,7 +7,7 @@ import { LogSectionSchema } from "../log/config";
 import { SelfTelemetrySchema, validateSelfTelemetry } from "../server/config";
 import { BackoffSchema, OtlpSchema, QueuesSchema, StorageSchema, validateExport, validateStorage } from "../export/config";
 import { EbpfSchema, validateEbpf } from "../ebpf/config";
-import { GpuSchema, LogsSchema, ProfilingSchema, validateCollectors } from "../collectors/config";
+import { CollectorKeys, validateCollectors } from "../collectors/config";
 import { DiscoverySchema, validateDiscovery } from "../discovery/config";
 import { MemoryLimitSchema, validateMemoryLimit } from "../memory/config";
 import { Duration, msOf } from "./units";
@@ -16,9 +16,7 @@ import type { ConfigProblem } from "./problems";
 export const AgentSectionSchema = Type.Object(
   {
     ebpf: EbpfSchema,
-    profiling: ProfilingSchema,
-    gpu: GpuSchema,
-    logs: LogsSchema,
+    ...CollectorKeys,
     discovery: DiscoverySchema,
     memory_limit: MemoryLimitSchema,
   },

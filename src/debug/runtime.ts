@@ -71,8 +71,16 @@ export class DebugRuntime implements TaskObserver {
   readonly #blocks: LoopBlock[] = [];
   readonly #recordings = new Set<TraceRecording>();
   #traceBusyUntil: Date | undefined;
+  /** The lag probe's clock (monotonic ms). */
+  readonly #now: () => number;
 
-  constructor(readonly tasks: TaskRegistry) {}
+  /** `now`: the lag probe's clock, performance.now unless a test moves it (a block is the clock moving while no timer runs). */
+  constructor(
+    readonly tasks: TaskRegistry,
+    now: () => number = () => performance.now(),
+  ) {
+    this.#now = now;
+  }
 
   get enabled(): boolean {
     return this.#enabled;
@@ -88,7 +96,7 @@ export class DebugRuntime implements TaskObserver {
       this.#histogram = monitorEventLoopDelay({ resolution: HISTOGRAM_RESOLUTION_MS });
       this.#histogram.enable();
       this.#histogramSince = Date.now();
-      this.#lastTick = performance.now();
+      this.#lastTick = this.#now();
       this.#probe = setInterval(() => this.#tick(), LAG_TICK_MS);
       this.#probe.unref?.();
     } else {
@@ -173,7 +181,7 @@ export class DebugRuntime implements TaskObserver {
   }
 
   #tick(): void {
-    const now = performance.now();
+    const now = this.#now();
     const delayMs = now - this.#lastTick - LAG_TICK_MS;
     this.#lastTick = now;
     if (delayMs >= BLOCK_THRESHOLD_MS) {

@@ -66,6 +66,3 @@ export interface SourcePlugin<K extends string = string, C extends TProperties =
 export function defineSource<K extends string, C extends TProperties, V extends TSchema, Src extends SourceComponent>(p: SourcePlugin<K, C, V, Src>): SourcePlugin<K, C, V, Src> {
   return p;
 }
-
-/** `A | B` -> `A & B` (the composed configuration has every source's keys). */
-export type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;

@@ -139,6 +139,22 @@ export function writeAnyValue(w: ProtoWriter, v: AttributeValue): void {
   }
 }
 
+/** KeyValue.key fields (tag, length, UTF-8) of the attribute names seen; emptied when full. */
+const KEY_FIELDS_KEPT = 4096;
+const keyFields = new Map<string, Uint8Array>();
+
+function keyField(key: string): Uint8Array {
+  let f = keyFields.get(key);
+  if (f === undefined) {
+    const w = new ProtoWriter(16 + key.length * 3);
+    w.stringField(F.KeyValue.key, key);
+    f = w.copy();
+    if (keyFields.size >= KEY_FIELDS_KEPT) keyFields.clear();
+    keyFields.set(key, f);
+  }
+  return f;
+}
+
 /** Writes each attribute as a repeated KeyValue field. */
 export function writeAttributes(w: ProtoWriter, field: number, attributes: Attributes | undefined): void {
   if (!attributes) return;
@@ -146,7 +162,7 @@ export function writeAttributes(w: ProtoWriter, field: number, attributes: Attri
     const v = attributes[key];
     if (v === undefined || v === null) continue;
     const kv = w.open(field);
-    w.stringField(F.KeyValue.key, key);
+    w.short(keyField(key));
     const av = w.open(F.KeyValue.value);
     writeAnyValue(w, v);
     w.end(av);

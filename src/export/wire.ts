@@ -5,6 +5,8 @@
  */
 
 const INITIAL_BUFFER_BYTES = 64 * 1024;
+/** Up to this many bytes are copied one by one (a native copy costs more for ids and keys). */
+const SHORT_COPY_BYTES = 32;
 /** A string of at most this many UTF-16 units needs at most 126 UTF-8 bytes: its length fits one byte. */
 const SHORT_STRING_UNITS = 42;
 
@@ -147,9 +149,20 @@ export class ProtoWriter {
 
   /** Raw bytes (an already encoded message body, after its tag and length). */
   raw(bytes: Uint8Array): void {
+    if (bytes.length <= SHORT_COPY_BYTES) return this.short(bytes);
     this.ensure(bytes.length);
     this.buf.set(bytes, this.pos);
     this.pos += bytes.length;
+  }
+
+  /** Raw bytes, copied one by one (cheaper than a native copy for a few bytes). */
+  short(bytes: Uint8Array): void {
+    const n = bytes.length;
+    this.ensure(n);
+    const b = this.buf;
+    let p = this.pos;
+    for (let i = 0; i < n; i++) b[p++] = bytes[i]!;
+    this.pos = p;
   }
 
   /** A length-delimited bytes field. */

@@ -13,8 +13,8 @@ import { gzipSync } from "node:zlib";
 import { buildRequest, ItemEncoder } from "../../src/export/encode";
 import type { LogRecordItem } from "../../src/export/model";
 import { ResourceBuilder } from "../../src/export/resource";
-import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers";
-import { checkOfficial, missingOfficialTools, PROTO_ROOT, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../helpers/official-receiver";
+import { spawnAgent, type AgentProcess } from "../helpers";
+import { checkOfficial, gpuAndLogsBlocks, missingOfficialTools, officialAgentConfig, ofSignal as of, PROTO_ROOT, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../helpers/official-receiver";
 
 const missing = missingOfficialTools();
 const LINES = 20;
@@ -28,28 +28,9 @@ let agent: AgentProcess;
 beforeAll(async () => {
   if (missing.length) return;
   dir = mkdtempSync(join(tmpdir(), "svc-official-e2e-"));
-  const nvml = join(dir, "libnvml.so");
-  const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-O1", "-o", nvml, join(import.meta.dir, "../fixtures/nvml-stub.c")]);
-  if (cc.exitCode !== 0) throw new Error(`gcc failed: ${cc.stderr.toString()}`);
-  writeFileSync(join(dir, "app.log"), "");
+  const blocks = gpuAndLogsBlocks(dir, "200ms");
   rx = await startOfficialReceiver();
-  const config = QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n")
-    .replace("otlp:\n", "otlp:\n  compression: gzip\n  headers:\n    x-e2e: official\n")
-    .replace(
-      "agent:\n",
-      `agent:
-  gpu:
-    enabled: true
-    interval: 200ms
-    library: ${nvml}
-  logs:
-    enabled: true
-    include: ["${join(dir, "*.log")}"]
-    format: raw
-    checkpoint_file: ${join(dir, "checkpoint.json")}
-    poll_interval: 50ms
-`,
-    );
+  const config = officialAgentConfig(`  ebpf:\n    enabled: false\n${blocks}`, "  headers:\n    x-e2e: official\n");
   agent = await spawnAgent({ config: `${config}service_name: e2e-official\n`, env: { OTLP_ENDPOINT: rx.endpoint } });
 });
 
@@ -59,7 +40,6 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-const of = (reqs: OfficialRequest[], signal: OfficialRequest["signal"]) => reqs.filter((r) => r.signal === signal);
 
 describe.skipIf(missing.length > 0)(`official OTLP decoding (protoc + grpcio)${missing.length ? `: missing ${missing.join(", ")}` : ""}`, () => {
   test("traces, metrics and logs from the compiled agent: every field known to opentelemetry-proto v1.11.0", async () => {

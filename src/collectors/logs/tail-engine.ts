@@ -10,7 +10,7 @@
  * being assembled (partial CRI/Docker lines, a multiline record): it is read again and sent whole after a restart;
  * the lines of other streams past that offset that were sent already are skipped then (CheckpointEntry.streams).
  */
-import type { LogsConfig } from "../config";
+import type { LogsConfig } from "./config";
 import { msOf, bytesOf } from "../../config/units";
 import type { LogRecordItem, Scope } from "../../export/model";
 import type { Attributes, TelemetryPipeline } from "../../export/types";

@@ -32,7 +32,7 @@ import { RedMaps, Role, redMethod } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
-import { ConnKind, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
+import { ConnKind, HttpEventFlag, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
@@ -49,7 +49,7 @@ type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -82,7 +82,7 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
-  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0 };
+  readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0, h2Stopped: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
   /** The kernel's RED maps while the set is attached with http_metrics. */
@@ -150,7 +150,7 @@ export class NetworkCollector implements Component {
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
@@ -212,6 +212,7 @@ export class NetworkCollector implements Component {
       streamOffset: e.streamOffset,
       length: e.length,
       data: e.data,
+      h2Stopped: (e.flags & HttpEventFlag.H2_STOPPED) !== 0,
       /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
       meta: e,
     };
@@ -319,6 +320,9 @@ export class NetworkCollector implements Component {
     const unparsed = c.unparsed - this.#httpDropsSeen.unparsed;
     const unanswered = c.unanswered + h2.unanswered - this.#httpDropsSeen.unanswered;
     const h2Lost = h2.lostDirections - this.#httpDropsSeen.h2Lost;
+    const h2Stopped = h2.stoppedDirections - this.#httpDropsSeen.h2Stopped;
+    this.#httpDropsSeen.h2Stopped = h2.stoppedDirections;
+    if (h2Stopped > 0) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, h2Stopped);
     this.#httpDropsSeen.unparsed = c.unparsed;
     this.#httpDropsSeen.unanswered = c.unanswered + h2.unanswered;
     this.#httpDropsSeen.h2Lost = h2.lostDirections;

@@ -26,8 +26,10 @@ const CONN = {
 const CONN_EVENT = { timestampNs: 0, sk: 8, kind: 16, conn: 24 } as const;
 const HTTP = {
   timestampNs: 0, sk: 8, streamOffset: 16, cgroupId: 24, pid: 32, tid: 36, len: 40, captured: 44, io: 46, direction: 47,
-  sport: 48, dport: 50, family: 52, saddr: 56, daddr: 72, comm: 88, data: 104,
+  sport: 48, dport: 50, family: 52, flags: 54, saddr: 56, daddr: 72, comm: 88, data: 104,
 } as const;
+/** struct http_event.flags (HTTP_EVENT_* in the C program). */
+export const HttpEventFlag = { H2_STOPPED: 1 } as const;
 
 export const AF_INET = 2;
 export const AF_INET6 = 10;
@@ -60,7 +62,19 @@ export interface ConnEvent {
   comm: string;
 }
 
-export interface HttpEvent {
+/** The endpoints, task and captured bytes of a read or write: a socket's (http_event) or TLS plaintext's (tls/decoder.ts). */
+export interface CapturedCall {
+  localAddress: string;
+  localPort: number;
+  remoteAddress: string;
+  remotePort: number;
+  family: number;
+  comm: string;
+  /** The captured first bytes (a copy). */
+  data: Uint8Array;
+}
+
+export interface HttpEvent extends CapturedCall {
   readonly type: "http";
   timestampNs: bigint;
   sk: bigint;
@@ -72,14 +86,8 @@ export interface HttpEvent {
   length: number;
   io: 0 | 1;
   direction: DirectionValue;
-  localAddress: string;
-  localPort: number;
-  remoteAddress: string;
-  remotePort: number;
-  family: number;
-  comm: string;
-  /** The captured first bytes (a copy). */
-  data: Uint8Array;
+  /** HttpEventFlag bits: H2_STOPPED, a header-only record saying the kernel stopped forwarding this HTTP/2 connection. */
+  flags: number;
 }
 
 export type NetworkEvent = ConnEvent | HttpEvent;
@@ -129,9 +137,45 @@ export function decodeConnEvent(view: DataView, offset: number, length: number):
   };
 }
 
+/** The text of IPv4 addresses seen (a host talks with few; emptied when full). */
+const DOTTED_QUADS_KEPT = 4096;
+const dottedQuads = new Map<number, string>();
+
 /** An IPv4 address read as a big-endian number, as formatAddress writes it. */
 function dottedQuad(n: number): string {
-  return `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+  let s = dottedQuads.get(n);
+  if (s === undefined) {
+    if (dottedQuads.size >= DOTTED_QUADS_KEPT) dottedQuads.clear();
+    s = `${n >>> 24}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+    dottedQuads.set(n, s);
+  }
+  return s;
+}
+
+/** Task names by their 16 bytes (four little-endian words), direct-mapped: the last name seen in each slot. */
+const COMM_SLOTS = 64;
+const commWords = new Uint32Array(COMM_SLOTS * 4);
+const commNames: Array<string | undefined> = new Array<string | undefined>(COMM_SLOTS).fill(undefined);
+
+/** As cString over the four words: the bytes up to the first NUL, one character each. */
+function commOf(w0: number, w1: number, w2: number, w3: number): string {
+  const slot = (w0 ^ Math.imul(w1, 31) ^ Math.imul(w2, 961) ^ w3) & (COMM_SLOTS - 1);
+  const at = slot * 4;
+  const known = commNames[slot];
+  if (known !== undefined && commWords[at] === w0 && commWords[at + 1] === w1 && commWords[at + 2] === w2 && commWords[at + 3] === w3) return known;
+  const words = [w0, w1, w2, w3];
+  let s = "";
+  for (let i = 0; i < 16; i++) {
+    const c = (words[i >> 2]! >>> ((i & 3) * 8)) & 255;
+    if (c === 0) break;
+    s += String.fromCharCode(c);
+  }
+  commWords[at] = w0;
+  commWords[at + 1] = w1;
+  commWords[at + 2] = w2;
+  commWords[at + 3] = w3;
+  commNames[slot] = s;
+  return s;
 }
 
 /**
@@ -154,6 +198,7 @@ class HttpEventRecord implements HttpEvent {
   readonly remotePort: number;
   readonly family: number;
   readonly data: Uint8Array;
+  readonly flags: number;
   #localAddress: string | undefined;
   #remoteAddress: string | undefined;
   #comm: string | undefined;
@@ -182,6 +227,7 @@ class HttpEventRecord implements HttpEvent {
     this.localPort = view.getUint16(offset + HTTP.sport, true);
     this.remotePort = view.getUint16(offset + HTTP.dport, true);
     this.family = view.getUint16(offset + HTTP.family, true);
+    this.flags = view.getUint16(offset + HTTP.flags, true);
     const v4 = this.family === AF_INET;
     this.#saddr4 = v4 ? view.getUint32(offset + HTTP.saddr, false) : 0;
     this.#daddr4 = v4 ? view.getUint32(offset + HTTP.daddr, false) : 0;
@@ -204,15 +250,7 @@ class HttpEventRecord implements HttpEvent {
 
   /** As cString: the bytes up to the first NUL, one character each. */
   get comm(): string {
-    if (this.#comm !== undefined) return this.#comm;
-    const words = [this.#comm0, this.#comm1, this.#comm2, this.#comm3];
-    let s = "";
-    for (let i = 0; i < 16; i++) {
-      const c = (words[i >> 2]! >>> ((i & 3) * 8)) & 255;
-      if (c === 0) break;
-      s += String.fromCharCode(c);
-    }
-    return (this.#comm = s);
+    return (this.#comm ??= commOf(this.#comm0, this.#comm1, this.#comm2, this.#comm3));
   }
 }
 

@@ -26,26 +26,50 @@ export interface ProcessLabels {
 }
 
 const UNKNOWN_PROCESS = "unknown";
+/** Labels kept per pid (emptied when full): most records come from few processes. */
+const MAX_CACHED_PIDS = 16_384;
+
+/** The labels of pid 0 (a process never seen). */
+const UNKNOWN_LABELS: ProcessLabels = { name: UNKNOWN_PROCESS, attributes: { "process.executable.name": UNKNOWN_PROCESS }, resource: UNKNOWN_WORKLOAD };
+
+interface CachedLabels {
+  /** What the labels were made from: the process table's entry, the task name and the workload resource. */
+  info: { executableName: string; containerId: string | undefined } | undefined;
+  comm: string;
+  resource: Attributes | undefined;
+  labels: ProcessLabels;
+}
 
 export class ProcessLabeler {
+  readonly #cache = new Map<number, CachedLabels>();
+
   constructor(
     private readonly processes: ProcessLookup | undefined,
     private readonly workloads: WorkloadLookup | undefined,
   ) {}
 
-  /** Labels of process `pid` whose kernel task name is `comm` (pid 0: the process was never seen). */
+  /**
+   * Labels of process `pid` whose kernel task name is `comm` (pid 0: the process was never seen). The same object
+   * while the process table's entry, the task name (when it names the process) and the workload resource stay the
+   * same: callers copy what they extend, never modify it.
+   */
   describe(pid: number, comm: string): ProcessLabels {
-    if (pid === 0) return { name: UNKNOWN_PROCESS, attributes: { "process.executable.name": UNKNOWN_PROCESS }, resource: UNKNOWN_WORKLOAD };
+    if (pid === 0) return UNKNOWN_LABELS;
     const info = this.processes?.forPid(pid);
-    const name = info?.executableName || comm || UNKNOWN_PROCESS;
-    const attributes: Attributes = { "process.pid": pid, "process.executable.name": name };
-    if (info?.containerId) attributes["container.id"] = info.containerId;
     let resource: Attributes | undefined;
     try {
       resource = this.workloads?.forPid(pid);
     } catch {
       resource = undefined;
     }
-    return { name, attributes, resource };
+    const cached = this.#cache.get(pid);
+    if (cached !== undefined && cached.info === info && cached.resource === resource && (cached.comm === comm || info?.executableName)) return cached.labels;
+    const name = info?.executableName || comm || UNKNOWN_PROCESS;
+    const attributes: Attributes = { "process.pid": pid, "process.executable.name": name };
+    if (info?.containerId) attributes["container.id"] = info.containerId;
+    const labels = { name, attributes, resource };
+    if (this.#cache.size >= MAX_CACHED_PIDS) this.#cache.clear();
+    this.#cache.set(pid, { info, comm, resource, labels });
+    return labels;
   }
 }

@@ -21,6 +21,9 @@ const MIN_HTTP_RING_BYTES = 256 * 1024;
 const MAX_HTTP_RING_BYTES = 8 * 2 ** 20;
 
 /** http_events with `ringbuf_size: auto`: one second of the exchange budget (the kernel captures no more), within 256KiB..8MiB. */
+/** h2_records_per_second's default (the configuration's). */
+export const DEFAULT_H2_RECORDS_PER_SECOND = 50_000;
+
 export function httpRingAutoBytes(exchangesPerSecond: number): number {
   return Math.min(MAX_HTTP_RING_BYTES, Math.max(MIN_HTTP_RING_BYTES, exchangesPerSecond * HTTP_RECORDS_PER_EXCHANGE * HTTP_RECORD_BYTES));
 }
@@ -33,6 +36,8 @@ export interface NetworkSetOptions {
   httpCapture: "socket" | "syscalls";
   /** HTTP exchanges captured per second in the kernel. */
   httpExchangesPerSecond: number;
+  /** Records of HTTP/2 connections forwarded per second (agent.ebpf.network.http2_records_per_second; default 50000). */
+  h2RecordsPerSecond?: number;
   /** Connections tracked at most (entries of `conns`, or of the per-socket storage with kernel BTF). */
   maxConnections: number;
   /** Count every HTTP exchange in the kernel (RED metrics); effective with socket capture and socket storage only. */
@@ -122,6 +127,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
       self_tgid: o.selfPid,
       capture_http: !o.http ? CaptureMode.OFF : o.httpCapture === "syscalls" ? CaptureMode.SYSCALLS : CaptureMode.SOCKET,
       http_requests_per_second: o.httpExchangesPerSecond,
+      h2_records_per_second: o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND,
       max_conns: o.maxConnections,
       red_enabled: redCounted(o) ? 1 : 0,
       red_body_sizes: bodySizes ? 1 : 0,
@@ -134,4 +140,4 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
 }
 
 /** Indexes of the `stats` per-CPU array (STAT_* in the C program). */
-export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3, RED_REPLACED: 4, HTTP_RING_BUSY: 5 } as const;
+export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3, RED_REPLACED: 4, HTTP_RING_BUSY: 5, H2_STOPPED_LIMIT: 6, H2_STOPPED_LOST: 7, H2_CUT: 8 } as const;

@@ -100,6 +100,16 @@ export class SymbolTable {
     return utf8.decode(this.#text!.subarray(this.#starts![i]!, this.#ends![i]!));
   }
 
+  /** The address of the symbol at an index (0 <= i < size). */
+  addressAt(i: number): number {
+    return this.#addresses[i]!;
+  }
+
+  /** The size in bytes of the symbol at an index (0 when unknown). */
+  sizeAt(i: number): number {
+    return this.#sizes[i]!;
+  }
+
   /** The tag of the symbol at an index of indexOf (0 when the table has none). */
   tagAt(i: number): number {
     return this.#tags?.[i] ?? 0;

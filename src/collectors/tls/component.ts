@@ -117,11 +117,12 @@ export class TlsCollector implements Component {
     const programs = new Map(set.programs.map((p) => [p.name, p]));
     this.#registry = new TlsTargetRegistry(
       this.#source,
-      (binary, func, ret) => {
-        const name = ret ? TLS_RETURN_PROGRAM : TLS_ENTRY_PROGRAMS[func];
+      (binary, site, ret) => {
+        const name = ret ? TLS_RETURN_PROGRAM : TLS_ENTRY_PROGRAMS[site.program];
         const prog = set.object.program(name);
         if (!prog) throw new Error(`no program ${name}`);
-        return prog.attach({ kind: ret ? "uretprobe" : "uprobe", binary, func });
+        const kind = ret ? "uretprobe" : "uprobe";
+        return prog.attach(site.offset === undefined ? { kind, binary, func: site.program } : { kind, binary, func: site.program, offset: site.offset });
       },
       this.#maxTargets,
     );

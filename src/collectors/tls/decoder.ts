@@ -3,7 +3,7 @@
  * an SSL_read/SSL_write call moved, with the SSL object, the socket and its addresses when known, and the stream
  * offset of the bytes. Offsets mirror the C struct (asserted there with _Static_assert). Little-endian.
  */
-import { AF_INET, cString } from "../network/decoders";
+import { AF_INET, cString, type CapturedCall } from "../network/decoders";
 import { formatAddress } from "../network/addresses";
 
 export const TLS_EVENT_HEADER_BYTES = 112;
@@ -19,7 +19,7 @@ const F = {
   sport: 56, dport: 58, family: 60, saddr: 64, daddr: 80, comm: 96, data: 112,
 } as const;
 
-export interface TlsEvent {
+export interface TlsEvent extends CapturedCall {
   readonly type: "tls";
   /** Kernel monotonic ns: the call's entry for writes, its return for reads. */
   timestampNs: bigint;
@@ -38,14 +38,6 @@ export interface TlsEvent {
   io: 0 | 1;
   /** Whether the socket, and so the addresses below, are known. */
   socketKnown: boolean;
-  localAddress: string;
-  localPort: number;
-  remoteAddress: string;
-  remotePort: number;
-  family: number;
-  comm: string;
-  /** The captured first bytes (a copy). */
-  data: Uint8Array;
 }
 
 /** Decodes a tls_event; the result owns a copy of the record. Throws RangeError on a short or inconsistent record. */

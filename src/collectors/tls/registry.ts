@@ -6,6 +6,7 @@
  * attach function: unit tests run it with fakes.
  */
 import type { BpfLinkApi } from "../../../ffi/types";
+import { entrySites, probeSites, type ProbeSite } from "./placement";
 import { libsslInMaps, staticVerdict, TLS_FUNCTIONS, type StaticVerdict, type TargetSource, type TlsFunction } from "./targets";
 
 /** Pids listed per target in the status view (the count is exact). */
@@ -13,8 +14,11 @@ export const VIEW_PIDS_PER_TARGET = 32;
 const VERDICT_CACHE_ENTRIES = 4096;
 const REQUIRED: readonly TlsFunction[] = ["SSL_read", "SSL_write"];
 
-/** Attaches the entry (ret false) or return (ret true) probe of `func` in the file at `binary`; throws when it cannot. */
-export type AttachProbe = (binary: string, func: TlsFunction, ret: boolean) => BpfLinkApi;
+/** Attaches the entry (ret false) or return (ret true) probe of a site in the file at `binary`; throws when it cannot. */
+export type AttachProbe = (binary: string, site: ProbeSite, ret: boolean) => BpfLinkApi;
+
+/** Where the probes of `functions` go in the file at `path` (placement.ts). */
+export type PlanSites = (path: string, functions: readonly TlsFunction[]) => ProbeSite[];
 
 export type TargetState = "attached" | "failed" | "not_traceable" | "limit";
 
@@ -25,7 +29,7 @@ export interface TlsTargetView {
   kind: "shared" | "static";
   state: TargetState;
   reason?: string;
-  /** Functions probed (entry and return). */
+  /** Functions whose calls are traced (their own entry and return, or those of the internal function they call). */
   functions: string[];
   /** Processes mapping the file (exact). */
   processes: number;
@@ -58,14 +62,16 @@ export class TlsTargetRegistry {
   readonly #byPid = new Map<number, Set<string>>();
   readonly #verdicts = new Map<string, StaticVerdict>();
   readonly #verdict: (path: string, size: number) => StaticVerdict;
+  readonly #plan: PlanSites;
   readonly counters: RegistryCounters = { attaches: 0, detaches: 0, failures: 0 };
   #closed = false;
 
-  constructor(source: TargetSource, attach: AttachProbe, maxTargets: number, verdict: (path: string, size: number) => StaticVerdict = staticVerdict) {
+  constructor(source: TargetSource, attach: AttachProbe, maxTargets: number, verdict: (path: string, size: number) => StaticVerdict = staticVerdict, plan: PlanSites = probeSites) {
     this.#source = source;
     this.#attach = attach;
     this.#maxTargets = maxTargets;
     this.#verdict = verdict;
+    this.#plan = plan;
   }
 
   /** Targets with live probes. */
@@ -139,18 +145,25 @@ export class TlsTargetRegistry {
       return;
     }
     const missing: string[] = [];
-    for (const f of functions) {
+    const attachSite = (site: ProbeSite): boolean => {
       const links: BpfLinkApi[] = [];
       try {
-        links.push(this.#attach(hostPath, f, false));
-        links.push(this.#attach(hostPath, f, true));
+        links.push(this.#attach(hostPath, site, false));
+        links.push(this.#attach(hostPath, site, true));
         t.links.push(...links);
-        t.functions.push(f);
+        t.functions.push(...site.covers);
+        return true;
       } catch (e) {
         for (const l of links) l.close();
-        missing.push(`${f}: ${(e as Error).message}`);
+        if (site.offset === undefined) missing.push(`${site.program}: ${(e as Error).message}`);
+        return false;
       }
+    };
+    for (const site of this.#plan(hostPath, functions)) {
+      // A site the code was read for that does not attach: its functions' own entries.
+      if (!attachSite(site) && site.offset !== undefined) for (const s of entrySites(site.covers)) attachSite(s);
     }
+    t.functions.sort((a, b) => TLS_FUNCTIONS.indexOf(a) - TLS_FUNCTIONS.indexOf(b));
     const lacking = REQUIRED.filter((f) => !t.functions.includes(f));
     if (lacking.length > 0) {
       for (const l of t.links) l.close();

@@ -20,10 +20,11 @@
  * A body received another way (a file, another server) is checked the same way with
  * `checkOfficial(signal, body)`. `missingOfficialTools()` names what is not installed (tests skip with it).
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
+import { QUIET_CONFIG } from "../quiet-config";
 
 export type OtlpSignal = "traces" | "metrics" | "logs" | "profiles";
 
@@ -157,4 +158,41 @@ export function attributesOf(list: unknown): Record<string, string | number | bo
     return JSON.stringify(v);
   };
   return Object.fromEntries(((list as Array<{ key: string; value: Record<string, unknown> }>) ?? []).map((a) => [a.key, value(a.value)]));
+}
+
+/** The requests of one signal. */
+export function ofSignal(reqs: OfficialRequest[], signal: OtlpSignal): OfficialRequest[] {
+  return reqs.filter((r) => r.signal === signal);
+}
+
+/**
+ * The agent of the official-schema tests: QUIET_CONFIG with every request self-traced and gzip export (`otlpKeys`:
+ * more keys of `otlp`, indented under it), and `agentBlocks` (indented under `agent:`) in place of its eBPF block.
+ */
+export function officialAgentConfig(agentBlocks: string, otlpKeys = ""): string {
+  return QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n")
+    .replace("otlp:\n", `otlp:\n  compression: gzip\n${otlpKeys}`)
+    .replace("  ebpf:\n    enabled: false\n", agentBlocks);
+}
+
+/**
+ * `agent.gpu` (the NVML stand-in test/fixtures/nvml-stub.c, compiled into `dir`, read every `interval`) and
+ * `agent.logs` (the raw lines of `dir`/*.log, `dir`/app.log created empty), indented under `agent:`.
+ */
+export function gpuAndLogsBlocks(dir: string, interval: string): string {
+  const nvml = join(dir, "libnvml.so");
+  const cc = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-O1", "-o", nvml, join(import.meta.dir, "../../fixtures/nvml-stub.c")]);
+  if (cc.exitCode !== 0) throw new Error(`gcc failed: ${cc.stderr.toString()}`);
+  writeFileSync(join(dir, "app.log"), "");
+  return `  gpu:
+    enabled: true
+    interval: ${interval}
+    library: ${nvml}
+  logs:
+    enabled: true
+    include: ["${join(dir, "*.log")}"]
+    format: raw
+    checkpoint_file: ${join(dir, "checkpoint.json")}
+    poll_interval: 50ms
+`;
 }

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LogsConfig } from "../../../src/collectors/config";
+import type { LogsConfig } from "../../../src/collectors/logs/config";
 import { TailEngine } from "../../../src/collectors/logs";
 import { decodeRequest } from "../../../src/export/receiver";
 import { Logger } from "../../../src/log/logger";

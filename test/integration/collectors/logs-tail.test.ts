@@ -3,7 +3,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { LogsConfig } from "../../../src/collectors/config";
+import type { LogsConfig } from "../../../src/collectors/logs/config";
 import { TailEngine } from "../../../src/collectors/logs";
 import type { LogRecordItem } from "../../../src/export/model";
 import { Logger } from "../../../src/log/logger";
@@ -317,9 +317,10 @@ describe("multiline records and severity", () => {
     expect(saved.streams.stdout).toBe(text.indexOf(cri(b(3), "stdout")));
     appendFileSync(path, cri(trace[2]!, "stderr"));
     const p2 = new RecordingPipeline();
-    start({ ...config, multiline: config.multiline.map((r) => ({ ...r, flush_timeout: "100ms" })) }, p2);
+    const e2 = start({ ...config, multiline: config.multiline.map((r) => ({ ...r, flush_timeout: "100ms" })) }, p2);
     await waitFor("the trace and b3", () => p2.accepted.logs.length >= 2);
-    await Bun.sleep(300);
+    // Nothing more comes: 30 more poll rounds (10 ms apart, past the 100 ms flush timeout twice over).
+    await rounds(e2, 30);
     expect(bodies(p2).toSorted()).toEqual([b(3), trace.slice(0, 3).join("\n")].toSorted());
   });
 

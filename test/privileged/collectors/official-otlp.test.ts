@@ -8,11 +8,11 @@
  * profiles (one shared dictionary) pass the same checks.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { appendFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../helpers";
-import { missingOfficialTools, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
+import { gpuAndLogsBlocks, missingOfficialTools, officialAgentConfig, ofSignal as of, startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../helpers/official-receiver";
 
 const isRoot = process.getuid?.() === 0;
 const missing = missingOfficialTools();
@@ -39,10 +39,7 @@ beforeAll(async () => {
   if (!isRoot || missing.length) return;
   const cc = Bun.spawnSync(["gcc", "-O0", "-g", "-fno-omit-frame-pointer", "-o", burner, join(import.meta.dir, "../../fixtures/cpu-burner.c")]);
   if (cc.exitCode !== 0) throw new Error(`gcc failed: ${cc.stderr.toString()}`);
-  const nvml = join(dir, "libnvml.so");
-  const so = Bun.spawnSync(["gcc", "-shared", "-fPIC", "-O1", "-o", nvml, join(import.meta.dir, "../../fixtures/nvml-stub.c")]);
-  if (so.exitCode !== 0) throw new Error(`gcc failed: ${so.stderr.toString()}`);
-  writeFileSync(join(dir, "app.log"), "");
+  const blocks = gpuAndLogsBlocks(dir, "500ms");
 
   burnerProc = Bun.spawn([burner], { stdout: "pipe", stderr: "inherit" });
   const reader = (burnerProc.stdout as ReadableStream<Uint8Array>).getReader();
@@ -56,11 +53,7 @@ beforeAll(async () => {
 
   server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") });
   rx = await startOfficialReceiver();
-  const config = QUIET_CONFIG.replace("self_telemetry:\n", "self_telemetry:\n  tracing:\n    enabled: true\n    sample_rate: 1.0\n")
-    .replace("otlp:\n", "otlp:\n  compression: gzip\n")
-    .replace(
-      "  ebpf:\n    enabled: false\n",
-      `  ebpf:
+  const config = officialAgentConfig(`  ebpf:
     enabled: true
     network:
       enabled: true
@@ -69,18 +62,7 @@ beforeAll(async () => {
     syscalls:
       enabled: true
       interval: 1s
-${profiling(pprofDir, burnerProc.pid)}  gpu:
-    enabled: true
-    interval: 500ms
-    library: ${nvml}
-  logs:
-    enabled: true
-    include: ["${join(dir, "*.log")}"]
-    format: raw
-    checkpoint_file: ${join(dir, "checkpoint.json")}
-    poll_interval: 50ms
-`,
-    );
+${profiling(pprofDir, burnerProc.pid)}${blocks}`);
   agent = await spawnAgent({ config: `${config}service_name: official-privileged\n`, env: { OTLP_ENDPOINT: rx.endpoint }, timeoutMs: 30_000 });
 });
 
@@ -94,7 +76,6 @@ const profiling = (pprofDir: string, pid: number) => `  profiling:
     pprof_keep: 1000
 `;
 
-const of = (reqs: OfficialRequest[], signal: OfficialRequest["signal"]) => reqs.filter((r) => r.signal === signal);
 const attrs = (list: Array<{ key: string; value: Record<string, unknown> }> | undefined): Record<string, unknown> =>
   Object.fromEntries((list ?? []).map((a) => [a.key, Object.values(a.value)[0]]));
 

@@ -9,7 +9,6 @@ import { blockProfile, goroutineCountsText, goroutineProfile, goroutineStacksTex
 import { Mutex } from "../../../src/lifecycle/mutex";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
 import { advanceTimersByTime, flushPromises } from "../../helpers/fake-timers";
-import { waitUntil } from "../../helpers/wait";
 
 function decode(b: PprofBuilder) {
   const p = Profile.decode(gunzipSync(b.encode()));
@@ -130,20 +129,25 @@ describe("runtime profiles", () => {
 
   test("block: a synchronous block inside an operation is attributed to it", async () => {
     const tasks = new TaskRegistry();
-    const runtime = new DebugRuntime(tasks);
+    // A synchronous block: the clock moves 120 ms while no timer runs (fake timers hold the lag probe).
+    let blockedMs = 0;
+    const runtime = new DebugRuntime(tasks, () => performance.now() + blockedMs);
+    jest.useFakeTimers();
     runtime.setEnabled(true);
     try {
       await tasks.track("busy operation", async () => {
-        const until = performance.now() + 120;
-        while (performance.now() < until);
+        blockedMs += 120;
       });
-      await waitUntil(() => runtime.blocks().length > 0, { what: "the block to be seen" });
+      expect(runtime.blocks().length).toBe(0);
+      advanceTimersByTime(20);
+      expect(runtime.blocks().length).toBe(1);
       const { stacks } = decode(blockProfile(runtime));
       const busy = stacks.find((s) => s.frames[0]!.name === "busy operation");
       expect(busy).toBeDefined();
       expect(busy!.values[1]).toBeGreaterThan(50e6);
     } finally {
       runtime.setEnabled(false);
+      jest.useRealTimers();
     }
     expect(tasks.captureStacks).toBe(false);
     expect(tasks.observers.size).toBe(0);

@@ -33,6 +33,8 @@ export interface CapturedCall<M = unknown> {
   data: Uint8Array;
   /** Whatever describes the endpoint (process, addresses); handed back with the exchange. */
   meta: M;
+  /** No bytes: the kernel stopped forwarding this HTTP/2 connection here (its per-second limit or ring pressure). */
+  h2Stopped?: boolean;
 }
 
 /**
@@ -92,7 +94,7 @@ export class ExchangeTracker<M = unknown> {
   #lastConnection: string | undefined;
   readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0, unparsed: 0 };
   /** HTTP/2: directions whose HPACK state was lost, streams never answered. */
-  readonly h2Counters: H2Counters = { lostDirections: 0, unanswered: 0 };
+  readonly h2Counters: H2Counters = { lostDirections: 0, stoppedDirections: 0, unanswered: 0 };
   /** Connections with a response started and not ended. */
   readonly #awaiting = new Set<string>();
 
@@ -111,6 +113,10 @@ export class ExchangeTracker<M = unknown> {
    * with those of a connection evicted or replaced to make room (read-only).
    */
   push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
+    if (call.h2Stopped) {
+      this.#connections.get(call.connection)?.h2?.stop();
+      return NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>;
+    }
     let done: Array<HttpExchange<M>> | undefined;
     const key = call.connection;
     let conn = this.#connections.get(key);

@@ -108,6 +108,13 @@ export class H2Direction<T> {
     if (length > captured.length && !this.lost) this.#gap(length - captured.length, at);
   }
 
+  /** Stops decoding (`why`); false when it had stopped already. */
+  stop(why: string): boolean {
+    if (this.lost) return false;
+    this.#lose(why);
+    return true;
+  }
+
   #lose(why: string): void {
     if (this.lost) return;
     this.lost = why;
@@ -284,6 +291,8 @@ interface StreamState<M> {
 export interface H2Counters {
   /** Directions whose HPACK state was lost (bytes missing or undecodable): their streams give nothing more. */
   lostDirections: number;
+  /** Directions the kernel stopped forwarding (its per-second limit or ring pressure): their streams give nothing more. */
+  stoppedDirections: number;
   /** Streams forgotten unanswered: reset before a response, over MAX_OPEN_STREAMS, or open at close. */
   unanswered: number;
 }
@@ -392,6 +401,11 @@ export class H2Connection<M> {
     const names = s.grpc ? grpcNames(s.request.path ?? "") : undefined;
     if (names) x.rpc = { system: "grpc", service: names.service, method: names.method, statusCode: s.grpcStatus };
     (this.#done ??= []).push(x);
+  }
+
+  /** The kernel stopped forwarding the connection: both directions stop decoding, counted as stopped. */
+  stop(): void {
+    for (const dir of this.directions) if (dir.stop("the kernel stopped forwarding the connection (HTTP/2 record limit or ring pressure)")) this.counters.stoppedDirections++;
   }
 
   /** Whether both directions stopped decoding (nothing more can come of the connection). */

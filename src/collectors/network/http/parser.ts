@@ -323,8 +323,8 @@ const VERSION_1_1 = "1.1";
 
 /**
  * parseHead(withoutFinalEmptyLine(latin1(b[from..to))), true) without decoding what is not kept: `to` is the end
- * of the head (headEnd). Responses are read from the bytes alone; a request decodes its head once, for the target,
- * Host and User-Agent. Undefined when it is not HTTP/1.x.
+ * of the head (headEnd). Responses are read from the bytes alone; a request decodes `b` once, for the target, Host
+ * and User-Agent. Undefined when it is not HTTP/1.x.
  */
 export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFields | undefined {
   /* withoutFinalEmptyLine, on the bytes. */
@@ -372,8 +372,9 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
     const minor = b[sp2 + 8];
     if (minor !== 48 && minor !== 49) return undefined;
     for (let i = sp1 + 1; i < sp2; i++) if (b[i] === SP) return undefined;
-    text = LATIN1.decode(b.subarray(from, end));
-    const target = text.slice(sp1 + 1 - from, sp2 - from);
+    /* The whole call decoded, not a view of it: a view of a small array costs more than the bytes after the head. */
+    text = LATIN1.decode(b);
+    const target = text.slice(sp1 + 1, sp2);
     head = { kind: "request", method, target, path: pathOfTarget(target), version: minor === 49 ? VERSION_1_1 : VERSION_1_0, host: undefined, complete: true };
   }
   let contentLength: number | undefined;
@@ -404,8 +405,8 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
             }
           } else if (name === "transfer-encoding") chunked = listHasChunked(b, vs, ve);
           else if (name === "connection") close = includesClose(b, vs, ve);
-          else if (name === "host" && head.kind === "request") head.host = text!.slice(vs - from, ve - from);
-          else if (name === "user-agent" && head.kind === "request") head.userAgent = text!.slice(vs - from, ve - from);
+          else if (name === "host" && head.kind === "request") head.host = text!.slice(vs, ve);
+          else if (name === "user-agent" && head.kind === "request") head.userAgent = text!.slice(vs, ve);
         }
       }
     }

@@ -52,13 +52,18 @@ const ID_POOL_BYTES = 24 * 1024;
 let idPool = new Uint8Array(0);
 let idPoolAt = 0;
 
-/** `n` random bytes from a pool refilled with crypto.getRandomValues (one call per ~1000 spans). */
+/**
+ * `n` random bytes from a pool refilled with crypto.getRandomValues (one call per ~1000 spans), copied into an
+ * array of their own (cheaper than a view of the pool).
+ */
 export function randomId(n: number): Uint8Array {
   if (idPoolAt + n > idPool.length) {
     idPool = crypto.getRandomValues(new Uint8Array(ID_POOL_BYTES));
     idPoolAt = 0;
   }
-  const id = idPool.subarray(idPoolAt, idPoolAt + n);
+  const id = new Uint8Array(n);
+  const pool = idPool;
+  for (let i = 0, at = idPoolAt; i < n; i++) id[i] = pool[at + i]!;
   idPoolAt += n;
   return id;
 }
@@ -107,6 +112,14 @@ function splitTarget(target: string): { base: string; query: string | undefined 
   const t = hash < 0 ? target : target.slice(0, hash);
   const q = t.indexOf("?");
   return q < 0 ? { base: t, query: undefined } : { base: t.slice(0, q), query: t.slice(q + 1) };
+}
+
+/** The query of a request target (splitTarget's, without building the base). */
+function queryOf(target: string): string | undefined {
+  const hash = target.indexOf("#");
+  const end = hash < 0 ? target.length : hash;
+  const q = target.indexOf("?");
+  return q < 0 || q >= end ? undefined : target.slice(q + 1, end);
 }
 
 /** url.full of a client request: absolute-form targets as sent, others from the Host header or the peer address. */
@@ -205,6 +218,10 @@ function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
   return exchangeSpan(x, c, `${rpc.service}/${rpc.method}`, server, attributes, error, who.resource);
 }
 
+/** The status of every exchange span: shared, read-only. */
+const STATUS_ERROR = Object.freeze({ code: StatusCode.ERROR });
+const STATUS_UNSET = Object.freeze({ code: StatusCode.UNSET });
+
 /** The span of an exchange, from its start to its end, once its name and attributes are known. */
 function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: string, server: boolean, attributes: Attributes, error: boolean, resource: Attributes | undefined): SpanItem {
   const span: SpanItem = {
@@ -215,7 +232,7 @@ function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: strin
     startTimeUnixNano: c.toEpochNs(x.startNs),
     endTimeUnixNano: c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs),
     attributes,
-    status: { code: error ? StatusCode.ERROR : StatusCode.UNSET },
+    status: error ? STATUS_ERROR : STATUS_UNSET,
   };
   if (c.scope) span.scope = c.scope;
   if (resource) span.resource = resource;
@@ -249,7 +266,7 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   if (req.userAgent !== undefined) attributes["user_agent.original"] = req.userAgent;
   let route: string | undefined;
   if (server) {
-    const query = splitTarget(req.target).query;
+    const query = queryOf(req.target);
     if (req.path !== undefined) attributes["url.path"] = req.path;
     if (query !== undefined) attributes["url.query"] = redactQuery(query, rule);
     if (req.path !== undefined && req.truncated !== "url") route = c.routes?.match(req.path);

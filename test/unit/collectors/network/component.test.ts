@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
-import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction } from "../../../../src/collectors/network/decoders";
+import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction, HttpEventFlag } from "../../../../src/collectors/network/decoders";
 import { fakeContext, recordingHost } from "../../../helpers/fakes/collectors";
 import { connRecord, httpRecord } from "./records";
 
@@ -76,6 +76,19 @@ agent:
     const text = await ctx.metrics.registry.metrics();
     expect(text).toMatch(/svc_spans_dropped_total\{reason="http_unparsed"\} 1/);
     expect(text).toMatch(/svc_spans_dropped_total\{reason="http_unanswered"\} 1/);
+  });
+
+  test("an HTTP/2 connection the kernel stopped forwarding (its record limit) counts its two directions as rate_limit drops", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const opening = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\u0000\u0000\u0000\u0004\u0000\u0000\u0000\u0000\u0000";
+    c.handle(http(42, 0, 0, opening, 1_000n));
+    const v = httpRecord({ ts: 2_000n, sk: 5n, off: opening.length, pid: 42, len: 300, io: 0, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data: "", flags: HttpEventFlag.H2_STOPPED });
+    c.handle(decodeHttpEvent(v, 0, v.byteLength));
+    await c.shutdown(AbortSignal.timeout(1000));
+    const text = await ctx.metrics.registry.metrics();
+    expect(text).toMatch(/svc_spans_dropped_total\{reason="rate_limit"\} 2/);
+    expect(text).toMatch(/svc_spans_dropped_total\{reason="http2_state_lost"\} 0/);
   });
 
   test("spans over max_spans_per_second are dropped and counted as rate_limit", async () => {

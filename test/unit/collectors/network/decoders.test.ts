@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { formatAddress } from "../../../../src/collectors/network/addresses";
-import { CONN_EVENT_BYTES, ConnKind, decodeConnEvent, decodeHttpEvent, Direction, HTTP_EVENT_HEADER_BYTES } from "../../../../src/collectors/network/decoders";
+import { CONN_EVENT_BYTES, ConnKind, decodeConnEvent, decodeHttpEvent, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag } from "../../../../src/collectors/network/decoders";
 import { connRecord, httpRecord } from "./records";
 
 const mapped = (a: number[]) => [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...a];
@@ -26,7 +26,10 @@ describe("network record decoders", () => {
   test("http_event: header fields and the captured bytes (copied)", () => {
     const v = httpRecord({ ts: 5n, sk: 9n, off: 160, pid: 31, len: 4096, io: 1, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "HTTP/1.1 200 OK\r\n" });
     const e = decodeHttpEvent(v, 0, v.byteLength);
-    expect(e).toMatchObject({ type: "http", timestampNs: 5n, sk: 9n, streamOffset: 160, pid: 31, tid: 31, length: 4096, io: 1, localPort: 8080, remotePort: 51000, localAddress: "127.0.0.1", remoteAddress: "127.0.0.2", comm: "server" });
+    expect(e).toMatchObject({ type: "http", timestampNs: 5n, sk: 9n, streamOffset: 160, pid: 31, tid: 31, length: 4096, io: 1, localPort: 8080, remotePort: 51000, localAddress: "127.0.0.1", remoteAddress: "127.0.0.2", comm: "server", flags: 0 });
+    /* A header-only record: the kernel stopped forwarding an HTTP/2 connection. */
+    const stopped = httpRecord({ ts: 6n, sk: 9n, off: 4256, pid: 31, len: 900, io: 0, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "", flags: HttpEventFlag.H2_STOPPED });
+    expect(decodeHttpEvent(stopped, 0, stopped.byteLength)).toMatchObject({ streamOffset: 4256, length: 900, flags: HttpEventFlag.H2_STOPPED, data: new Uint8Array(0) });
     expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
     expect(() => decodeHttpEvent(v, 0, HTTP_EVENT_HEADER_BYTES + 3)).toThrow(RangeError);
     new Uint8Array(v.buffer).fill(0);
@@ -47,6 +50,19 @@ describe("network record decoders", () => {
     expect(new TextDecoder().decode(ea.data)).toBe("GET /");
     expect(eb).toMatchObject({ pid: 8, streamOffset: 5, localAddress: "192.168.1.254", remoteAddress: "255.0.128.1", comm: "b" });
     expect(new TextDecoder().decode(eb.data)).toBe("xyz");
+  });
+
+  test("http_event: task names and IPv4 addresses stay exact across many records (names and addresses are kept for reuse)", () => {
+    const names = Array.from({ length: 500 }, (_, i) => (i % 7 === 0 ? "x".repeat(16) : `task-${i.toString(36)}${"abcdefgh".slice(0, i % 9)}`).slice(0, 16));
+    for (let round = 0; round < 3; round++)
+      names.forEach((comm, i) => {
+        const daddr = [10, (i >> 8) & 255, i & 255, round];
+        const v = httpRecord({ ts: 1n, sk: 1n, off: 0, pid: 1, len: 1, io: 0, sport: 1, dport: 2, family: 2, saddr: [127, 0, 0, 1], daddr, comm, data: "x" });
+        const e = decodeHttpEvent(v, 0, v.byteLength);
+        expect(e.comm).toBe(comm);
+        expect(e.remoteAddress).toBe(daddr.join("."));
+        expect(e.localAddress).toBe("127.0.0.1");
+      });
   });
 
   test("IPv6 text form follows RFC 5952", () => {

@@ -28,7 +28,7 @@ export function connRecord(o: { kind: number; ts: bigint; sk: bigint; start: big
   return v;
 }
 
-export function httpRecord(o: { ts: bigint; sk: bigint; off: number; pid: number; len: number; io: number; sport: number; dport: number; family: number; saddr: number[]; daddr: number[]; comm: string; data: string }): DataView {
+export function httpRecord(o: { ts: bigint; sk: bigint; off: number; pid: number; len: number; io: number; sport: number; dport: number; family: number; saddr: number[]; daddr: number[]; comm: string; data: string; flags?: number }): DataView {
   const bytes = new TextEncoder().encode(o.data);
   const v = new DataView(new ArrayBuffer(HTTP_EVENT_HEADER_BYTES + bytes.length));
   v.setBigUint64(0, o.ts, true);
@@ -42,6 +42,7 @@ export function httpRecord(o: { ts: bigint; sk: bigint; off: number; pid: number
   v.setUint16(48, o.sport, true);
   v.setUint16(50, o.dport, true);
   v.setUint16(52, o.family, true);
+  v.setUint16(54, o.flags ?? 0, true);
   o.saddr.forEach((x, i) => v.setUint8(56 + i, x));
   o.daddr.forEach((x, i) => v.setUint8(72 + i, x));
   [...o.comm].forEach((c, i) => v.setUint8(88 + i, c.charCodeAt(0)));

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { TlsTargetRegistry, type AttachProbe } from "../../../../src/collectors/tls/registry";
+import { entrySites } from "../../../../src/collectors/tls/placement";
+import { TlsTargetRegistry, type AttachProbe, type PlanSites } from "../../../../src/collectors/tls/registry";
 import { libsslInMaps, statKey, type StaticVerdict, type TargetSource } from "../../../../src/collectors/tls/targets";
 
 const LIBSSL3 = "7f0000000000-7f0000001000 r-xp 00020000 08:01 4242                       /usr/lib/x86_64-linux-gnu/libssl.so.3";
@@ -14,18 +15,19 @@ class FakeSource {
   hostPath = (pid: number, path: string) => `/proc/${pid}/root${path}`;
 }
 
-function fixture(max = 8, verdict: (path: string) => StaticVerdict = () => ({ kind: "none" })) {
+function fixture(max = 8, verdict: (path: string) => StaticVerdict = () => ({ kind: "none" }), plan: PlanSites = (_path, functions) => entrySites(functions)) {
   const src = new FakeSource();
   const source: TargetSource = { maps: src.mapsOf, pids: src.pids, executable: src.executable, hostPath: src.hostPath };
-  const links: Array<{ binary: string; func: string; ret: boolean; closed: boolean }> = [];
+  const links: Array<{ binary: string; func: string; offset?: number; ret: boolean; closed: boolean }> = [];
   const missing = new Set<string>();
-  const attach: AttachProbe = (binary, func, ret) => {
-    if (missing.has(func)) throw new Error(`bpf_program__attach_uprobe_opts: ENOENT (no symbol ${func})`);
-    const l = { binary, func, ret, closed: false };
+  const attach: AttachProbe = (binary, site, ret) => {
+    const func = site.program;
+    if (missing.has(site.offset === undefined ? func : `${func}+${site.offset}`)) throw new Error(`bpf_program__attach_uprobe_opts: ENOENT (no symbol ${func})`);
+    const l = { binary, func, offset: site.offset, ret, closed: false };
     links.push(l);
     return { close: () => void (l.closed = true), [Symbol.dispose]() {} };
   };
-  const reg = new TlsTargetRegistry(source, attach, max, (p) => verdict(p));
+  const reg = new TlsTargetRegistry(source, attach, max, (p) => verdict(p), plan);
   return { src, reg, links, missing, live: () => links.filter((l) => !l.closed) };
 }
 
@@ -101,6 +103,26 @@ describe("TLS target registry", () => {
     expect(failed.reason).toContain("cannot probe SSL_read");
     expect(failed.reason).toContain("ENOENT");
     expect(live()).toHaveLength(4);
+  });
+
+  test("a site inside the library covers the functions that call it; one that does not attach falls back to the functions' entries", () => {
+    const routed: PlanSites = () => [
+      { program: "SSL_read_ex", offset: 0x35290, covers: ["SSL_read_ex", "SSL_read"] },
+      { program: "SSL_write_ex", offset: 0x355a0, covers: ["SSL_write_ex", "SSL_write"] },
+    ];
+    const { src, reg, missing, live } = fixture(8, undefined, routed);
+    missing.add(`SSL_write_ex+${0x355a0}`);
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    expect(live().map((l) => `${l.func}${l.offset === undefined ? "" : `+${l.offset.toString(16)}`}:${l.ret}`)).toEqual([
+      "SSL_read_ex+35290:false",
+      "SSL_read_ex+35290:true",
+      "SSL_write_ex:false",
+      "SSL_write_ex:true",
+      "SSL_write:false",
+      "SSL_write:true",
+    ]);
+    expect(reg.view()[0]).toMatchObject({ state: "attached", functions: ["SSL_write", "SSL_write_ex", "SSL_read", "SSL_read_ex"] });
   });
 
   test("static executables: with symbols attached by their symbols, without them listed as not traceable", () => {

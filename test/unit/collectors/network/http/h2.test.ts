@@ -134,6 +134,24 @@ describe("HTTP/2 exchanges", () => {
     expect(done.map((x) => [x.request.path, x.request.host, x.response.status])).toEqual([["/continued/long/path", "example", 204]]);
   });
 
+  test("the kernel stopping a connection's forwarding (a header-only record) stops both directions, counted apart from lost ones", () => {
+    const c = new Conn();
+    c.send(IO_READ, cat(PREFACE, settings(), c.headers(IO_READ, 1, { ":method": "GET", ":path": "/a", ":scheme": "http" }, END_HEADERS | END_STREAM)));
+    c.send(IO_WRITE, settings());
+    const marker = (io: Io) => c.tracker.push({ connection: "c", io, timestampNs: 9n, streamOffset: c.off[io]!, length: 100, data: new Uint8Array(0), meta: "m", h2Stopped: true });
+    expect(marker(IO_WRITE)).toEqual([]);
+    expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 0 });
+    /* Nothing more of the connection decodes; a second marker counts nothing again. */
+    expect(c.send(IO_WRITE, c.headers(IO_WRITE, 1, { ":status": "200" }, END_HEADERS | END_STREAM))).toEqual([]);
+    expect(marker(IO_READ)).toEqual([]);
+    expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 0 });
+    c.tracker.close("c");
+    expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 1 });
+    /* A marker for a connection never seen makes no state. */
+    c.tracker.push({ connection: "other", io: IO_READ, timestampNs: 1n, streamOffset: 0, length: 10, data: new Uint8Array(0), meta: "m", h2Stopped: true });
+    expect(c.tracker.size).toBe(0);
+  });
+
   test("an invalid Huffman string (EOS, padding) stops its direction, counted, without a throw; the other direction goes on", () => {
     for (const value of [Uint8Array.of(0x84, 0xff, 0xff, 0xff, 0xfc), Uint8Array.of(0x82, 0x1f, 0xff), Uint8Array.of(0x81, 0x18)]) {
       const c = new Conn();

@@ -1,0 +1,59 @@
+/** What the overhead benchmarks (http, h2, tls, red) share: settling after a reload, priority, target, and the rows of per-round ratios. */
+import { firstLine } from "../../test/helpers/wait";
+import { bootstrapInterval, mean, median } from "./stats";
+
+/**
+ * After a reload that attaches or detaches programs, the agent finishes the old set's teardown and the new set's
+ * first polls before a run (measured in http-overhead.ts: 1 s after a reload its threads still used ~1.4% of a
+ * core more than at steady state; 2.5 s after, nothing more).
+ */
+export const SETTLE_MS = 2500;
+/** Requests/s traced / untraced: at most 5% fewer. */
+export const TARGET_RATIO = 0.95;
+/** Server, load generator, agent and receiver run at this nice value so that other work on a shared machine disturbs them less. */
+export const NICE = -20;
+/** The network set's programs that carry HTTP: attached exactly when the set is on. */
+export const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length"];
+
+/** The median of `pick(run) / run.requests`, in µs. */
+export function perRequestUs<R extends { requests: number }>(runs: R[], pick: (r: R) => number): number {
+  return median(runs.map((r) => (pick(r) / r.requests) * 1e6));
+}
+
+/**
+ * The rows of per-round ratios: their median (`name`; with the target when `withTarget`), its 90% bootstrap
+ * interval and their mean (each named with `suffix`).
+ */
+export function ratioRows(ratios: number[], name: string, suffix = "", withTarget = true) {
+  const ratio = median(ratios);
+  const [low, high] = bootstrapInterval(ratios, median);
+  return [
+    { name, agent: ratio, unit: "ratio", ...(withTarget ? { target: ">= 0.95 (at most 5% fewer requests/s)", met: ratio >= TARGET_RATIO } : {}) },
+    { name: `the same median, low end of its 90% bootstrap interval${suffix}`, agent: low, unit: "ratio" },
+    { name: `the same median, high end of its 90% bootstrap interval${suffix}`, agent: high, unit: "ratio" },
+    { name: `mean of the same ratios${suffix}`, agent: mean(ratios), unit: "ratio" },
+  ];
+}
+
+/** A server the benchmark loads: its pid and the port it printed. */
+export interface PortServer {
+  pid: number;
+  port: number;
+  /** Kills it and waits for its exit. */
+  stop(): Promise<void>;
+}
+
+/** Starts `cmd` at NICE; it prints the port it listens on as its first line. */
+export async function startPortServer(cmd: string[]): Promise<PortServer> {
+  const proc = Bun.spawn(["nice", "-n", String(NICE), ...cmd], { stdout: "pipe", stderr: "inherit" });
+  const stop = async () => {
+    proc.kill();
+    await proc.exited;
+  };
+  const port = Number(await firstLine(proc.stdout));
+  if (!(port > 0)) {
+    await stop();
+    throw new Error(`${cmd.join(" ")}: no port on its first line`);
+  }
+  return { pid: proc.pid, port, stop };
+}

@@ -1,0 +1,91 @@
+/**
+ * Privileged: the bounds of HTTP/2 forwarding on the real kernel. With http2_records_per_second at 20, h2load's
+ * 3000 requests on one h2c connection to a Node server stop being forwarded after the first records: the kernel
+ * stops the connection (both sockets, each saying so with a header-only record) and the agent counts the stopped
+ * directions as rate_limit drops, so far fewer than 3000 server spans arrive. Then, with the limit out of the way,
+ * a request whose header block is larger than what the kernel forwards of one call (4 KiB) loses its connection's
+ * HPACK state on both sides: counted as http2_state_lost, while a request beside it on another connection is a span.
+ * Every process on the host is traced, so other work's HTTP/2 traffic may add to the drops: counts are lower bounds.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { startTracingAgent, until, type TracingAgent } from "./harness";
+
+setDefaultTimeout(90_000);
+
+const H2_SERVER = `
+const http2 = require("node:http2");
+const s = http2.createServer({ maxHeaderListSize: 1 << 20 });
+s.on("stream", (stream, headers) => {
+  stream.respond({ ":status": 200, "content-type": "text/plain" });
+  stream.end("hello " + headers[":path"]);
+});
+s.listen(0, "127.0.0.1", () => console.log(s.address().port));
+`;
+
+const ebpf = (records: number) => `    network:
+      enabled: true
+      max_spans_per_second: 1000000
+      http2_records_per_second: ${records}
+      metrics_interval: 1s`;
+
+describe("HTTP/2 forwarding bounds on the real kernel", () => {
+  let t: TracingAgent;
+  let server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let port = 0;
+
+  beforeAll(async () => {
+    t = await startTracingAgent(ebpf(20));
+    await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+    server = Bun.spawn(["node", "-e", H2_SERVER], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+    const reader = server.stdout.getReader();
+    port = Number(new TextDecoder().decode((await reader.read()).value).trim());
+    reader.releaseLock();
+  });
+
+  afterAll(async () => {
+    server?.kill();
+    await server?.exited;
+    await t?.stop();
+  });
+
+  const dropped = async (reason: string) => {
+    const text = await (await t.agent.request("/metrics")).text();
+    const line = text.split("\n").find((l) => l.startsWith(`svc_spans_dropped_total{reason="${reason}"}`));
+    return Number(line?.split(" ").at(-1) ?? 0);
+  };
+  /** Waits (the stats poll runs every second) until drops of `reason` reach `before + n`; returns the increase. */
+  const dropsReach = async (reason: string, before: number, n: number) => {
+    const end = Date.now() + 15_000;
+    let seen = 0;
+    while (Date.now() < end && (seen = (await dropped(reason)) - before) < n) await Bun.sleep(100);
+    return seen;
+  };
+  const serverSpans = () => t.collected.spans.filter((s) => s.attributes["process.pid"] === server.pid && s.kind === "SPAN_KIND_SERVER" && !s.name.startsWith("CONNECT"));
+
+  test("over http2_records_per_second a connection is no longer forwarded: its directions count as rate_limit drops", async () => {
+    const before = await dropped("rate_limit");
+    const h2load = Bun.spawn(["h2load", "-n", "3000", "-c", "1", "-m", "10", `http://127.0.0.1:${port}/limited`], { stdout: "pipe", stderr: "inherit" });
+    const out = await new Response(h2load.stdout).text();
+    expect(await h2load.exited).toBe(0);
+    expect(out).toMatch(/3000 succeeded/);
+    /* Both sockets of the connection (h2load's and the server's) were stopped: two directions each. */
+    expect(await dropsReach("rate_limit", before, 4)).toBeGreaterThanOrEqual(4);
+    expect(serverSpans().length).toBeLessThan(3000);
+  });
+
+  test("a header block larger than one call's 4 KiB forwarded loses its connection's HPACK state, counted as http2_state_lost", async () => {
+    /* A new window of the limit for each of the few calls below. */
+    await t.reconfigure(ebpf(1_000_000));
+    await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok after reload", 30_000);
+    const before = await dropped("http2_state_lost");
+    const curl = (path: string, header?: string) =>
+      Bun.spawn(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null", ...(header ? ["-H", header] : []), `http://127.0.0.1:${port}${path}`], { stdout: "ignore", stderr: "inherit" }).exited;
+    /* 8000 octets of value: over 4096 once Huffman-coded (7 bits per 'x'). */
+    expect(await curl("/big", `x-big: ${"x".repeat(8000)}`)).toBe(0);
+    expect(await curl("/small")).toBe(0);
+    await until(() => serverSpans().some((s) => s.attributes["url.path"] === "/small"), "the /small server span");
+    /* curl's write and the server's read of the big block were cut: both directions lost. */
+    expect(await dropsReach("http2_state_lost", before, 2)).toBeGreaterThanOrEqual(2);
+    expect(serverSpans().filter((s) => s.attributes["url.path"] === "/big")).toEqual([]);
+  });
+});
