@@ -168,7 +168,10 @@ struct conn {
   __u64 reported_sent; /* 112: bytes_sent already reported in PROGRESS records */
   __u64 reported_recv; /* 120: bytes_recv already reported */
   __u32 resp_left;     /* 128: response-side calls of the captured exchange still reported (HTTP_RESPONSE_RECORDS) */
-  __u32 pad2;          /* 132 */
+  __u8 upgrading;      /* 132: a 101 answered the captured request; HTTP/2 forwarded until the request side's next
+                        * call tells (the client preface: HTTP/2 stays, RFC 9113 section 3.2 for h2c; anything else,
+                        * e.g. WebSocket: back to HTTP/1.x capture, and the RED exchange counts with status 101) */
+  __u8 pad2[3];        /* 133 */
 };
 
 /* 160 bytes. */
@@ -601,6 +604,8 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
       struct red_conn *r = red_of(c);
       if (r->state == RED_AWAITING)
         red_count(r, 0, red_clock(sk));
+      else if (r && r->state == RED_UPGRADING)
+        red_count(r, 101, r->end_ns);
     }
     /* A connect that never got established: its local port was bound after SYN_SENT was recorded, and is
      * released (skc_num 0) before this tracepoint; inet_sport keeps it. */
@@ -821,6 +826,27 @@ static __always_inline void fill_http_header(struct http_event *e, struct conn *
   bpf_get_current_comm(e->comm, sizeof(e->comm));
 }
 
+/* Whether a status line (`n` bytes, at least 12 for a yes) is 101 Switching Protocols. */
+static __always_inline int is_status_101(const __u8 *d, __u32 n)
+{
+  return n >= 12 && d[8] == ' ' && d[9] == '1' && d[10] == '0' && d[11] == '1';
+}
+
+/* Whether a call (`buf`, a struct iovec * when is_iov) starts with the HTTP/2 client preface ("PRI * HTTP/2.0"). */
+static __always_inline int upgraded_to_h2(__u64 buf, __u32 is_iov)
+{
+  __u8 d[8] = {};
+  if (is_iov) {
+    struct iovec iov = {};
+    if (bpf_probe_read_user(&iov, sizeof(iov), (void *)buf) != 0 || iov.iov_len < 8)
+      return 0;
+    buf = (__u64)iov.iov_base;
+  }
+  if (bpf_probe_read_user(d, 8, (void *)buf) != 0)
+    return 0;
+  return d[0] == 'P' && d[1] == 'R' && d[2] == 'I' && d[3] == ' ' && d[4] == '*' && d[5] == ' ' && d[6] == 'H' && d[7] == 'T';
+}
+
 /*
  * Takes one record of the per-second HTTP/2 budget; refused as well while the ring is three quarters full (what
  * user space does not drain stops connections here, counted, rather than losing records of every connection).
@@ -906,8 +932,23 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
  */
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
-  if (c->flags & FLAG_H2)
-    return emit_h2(c, skp, io, buf, is_iov, moved, now, ts);
+  if (c->flags & FLAG_H2) {
+    if (!c->upgrading || c->sampled != io + 1)
+      return emit_h2(c, skp, io, buf, is_iov, moved, now, ts);
+    /* The request side's first call after a 101: the client preface, or the connection left HTTP. */
+    int h2 = upgraded_to_h2(buf, is_iov);
+    c->upgrading = 0;
+    if (!h2)
+      c->flags &= ~FLAG_H2;
+    if (red && red_enabled && r->state == RED_UPGRADING) {
+      if (h2)
+        r->state = RED_IDLE;
+      else
+        red_count(r, 101, r->end_ns);
+    }
+    if (h2)
+      return emit_h2(c, skp, io, buf, is_iov, moved, now, ts);
+  }
   __u64 len = moved;
   __u64 iovp = buf;
   if (is_iov) {
@@ -964,13 +1005,23 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     } else if (start == START_STATUS && r->state == RED_AWAITING && r->req_io != io + 1) {
       /* A response sent before TCP read its clock again (a deferred transmit) ends at the precise clock. */
       __u64 at = red_clock(sk);
-      red_response(r, e->data, head, (__s64)(at - r->start_ns) > 0 ? at : bpf_ktime_get_ns());
+      at = (__s64)(at - r->start_ns) > 0 ? at : bpf_ktime_get_ns();
+      if (c->sampled && c->sampled != io + 1 && is_status_101(e->data, head))
+        red_upgrading(r, at);
+      else
+        red_response(r, e->data, head, at);
       if (red_body_sizes && r->state == RED_COUNTED) {
         __u64 resp_total = io == IO_READ ? c->bytes_recv : c->bytes_sent;
         __u64 req_total = io == IO_READ ? c->bytes_sent : c->bytes_recv;
         red_body_count(r, body_of(c), req_total, resp_total - moved, head_end(buf, len), resp_total);
       }
     }
+  }
+  if (start == START_STATUS && c->sampled && c->sampled != io + 1 && is_status_101(e->data, head)) {
+    /* 101 Switching Protocols answering a captured request: forwarded whole from here (conn.upgrading). */
+    c->flags |= FLAG_H2;
+    c->upgrading = 1;
+    return emit_h2(c, skp, io, iovp, is_iov, moved, now, ts);
   }
   if (start == START_REQUEST) {
     c->flags |= FLAG_HTTP;

@@ -22,6 +22,9 @@
 #define RED_IDLE 0
 #define RED_AWAITING 1
 #define RED_COUNTED 2
+/* A 101 answered the request (network.bpf.c struct conn.upgrading): counted with status 101 at end_ns unless the
+ * connection turns out HTTP/2, whose stream 1 user space counts. */
+#define RED_UPGRADING 3
 
 #define ROLE_SERVER 1
 #define ROLE_CLIENT 2
@@ -356,6 +359,13 @@ static __always_inline void red_response(struct red_conn *r, const __u8 *head, _
   if (status < 200 && status != 101)
     return;
   red_count(r, status, ts);
+}
+
+/* A 101 answering the awaited request at `ts`: counted later (RED_UPGRADING), once the next protocol is known. */
+static __always_inline void red_upgrading(struct red_conn *r, __u64 ts)
+{
+  r->state = RED_UPGRADING;
+  r->end_ns = ts;
 }
 
 /* A later call on the response side of the counted exchange, at `ts`: its duration ends there (while its generation lasts). */

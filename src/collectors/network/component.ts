@@ -17,7 +17,7 @@ import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { msOf } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
-import { EbpfSetComponent } from "../../ebpf/component";
+import { EbpfSetComponent, reloadSet } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
@@ -456,13 +456,7 @@ export class NetworkCollector implements Component {
       this.exportMetrics();
       this.#connections = this.#newConnections(b);
     }
-    if (kernelKey(a) !== kernelKey(b) && this.#host) {
-      await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(b);
-      await this.#inner.start(this.#host);
-    } else {
-      await this.#inner.reload(next, previous);
-    }
+    this.#inner = await reloadSet(this.#inner, kernelKey(a) !== kernelKey(b) && this.#host !== undefined, () => this.#newInner(b), this.#host, next, previous);
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimers();
     else {
       this.#stopTimers();

@@ -11,7 +11,7 @@
 import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import type { EbpfCore } from "../../ebpf/core";
-import { EbpfSetComponent } from "../../ebpf/component";
+import { EbpfSetComponent, reloadSet } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { ProcessEvent } from "../../ebpf/sets/process-decoder";
 import type { Component, ComponentHost } from "../../lifecycle/component";
@@ -237,13 +237,8 @@ export class TlsCollector implements Component {
     const a = previous.agent.ebpf.network;
     const b = next.agent.ebpf.network;
     this.#maxTargets = b.max_tls_libraries;
-    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || tlsRedCounted(previous) !== tlsRedCounted(next)) {
-      // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
-      await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(next);
-      if (this.#host) await this.#inner.start(this.#host);
-      return;
-    }
-    await this.#inner.reload(next, previous);
+    // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
+    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || tlsRedCounted(previous) !== tlsRedCounted(next);
+    this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(next), this.#host, next, previous);
   }
 }

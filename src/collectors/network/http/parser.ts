@@ -39,6 +39,8 @@ export interface HttpRequestHead {
   host: string | undefined;
   /** The User-Agent header, when it was within the captured bytes. */
   userAgent?: string;
+  /** The Upgrade header (protocols the client asks to switch to, e.g. "h2c"), when it was within the captured bytes. */
+  upgrade?: string;
   /** False when the head was cut by bytes the kernel did not capture (headers may be missing). */
   complete: boolean;
   /** What the cut took: "url" (the request line was cut inside the target: target/path are its captured prefix), "headers" (some header lines). */
@@ -86,6 +88,8 @@ export interface ParsedMessage<T> {
   head: HttpHead;
   /** Opaque value of the chunk the message started in (e.g. the kernel timestamp). */
   at: T;
+  /** Stream offset of the byte after the head's empty line, for a head read whole. */
+  headEnd?: number;
 }
 
 type State =
@@ -202,7 +206,7 @@ function parseStartLine(line: string, complete: boolean): HttpHead | undefined {
 }
 
 /** The header names parseHead reads, lower case. */
-const WANTED_HEADERS = ["content-length", "transfer-encoding", "connection", "host", "user-agent"] as const;
+const WANTED_HEADERS = ["content-length", "transfer-encoding", "connection", "host", "user-agent", "upgrade"] as const;
 
 /** Whether `c` is a character String.prototype.trim removes (those a Latin-1 or windows-1252 head can hold). */
 const isTrimmed = (c: number) => c === 32 || (c >= 9 && c <= 13) || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x202f || c === 0x205f || c === 0x3000;
@@ -240,7 +244,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
     const colon = text.indexOf(":", at);
     if (colon > at && colon < nl) {
       const first = text.charCodeAt(at) | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
       if (first === 99 || first === 116 || first === 104 || first === 117) {
         const name = headerName(text, at, colon);
         if (name !== undefined) {
@@ -251,6 +255,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
           else if (name === "connection") close = value.toLowerCase().includes("close");
           else if (name === "host" && head.kind === "request") head.host = value;
           else if (name === "user-agent" && head.kind === "request") head.userAgent = value;
+          else if (name === "upgrade" && head.kind === "request") head.upgrade = value;
         }
       }
     }
@@ -388,7 +393,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
     while (colon < nl && b[colon] !== 58) colon++;
     if (colon > at && colon < nl) {
       const first = b[at]! | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
       if (first === 99 || first === 116 || first === 104 || first === 117) {
         const name = headerNameBytes(b, at, colon);
         if (name !== undefined) {
@@ -407,6 +412,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
           else if (name === "connection") close = includesClose(b, vs, ve);
           else if (name === "host" && head.kind === "request") head.host = text!.slice(vs, ve);
           else if (name === "user-agent" && head.kind === "request") head.userAgent = text!.slice(vs, ve);
+          else if (name === "upgrade" && head.kind === "request") head.upgrade = text!.slice(vs, ve);
         }
       }
     }
@@ -435,6 +441,9 @@ export class HttpStreamParser<T> {
   #chunkLine: number[] = [];
   /** The messages started by the current call (undefined until one is). */
   #messages: Array<ParsedMessage<T>> | undefined;
+  /** Stream offset of the call being fed, and of the byte after the head completed in it (for ParsedMessage.headEnd). */
+  #callOffset = 0;
+  #headEnd: number | undefined;
   /** Calls whose bytes were not HTTP or arrived while out of sync. */
   ignoredCalls = 0;
   /** Heads that started like an HTTP/1.x message but did not parse (nothing to report). */
@@ -466,6 +475,7 @@ export class HttpStreamParser<T> {
    * the ends found while feeding it are then in `takeEnds()`.
    */
   push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
+    this.#callOffset = offset;
     this.#messages = undefined;
     this.#ends = undefined;
     if (this.#expected !== undefined && offset !== this.#expected) {
@@ -579,6 +589,7 @@ export class HttpStreamParser<T> {
           const j = headEnd(b, i);
           if (j >= 0) {
             this.#headAt = undefined;
+            this.#headEnd = this.#callOffset + j;
             this.#completeHead(parseHeadBytes(b, i, j), at, at);
             return j;
           }
@@ -601,6 +612,7 @@ export class HttpStreamParser<T> {
         this.#headParts.push(b.slice(i, j));
         this.#headBytes += j - i;
         if (done) {
+          this.#headEnd = this.#callOffset + j;
           this.#finishHead(true, at);
           return j;
         }
@@ -709,18 +721,20 @@ export class HttpStreamParser<T> {
 
   /** A whole head parsed (undefined: it did not parse), that started in the call `at`: reports it and sets the body state. */
   #completeHead(parsed: HeadFields | undefined, at: T, now: T): void {
+    const headEnd = this.#headEnd;
+    this.#headEnd = undefined;
     if (!parsed) {
       this.unparsedHeads++;
       this.#loseSync();
       return;
     }
-    this.#report(parsed.head, at);
+    this.#report(parsed.head, at, headEnd);
     this.#state = this.#bodyState(parsed);
     if (this.#state.s === "idle") this.#end(now);
   }
 
-  #report(head: HttpHead, at: T): void {
-    (this.#messages ??= []).push({ head, at });
+  #report(head: HttpHead, at: T, headEnd?: number): void {
+    (this.#messages ??= []).push(headEnd === undefined ? { head, at } : { head, at, headEnd });
     this.#open = true;
   }
 
