@@ -47,6 +47,10 @@ const HTTP_IDLE_END_MS = 5000;
 
 type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
+/** What the reused call holds between records (nothing of the last one). */
+const NO_BYTES = new Uint8Array(0);
+const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress: "", localPort: 0, remoteAddress: "", remotePort: 0 });
+
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
   return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
@@ -69,6 +73,8 @@ export class NetworkCollector implements Component {
   /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  /** The call #onHttp hands the tracker, refilled for each record. */
+  readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, meta: NO_ENDPOINT };
   /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
   readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
@@ -205,18 +211,21 @@ export class NetworkCollector implements Component {
 
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
-    const call: CapturedCall<EndpointMeta> = {
-      connection: this.#connectionKey(e.pid, e.sk),
-      io: e.io,
-      timestampNs: e.timestampNs,
-      streamOffset: e.streamOffset,
-      length: e.length,
-      data: e.data,
-      h2Stopped: (e.flags & HttpEventFlag.H2_STOPPED) !== 0,
-      /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
-      meta: e,
-    };
-    this.#offerExchanges(this.#http.push(call, performance.now()));
+    /* One call object for every record (the tracker keeps what it needs of it, never the object). */
+    const call = this.#call;
+    call.connection = this.#connectionKey(e.pid, e.sk);
+    call.io = e.io;
+    call.timestampNs = e.timestampNs;
+    call.streamOffset = e.streamOffset;
+    call.length = e.length;
+    call.data = e.data;
+    call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
+    /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
+    call.meta = e;
+    const done = this.#http.push(call, performance.now());
+    call.data = NO_BYTES;
+    call.meta = NO_ENDPOINT;
+    this.#offerExchanges(done);
   }
 
   /** How exchanges become spans; rebuilt when the configuration changes. */

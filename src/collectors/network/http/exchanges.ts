@@ -112,7 +112,8 @@ export class ExchangeTracker<M = unknown> {
 
   /**
    * Feeds one captured call (`nowMs`: the caller's clock, for `flushIdle`); returns the exchanges it completed,
-   * with those of a connection evicted or replaced to make room (read-only).
+   * with those of a connection evicted or replaced to make room (read-only). The call object itself is not kept
+   * (a caller may refill one object for every call); its meta is.
    */
   push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
     if (call.h2Stopped) {

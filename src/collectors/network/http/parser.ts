@@ -313,14 +313,21 @@ function includesClose(b: Uint8Array, from: number, to: number): boolean {
  */
 export function headEnd(b: Uint8Array, from: number): number {
   const n = b.length;
-  for (let p = from; p < n; p++) {
-    if (b[p] !== LF) continue;
+  /* indexOf: a native search costs less than a loop over the bytes here. */
+  let p = b.indexOf(LF, from);
+  while (p >= 0) {
     let q = p + 1;
     while (q < n && b[q] === CR) q++;
     if (q < n && b[q] === LF) return q + 1;
-    p = q - 1;
+    p = b.indexOf(LF, q);
   }
   return -1;
+}
+
+/** The first `c` in b[from..to), or `to`. */
+function find(b: Uint8Array, c: number, from: number, to: number): number {
+  const i = b.indexOf(c, from);
+  return i < 0 || i > to ? to : i;
 }
 
 const VERSION_1_0 = "1.0";
@@ -343,8 +350,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
       end = e;
     }
   }
-  let nl = from;
-  while (nl < end && b[nl] !== LF) nl++;
+  let nl = find(b, LF, from, end);
   const lineEnd = nl > from && b[nl - 1] === CR ? nl - 1 : nl;
   let head: HttpHead | undefined;
   let text: string | undefined;
@@ -360,10 +366,8 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
     if (n > 12 && b[from + 12] !== SP) return undefined;
     head = { kind: "response", version: v === 49 ? VERSION_1_1 : VERSION_1_0, status: (d0 - 48) * 100 + (d1 - 48) * 10 + (d2 - 48), complete: true };
   } else {
-    let sp1 = from;
-    while (sp1 < lineEnd && b[sp1] !== SP) sp1++;
-    let sp2 = lineEnd - 1;
-    while (sp2 >= from && b[sp2] !== SP) sp2--;
+    const sp1 = find(b, SP, from, lineEnd);
+    const sp2 = lineEnd > from ? b.lastIndexOf(SP, lineEnd - 1) : -1;
     if (sp1 >= lineEnd || sp1 === from || sp2 <= sp1 + 1 || sp1 - from > MAX_METHOD_CHARS) return undefined;
     let method: string | undefined;
     for (let m = 0; m < HTTP_METHODS.length; m++) {
@@ -376,7 +380,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
     if (method === undefined || lineEnd - sp2 - 1 !== 8 || !prefixMatches(b, sp2 + 1, 7, STATUS_BYTES)) return undefined;
     const minor = b[sp2 + 8];
     if (minor !== 48 && minor !== 49) return undefined;
-    for (let i = sp1 + 1; i < sp2; i++) if (b[i] === SP) return undefined;
+    if (find(b, SP, sp1 + 1, sp2) !== sp2) return undefined;
     /* The whole call decoded, not a view of it: a view of a small array costs more than the bytes after the head. */
     text = LATIN1.decode(b);
     const target = text.slice(sp1 + 1, sp2);
@@ -387,14 +391,12 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
   let close = false;
   let at = nl + 1;
   while (at < end) {
-    nl = at;
-    while (nl < end && b[nl] !== LF) nl++;
-    let colon = at;
-    while (colon < nl && b[colon] !== 58) colon++;
+    nl = find(b, LF, at, end);
+    const first = b[at]! | 0x20;
+    /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
+    const colon = first === 99 || first === 116 || first === 104 || first === 117 ? find(b, 58, at, nl) : nl;
     if (colon > at && colon < nl) {
-      const first = b[at]! | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
-      if (first === 99 || first === 116 || first === 104 || first === 117) {
+      {
         const name = headerNameBytes(b, at, colon);
         if (name !== undefined) {
           let vs = colon + 1;
