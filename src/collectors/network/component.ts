@@ -53,7 +53,7 @@ const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress
 
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -121,6 +121,7 @@ export class NetworkCollector implements Component {
     return new RedAggregator({
       routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
       boundsSeconds: c.http_duration_buckets,
+      ...(c.http_body_sizes ? { bodyBoundsBytes: c.http_body_size_buckets } : {}),
       describe: (pid) => this.#labeler.describe(pid, ""),
       path: (hash) => this.#redMaps?.path(hash),
       serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
@@ -132,8 +133,9 @@ export class NetworkCollector implements Component {
   #takeRed(): void {
     if (!this.#redMaps) return;
     try {
-      const { entries, overflow } = this.#redMaps.take();
+      const { entries, overflow, bodies } = this.#redMaps.take();
       this.#red.add(entries, overflow);
+      if (bodies.length > 0) this.#red.addBodies(bodies);
     } catch (e) {
       this.#host?.logger.warn("reading the RED maps failed", { error: (e as Error).message });
     }
@@ -154,7 +156,7 @@ export class NetworkCollector implements Component {
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
@@ -162,7 +164,7 @@ export class NetworkCollector implements Component {
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
           try {
-            this.#redMaps = new RedMaps(set.object, c.http_duration_buckets);
+            this.#redMaps = new RedMaps(set.object, c.http_duration_buckets, c.http_body_sizes ? c.http_body_size_buckets : undefined);
           } catch (e) {
             this.#host?.logger.warn("RED metrics unavailable", { error: (e as Error).message });
           }
@@ -456,7 +458,7 @@ export class NetworkCollector implements Component {
     this.#cfg = b;
     this.#budget.perSecond = b.max_spans_per_second;
     this.#spanContext = this.#newSpanContext(b);
-    const redKey = (c: NetworkConfig) => JSON.stringify([c.http_routes, c.http_routes_by_service, c.http_max_routes, c.http_duration_buckets]);
+    const redKey = (c: NetworkConfig) => JSON.stringify([c.http_routes, c.http_routes_by_service, c.http_max_routes, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
     if (redKey(a) !== redKey(b)) {
       this.exportMetrics();
       this.#red = this.#newRed(b);

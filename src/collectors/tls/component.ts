@@ -68,6 +68,8 @@ export class TlsCollector implements Component {
   #set: LoadedSet<TlsEvent> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  /** Pids written to the kernel's tls_tgids. */
+  readonly #tgids = new Set<number>();
 
   constructor(ctx: AgentContext, core: EbpfCore, sink: TlsSink, options: { selfPid?: number; source?: TargetSource } = {}) {
     this.#ctx = ctx;
@@ -174,6 +176,7 @@ export class TlsCollector implements Component {
     } catch (e) {
       this.#host?.logger.warn("TLS target scan failed", { pid, error: (e as Error).message });
     }
+    this.#syncTgid(pid, registry.holdsAttached(pid));
     if (registry.counters.attaches + registry.counters.failures !== before) {
       this.#refreshPrograms();
       for (const t of registry.view()) {
@@ -188,6 +191,7 @@ export class TlsCollector implements Component {
     if (e.kind === "exit") {
       for (const t of this.#pendingScans.get(e.pid) ?? []) clearTimeout(t);
       this.#pendingScans.delete(e.pid);
+      this.#syncTgid(e.pid, false);
       // Only a process that mapped a probed library can have TLS connections to close.
       if (this.#registry.forget(e.pid)) {
         this.#refreshPrograms();
@@ -207,7 +211,29 @@ export class TlsCollector implements Component {
     this.#pendingScans.set(e.pid, timers);
   }
 
+  /**
+   * Keeps `tls_tgids` (the processes whose threads' socket reads the kernel follows for memory BIOs) equal to the
+   * processes mapping an attached target. A failed write is logged: those processes' first reads carry no addresses.
+   */
+  #syncTgid(pid: number, traced: boolean): void {
+    if (traced === this.#tgids.has(pid)) return;
+    const map = this.#set?.object.map("tls_tgids");
+    if (!map) return;
+    try {
+      if (traced) {
+        map.updateU32Key?.(pid, Uint8Array.of(1));
+        this.#tgids.add(pid);
+      } else {
+        map.delete?.(new Uint8Array(new Uint32Array([pid]).buffer));
+        this.#tgids.delete(pid);
+      }
+    } catch (e) {
+      this.#host?.logger.warn("updating tls_tgids failed", { pid, error: (e as Error).message });
+    }
+  }
+
   #detached(): void {
+    this.#tgids.clear();
     this.#pollStats();
     if (this.#statsTimer) clearInterval(this.#statsTimer);
     this.#statsTimer = undefined;
