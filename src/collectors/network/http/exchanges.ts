@@ -64,7 +64,11 @@ class ConnectionState<M> {
 
   constructor() {
     /* The response side of an exchange is the direction opposite to its request. */
-    const bodyless = (responseIo: Io) => () => this.pending.find((p) => p.io !== responseIo)?.request.method === "HEAD";
+    const bodyless = (responseIo: Io) => () => {
+      const pending = this.pending;
+      for (let i = 0; i < pending.length; i++) if (pending[i]!.io !== responseIo) return pending[i]!.request.method === "HEAD";
+      return false;
+    };
     this.parsers = [new HttpStreamParser<bigint>(bodyless(IO_READ)), new HttpStreamParser<bigint>(bodyless(IO_WRITE))];
   }
 }
