@@ -4,12 +4,21 @@
  *   2. `bun build --compile` of src/main.ts with the build identity defined.
  * Files imported `with { type: "file" }` (BPF objects, .proto definitions, the default configuration)
  * are embedded in the binary.
+ * Memory: --splitting puts what the code loads on demand (`await import()`, a `require()` inside a function: the
+ * Kubernetes client, the diagnostics tar writer, libbpf's bindings ...) in chunks of their own, evaluated only when
+ * loaded; bytecode-order.txt lays the bytecode out with the functions a run of the embedded defaults used first, so
+ * that the pages the agent touches are few and together. `bun run build.ts --record-bytecode-order [SECONDS]`
+ * (root, for eBPF) rewrites it from a run of the built binary with the embedded defaults; a stale entry is
+ * ignored (entries are hashes of function contents), so the file only needs refreshing after large changes.
  */
 import { $ } from "bun";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pkg from "./package.json" with { type: "json" };
 
 const OUTFILE = "dist/svc-agent";
+const BYTECODE_ORDER = "bytecode-order.txt";
 
 async function commitId(): Promise<string> {
   const r = await $`git rev-parse --short=12 HEAD`.nothrow().quiet();
@@ -35,14 +44,46 @@ async function main(): Promise<void> {
     SVC_BUILD_TIME: JSON.stringify(new Date().toISOString()),
   };
   const defineArgs = Object.entries(defines).flatMap(([k, v]) => ["--define", `${k}=${v}`]);
+  await compile(defineArgs);
+  const record = process.argv.indexOf("--record-bytecode-order");
+  if (record >= 0) {
+    await recordBytecodeOrder(Number(process.argv[record + 1] ?? 20));
+    await compile(defineArgs);
+  }
+}
+
+async function compile(defineArgs: string[]): Promise<void> {
   const started = performance.now();
+  const order = existsSync(BYTECODE_ORDER) ? [`--bytecode-order=${BYTECODE_ORDER}`] : [];
   // --bytecode: JavaScriptCore bytecode precompiled at build time; measured start to /healthz ~500 ms -> ~170 ms.
-  const r = await $`${process.execPath} build --compile --bytecode --format=esm --minify-syntax --sourcemap=inline src/main.ts --outfile ${OUTFILE} ${defineArgs}`.nothrow();
+  const r = await $`${process.execPath} build --compile --bytecode --splitting ${order} --format=esm --minify-syntax --sourcemap=inline src/main.ts --outfile ${OUTFILE} ${defineArgs}`.nothrow();
   if (r.exitCode !== 0) {
     console.error("build: bun build --compile failed");
     process.exit(r.exitCode);
   }
   console.log(`build: ${OUTFILE} (${Math.round(performance.now() - started)} ms)`);
+}
+
+/** Runs the built binary with the embedded defaults (loopback listen, exports refused) for `seconds`, recording the
+ * functions it runs in order (BUN_BYTECODE_ORDER_OUT, written at exit) into BYTECODE_ORDER. */
+async function recordBytecodeOrder(seconds: number): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "svc-build-order-"));
+  try {
+    const config = join(dir, "config.yaml");
+    const defaults = readFileSync("src/config/default.yaml", "utf8").replace(/listen: "?:19090"?/, "listen: 127.0.0.1:0");
+    if (!defaults.includes("127.0.0.1:0")) throw new Error("src/config/default.yaml: self_telemetry.listen not found");
+    writeFileSync(config, defaults);
+    const out = join(dir, "order.txt");
+    const proc = Bun.spawn([OUTFILE, "--config", config], { stdout: "ignore", stderr: "ignore", env: { ...process.env, BUN_BYTECODE_ORDER_OUT: out } });
+    await Bun.sleep(seconds * 1000);
+    proc.kill("SIGTERM");
+    await proc.exited;
+    if (!existsSync(out)) throw new Error(`no bytecode order written by ${OUTFILE}`);
+    writeFileSync(BYTECODE_ORDER, readFileSync(out));
+    console.log(`build: ${BYTECODE_ORDER} recorded from ${seconds} s of ${OUTFILE} with the embedded defaults`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 await main();

@@ -19,7 +19,7 @@ import { readFileSync } from "node:fs";
 import { report } from "./lib/report";
 import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { median } from "./lib/stats";
-import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs, ratioRows } from "./lib/overhead";
+import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
@@ -92,13 +92,10 @@ async function enter(agent: BenchAgent, otlp: string, state: State): Promise<voi
 }
 
 const receiver = await startReceiver();
-const server = Bun.spawn(["nice", "-n", String(NICE), "node", "-e", SERVER], { stdout: "pipe", stderr: "inherit" });
+const server = await startPortServer(["node", "-e", SERVER]);
 let agent: BenchAgent | undefined;
 try {
-  const reader = server.stdout.getReader();
-  const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-  reader.releaseLock();
-  const url = `http://127.0.0.1:${port}/bench`;
+  const url = `http://127.0.0.1:${server.port}/bench`;
   agent = await startAgent(config(receiver.address, TRACED));
   reniceAll(agent.pid, NICE);
   reniceAll(receiver.pid, NICE);
@@ -155,7 +152,6 @@ try {
 } finally {
   if (stopped && agent) process.kill(agent.pid, "SIGCONT");
   await agent?.stop();
-  server.kill();
-  await server.exited;
+  await server.stop();
   await receiver.stop();
 }

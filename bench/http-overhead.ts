@@ -40,7 +40,7 @@ import { report } from "./lib/report";
 import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readFileSync, writeFileSync } from "node:fs";
 import { median, quantile } from "./lib/stats";
-import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs as perRequest, ratioRows } from "./lib/overhead";
+import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs as perRequest, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { quietConfig } from "../test/helpers/quiet-config";
@@ -191,14 +191,11 @@ const started = performance.now();
 const bpfStatsBefore = readFileSync(BPF_STATS_PATH, "utf8").trim();
 const receiver = await startReceiver();
 reniceAll(receiver.pid, NICE);
-const server = Bun.spawn(["nice", "-n", String(NICE), process.execPath, "-e", SERVER], { stdout: "pipe", stderr: "inherit" });
+const server = await startPortServer([process.execPath, "-e", SERVER]);
 let agent: BenchAgent | undefined;
 let switcher: Switcher | undefined;
 try {
-  const reader = server.stdout.getReader();
-  const port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-  reader.releaseLock();
-  const url = `http://127.0.0.1:${port}/bench?q=1`;
+  const url = `http://127.0.0.1:${server.port}/bench?q=1`;
   agent = await startAgent(config(receiver.address, TRACED));
   reniceAll(agent.pid, NICE);
   const pids: Pids = { server: server.pid, agent: agent.pid, receiver: receiver.pid };
@@ -316,8 +313,7 @@ try {
 } finally {
   switcher?.resume();
   await agent?.stop();
-  server.kill();
-  await server.exited;
+  await server.stop();
   await receiver.stop();
   writeFileSync(BPF_STATS_PATH, bpfStatsBefore);
 }

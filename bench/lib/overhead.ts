@@ -1,4 +1,5 @@
 /** What the overhead benchmarks (http, h2, tls, red) share: settling after a reload, priority, target, and the rows of per-round ratios. */
+import { firstLine } from "../../test/helpers/wait";
 import { bootstrapInterval, mean, median } from "./stats";
 
 /**
@@ -32,4 +33,27 @@ export function ratioRows(ratios: number[], name: string, suffix = "", withTarge
     { name: `the same median, high end of its 90% bootstrap interval${suffix}`, agent: high, unit: "ratio" },
     { name: `mean of the same ratios${suffix}`, agent: mean(ratios), unit: "ratio" },
   ];
+}
+
+/** A server the benchmark loads: its pid and the port it printed. */
+export interface PortServer {
+  pid: number;
+  port: number;
+  /** Kills it and waits for its exit. */
+  stop(): Promise<void>;
+}
+
+/** Starts `cmd` at NICE; it prints the port it listens on as its first line. */
+export async function startPortServer(cmd: string[]): Promise<PortServer> {
+  const proc = Bun.spawn(["nice", "-n", String(NICE), ...cmd], { stdout: "pipe", stderr: "inherit" });
+  const stop = async () => {
+    proc.kill();
+    await proc.exited;
+  };
+  const port = Number(await firstLine(proc.stdout));
+  if (!(port > 0)) {
+    await stop();
+    throw new Error(`${cmd.join(" ")}: no port on its first line`);
+  }
+  return { pid: proc.pid, port, stop };
 }

@@ -12,7 +12,7 @@ import { SIGNALS, signalTarget, type Signal } from "./config";
 import type { EncodedItem } from "./encode";
 import { QueueSender, type SignalQueue } from "./queue";
 import { RetrySender } from "./retry";
-import { MeasureSender, TimeoutSender, type PushSender, type Sender } from "./sender";
+import { MeasureSender, Slot, TimeoutSender, type PushSender, type Sender } from "./sender";
 
 /** The configuration's durations, parsed once per (re)load rather than per batch. */
 interface ParsedSettings {
@@ -52,13 +52,13 @@ export class ExportChain {
   readonly timeout: TimeoutSender;
   readonly #batches: BatchSender[] = [];
   #settings: ParsedSettings;
-  #push: PushSender | undefined;
+  readonly #push = new Slot<PushSender>();
   /** Called when a batch begins a backoff wait, after the state a flush reads was updated. */
   onWait: () => void = () => {};
 
   constructor(o: ChainOptions) {
     this.#settings = parseSettings(o.config);
-    this.timeout = new TimeoutSender(() => this.#push!, (s) => this.#settings.timeoutMs[s]);
+    this.timeout = new TimeoutSender(() => this.#push.current!, (s) => this.#settings.timeoutMs[s]);
     this.retry = new RetrySender(new MeasureSender(this.timeout, o.metrics), {
       backoff: () => this.#settings.backoff,
       random: o.random,
@@ -69,21 +69,19 @@ export class ExportChain {
 
   /** Builds the front of `signal`'s chain: `queue` filled by a queue link, cut by a batch link into `account` (whose next is `retry`). */
   lane(signal: Signal, queue: SignalQueue, account: Sender<EncodedItem[], Promise<void>>): Lane {
-    const batch = new BatchSender(queue, () => (this.#push ? this.#settings.batch[signal] : this.#settings.held[signal]), account);
+    const batch = new BatchSender(queue, () => (this.#push.current ? this.#settings.batch[signal] : this.#settings.held[signal]), account);
     this.#batches.push(batch);
     return { queue: new QueueSender(queue, batch), batch };
   }
 
   /** The last link, once plugged in. */
   get push(): PushSender | undefined {
-    return this.#push;
+    return this.#push.current;
   }
 
   /** Sends every attempt through `push` from now on (batches already retrying included); a previous push is closed once idle. */
   connect(push: PushSender): void {
-    const previous = this.#push;
-    this.#push = push;
-    if (previous && previous !== push) previous.close();
+    this.#push.put(push);
     for (const b of this.#batches) b.send();
   }
 

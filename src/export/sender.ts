@@ -43,34 +43,51 @@ export interface PushSender extends Sender<TimedRequest> {
   close(): void;
 }
 
+/** What is in use now (a transport, the last link); `put` replaces it and closes the one replaced (its close() waits for its calls in flight). */
+export class Slot<T extends { close(): void }> {
+  #current: T | undefined;
+
+  constructor(current?: T) {
+    this.#current = current;
+  }
+
+  get current(): T | undefined {
+    return this.#current;
+  }
+
+  put(next: T): void {
+    const previous = this.#current;
+    this.#current = next;
+    if (previous && previous !== next) previous.close();
+  }
+}
+
 /** The plain push: each attempt goes to the transport in use now. */
 export class TransportSender implements PushSender {
-  #transport: Transport | undefined;
+  readonly #transport: Slot<Transport>;
 
   constructor(transport?: Transport) {
-    this.#transport = transport;
+    this.#transport = new Slot(transport);
   }
 
   /** The transport in use (undefined before the first `use`). */
   get transport(): Transport | undefined {
-    return this.#transport;
+    return this.#transport.current;
   }
 
   /** Uses `transport` for every attempt from now on (batches already retrying included); the previous one is closed once idle. */
   use(transport: Transport): void {
-    const previous = this.#transport;
-    this.#transport = transport;
-    if (previous && previous !== transport) previous.close();
+    this.#transport.put(transport);
   }
 
   send(r: TimedRequest): Promise<ExportOutcome> {
-    return this.#transport!.send(r.signal, r.body, r.deadline, r.cancel);
+    return this.#transport.current!.send(r.signal, r.body, r.deadline, r.cancel);
   }
 
   beforeRetryAll(): void {}
 
   close(): void {
-    this.#transport?.close();
+    this.#transport.current?.close();
   }
 }
 

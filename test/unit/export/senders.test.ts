@@ -6,7 +6,7 @@ import type { EncodedItem } from "../../../src/export/encode";
 import type { ExportOutcome } from "../../../src/export/outcome";
 import { QueueSender, SignalQueue } from "../../../src/export/queue";
 import { RetrySender } from "../../../src/export/retry";
-import { MeasureSender, TimeoutSender, TransportSender, type ExportRequest, type PushSender, type Sender, type TimedRequest } from "../../../src/export/sender";
+import { MeasureSender, Slot, TimeoutSender, TransportSender, type ExportRequest, type PushSender, type Sender, type TimedRequest } from "../../../src/export/sender";
 import type { Transport } from "../../../src/export/transport";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
@@ -119,6 +119,21 @@ describe("TransportSender", () => {
     await t.send({ ...request, deadline: 8 });
     t.close();
     expect(log).toEqual(["a traces 3 7", "a closed", "b traces 3 8", "b closed"]);
+  });
+});
+
+describe("Slot", () => {
+  test("put replaces what is in use and closes the one replaced, not the same one put again", () => {
+    const closed: string[] = [];
+    const thing = (name: string) => ({ name, close: () => void closed.push(name) });
+    const a = thing("a");
+    const slot = new Slot(a);
+    slot.put(a);
+    expect(closed).toEqual([]);
+    const b = thing("b");
+    slot.put(b);
+    expect(slot.current).toBe(b);
+    expect(closed).toEqual(["a"]);
   });
 });
 
