@@ -9,6 +9,9 @@
  * per exchange; the reference, measured in the same run and rounds, is the same count of bare encodes: one span
  * as the path built it, encoded by the pipeline's encoder and assembled into requests of the same batch size.
  * Target: <= 5 us per exchange. Every exchange must reach the transport as a span (checked).
+ * Each round also runs the path cut short, for the cost of each stage (cumulative): decoding the records only;
+ * decode, pairing, parsing and span building (the spans handed to the pipeline are dropped); the same with each
+ * span encoded by an encoder of its own (no queue); the whole path.
  *
  * Usage: bun bench/span-cost.ts [--exchanges N] [--rounds R] [--cpuprofile]
  */
@@ -31,6 +34,7 @@ import { NetworkCollector } from "../src/collectors/network/component";
 import { decodeHttpEvent, HTTP_EVENT_HEADER_BYTES } from "../src/collectors/network/decoders";
 import type { AgentContext } from "../src/collectors/context";
 import { argNumber } from "./lib/args";
+import { loadavg } from "node:os";
 
 const EXCHANGES = argNumber("exchanges", 50_000);
 const ROUNDS = argNumber("rounds", 7);
@@ -121,8 +125,14 @@ function setOffset(at: number, off: number): void {
   ring.setUint32(at + 20, Math.floor(off / 2 ** 32), true);
 }
 
+/** Where the path is cut: after decoding, after span building, after encoding, or not at all. */
+type Cut = "decode" | "build" | "encode" | "full";
+let cut: Cut = "full";
+let decodedBytes = 0;
+
 /** Feeds `n` exchanges (two records each) through the collector, a poll batch at a time, then flushes the pipeline. */
 async function feed(n: number): Promise<void> {
+  const decodeOnly = cut === "decode";
   for (let i = 0; i < n; i++) {
     const c = i % CONNECTIONS;
     const rq = reqAt(c);
@@ -130,11 +140,15 @@ async function feed(n: number): Promise<void> {
     ring.setBigUint64(rq, (clock += 20_000n), true);
     setOffset(rq, offsets[2 * c]!);
     offsets[2 * c]! += reqBytes.length;
-    collector.handle(decodeHttpEvent(ring, rq, reqSlot));
+    const request = decodeHttpEvent(ring, rq, reqSlot);
+    if (decodeOnly) decodedBytes += request.data.length;
+    else collector.handle(request);
     ring.setBigUint64(rs, (clock += 80_000n), true);
     setOffset(rs, offsets[2 * c + 1]!);
     offsets[2 * c + 1]! += resBytes.length;
-    collector.handle(decodeHttpEvent(ring, rs, resSlot));
+    const response = decodeHttpEvent(ring, rs, resSlot);
+    if (decodeOnly) decodedBytes += response.data.length;
+    else collector.handle(response);
     if (i % POLL_BATCH === POLL_BATCH - 1) await Promise.resolve();
   }
   await Promise.resolve();
@@ -167,14 +181,40 @@ function userUs(fn: () => void | Promise<void>): number | Promise<number> {
 
 let sample: SpanItem | undefined;
 const submit = pipeline.submit.bind(pipeline);
+const stageEncoder = new ItemEncoder(pipeline.resource.encoder);
+let stageBytes = 0;
+let stageSpans = 0;
 pipeline.submit = (signal, items) => {
   if (signal === "traces" && !sample) sample = items[0] as SpanItem;
-  return submit(signal, items);
+  if (signal !== "traces" || cut === "full") return submit(signal, items);
+  stageSpans += items.length;
+  if (cut === "encode") for (const item of items) stageBytes += stageEncoder.encode("traces", item).bytes.length;
+  return items.length;
 };
+
+/** User us per exchange of `n` exchanges through the path cut at `at`. */
+async function stageUs(at: Cut, n: number): Promise<number> {
+  cut = at;
+  stageSpans = 0;
+  decodedBytes = 0;
+  stageBytes = 0;
+  try {
+    const us = (await userUs(() => feed(n))) / n;
+    const did = at === "decode" ? decodedBytes === n * (reqBytes.length + resBytes.length) : stageSpans === n && (at === "build" || stageBytes > 0);
+    if (!did) throw new Error(`stage ${at}: ${at === "decode" ? `${decodedBytes} bytes decoded` : `${stageSpans} spans of ${n} exchanges`}`);
+    return us;
+  } finally {
+    cut = "full";
+  }
+}
+const STAGES = ["decode", "build", "encode"] as const;
+const stageNames: Record<(typeof STAGES)[number], string> = { decode: "decode 2 records", build: "+ pair, parse, build span", encode: "+ encode" };
+const stages: Record<(typeof STAGES)[number], number[]> = { decode: [], build: [], encode: [] };
 
 await feed(WARMUP);
 if (!sample) throw new Error("no span reached the pipeline");
 bareEncodes(WARMUP, sample);
+for (const at of STAGES) await stageUs(at, WARMUP);
 const agentUs: number[] = [];
 const refUs: number[] = [];
 const sysUs: number[] = [];
@@ -186,10 +226,13 @@ for (let r = 0; r < ROUNDS; r++) {
   const exported = pipeline.accounting().traces.exported - before;
   if (exported !== EXCHANGES) throw new Error(`round ${r}: ${exported} spans exported of ${EXCHANGES} exchanges (dropped ${pipeline.accounting().traces.droppedTotal})`);
   refUs.push(userUs(() => void bareEncodes(EXCHANGES, sample!)) / EXCHANGES);
+  for (const at of STAGES) stages[at].push(await stageUs(at, EXCHANGES));
 }
 await pipeline.shutdown(AbortSignal.timeout(5000));
 const a = median(agentUs);
 const ref = median(refUs);
+const stageMedians = STAGES.map((at) => median(stages[at]));
+const stageText = STAGES.map((at, i) => `${stageNames[at]} ${stageMedians[i]!.toFixed(2)} (${(stageMedians[i]! - (i > 0 ? stageMedians[i - 1]! : 0)).toFixed(2)})`).join("; ");
 report({
   bench: "span-cost: user-space CPU per HTTP exchange, kernel records to OTLP bytes at the transport",
   rows: [
@@ -198,6 +241,8 @@ report({
   notes: [
     `${ROUNDS} rounds of ${EXCHANGES.toLocaleString("en-US")} exchanges after ${WARMUP.toLocaleString("en-US")} of warm-up, ${CONNECTIONS} keep-alive connections, ${POLL_BATCH} exchanges per event-loop turn, batch_size ${BATCH_SIZE}`,
     `per round, us per exchange: path ${agentUs.map((x) => x.toFixed(2)).join(", ")}; reference ${refUs.map((x) => x.toFixed(2)).join(", ")}; system time of the path ${median(sysUs).toFixed(2)} us (median)`,
+    `stages, cumulative us per exchange (the stage's own in parentheses), medians: ${stageText}; + queue, batch, request assembly = the path ${a.toFixed(2)} (${(a - stageMedians[2]!).toFixed(2)})`,
+    `load average while it ran (1, 5, 15 min): ${loadavg().map((x) => x.toFixed(2)).join(", ")}`,
     `handed to the transport: ${sentRequests} requests, ${(sentBytes / sentRequests / BATCH_SIZE).toFixed(0)} bytes per span on average`,
   ],
 });

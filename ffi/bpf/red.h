@@ -22,6 +22,9 @@
 #define RED_IDLE 0
 #define RED_AWAITING 1
 #define RED_COUNTED 2
+/* A 101 answered the request (network.bpf.c struct conn.upgrading): counted with status 101 at end_ns unless the
+ * connection turns out HTTP/2, whose stream 1 user space counts. */
+#define RED_UPGRADING 3
 
 #define ROLE_SERVER 1
 #define ROLE_CLIENT 2
@@ -87,6 +90,7 @@ struct red_config_value {
 #define RED_PATH_OVERFLOW 1
 
 _Static_assert(sizeof(struct red_key) == 40, "struct red_key layout is mirrored by the decoder");
+_Static_assert(15 + RED_PATH_BYTES <= RED_HEAD_BYTES, "red_request copies the path from the head already read");
 _Static_assert(sizeof(struct red_value) == 88, "struct red_value layout is mirrored by the decoder");
 
 
@@ -252,11 +256,22 @@ static __always_inline int red_request(struct red_conn *r, const struct red_peer
     __builtin_memcpy(k->peer, c->daddr, 16);
   else
     __builtin_memset(k->peer, 0, 16);
-  /* The path follows the method and its space, within the head already read (no second read of user memory). */
-  __u32 off = mlen + 1;
-  asm volatile("%0 &= 15" : "+r"(off));
-  if (mlen == 0 || bpf_probe_read_kernel(r->path, RED_PATH_BYTES, head + off) != 0)
+  /* The path follows the method and its space, within the head already read (no second read of user memory),
+   * copied a word at a time: 8-byte loads at the method's odd offset (the verifier lets them be unaligned where
+   * the CPU does; `head` is a map value of at least RED_HEAD_BYTES, and 15 + RED_PATH_BYTES fits). */
+  if (mlen == 0) {
     __builtin_memset(r->path, 0, RED_PATH_BYTES);
+  } else {
+    __u64 off = mlen + 1;
+    asm volatile("%0 &= 15" : "+r"(off));
+    const __u8 *p = head + off;
+#pragma unroll
+    for (int i = 0; i < RED_PATH_WORDS; i++) {
+      __u64 w;
+      asm volatile("%0 = *(u64 *)(%1 + 0)" : "=r"(w) : "r"(p + 8 * i));
+      r->path[i] = w;
+    }
+  }
   k->path_hash = path_hash(r->path);
   return replaced;
 }
@@ -344,6 +359,13 @@ static __always_inline void red_response(struct red_conn *r, const __u8 *head, _
   if (status < 200 && status != 101)
     return;
   red_count(r, status, ts);
+}
+
+/* A 101 answering the awaited request at `ts`: counted later (RED_UPGRADING), once the next protocol is known. */
+static __always_inline void red_upgrading(struct red_conn *r, __u64 ts)
+{
+  r->state = RED_UPGRADING;
+  r->end_ns = ts;
 }
 
 /* A later call on the response side of the counted exchange, at `ts`: its duration ends there (while its generation lasts). */

@@ -17,11 +17,12 @@
  *
  * Memory BIOs (gRPC core, node): the library encrypts into and decrypts from memory, and the process moves the
  * ciphertext through the socket outside the SSL call, on the same thread: a read right before SSL_read, a write right
- * after SSL_write. A thread whose SSL call made no socket call is remembered in `bio_threads`; the sock tracepoints
- * then record, for such threads only, the TCP socket last read (an SSL_read without a socket call takes it) and give
- * the SSL object of the last socketless SSL_write the next socket written. The first socket so found stays the SSL
- * object's (never replaced, unlike a socket seen inside the call). A thread is followed from its first socketless SSL
- * call on: the calls before it (the first read of its first connection) carry no addresses.
+ * after SSL_write. The sock tracepoints follow, in `bio_threads`, the threads whose SSL calls made no socket call and
+ * the reading threads of processes using a probed library (`tls_tgids`, kept by user space): the TCP socket a thread
+ * last read is taken by an SSL_read without a socket call, and the next socket written after a socketless SSL_write
+ * becomes that SSL object's. The first socket so found stays the SSL object's (never replaced, unlike a socket seen
+ * inside the call). A client's first request is written before its socket is known: its RED key takes the addresses
+ * when the response comes.
  *
  * What is forwarded, as for cleartext (network.bpf.c): a call whose plaintext starts an HTTP/1.x request takes a
  * token of the per-second exchange budget (`exchanges_per_second`); the exchange is captured (its request calls and
@@ -165,7 +166,16 @@ struct {
   __type(value, struct tls_conn_key);
 } tls_socks SEC(".maps");
 
-/* A thread whose SSL calls make no socket call (memory BIO): what the sock tracepoints saw of it. */
+/* Processes whose TLS library is probed (user space keeps it): their threads' socket reads are followed from the
+ * first, so that a memory BIO's first SSL_read finds its socket. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 4096);
+  __type(key, __u32);
+  __type(value, __u8);
+} tls_tgids SEC(".maps");
+
+/* A thread whose SSL calls make no socket call (memory BIO), or of a process in tls_tgids: what the sock tracepoints saw of it. */
 struct bio_thread {
   __u64 recv_sk;     /* the TCP socket it last read */
   __u64 recv_cookie;
@@ -222,6 +232,24 @@ static __always_inline int take_exchange_token(void)
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&tls_rate, &zero);
   return w && svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second) && svc_window_take(w, exchanges_per_second);
+}
+
+/* A request counted before its connection's socket was known (memory BIO: a client's first write): its key takes the
+ * addresses now, as red_request would have. */
+static __always_inline void red_late_peer(struct red_conn *r, const struct tls_conn *conn)
+{
+  struct red_key *k = &r->key;
+  k->family = conn->family;
+  if (k->role == ROLE_CLIENT) {
+    k->peer_port = conn->dport;
+    __builtin_memcpy(k->peer, conn->daddr, 16);
+  } else {
+    k->peer_port = conn->sport;
+    if (local_class(conn->daddr, conn->family))
+      __builtin_memcpy(k->peer, conn->daddr, 16);
+    else
+      __builtin_memset(k->peer, 0, 16);
+  }
 }
 
 /* A socket for the connection `key`: its addresses, and the cookie that finds the connection at close. */
@@ -354,8 +382,11 @@ static __always_inline int leave(long ret)
         struct red_peer peer = { .pid = id >> 32, .family = conn->family, .sport = conn->sport, .dport = conn->dport, .scheme = RED_SCHEME_HTTPS, .daddr = conn->daddr };
         red_request(r, &peer, c.io, e->data, at);
       } else if (r->req_io != c.io + 1) {
-        if (start == START_STATUS && r->state == RED_AWAITING)
+        if (start == START_STATUS && r->state == RED_AWAITING) {
+          if (r->key.peer_port == 0 && conn->sk)
+            red_late_peer(r, conn);
           red_response(r, e->data, head, at);
+        }
         else if (r->state == RED_COUNTED)
           red_move(r, at);
       }
@@ -499,10 +530,16 @@ static __always_inline int on_socket_call(struct sock *sk, __u32 io)
     call->cookie = bpf_get_socket_cookie(sk);
     return 0;
   }
-  /* Outside an SSL call: only the threads of memory BIOs are followed. */
+  /* Outside an SSL call: only the threads of memory BIOs, and the reads of processes using a probed library. */
   struct bio_thread *t = bpf_map_lookup_elem(&bio_threads, &id);
-  if (!t)
+  if (!t) {
+    __u32 tgid = id >> 32;
+    if (io != IO_READ || !bpf_map_lookup_elem(&tls_tgids, &tgid))
+      return 0;
+    struct bio_thread fresh = { .recv_sk = (__u64)sk, .recv_cookie = bpf_get_socket_cookie(sk) };
+    bpf_map_update_elem(&bio_threads, &id, &fresh, BPF_NOEXIST);
     return 0;
+  }
   if (io == IO_READ) {
     t->recv_sk = (__u64)sk;
     t->recv_cookie = bpf_get_socket_cookie(sk);

@@ -139,3 +139,22 @@ export class EbpfSetComponent<E> implements Component {
     this.#begin(this.#host);
   }
 }
+
+/** How long a set being replaced on reload may take to stop. */
+const REPLACE_STOP_MS = 5000;
+
+/**
+ * Reloads the set component `set` of a collector: when `rebuild` (a constant the kernel side is built with
+ * changed) it is stopped and `make()` takes its place, started when there is a host; otherwise it reloads.
+ * Returns the component in use afterwards.
+ */
+export async function reloadSet<E>(set: EbpfSetComponent<E>, rebuild: boolean, make: () => EbpfSetComponent<E>, host: ComponentHost | undefined, next: Config, previous: Config): Promise<EbpfSetComponent<E>> {
+  if (!rebuild) {
+    await set.reload(next, previous);
+    return set;
+  }
+  await set.shutdown(AbortSignal.timeout(REPLACE_STOP_MS));
+  const replacement = make();
+  if (host) await replacement.start(host);
+  return replacement;
+}

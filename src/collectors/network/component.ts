@@ -17,7 +17,7 @@ import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { msOf } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
-import { EbpfSetComponent } from "../../ebpf/component";
+import { EbpfSetComponent, reloadSet } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
@@ -47,9 +47,13 @@ const HTTP_IDLE_END_MS = 5000;
 
 type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
+/** What the reused call holds between records (nothing of the last one). */
+const NO_BYTES = new Uint8Array(0);
+const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress: "", localPort: 0, remoteAddress: "", remotePort: 0 });
+
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -69,6 +73,8 @@ export class NetworkCollector implements Component {
   /** rpc.server.duration / rpc.client.duration of gRPC calls (every completed call, whatever the span budget). */
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
+  /** The call #onHttp hands the tracker, refilled for each record. */
+  readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, meta: NO_ENDPOINT };
   /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
   readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
@@ -115,6 +121,7 @@ export class NetworkCollector implements Component {
     return new RedAggregator({
       routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
       boundsSeconds: c.http_duration_buckets,
+      ...(c.http_body_sizes ? { bodyBoundsBytes: c.http_body_size_buckets } : {}),
       describe: (pid) => this.#labeler.describe(pid, ""),
       path: (hash) => this.#redMaps?.path(hash),
       serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
@@ -126,8 +133,9 @@ export class NetworkCollector implements Component {
   #takeRed(): void {
     if (!this.#redMaps) return;
     try {
-      const { entries, overflow } = this.#redMaps.take();
+      const { entries, overflow, bodies } = this.#redMaps.take();
       this.#red.add(entries, overflow);
+      if (bodies.length > 0) this.#red.addBodies(bodies);
     } catch (e) {
       this.#host?.logger.warn("reading the RED maps failed", { error: (e as Error).message });
     }
@@ -148,7 +156,7 @@ export class NetworkCollector implements Component {
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
@@ -156,7 +164,7 @@ export class NetworkCollector implements Component {
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
           try {
-            this.#redMaps = new RedMaps(set.object, c.http_duration_buckets);
+            this.#redMaps = new RedMaps(set.object, c.http_duration_buckets, c.http_body_sizes ? c.http_body_size_buckets : undefined);
           } catch (e) {
             this.#host?.logger.warn("RED metrics unavailable", { error: (e as Error).message });
           }
@@ -203,18 +211,22 @@ export class NetworkCollector implements Component {
 
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
-    const call: CapturedCall<EndpointMeta> = {
-      connection: this.#connectionKey(e.pid, e.sk),
-      io: e.io,
-      timestampNs: e.timestampNs,
-      streamOffset: e.streamOffset,
-      length: e.length,
-      data: e.data,
-      h2Stopped: (e.flags & HttpEventFlag.H2_STOPPED) !== 0,
-      /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
-      meta: e,
-    };
-    this.#offerExchanges(this.#http.push(call, performance.now()));
+    /* One call object for every record (the tracker keeps what it needs of it, never the object). */
+    const call = this.#call;
+    call.connection = this.#connectionKey(e.pid, e.sk);
+    call.io = e.io;
+    call.timestampNs = e.timestampNs;
+    call.streamOffset = e.streamOffset;
+    call.length = e.length;
+    call.data = e.data;
+    call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
+    /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
+    call.meta = e;
+    const nowMs = performance.now();
+    const done = this.#http.push(call, nowMs);
+    call.data = NO_BYTES;
+    call.meta = NO_ENDPOINT;
+    this.#offerExchanges(done, nowMs);
   }
 
   /** How exchanges become spans; rebuilt when the configuration changes. */
@@ -228,13 +240,14 @@ export class NetworkCollector implements Component {
     };
   }
 
-  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>): void {
+  /** `nowMs`: performance.now() of the caller, when it just took it (for the span budget). */
+  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>, nowMs?: number): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
       else if ((x.request.version === "2" && this.#cfg.http_metrics) || this.#userRed) this.#redFromUser(x);
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
-      if (this.#overBudget()) continue;
+      if (this.#overBudget(nowMs)) continue;
       const span = exchangeToSpan(x, this.#spanContext);
       this.#push(span);
       if (x.rpc || !(this.#redMaps || this.#userRed)) continue;
@@ -334,8 +347,8 @@ export class NetworkCollector implements Component {
   }
 
   /** Takes one span from the per-second budget; false when it is spent (the drop is counted). */
-  #overBudget(): boolean {
-    if (this.#budget.take()) return false;
+  #overBudget(nowMs?: number): boolean {
+    if (this.#budget.take(nowMs)) return false;
     this.counters.dropped++;
     /* Counted once per synchronous run of drops (an HTTP/2 storm drops thousands per ring batch), still exactly. */
     if (this.#rateDropsPending++ === 0) queueMicrotask(this.#countRateDrops);
@@ -445,7 +458,7 @@ export class NetworkCollector implements Component {
     this.#cfg = b;
     this.#budget.perSecond = b.max_spans_per_second;
     this.#spanContext = this.#newSpanContext(b);
-    const redKey = (c: NetworkConfig) => JSON.stringify([c.http_routes, c.http_routes_by_service, c.http_max_routes, c.http_duration_buckets]);
+    const redKey = (c: NetworkConfig) => JSON.stringify([c.http_routes, c.http_routes_by_service, c.http_max_routes, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
     if (redKey(a) !== redKey(b)) {
       this.exportMetrics();
       this.#red = this.#newRed(b);
@@ -454,13 +467,7 @@ export class NetworkCollector implements Component {
       this.exportMetrics();
       this.#connections = this.#newConnections(b);
     }
-    if (kernelKey(a) !== kernelKey(b) && this.#host) {
-      await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(b);
-      await this.#inner.start(this.#host);
-    } else {
-      await this.#inner.reload(next, previous);
-    }
+    this.#inner = await reloadSet(this.#inner, kernelKey(a) !== kernelKey(b) && this.#host !== undefined, () => this.#newInner(b), this.#host, next, previous);
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimers();
     else {
       this.#stopTimers();

@@ -188,7 +188,6 @@ class HttpEventRecord implements HttpEvent {
   readonly timestampNs: bigint;
   readonly sk: bigint;
   readonly streamOffset: number;
-  readonly cgroupId: bigint;
   readonly pid: number;
   readonly tid: number;
   readonly length: number;
@@ -207,6 +206,9 @@ class HttpEventRecord implements HttpEvent {
   readonly #daddr4: number;
   /** Other families: a copy of saddr and daddr (16 bytes each). */
   readonly #addresses: Uint8Array | undefined;
+  /** The cgroup id as read, its low and high words (made a bigint only when asked for: the span path never does). */
+  readonly #cgroupLow: number;
+  readonly #cgroupHigh: number;
   /** The task name's 16 bytes as four little-endian words. */
   readonly #comm0: number;
   readonly #comm1: number;
@@ -218,7 +220,8 @@ class HttpEventRecord implements HttpEvent {
     this.timestampNs = view.getBigUint64(offset + HTTP.timestampNs, true);
     this.sk = view.getBigUint64(offset + HTTP.sk, true);
     this.streamOffset = view.getUint32(offset + HTTP.streamOffset, true) + view.getUint32(offset + HTTP.streamOffset + 4, true) * 2 ** 32;
-    this.cgroupId = view.getBigUint64(offset + HTTP.cgroupId, true);
+    this.#cgroupLow = view.getUint32(offset + HTTP.cgroupId, true);
+    this.#cgroupHigh = view.getUint32(offset + HTTP.cgroupId + 4, true);
     this.pid = view.getUint32(offset + HTTP.pid, true);
     this.tid = view.getUint32(offset + HTTP.tid, true);
     this.length = view.getUint32(offset + HTTP.len, true);
@@ -238,6 +241,10 @@ class HttpEventRecord implements HttpEvent {
     this.#comm2 = view.getUint32(offset + HTTP.comm + 8, true);
     this.#comm3 = view.getUint32(offset + HTTP.comm + 12, true);
     this.data = bytes.slice(at + HTTP.data, at + HTTP.data + captured);
+  }
+
+  get cgroupId(): bigint {
+    return (BigInt(this.#cgroupHigh) << 32n) | BigInt(this.#cgroupLow);
   }
 
   get localAddress(): string {

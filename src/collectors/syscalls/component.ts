@@ -12,7 +12,7 @@ import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import { msOf } from "../../config/units";
 import type { EbpfCore } from "../../ebpf/core";
-import { EbpfSetComponent } from "../../ebpf/component";
+import { EbpfSetComponent, reloadSet } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { KernelClock } from "../network/clock";
@@ -209,13 +209,7 @@ export class SyscallCollector implements Component {
     const a = previous.agent.ebpf.syscalls;
     const b = next.agent.ebpf.syscalls;
     this.#cfg = b;
-    if (a.max_entries !== b.max_entries && this.#host) {
-      await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(b);
-      await this.#inner.start(this.#host);
-    } else {
-      await this.#inner.reload(next, previous);
-    }
+    this.#inner = await reloadSet(this.#inner, a.max_entries !== b.max_entries && this.#host !== undefined, () => this.#newInner(b), this.#host, next, previous);
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimer();
     else this.#stopTimer();
   }

@@ -11,7 +11,7 @@
 import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import type { EbpfCore } from "../../ebpf/core";
-import { EbpfSetComponent } from "../../ebpf/component";
+import { EbpfSetComponent, reloadSet } from "../../ebpf/component";
 import type { LoadedSet } from "../../ebpf/loader";
 import type { ProcessEvent } from "../../ebpf/sets/process-decoder";
 import type { Component, ComponentHost } from "../../lifecycle/component";
@@ -68,6 +68,8 @@ export class TlsCollector implements Component {
   #set: LoadedSet<TlsEvent> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  /** Pids written to the kernel's tls_tgids. */
+  readonly #tgids = new Set<number>();
 
   constructor(ctx: AgentContext, core: EbpfCore, sink: TlsSink, options: { selfPid?: number; source?: TargetSource } = {}) {
     this.#ctx = ctx;
@@ -174,6 +176,7 @@ export class TlsCollector implements Component {
     } catch (e) {
       this.#host?.logger.warn("TLS target scan failed", { pid, error: (e as Error).message });
     }
+    this.#syncTgid(pid, registry.holdsAttached(pid));
     if (registry.counters.attaches + registry.counters.failures !== before) {
       this.#refreshPrograms();
       for (const t of registry.view()) {
@@ -188,6 +191,7 @@ export class TlsCollector implements Component {
     if (e.kind === "exit") {
       for (const t of this.#pendingScans.get(e.pid) ?? []) clearTimeout(t);
       this.#pendingScans.delete(e.pid);
+      this.#syncTgid(e.pid, false);
       // Only a process that mapped a probed library can have TLS connections to close.
       if (this.#registry.forget(e.pid)) {
         this.#refreshPrograms();
@@ -207,7 +211,29 @@ export class TlsCollector implements Component {
     this.#pendingScans.set(e.pid, timers);
   }
 
+  /**
+   * Keeps `tls_tgids` (the processes whose threads' socket reads the kernel follows for memory BIOs) equal to the
+   * processes mapping an attached target. A failed write is logged: those processes' first reads carry no addresses.
+   */
+  #syncTgid(pid: number, traced: boolean): void {
+    if (traced === this.#tgids.has(pid)) return;
+    const map = this.#set?.object.map("tls_tgids");
+    if (!map) return;
+    try {
+      if (traced) {
+        map.updateU32Key?.(pid, Uint8Array.of(1));
+        this.#tgids.add(pid);
+      } else {
+        map.delete?.(new Uint8Array(new Uint32Array([pid]).buffer));
+        this.#tgids.delete(pid);
+      }
+    } catch (e) {
+      this.#host?.logger.warn("updating tls_tgids failed", { pid, error: (e as Error).message });
+    }
+  }
+
   #detached(): void {
+    this.#tgids.clear();
     this.#pollStats();
     if (this.#statsTimer) clearInterval(this.#statsTimer);
     this.#statsTimer = undefined;
@@ -237,13 +263,8 @@ export class TlsCollector implements Component {
     const a = previous.agent.ebpf.network;
     const b = next.agent.ebpf.network;
     this.#maxTargets = b.max_tls_libraries;
-    if (tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || tlsRedCounted(previous) !== tlsRedCounted(next)) {
-      // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
-      await this.#inner.shutdown(AbortSignal.timeout(5000));
-      this.#inner = this.#newInner(next);
-      if (this.#host) await this.#inner.start(this.#host);
-      return;
-    }
-    await this.#inner.reload(next, previous);
+    // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
+    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || tlsRedCounted(previous) !== tlsRedCounted(next);
+    this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(next), this.#host, next, previous);
   }
 }

@@ -130,6 +130,12 @@ export class TlsTargetRegistry {
     return true;
   }
 
+  /** Whether `pid` maps a target whose probes are attached. */
+  holdsAttached(pid: number): boolean {
+    for (const k of this.#byPid.get(pid) ?? []) if (this.#targets.get(k)?.state === "attached") return true;
+    return false;
+  }
+
   /** Pids holding at least one target. */
   pids(): number[] {
     return [...this.#byPid.keys()];

@@ -6,7 +6,9 @@
  * a response whose end cannot be found ends at its last call seen when the next one starts, when the
  * connection closes (`close`), or when the connection has been quiet for a while (`flushIdle`).
  * A connection whose first bytes in a direction open HTTP/2 (client preface or SETTINGS) goes to an H2Connection
- * instead (./h2): each stream is one exchange, with the same request/response heads (version "2").
+ * instead (./h2): each stream is one exchange, with the same request/response heads (version "2"). So does one
+ * whose request asked for `Upgrade: h2c` and got 101: that request becomes stream 1 (RFC 9113 section 3.2), and the
+ * 101 is no exchange of its own.
  * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
@@ -62,7 +64,11 @@ class ConnectionState<M> {
 
   constructor() {
     /* The response side of an exchange is the direction opposite to its request. */
-    const bodyless = (responseIo: Io) => () => this.pending.find((p) => p.io !== responseIo)?.request.method === "HEAD";
+    const bodyless = (responseIo: Io) => () => {
+      const pending = this.pending;
+      for (let i = 0; i < pending.length; i++) if (pending[i]!.io !== responseIo) return pending[i]!.request.method === "HEAD";
+      return false;
+    };
     this.parsers = [new HttpStreamParser<bigint>(bodyless(IO_READ)), new HttpStreamParser<bigint>(bodyless(IO_WRITE))];
   }
 }
@@ -110,7 +116,8 @@ export class ExchangeTracker<M = unknown> {
 
   /**
    * Feeds one captured call (`nowMs`: the caller's clock, for `flushIdle`); returns the exchanges it completed,
-   * with those of a connection evicted or replaced to make room (read-only).
+   * with those of a connection evicted or replaced to make room (read-only). The call object itself is not kept
+   * (a caller may refill one object for every call); its meta is.
    */
   push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
     if (call.h2Stopped) {
@@ -156,6 +163,7 @@ export class ExchangeTracker<M = unknown> {
     this.counters.unparsed += parser.unparsedHeads - unparsedBefore;
     const started = conn.started[call.io];
     const pending = conn.pending;
+    let upgrade: { req: Pending<M>; headEnd: number } | undefined;
     for (let i = 0; i < messages.length; i++) {
       const m = messages[i]!;
       if (m.head.kind === "request") {
@@ -179,6 +187,12 @@ export class ExchangeTracker<M = unknown> {
         continue;
       }
       const req = idx === 0 ? pending.shift()! : pending.splice(idx, 1)[0]!;
+      if (m.head.status === 101 && m.headEnd !== undefined && asksForH2c(req.request)) {
+        /* h2c: the 101 is no exchange of its own; the request is answered on stream 1 (below). */
+        started.push(undefined);
+        upgrade = { req, headEnd: m.headEnd };
+        break;
+      }
       const role = req.io === IO_READ ? "server" : "client";
       /* endNs is set when the response ends. */
       started.push({ role, request: req.request, response: m.head, startNs: req.atNs, endNs: 0n, meta: role === "server" ? call.meta : req.meta });
@@ -188,9 +202,31 @@ export class ExchangeTracker<M = unknown> {
       const x = started.shift();
       if (x !== undefined) (done ??= []).push(ended(x, ends[i]!));
     }
+    if (upgrade) done = this.#upgrade(conn, call, upgrade.req, upgrade.headEnd, done);
     if (awaitsExchange(started)) this.#awaiting.add(key);
     else if (!awaitsExchange(conn.started[1 - call.io]!)) this.#awaiting.delete(key);
     return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
+  }
+
+  /**
+   * The connection switched to HTTP/2 after `req` asked to (Upgrade: h2c) and a 101 answered it in `call`, its head
+   * ending at stream offset `headEnd`: the rest of the connection goes to an H2Connection, where `req` is stream 1,
+   * starting with the bytes of `call` after the head. Requests still waiting (none, per RFC 9113) are unanswered.
+   */
+  #upgrade(conn: ConnectionState<M>, call: CapturedCall<M>, req: Pending<M>, headEnd: number, done: Array<HttpExchange<M>> | undefined): Array<HttpExchange<M>> | undefined {
+    this.counters.unanswered += conn.pending.length;
+    conn.pending.length = 0;
+    conn.started[0].length = 0;
+    conn.started[1].length = 0;
+    const h2 = new H2Connection<M>(this.h2Counters);
+    conn.h2 = h2;
+    const starts: [number, number] = [0, 0];
+    starts[call.io] = headEnd;
+    starts[1 - call.io] = conn.parsers[1 - call.io]!.expectedOffset ?? 0;
+    h2.upgraded(req.request, req.io, req.atNs, req.meta, starts);
+    const skip = headEnd - call.streamOffset;
+    if (skip < call.length) done = h2.push(call.io, headEnd, call.length - skip, call.data.subarray(Math.min(skip, call.data.length)), call.timestampNs, call.meta, done);
+    return done;
   }
 
   /**
@@ -232,6 +268,12 @@ export class ExchangeTracker<M = unknown> {
 }
 
 /** The exchange of a response that ended at `endNs` (each ends once: it is completed in place). */
+/** Whether a request asks to switch to HTTP/2 over cleartext (an `Upgrade` header listing h2c). */
+function asksForH2c(request: HttpRequestHead): boolean {
+  const u = request.upgrade;
+  return u !== undefined && u.split(",").some((p) => p.trim().toLowerCase() === "h2c");
+}
+
 function ended<M>(x: HttpExchange<M>, endNs: bigint): HttpExchange<M> {
   x.endNs = endNs;
   return x;

@@ -60,6 +60,8 @@ export interface H2Sink<T> {
 /** One direction of one HTTP/2 connection: frames and the HPACK decoder of the header blocks it carries. */
 export class H2Direction<T> {
   #expected: number | undefined;
+  /** Stream offset of the direction's first HTTP/2 byte: 0, or where an HTTP/1.1 Upgrade handed over (startAt). */
+  #origin = 0;
   #prefaceLeft = -1;
   readonly #header = new Uint8Array(FRAME_HEADER_BYTES);
   #headerLen = 0;
@@ -91,11 +93,16 @@ export class H2Direction<T> {
     return this.#expected;
   }
 
+  /** The direction speaks HTTP/2 from stream offset `offset` on (after an HTTP/1.1 Upgrade); before its first call. */
+  startAt(offset: number): void {
+    this.#origin = offset;
+  }
+
   /** Feeds one call (`offset`: stream offset of its first byte, `length` bytes moved, `captured` the first of them). */
   push(offset: number, length: number, captured: Uint8Array, at: T): void {
     if (this.lost) return;
     if (this.#expected === undefined) {
-      if (offset !== 0) return this.#lose("started after the connection's first bytes");
+      if (offset !== this.#origin) return this.#lose("started after the connection's first bytes");
       this.#prefaceLeft = captured.length >= 3 && captured[0] === 0x50 && captured[1] === 0x52 && captured[2] === 0x49 ? PREFACE.length : 0;
     } else if (offset > this.#expected) {
       this.#gap(offset - this.#expected, at);
@@ -401,6 +408,18 @@ export class H2Connection<M> {
     const names = s.grpc ? grpcNames(s.request.path ?? "") : undefined;
     if (names) x.rpc = { system: "grpc", service: names.service, method: names.method, statusCode: s.grpcStatus };
     (this.#done ??= []).push(x);
+  }
+
+  /**
+   * The connection was upgraded from HTTP/1.1 (h2c, RFC 9113 section 3.2): `request`, which travelled in direction
+   * `requestIo` at `startNs`, is stream 1, answered in HTTP/2 (reported with version "2" and scheme http); each
+   * direction's frames start at its offset in `startAt` (the response's after the 101's head, the request's after the
+   * request). Called before the directions' first calls.
+   */
+  upgraded(request: HttpRequestHead, requestIo: 0 | 1, startNs: bigint, meta: M, startAt: readonly [number, number]): void {
+    this.directions[0].startAt(startAt[0]);
+    this.directions[1].startAt(startAt[1]);
+    this.#streams.set(1, { requestIo, request: { ...request, version: "2" }, scheme: "http", grpc: false, startNs, meta, status: undefined, grpcStatus: undefined });
   }
 
   /** The kernel stopped forwarding the connection: both directions stop decoding, counted as stopped. */

@@ -39,6 +39,8 @@ export interface HttpRequestHead {
   host: string | undefined;
   /** The User-Agent header, when it was within the captured bytes. */
   userAgent?: string;
+  /** The Upgrade header (protocols the client asks to switch to, e.g. "h2c"), when it was within the captured bytes. */
+  upgrade?: string;
   /** False when the head was cut by bytes the kernel did not capture (headers may be missing). */
   complete: boolean;
   /** What the cut took: "url" (the request line was cut inside the target: target/path are its captured prefix), "headers" (some header lines). */
@@ -86,6 +88,8 @@ export interface ParsedMessage<T> {
   head: HttpHead;
   /** Opaque value of the chunk the message started in (e.g. the kernel timestamp). */
   at: T;
+  /** Stream offset of the byte after the head's empty line, for a head read whole. */
+  headEnd?: number;
 }
 
 type State =
@@ -202,7 +206,7 @@ function parseStartLine(line: string, complete: boolean): HttpHead | undefined {
 }
 
 /** The header names parseHead reads, lower case. */
-const WANTED_HEADERS = ["content-length", "transfer-encoding", "connection", "host", "user-agent"] as const;
+const WANTED_HEADERS = ["content-length", "transfer-encoding", "connection", "host", "user-agent", "upgrade"] as const;
 
 /** Whether `c` is a character String.prototype.trim removes (those a Latin-1 or windows-1252 head can hold). */
 const isTrimmed = (c: number) => c === 32 || (c >= 9 && c <= 13) || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x202f || c === 0x205f || c === 0x3000;
@@ -240,7 +244,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
     const colon = text.indexOf(":", at);
     if (colon > at && colon < nl) {
       const first = text.charCodeAt(at) | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
       if (first === 99 || first === 116 || first === 104 || first === 117) {
         const name = headerName(text, at, colon);
         if (name !== undefined) {
@@ -251,6 +255,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
           else if (name === "connection") close = value.toLowerCase().includes("close");
           else if (name === "host" && head.kind === "request") head.host = value;
           else if (name === "user-agent" && head.kind === "request") head.userAgent = value;
+          else if (name === "upgrade" && head.kind === "request") head.upgrade = value;
         }
       }
     }
@@ -308,14 +313,21 @@ function includesClose(b: Uint8Array, from: number, to: number): boolean {
  */
 export function headEnd(b: Uint8Array, from: number): number {
   const n = b.length;
-  for (let p = from; p < n; p++) {
-    if (b[p] !== LF) continue;
+  /* indexOf: a native search costs less than a loop over the bytes here. */
+  let p = b.indexOf(LF, from);
+  while (p >= 0) {
     let q = p + 1;
     while (q < n && b[q] === CR) q++;
     if (q < n && b[q] === LF) return q + 1;
-    p = q - 1;
+    p = b.indexOf(LF, q);
   }
   return -1;
+}
+
+/** The first `c` in b[from..to), or `to`. */
+function find(b: Uint8Array, c: number, from: number, to: number): number {
+  const i = b.indexOf(c, from);
+  return i < 0 || i > to ? to : i;
 }
 
 const VERSION_1_0 = "1.0";
@@ -338,8 +350,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
       end = e;
     }
   }
-  let nl = from;
-  while (nl < end && b[nl] !== LF) nl++;
+  let nl = find(b, LF, from, end);
   const lineEnd = nl > from && b[nl - 1] === CR ? nl - 1 : nl;
   let head: HttpHead | undefined;
   let text: string | undefined;
@@ -355,10 +366,8 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
     if (n > 12 && b[from + 12] !== SP) return undefined;
     head = { kind: "response", version: v === 49 ? VERSION_1_1 : VERSION_1_0, status: (d0 - 48) * 100 + (d1 - 48) * 10 + (d2 - 48), complete: true };
   } else {
-    let sp1 = from;
-    while (sp1 < lineEnd && b[sp1] !== SP) sp1++;
-    let sp2 = lineEnd - 1;
-    while (sp2 >= from && b[sp2] !== SP) sp2--;
+    const sp1 = find(b, SP, from, lineEnd);
+    const sp2 = lineEnd > from ? b.lastIndexOf(SP, lineEnd - 1) : -1;
     if (sp1 >= lineEnd || sp1 === from || sp2 <= sp1 + 1 || sp1 - from > MAX_METHOD_CHARS) return undefined;
     let method: string | undefined;
     for (let m = 0; m < HTTP_METHODS.length; m++) {
@@ -371,7 +380,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
     if (method === undefined || lineEnd - sp2 - 1 !== 8 || !prefixMatches(b, sp2 + 1, 7, STATUS_BYTES)) return undefined;
     const minor = b[sp2 + 8];
     if (minor !== 48 && minor !== 49) return undefined;
-    for (let i = sp1 + 1; i < sp2; i++) if (b[i] === SP) return undefined;
+    if (find(b, SP, sp1 + 1, sp2) !== sp2) return undefined;
     /* The whole call decoded, not a view of it: a view of a small array costs more than the bytes after the head. */
     text = LATIN1.decode(b);
     const target = text.slice(sp1 + 1, sp2);
@@ -382,14 +391,12 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
   let close = false;
   let at = nl + 1;
   while (at < end) {
-    nl = at;
-    while (nl < end && b[nl] !== LF) nl++;
-    let colon = at;
-    while (colon < nl && b[colon] !== 58) colon++;
+    nl = find(b, LF, at, end);
+    const first = b[at]! | 0x20;
+    /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
+    const colon = first === 99 || first === 116 || first === 104 || first === 117 ? find(b, 58, at, nl) : nl;
     if (colon > at && colon < nl) {
-      const first = b[at]! | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent. */
-      if (first === 99 || first === 116 || first === 104 || first === 117) {
+      {
         const name = headerNameBytes(b, at, colon);
         if (name !== undefined) {
           let vs = colon + 1;
@@ -407,6 +414,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
           else if (name === "connection") close = includesClose(b, vs, ve);
           else if (name === "host" && head.kind === "request") head.host = text!.slice(vs, ve);
           else if (name === "user-agent" && head.kind === "request") head.userAgent = text!.slice(vs, ve);
+          else if (name === "upgrade" && head.kind === "request") head.upgrade = text!.slice(vs, ve);
         }
       }
     }
@@ -435,6 +443,9 @@ export class HttpStreamParser<T> {
   #chunkLine: number[] = [];
   /** The messages started by the current call (undefined until one is). */
   #messages: Array<ParsedMessage<T>> | undefined;
+  /** Stream offset of the call being fed, and of the byte after the head completed in it (for ParsedMessage.headEnd). */
+  #callOffset = 0;
+  #headEnd: number | undefined;
   /** Calls whose bytes were not HTTP or arrived while out of sync. */
   ignoredCalls = 0;
   /** Heads that started like an HTTP/1.x message but did not parse (nothing to report). */
@@ -466,6 +477,7 @@ export class HttpStreamParser<T> {
    * the ends found while feeding it are then in `takeEnds()`.
    */
   push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
+    this.#callOffset = offset;
     this.#messages = undefined;
     this.#ends = undefined;
     if (this.#expected !== undefined && offset !== this.#expected) {
@@ -579,6 +591,7 @@ export class HttpStreamParser<T> {
           const j = headEnd(b, i);
           if (j >= 0) {
             this.#headAt = undefined;
+            this.#headEnd = this.#callOffset + j;
             this.#completeHead(parseHeadBytes(b, i, j), at, at);
             return j;
           }
@@ -601,6 +614,7 @@ export class HttpStreamParser<T> {
         this.#headParts.push(b.slice(i, j));
         this.#headBytes += j - i;
         if (done) {
+          this.#headEnd = this.#callOffset + j;
           this.#finishHead(true, at);
           return j;
         }
@@ -709,18 +723,20 @@ export class HttpStreamParser<T> {
 
   /** A whole head parsed (undefined: it did not parse), that started in the call `at`: reports it and sets the body state. */
   #completeHead(parsed: HeadFields | undefined, at: T, now: T): void {
+    const headEnd = this.#headEnd;
+    this.#headEnd = undefined;
     if (!parsed) {
       this.unparsedHeads++;
       this.#loseSync();
       return;
     }
-    this.#report(parsed.head, at);
+    this.#report(parsed.head, at, headEnd);
     this.#state = this.#bodyState(parsed);
     if (this.#state.s === "idle") this.#end(now);
   }
 
-  #report(head: HttpHead, at: T): void {
-    (this.#messages ??= []).push({ head, at });
+  #report(head: HttpHead, at: T, headEnd?: number): void {
+    (this.#messages ??= []).push(headEnd === undefined ? { head, at } : { head, at, headEnd });
     this.#open = true;
   }
 

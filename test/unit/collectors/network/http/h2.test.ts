@@ -207,3 +207,39 @@ describe("HTTP/2 exchanges", () => {
     }
   });
 });
+
+describe("HTTP/1.1 Upgrade to h2c (RFC 9113 section 3.2)", () => {
+  const te = new TextEncoder();
+  const UPGRADE_REQUEST = "GET /up?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n";
+  const SWITCHING = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+  const rows = (xs: ReadonlyArray<{ role: string; request: { method: string; target: string; version?: string }; response: { status: number; version: string }; scheme?: string }>) =>
+    xs.map((x) => `${x.role} ${x.request.method} ${x.request.target} ${x.request.version} ${x.response.status} ${x.response.version} ${x.scheme}`);
+
+  test("server side: the upgraded request is stream 1, answered in HTTP/2; the 101 is no exchange; later streams follow", () => {
+    const c = new Conn();
+    expect(c.send(IO_READ, te.encode(UPGRADE_REQUEST))).toEqual([]);
+    /* The 101 and the server's SETTINGS in one write, then stream 1's response. */
+    expect(c.send(IO_WRITE, cat(te.encode(SWITCHING), settings()))).toEqual([]);
+    expect(rows(c.send(IO_WRITE, cat(c.headers(IO_WRITE, 1, { ":status": "200" }), frame(0, END_STREAM, 1, te.encode("hi")))))).toEqual(["server GET /up?x=1 2 200 2 http"]);
+    expect(c.send(IO_READ, cat(PREFACE, settings(), c.headers(IO_READ, 3, { ":method": "GET", ":path": "/next", ":scheme": "http" }, END_HEADERS | END_STREAM)))).toEqual([]);
+    expect(rows(c.send(IO_WRITE, c.headers(IO_WRITE, 3, { ":status": "404" }, END_HEADERS | END_STREAM)))).toEqual(["server GET /next 2 404 2 http"]);
+    expect(c.tracker.h2Counters).toMatchObject({ lostDirections: 0, unanswered: 0 });
+    expect(c.tracker.counters.unanswered).toBe(0);
+  });
+
+  test("client side: the 101, SETTINGS and stream 1's whole response in one read", () => {
+    const c = new Conn();
+    const read = (bytes: Uint8Array) => c.send(IO_READ, bytes);
+    expect(c.send(IO_WRITE, te.encode(UPGRADE_REQUEST))).toEqual([]);
+    const response = cat(te.encode(SWITCHING), settings(), c.headers(IO_READ, 1, { ":status": "200" }), frame(0, END_STREAM, 1, te.encode("hello")));
+    expect(rows(read(response))).toEqual(["client GET /up?x=1 2 200 2 http"]);
+    expect(c.send(IO_WRITE, cat(PREFACE, settings()))).toEqual([]);
+    expect(c.tracker.h2Counters.lostDirections).toBe(0);
+  });
+
+  test("a 101 to another protocol (WebSocket) stays an HTTP/1.1 exchange with status 101", () => {
+    const c = new Conn();
+    c.send(IO_READ, te.encode("GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"));
+    expect(rows(c.send(IO_WRITE, te.encode("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")))).toEqual(["server GET /ws 1.1 101 1.1 undefined"]);
+  });
+});

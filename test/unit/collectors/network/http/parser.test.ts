@@ -176,7 +176,7 @@ describe("heads parsed from the bytes", () => {
     "GETX /a HTTP/1.1", "get /a HTTP/1.1", "DELETE http://u:p@h:1/x#f HTTP/1.1", "CONNECT h:443 HTTP/1.1", "GET /\xe9\x85\xa0 HTTP/1.1", "GET /a HTTP/1.1\r",
     "HTTP/1.1 200 OK", "HTTP/1.0 404 Not Found", "HTTP/1.1 204", "HTTP/1.1 2000 X", "HTTP/1.2 200 OK", "HTTP/1.1 20x OK", "HTTP/1.1  200", "HTTP/1.1 999 \xa0", "HTTP/1.",
   ];
-  const NAMES = ["Host", "host", "HOST ", "User-Agent", "user-agent\t", "Content-Length", "content-length ", "Transfer-Encoding", "Connection", "\xa0Host", "Hostx", "Content-Type", "X-Thing", "Traceparent", "U", " Connection"];
+  const NAMES = ["Host", "host", "HOST ", "User-Agent", "user-agent\t", "Content-Length", "content-length ", "Transfer-Encoding", "Connection", "\xa0Host", "Hostx", "Content-Type", "X-Thing", "Traceparent", "U", " Connection", "Upgrade", "UPGRADE\t"];
   const VALUES = ["", " ", "shop.local:8080", " [::1]:80 ", "17", " 0 ", "0017", "1234567890123456", "-1", "1e3", "chunked", "gzip, chunked", "gzip,CHUNKED\xa0", "chunked;q=1", "x-chunked", "close", "Keep-Alive, CLOSE", "cl\x85ose", "wrk/4.2", "\xa0kube-probe\xa0", "a:b:c", "\x85\xe9"];
   const ENDS = ["\r\n", "\n", "\r\r\n"];
   const FINAL = ["\r\n\r\n", "\n\n", "\n\r\n", "\r\n\r\r\n", "\n\r\r\r\n"];
