@@ -112,8 +112,8 @@ try {
   let lost = 0;
   let rateLimited = 0;
   /* The kernel's HTTP/2 counters (STAT_H2_*): connections stopped by the record limit or ring pressure, by a lost record, calls cut. */
-  const h2Stats = () => programMapSums(agent!, "on_send_length", "stats", [NetworkStat.H2_STOPPED_LIMIT, NetworkStat.H2_STOPPED_LOST, NetworkStat.H2_CUT]);
-  const kernelH2 = [0, 0, 0];
+  const h2Stats = () => programMapSums(agent!, "on_send_length", "stats", [NetworkStat.H2_STOPPED_LIMIT, NetworkStat.H2_STOPPED_RING, NetworkStat.H2_STOPPED_LOST, NetworkStat.H2_CUT]);
+  const kernelH2 = [0, 0, 0, 0];
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? [UNTRACED, TRACED] : [TRACED, UNTRACED];
     const measured = new Map<State, Run>();
@@ -154,7 +154,7 @@ try {
     notes: [
       `ratios per round: ${ratios.map((x) => x.toFixed(3)).join(", ")}`,
       `traced runs: ${tracedRuns.reduce((n, r) => n + r.requests, 0)} requests, ${spans} spans collected (${SPANS_PER_SECOND}/s cap), ${rateLimited} over the cap, ${lost} HTTP/2 connection directions whose HPACK state was lost (http2_state_lost)`,
-      `kernel, traced runs (all HTTP/2 traffic on the host): ${kernelH2[0]} connections stopped by http2_records_per_second or ring pressure, ${kernelH2[1]} by a record lost in a full ring, ${kernelH2[2]} calls cut`,
+      `kernel, traced runs (all HTTP/2 traffic on the host): ${kernelH2[0]} connections stopped by http2_records_per_second, ${kernelH2[1]} by ring pressure, ${kernelH2[2]} by a record lost in a full ring, ${kernelH2[3]} calls cut`,
       `load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`,
     ],
   });
