@@ -67,7 +67,8 @@ function copyLibs(): void {
 export async function generate(): Promise<void> {
   mkdirSync(join(OUT_DIR, "testdata"), { recursive: true });
   const vmlinux = await vmlinuxHeader();
-  const headers = [vmlinux, join(SRC_DIR, "common.h")];
+  // Every header of the programs (common.h, red.h, ...): an object is rebuilt when any of them changed.
+  const headers = [vmlinux, ...readdirSync(SRC_DIR).filter((n) => n.endsWith(".h")).map((n) => join(SRC_DIR, n))];
   const jobs: Array<Promise<boolean>> = [];
   for (const [dir, out] of [[SRC_DIR, OUT_DIR], [join(SRC_DIR, "testdata"), join(OUT_DIR, "testdata")]] as const) {
     for (const f of readdirSync(dir).filter((n) => n.endsWith(".bpf.c")).sort()) {

@@ -27,13 +27,14 @@
  *
  * RED metrics (`red_enabled`, socket storage programs only; red.h, shared with tls.bpf.c): every exchange, captured
  * or not, is counted in the kernel. A request start records its method, the precise clock and, on the server side, the first
- * RED_PATH_BYTES of its path and a hash of the path up to '?', '#' or the space before the version (per-socket
- * storage `red_store`). The response's status line counts the exchange into the per-CPU hash of the current
+ * RED_PATH_BYTES of its path and a hash of the path up to '?', '#' or the space before the version (behind the
+ * connection's entry in its per-socket storage, `conn_store`). The response's status line counts the exchange into the per-CPU hash of the current
  * generation (`red_a` or `red_b`, chosen by `red_config.gen`) keyed by (pid, role, method, status, path hash,
  * peer); later calls on the response side move its duration to their time (its last byte) while the generation
  * lasts. User space flips the generation, then takes the other map whole (lookup-and-delete), so nothing counted
  * is lost or counted twice. The path of each new key goes to `red_paths` (hash -> bytes). Keys beyond the map's
- * room are counted per role in `red_overflow` (cumulative; user space takes differences).
+ * room are counted per role in `red_overflow` (cumulative; user space takes differences). With `red_body_sizes`,
+ * the request's and response's body sizes of each counted exchange too (red-body.h).
  *
  * Where entries live: with kernel BTF (the default) the lifecycle and length programs run as tp_btf and keep
  * each connection in per-socket storage (`conn_store`, BPF_MAP_TYPE_SK_STORAGE: reached from the socket itself,
@@ -100,6 +101,10 @@
  * decoding a connection whose HEADERS it missed), and the iovecs of one call gathered. */
 #define H2_CAPTURE_BYTES 4096
 #define H2_MAX_IOVECS 32
+/* An HTTP/2 call on a contiguous buffer (read, write, recvfrom, sendto) goes out as up to this many records of
+ * H2_CAPTURE_BYTES each (consecutive stream offsets; the last one's len covers what is left): 32 KiB, so that a
+ * large header block, or a gRPC message's HEADERS, DATA and trailers in one call, reach user space whole. */
+#define H2_CHUNKS 8
 /* struct http_event.flags: a header-only record saying that forwarding of this HTTP/2 connection stopped here
  * because a record was refused (FLAG_H2_STOPPED). */
 #define HTTP_EVENT_H2_STOPPED 1
@@ -119,7 +124,8 @@
 #define STAT_H2_STOPPED_LIMIT 6
 /* ... or a record lost (the ring full). */
 #define STAT_H2_STOPPED_LOST 7
-/* HTTP/2 calls that moved more than H2_CAPTURE_BYTES (forwarded cut; user space skips the rest when it is DATA). */
+/* HTTP/2 calls forwarded cut: more than H2_CHUNKS * H2_CAPTURE_BYTES, or an iovec call over H2_CAPTURE_BYTES (user space
+ * skips the rest when it is DATA). */
 #define STAT_H2_CUT 8
 #define STAT_COUNT 9
 
@@ -226,12 +232,6 @@ struct {
   __type(value, struct conn);
 } conns SEC(".maps");
 
-struct {
-  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, int);
-  __type(value, struct conn);
-} conn_store SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -270,13 +270,34 @@ struct {
 
 
 #include "red.h"
+#include "red-body.h"
+
+/* A connection in per-socket storage: its entry and, behind it, the RED state of its exchange under way (one
+ * storage lookup per call reaches both). */
+struct conn_sk {
+  struct conn c;
+  struct red_conn red;
+  struct red_body body;
+};
 
 struct {
   __uint(type, BPF_MAP_TYPE_SK_STORAGE);
   __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, int);
-  __type(value, struct red_conn);
-} red_store SEC(".maps");
+  __type(value, struct conn_sk);
+} conn_store SEC(".maps");
+
+/* The RED state of a connection entry of conn_store (STORE_SK only). */
+static __always_inline struct red_conn *red_of(struct conn *c)
+{
+  return &((struct conn_sk *)c)->red;
+}
+
+/* Its body sizes' state (red-body.h). */
+static __always_inline struct red_body *body_of(struct conn *c)
+{
+  return &((struct conn_sk *)c)->body;
+}
 
 
 /* One global window of http_requests_per_second exchanges (struct rate_window: common.h). */
@@ -486,11 +507,13 @@ static __always_inline struct conn *conn_create(__u32 store, void *sk, struct co
       count_stat(STAT_CONNS_FULL);
       return 0;
     }
-    c = bpf_sk_storage_get(&conn_store, sk, init, BPF_SK_STORAGE_GET_F_CREATE);
+    /* Created zeroed (the RED state idle), then the entry copied in. */
+    c = bpf_sk_storage_get(&conn_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
     if (!c) {
       count_stat(STAT_CONNS_FULL);
       return 0;
     }
+    __builtin_memcpy(c, init, sizeof(*c));
     __sync_fetch_and_add(live, 1);
     return c;
   }
@@ -583,8 +606,8 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
   if (newstate == TCP_CLOSE) {
     if (store == STORE_SK && red_enabled) {
       /* A request never answered: counted as a transport error (status 0) when its connection closes. */
-      struct red_conn *r = bpf_sk_storage_get(&red_store, sk, 0, 0);
-      if (r && r->state == RED_AWAITING)
+      struct red_conn *r = red_of(c);
+      if (r->state == RED_AWAITING)
         red_count(r, 0, red_clock(sk));
       else if (r && r->state == RED_UPGRADING)
         red_count(r, 101, r->end_ns);
@@ -889,18 +912,43 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     }
   }
   fill_http_header(e, c, skp, io, moved, got, ts);
-  __u32 total = offsetof(struct http_event, data) + got;
-  asm volatile("%0 &= 8191" : "+r"(total));
-  if (total > offsetof(struct http_event, data) + H2_CAPTURE_BYTES)
-    return 0;
-  if (moved > H2_CAPTURE_BYTES)
+  /* A contiguous buffer's call continues in the records below (an iovec call goes out as one record: gathering
+   * iovecs from an offset for each record makes the programs too large for the verifier). */
+  if (!is_iov && moved > H2_CAPTURE_BYTES && got == H2_CAPTURE_BYTES)
+    e->len = H2_CAPTURE_BYTES;
+  if (moved > (is_iov ? H2_CAPTURE_BYTES : (__u64)H2_CHUNKS * H2_CAPTURE_BYTES))
     count_stat(STAT_H2_CUT);
-  if (bpf_ringbuf_output(&http_events, e, total, 0) != 0) {
-    svc_count_lost(&http_events_lost);
-    c->flags |= FLAG_H2_STOPPED;
-    count_stat(STAT_H2_STOPPED_LOST);
-  } else {
+  __u64 base = e->stream_off;
+  for (__u32 k = 0; k < H2_CHUNKS; k++) {
+    if (k > 0) {
+      __u64 at = (__u64)k * H2_CAPTURE_BYTES;
+      if (at >= moved)
+        break;
+      __u64 left = moved - at;
+      __u32 size = left < H2_CAPTURE_BYTES ? left : H2_CAPTURE_BYTES;
+      asm volatile("%0 &= 8191" : "+r"(size));
+      if (size > H2_CAPTURE_BYTES || bpf_probe_read_user(e->data, size, (void *)(buf + at)) != 0)
+        break;
+      got = size;
+      e->stream_off = base + at;
+      e->captured = got;
+      /* The last record's len covers the rest of the call (beyond H2_CHUNKS records: not forwarded). */
+      e->len = (k < H2_CHUNKS - 1 && left > H2_CAPTURE_BYTES && got == H2_CAPTURE_BYTES) ? H2_CAPTURE_BYTES : (left > 0xffffffffULL ? 0xffffffffU : (__u32)left);
+    }
+    __u32 total = offsetof(struct http_event, data) + got;
+    asm volatile("%0 &= 8191" : "+r"(total));
+    if (total > offsetof(struct http_event, data) + H2_CAPTURE_BYTES)
+      return 0;
+    if (bpf_ringbuf_output(&http_events, e, total, 0) != 0) {
+      svc_count_lost(&http_events_lost);
+      c->flags |= FLAG_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED_LOST);
+      return 0;
+    }
     count_stat(STAT_HTTP_EVENTS);
+    /* This record's len reaches the end of the call. */
+    if (e->stream_off - base + e->len >= moved)
+      break;
   }
   return 0;
 }
@@ -909,8 +957,8 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
  * Emits the first bytes of `buf` (a struct iovec * when is_iov) that a call moved (`moved` > 0) on connection `c`;
  * `now` is the clock read once by the calling program (coarse_now or precise), `ts` the record's timestamp (0: the
  * precise clock, read here once the call is known to be captured). With `red` (a constant: socket storage programs),
- * request starts and the status lines answering them are counted (`r`: the socket's RED state, created for its
- * first request on socket `sk`).
+ * request starts and the status lines answering them are counted (`r`: the connection's RED state, red_of; `sk`:
+ * its socket).
  */
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
@@ -922,15 +970,11 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     c->upgrading = 0;
     if (!h2)
       c->flags &= ~FLAG_H2;
-    if (red && red_enabled) {
-      if (!r)
-        r = bpf_sk_storage_get(&red_store, sk, 0, 0);
-      if (r && r->state == RED_UPGRADING) {
-        if (h2)
-          r->state = RED_IDLE;
-        else
-          red_count(r, 101, r->end_ns);
-      }
+    if (red && red_enabled && r->state == RED_UPGRADING) {
+      if (h2)
+        r->state = RED_IDLE;
+      else
+        red_count(r, 101, r->end_ns);
     }
     if (h2)
       return emit_h2(c, skp, io, buf, is_iov, moved, now, ts);
@@ -979,14 +1023,16 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   __u8 fidx = io & 1;
   if (red && red_enabled) {
     if (start == START_REQUEST) {
-      if (!r)
-        r = bpf_sk_storage_get(&red_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-      if (r) {
-        struct red_peer peer = { .pid = c->pid, .family = c->family, .sport = c->sport, .dport = c->dport, .scheme = RED_SCHEME_HTTP, .daddr = c->daddr };
-        if (red_request(r, &peer, io, e->data, red_clock(sk)))
-          count_stat(STAT_RED_REPLACED);
+      struct red_peer peer = { .pid = c->pid, .family = c->family, .sport = c->sport, .dport = c->dport, .scheme = RED_SCHEME_HTTP, .daddr = c->daddr };
+      if (red_request(r, &peer, io, e->data, red_clock(sk)))
+        count_stat(STAT_RED_REPLACED);
+      if (red_body_sizes) {
+        struct red_body *b = body_of(c);
+        __u32 end = head_end(buf, len);
+        b->req_off = end ? (io == IO_READ ? c->bytes_recv : c->bytes_sent) - moved + end : 0;
+        b->counted = 0;
       }
-    } else if (start == START_STATUS && r && r->state == RED_AWAITING && r->req_io != io + 1) {
+    } else if (start == START_STATUS && r->state == RED_AWAITING && r->req_io != io + 1) {
       /* A response sent before TCP read its clock again (a deferred transmit) ends at the precise clock. */
       __u64 at = red_clock(sk);
       at = (__s64)(at - r->start_ns) > 0 ? at : bpf_ktime_get_ns();
@@ -994,6 +1040,11 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
         red_upgrading(r, at);
       else
         red_response(r, e->data, head, at);
+      if (red_body_sizes && r->state == RED_COUNTED) {
+        __u64 resp_total = io == IO_READ ? c->bytes_recv : c->bytes_sent;
+        __u64 req_total = io == IO_READ ? c->bytes_sent : c->bytes_recv;
+        red_body_count(r, body_of(c), req_total, resp_total - moved, head_end(buf, len), resp_total);
+      }
     }
   }
   if (start == START_STATUS && c->sampled && c->sampled != io + 1 && is_status_101(e->data, head)) {
@@ -1069,24 +1120,21 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
     return 0;
   /* Direct loads from the task's pt_regs (a BTF pointer): no helper call per field. */
   long nr = regs->orig_ax;
-  __u64 arg2 = regs->si;
-  if (io == IO_READ) {
-    if (nr == NR_READ || nr == NR_RECVFROM)
-      return emit_http(c, skp, io, arg2, 0, moved, now, 0, red, r, sk);
-    if (nr == NR_READV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, 0, red, r, sk);
-  } else {
-    if (nr == NR_WRITE || nr == NR_SENDTO)
-      return emit_http(c, skp, io, arg2, 0, moved, now, 0, red, r, sk);
-    if (nr == NR_WRITEV)
-      return emit_http(c, skp, io, arg2, 1, moved, now, 0, red, r, sk);
-  }
+  __u64 buf = regs->si;
+  __u32 is_iov = 0;
+  /* One call site of emit_http (each would be a copy of it for the verifier to walk). */
   if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
     struct user_msghdr msg = {};
-    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)arg2) != 0)
+    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)buf) != 0)
       return 0;
-    return emit_http(c, skp, io, (__u64)msg.msg_iov, 1, moved, now, 0, red, r, sk);
+    buf = (__u64)msg.msg_iov;
+    is_iov = 1;
+  } else if (io == IO_READ ? nr == NR_READV : nr == NR_WRITEV) {
+    is_iov = 1;
+  } else if (!(io == IO_READ ? (nr == NR_READ || nr == NR_RECVFROM) : (nr == NR_WRITE || nr == NR_SENDTO))) {
+    return 0;
   }
+  return emit_http(c, skp, io, buf, is_iov, moved, now, 0, red, r, sk);
 #endif
   return 0;
 }
@@ -1151,11 +1199,14 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
   if (capture_http == CAPTURE_SOCKET) {
     if (store == STORE_SK && red_enabled) {
       /* Every request is read (to be counted), and the status line of each awaited response. */
-      struct red_conn *r = bpf_sk_storage_get(&red_store, sk, 0, 0);
+      struct red_conn *r = red_of(c);
       int awaited = 0;
-      if (r && r->req_io != io + 1) {
-        if (r->state == RED_COUNTED)
+      if (r->req_io != io + 1) {
+        if (r->state == RED_COUNTED) {
           red_move(r, red_clock(sk));
+          if (red_body_sizes)
+            red_body_move(r, body_of(c), ret);
+        }
         awaited = r->state == RED_AWAITING;
       }
       if (!needs_inspection(c, io, ret) && !awaited)

@@ -90,6 +90,7 @@ struct red_config_value {
 #define RED_PATH_OVERFLOW 1
 
 _Static_assert(sizeof(struct red_key) == 40, "struct red_key layout is mirrored by the decoder");
+_Static_assert(15 + RED_PATH_BYTES <= RED_HEAD_BYTES, "red_request copies the path from the head already read");
 _Static_assert(sizeof(struct red_value) == 88, "struct red_value layout is mirrored by the decoder");
 
 
@@ -255,11 +256,22 @@ static __always_inline int red_request(struct red_conn *r, const struct red_peer
     __builtin_memcpy(k->peer, c->daddr, 16);
   else
     __builtin_memset(k->peer, 0, 16);
-  /* The path follows the method and its space, within the head already read (no second read of user memory). */
-  __u32 off = mlen + 1;
-  asm volatile("%0 &= 15" : "+r"(off));
-  if (mlen == 0 || bpf_probe_read_kernel(r->path, RED_PATH_BYTES, head + off) != 0)
+  /* The path follows the method and its space, within the head already read (no second read of user memory),
+   * copied a word at a time: 8-byte loads at the method's odd offset (the verifier lets them be unaligned where
+   * the CPU does; `head` is a map value of at least RED_HEAD_BYTES, and 15 + RED_PATH_BYTES fits). */
+  if (mlen == 0) {
     __builtin_memset(r->path, 0, RED_PATH_BYTES);
+  } else {
+    __u64 off = mlen + 1;
+    asm volatile("%0 &= 15" : "+r"(off));
+    const __u8 *p = head + off;
+#pragma unroll
+    for (int i = 0; i < RED_PATH_WORDS; i++) {
+      __u64 w;
+      asm volatile("%0 = *(u64 *)(%1 + 0)" : "=r"(w) : "r"(p + 8 * i));
+      r->path[i] = w;
+    }
+  }
   k->path_hash = path_hash(r->path);
   return replaced;
 }

@@ -47,6 +47,17 @@ export const EbpfSchema = Type.Object(
           maxItems: 16,
           description: "Bucket bounds (seconds, increasing) of the HTTP duration histograms; the HTTP semantic conventions' defaults.",
         }),
+        http_body_sizes: Type.Boolean({
+          default: false,
+          description:
+            "Body size histograms of every HTTP/1.x exchange counted in the kernel (http_metrics with http_capture socket and kernel BTF; not TLS, HTTP/2 or user-space counting): http.server.request.body.size, http.server.response.body.size, http.client.request.body.size and http.client.response.body.size (bytes, unit By, the duration histograms' attributes). A size is the bytes transferred after the message's head: its Content-Length for a delimited body, the chunked encoding's bytes (chunk sizes and terminators included) for a chunked one, everything up to the close for a close-delimited one; a request's body counts the bytes moved before the response began, a response's the bytes moved while the metrics' one-second generation lasts. A message whose head does not end within the first 512 bytes of its first read or write is left out. Costs a search of each message's head in the kernel.",
+        }),
+        http_body_size_buckets: Type.Array(Type.Number({ minimum: 0 }), {
+          default: [0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000],
+          minItems: 1,
+          maxItems: 16,
+          description: "Bucket bounds (bytes, increasing) of the HTTP body size histograms (http_body_sizes); the OpenTelemetry SDK's default explicit bounds.",
+        }),
         http_max_routes: Type.Integer({
           minimum: 1,
           maximum: 10_000,
@@ -65,7 +76,7 @@ export const EbpfSchema = Type.Object(
           maximum: 10_000_000,
           default: 50_000,
           description:
-            "Reads and writes of HTTP/2 connections forwarded to user space per second, all connections together (HTTP/2 needs every call of a connection to decode its headers, whatever max_spans_per_second samples). A connection with a call over it, or with a call arriving while the kernel's HTTP ring buffer is three quarters full, is no longer forwarded: counted per connection direction in svc_spans_dropped_total{reason=\"rate_limit\"} (directions whose records were lost in a full ring or cut: reason http2_state_lost).",
+            "Reads and writes of HTTP/2 connections forwarded to user space per second, all socket connections together (TLS plaintext of HTTP/2 is not bounded by it; HTTP/2 needs every call of a connection to decode its headers, whatever max_spans_per_second samples). A connection with a call over it, or with a call arriving while the kernel's HTTP ring buffer is three quarters full, is no longer forwarded: counted per connection direction in svc_spans_dropped_total{reason=\"rate_limit\"} (directions whose records were lost in a full ring or cut: reason http2_state_lost).",
         }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
@@ -100,12 +111,14 @@ export function validateEbpf(c: EbpfConfig): ConfigProblem[] {
   ] as const) {
     if (ms < MIN_INTERVAL_MS) problems.push({ path, message: `must be at least 1s, got ${d}` });
   }
-  const bounds = c.network.http_duration_buckets;
-  for (let i = 1; i < bounds.length; i++)
-    if (!(bounds[i]! > bounds[i - 1]!)) {
-      problems.push({ path: `agent.ebpf.network.http_duration_buckets[${i}]`, message: `bounds must increase, got ${bounds[i]} after ${bounds[i - 1]}` });
-      break;
-    }
+  for (const key of ["http_duration_buckets", "http_body_size_buckets"] as const) {
+    const bounds = c.network[key];
+    for (let i = 1; i < bounds.length; i++)
+      if (!(bounds[i]! > bounds[i - 1]!)) {
+        problems.push({ path: `agent.ebpf.network.${key}[${i}]`, message: `bounds must increase, got ${bounds[i]} after ${bounds[i - 1]}` });
+        break;
+      }
+  }
   const b = c.ringbuf_size === "auto" ? MIN_RINGBUF_BYTES : bytesOf(c, "ringbuf_size");
   if (b < MIN_RINGBUF_BYTES || b > MAX_RINGBUF_BYTES)
     problems.push({ path: "agent.ebpf.ringbuf_size", message: `must be between 4KiB and 1GiB, got ${b} bytes` });

@@ -12,9 +12,8 @@ export class PerSecondBudget {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /** True when one more item fits in the current window. */
-  take(): boolean {
-    const t = this.now();
+  /** True when one more item fits in the current window (`t`: the clock's time now, when the caller has it). */
+  take(t = this.now()): boolean {
     if (t - this.#windowStart >= WINDOW_MS) {
       this.#windowStart = t;
       this.#used = 0;

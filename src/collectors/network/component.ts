@@ -53,7 +53,7 @@ const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress
 
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets]);
+  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -85,6 +85,8 @@ export class NetworkCollector implements Component {
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  /** stats[H2_STOPPED_LOST] as last read. */
+  #h2RingLostSeen = 0n;
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
@@ -121,6 +123,7 @@ export class NetworkCollector implements Component {
     return new RedAggregator({
       routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
       boundsSeconds: c.http_duration_buckets,
+      ...(c.http_body_sizes ? { bodyBoundsBytes: c.http_body_size_buckets } : {}),
       describe: (pid) => this.#labeler.describe(pid, ""),
       path: (hash) => this.#redMaps?.path(hash),
       serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
@@ -132,8 +135,9 @@ export class NetworkCollector implements Component {
   #takeRed(): void {
     if (!this.#redMaps) return;
     try {
-      const { entries, overflow } = this.#redMaps.take();
+      const { entries, overflow, bodies } = this.#redMaps.take();
       this.#red.add(entries, overflow);
+      if (bodies.length > 0) this.#red.addBodies(bodies);
     } catch (e) {
       this.#host?.logger.warn("reading the RED maps failed", { error: (e as Error).message });
     }
@@ -154,15 +158,16 @@ export class NetworkCollector implements Component {
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
         this.#sampledOutSeen = 0n;
+        this.#h2RingLostSeen = 0n;
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
           try {
-            this.#redMaps = new RedMaps(set.object, c.http_duration_buckets);
+            this.#redMaps = new RedMaps(set.object, c.http_duration_buckets, c.http_body_sizes ? c.http_body_size_buckets : undefined);
           } catch (e) {
             this.#host?.logger.warn("RED metrics unavailable", { error: (e as Error).message });
           }
@@ -220,10 +225,11 @@ export class NetworkCollector implements Component {
     call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
     /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
     call.meta = e;
-    const done = this.#http.push(call, performance.now());
+    const nowMs = performance.now();
+    const done = this.#http.push(call, nowMs);
     call.data = NO_BYTES;
     call.meta = NO_ENDPOINT;
-    this.#offerExchanges(done);
+    this.#offerExchanges(done, nowMs);
   }
 
   /** How exchanges become spans; rebuilt when the configuration changes. */
@@ -237,13 +243,14 @@ export class NetworkCollector implements Component {
     };
   }
 
-  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>): void {
+  /** `nowMs`: performance.now() of the caller, when it just took it (for the span budget). */
+  #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>, nowMs?: number): void {
     for (const x of exchanges) {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
       else if ((x.request.version === "2" && this.#cfg.http_metrics) || this.#userRed) this.#redFromUser(x);
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
-      if (this.#overBudget()) continue;
+      if (this.#overBudget(nowMs)) continue;
       const span = exchangeToSpan(x, this.#spanContext);
       this.#push(span);
       if (x.rpc || !(this.#redMaps || this.#userRed)) continue;
@@ -343,8 +350,8 @@ export class NetworkCollector implements Component {
   }
 
   /** Takes one span from the per-second budget; false when it is spent (the drop is counted). */
-  #overBudget(): boolean {
-    if (this.#budget.take()) return false;
+  #overBudget(nowMs?: number): boolean {
+    if (this.#budget.take(nowMs)) return false;
     this.counters.dropped++;
     /* Counted once per synchronous run of drops (an HTTP/2 storm drops thousands per ring batch), still exactly. */
     if (this.#rateDropsPending++ === 0) queueMicrotask(this.#countRateDrops);
@@ -404,6 +411,12 @@ export class NetworkCollector implements Component {
         this.counters.kernelSampledOut += Number(delta);
         this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
       }
+      /* An HTTP/2 connection whose record was lost in a full ring is no longer forwarded, and no record says so:
+       * both its directions count here, as user space counts the directions it finds undecodable. */
+      const ringLost = stats.sumPerCpuU64(NetworkStat.H2_STOPPED_LOST);
+      const lostDelta = ringLost - this.#h2RingLostSeen;
+      this.#h2RingLostSeen = ringLost;
+      if (lostDelta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * Number(lostDelta));
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
     }
@@ -454,7 +467,7 @@ export class NetworkCollector implements Component {
     this.#cfg = b;
     this.#budget.perSecond = b.max_spans_per_second;
     this.#spanContext = this.#newSpanContext(b);
-    const redKey = (c: NetworkConfig) => JSON.stringify([c.http_routes, c.http_routes_by_service, c.http_max_routes, c.http_duration_buckets]);
+    const redKey = (c: NetworkConfig) => JSON.stringify([c.http_routes, c.http_routes_by_service, c.http_max_routes, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
     if (redKey(a) !== redKey(b)) {
       this.exportMetrics();
       this.#red = this.#newRed(b);

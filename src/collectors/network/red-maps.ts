@@ -10,6 +10,9 @@ import { formatAddress } from "./addresses";
 
 export const RED_KEY_BYTES = 40;
 export const RED_VALUE_BYTES = 88;
+/** struct red_body_value (ffi/bpf/red-body.h): the request's red_value, then the response's. */
+export const RED_BODY_VALUE_BYTES = 2 * RED_VALUE_BYTES;
+const RED_BODY_CONFIG_BYTES = 8 + 8 * 16;
 /** RED_MAX_BOUNDS in the C program. */
 export const RED_MAX_BOUNDS = 16;
 export const RED_BUCKETS = RED_MAX_BOUNDS + 1;
@@ -64,6 +67,13 @@ export interface RedEntry extends RedCounts {
   key: RedKey;
 }
 
+/** Body sizes of one key (sums in bytes). */
+export interface RedBodyEntry {
+  key: RedKey;
+  request: RedCounts;
+  response: RedCounts;
+}
+
 export function decodeRedKey(b: Uint8Array, off = 0): RedKey {
   const v = new DataView(b.buffer, b.byteOffset + off, RED_KEY_BYTES);
   const family = v.getUint16(KEY.family, true);
@@ -82,14 +92,14 @@ export function decodeRedKey(b: Uint8Array, off = 0): RedKey {
   };
 }
 
-/** Sums `cpus` per-CPU red_value copies (each RED_VALUE_BYTES, 8-aligned) starting at `off`. */
-export function sumRedValues(b: Uint8Array, off: number, cpus: number): RedCounts {
-  const v = new DataView(b.buffer, b.byteOffset + off, RED_VALUE_BYTES * cpus);
+/** Sums `cpus` per-CPU red_value copies starting at `off`, one every `cpuStride` bytes (8-aligned). */
+export function sumRedValues(b: Uint8Array, off: number, cpus: number, cpuStride = RED_VALUE_BYTES): RedCounts {
+  const v = new DataView(b.buffer, b.byteOffset + off, cpuStride * (cpus - 1) + RED_VALUE_BYTES);
   let count = 0;
   let sumNs = 0;
   const buckets = new Array<number>(RED_BUCKETS).fill(0);
   for (let c = 0; c < cpus; c++) {
-    const base = c * RED_VALUE_BYTES;
+    const base = c * cpuStride;
     count += Number(v.getBigInt64(base, true));
     sumNs += Number(v.getBigInt64(base + 8, true));
     for (let i = 0; i < RED_BUCKETS; i++) buckets[i]! += v.getInt32(base + 16 + i * 4, true);
@@ -115,9 +125,11 @@ export class RedMaps {
   readonly #config: BpfMapApi;
   readonly #paths: BpfMapApi | undefined;
   readonly #overflow: BpfMapApi | undefined;
+  /** red_body_a / red_body_b while body sizes are counted. */
+  readonly #body: [BpfMapApi, BpfMapApi] | undefined;
 
-  /** Throws when the object lacks the RED maps. */
-  constructor(object: BpfObjectApi, private readonly boundsSeconds: readonly number[]) {
+  /** Throws when the object lacks the RED maps (or the body size maps, with `bodyBoundsBytes`). */
+  constructor(object: BpfObjectApi, private readonly boundsSeconds: readonly number[], bodyBoundsBytes?: readonly number[]) {
     const a = object.map("red_a");
     const b = object.map("red_b");
     const config = object.map("red_config");
@@ -130,6 +142,19 @@ export class RedMaps {
     const probe = this.#overflow?.lookupU32Key(0);
     if (!probe) throw new Error("the network object has no red_overflow map");
     this.#cpus = Math.max(1, Math.floor(probe.length / RED_VALUE_BYTES));
+    if (bodyBoundsBytes) {
+      const ba = object.map("red_body_a");
+      const bb = object.map("red_body_b");
+      const bc = object.map("red_body_config");
+      if (!ba || !bb || !bc) throw new Error("the network object has no RED body size maps");
+      this.#body = [ba, bb];
+      const value = new Uint8Array(RED_BODY_CONFIG_BYTES);
+      const v = new DataView(value.buffer);
+      const n = Math.min(RED_MAX_BOUNDS, bodyBoundsBytes.length);
+      v.setUint32(0, n, true);
+      for (let i = 0; i < n; i++) v.setBigUint64(8 + i * 8, BigInt(Math.floor(bodyBoundsBytes[i]!)), true);
+      bc.updateU32Key!(0, value);
+    }
     this.#writeConfig();
   }
 
@@ -153,23 +178,36 @@ export class RedMaps {
   }
 
   /** Everything counted since the previous take: flips the generation, then empties the old one. Blocks ~1 ms. */
-  take(): { entries: RedEntry[]; overflow: Map<RoleValue, RedCounts> } {
-    const old = this.#red[this.#gen & 1]!;
+  take(): { entries: RedEntry[]; overflow: Map<RoleValue, RedCounts>; bodies: RedBodyEntry[] } {
+    const index = this.#gen & 1;
     this.#gen = (this.#gen + 1) >>> 0;
     this.#writeConfig();
     Bun.sleepSync(FLIP_GRACE_MS);
     const entries: RedEntry[] = [];
+    this.#takeAll(this.#red[index]!, RED_VALUE_BYTES, (keys, values, i, stride) => {
+      const counts = sumRedValues(values, i * stride, this.#cpus);
+      if (counts.count !== 0) entries.push({ key: decodeRedKey(keys, i * RED_KEY_BYTES), ...counts });
+    });
+    const bodies: RedBodyEntry[] = [];
+    if (this.#body)
+      this.#takeAll(this.#body[index]!, RED_BODY_VALUE_BYTES, (keys, values, i, stride) => {
+        /* Per CPU: the request's red_value, then the response's. */
+        const request = sumRedValues(values, i * stride, this.#cpus, RED_BODY_VALUE_BYTES);
+        const response = sumRedValues(values, i * stride + RED_VALUE_BYTES, this.#cpus, RED_BODY_VALUE_BYTES);
+        if (request.count !== 0 || response.count !== 0) bodies.push({ key: decodeRedKey(keys, i * RED_KEY_BYTES), request, response });
+      });
+    return { entries, overflow: this.#takeOverflow(), bodies };
+  }
+
+  /** Takes `map` whole (per-CPU values of `valueBytes` each), calling `each` per key with its values' stride. */
+  #takeAll(map: BpfMapApi, valueBytes: number, each: (keys: Uint8Array, values: Uint8Array, i: number, stride: number) => void): void {
+    const stride = valueBytes * this.#cpus;
     for (;;) {
-      const batch = old.takeBatch?.(TAKE_BATCH_KEYS);
+      const batch = map.takeBatch?.(TAKE_BATCH_KEYS);
       if (!batch) break;
-      const stride = RED_VALUE_BYTES * this.#cpus;
-      for (let i = 0; i < batch.count; i++) {
-        const counts = sumRedValues(batch.values, i * stride, this.#cpus);
-        if (counts.count !== 0) entries.push({ key: decodeRedKey(batch.keys, i * RED_KEY_BYTES), ...counts });
-      }
+      for (let i = 0; i < batch.count; i++) each(batch.keys, batch.values, i, stride);
       if (batch.count < TAKE_BATCH_KEYS) break;
     }
-    return { entries, overflow: this.#takeOverflow() };
   }
 
   #takeOverflow(): Map<RoleValue, RedCounts> {

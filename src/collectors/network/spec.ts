@@ -42,6 +42,8 @@ export interface NetworkSetOptions {
   maxConnections: number;
   /** Count every HTTP exchange in the kernel (RED metrics); effective with socket capture and socket storage only. */
   redMetrics?: boolean;
+  /** With redMetrics counted in the kernel: the body sizes of each exchange too (ffi/bpf/red-body.h). */
+  redBodySizes?: boolean;
   /** Whether the kernel has BTF (tp_btf programs); defaults to whether /sys/kernel/btf/vmlinux exists. */
   kernelBtf?: boolean;
 }
@@ -111,6 +113,7 @@ export function kernelExchangesPerSecond(c: Config["agent"]["ebpf"]["network"]):
 
 export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEvent> {
   const syscallCapture = o.http && o.httpCapture === "syscalls";
+  const bodySizes = redCounted(o) && o.redBodySizes === true;
   const socketStorage = (o.kernelBtf ?? existsSync(VMLINUX_BTF)) && !syscallCapture;
   return {
     name: "network",
@@ -127,9 +130,11 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
       h2_records_per_second: o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND,
       max_conns: o.maxConnections,
       red_enabled: redCounted(o) ? 1 : 0,
+      red_body_sizes: bodySizes ? 1 : 0,
     },
     // With per-socket storage (max_conns bounds it) the hash is left unused but by the optional kprobe: one entry.
-    mapSizes: { conns: socketStorage ? 1 : o.maxConnections },
+    // The body size maps (preallocated per CPU) take room only while body sizes are counted.
+    mapSizes: { conns: socketStorage ? 1 : o.maxConnections, ...(bodySizes ? {} : { red_body_a: 1, red_body_b: 1 }) },
     sharedMaps: EXCHANGE_SHARED_MAPS,
   };
 }

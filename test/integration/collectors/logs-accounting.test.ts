@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LogsConfig } from "../../../src/collectors/logs/config";
+import { testLogsConfig } from "../../helpers/logs-config";
 import { TailEngine } from "../../../src/collectors/logs";
 import { decodeRequest } from "../../../src/export/receiver";
 import { Logger } from "../../../src/log/logger";
@@ -22,22 +23,7 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function logsConfig(dir: string): LogsConfig {
-  return {
-    enabled: true,
-    include: [join(dir, "logs/*.log")],
-    exclude: [],
-    format: "auto",
-    start_at: "beginning",
-    checkpoint_file: join(dir, "state/checkpoint.json"),
-    checkpoint_interval: "50ms",
-    poll_interval: "10ms",
-    rescan_interval: "20ms",
-    max_line_size: "8KiB",
-    severity: "auto",
-    multiline: [],
-  };
-}
+const logsConfig = (dir: string): LogsConfig => testLogsConfig(dir);
 
 /** Bodies of the log records in the receiver's requests, in arrival order. */
 function receivedBodies(backend: TestBackend): string[] {

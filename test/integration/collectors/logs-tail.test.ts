@@ -4,6 +4,7 @@ import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LogsConfig } from "../../../src/collectors/logs/config";
+import { testLogsConfig } from "../../helpers/logs-config";
 import { TailEngine } from "../../../src/collectors/logs";
 import type { LogRecordItem } from "../../../src/export/model";
 import { Logger } from "../../../src/log/logger";
@@ -23,21 +24,7 @@ function setup(overrides: Partial<LogsConfig> = {}) {
   const dir = mkdtempSync(join(tmpdir(), "svc-logs-"));
   dirs.push(dir);
   mkdirSync(join(dir, "logs"));
-  const config: LogsConfig = {
-    enabled: true,
-    include: [join(dir, "logs/*.log"), join(dir, "logs/**/*.log")],
-    exclude: ["**/*.gz"],
-    format: "auto",
-    start_at: "beginning",
-    checkpoint_file: join(dir, "state/checkpoint.json"),
-    checkpoint_interval: "50ms",
-    poll_interval: "10ms",
-    rescan_interval: "20ms",
-    max_line_size: "1KiB",
-    severity: "auto",
-    multiline: [],
-    ...overrides,
-  };
+  const config = testLogsConfig(dir, { include: [join(dir, "logs/*.log"), join(dir, "logs/**/*.log")], exclude: ["**/*.gz"], max_line_size: "1KiB", ...overrides });
   return { dir, logs: join(dir, "logs"), config };
 }
 

@@ -64,7 +64,11 @@ class ConnectionState<M> {
 
   constructor() {
     /* The response side of an exchange is the direction opposite to its request. */
-    const bodyless = (responseIo: Io) => () => this.pending.find((p) => p.io !== responseIo)?.request.method === "HEAD";
+    const bodyless = (responseIo: Io) => () => {
+      const pending = this.pending;
+      for (let i = 0; i < pending.length; i++) if (pending[i]!.io !== responseIo) return pending[i]!.request.method === "HEAD";
+      return false;
+    };
     this.parsers = [new HttpStreamParser<bigint>(bodyless(IO_READ)), new HttpStreamParser<bigint>(bodyless(IO_WRITE))];
   }
 }
@@ -117,7 +121,11 @@ export class ExchangeTracker<M = unknown> {
    */
   push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
     if (call.h2Stopped) {
-      this.#connections.get(call.connection)?.h2?.stop();
+      const stopped = this.#connections.get(call.connection);
+      /* A connection never seen was refused at its first HTTP/2 call: nothing of either direction arrives. An
+       * HTTP/1.x one (a 101 whose forwarding was refused) counts its request as unanswered when it closes. */
+      if (stopped === undefined) this.h2Counters.stoppedDirections += 2;
+      else stopped.h2?.stop();
       return NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>;
     }
     let done: Array<HttpExchange<M>> | undefined;

@@ -12,16 +12,21 @@
  */
 import { networkInterfaces } from "node:os";
 import type { Attributes } from "../../../export/types";
-import { Temporality, type Exemplar, type MetricPointItem, type Scope } from "../../../export/model";
+import { Temporality, type Exemplar, type MetricPointItem, type Scope, type TemporalityValue } from "../../../export/model";
 import { UNKNOWN_SERVICE, UNKNOWN_WORKLOAD } from "../../../workloads/identity";
 import { bucketIndex } from "../connections";
 import type { ProcessLabels } from "../labels";
 import { ResourceKeys } from "../resource-keys";
-import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
+import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedBodyEntry, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
 import { OVERFLOW_ROUTE, type RouteTemplater } from "./routes";
 
 export const METRIC_SERVER_DURATION = "http.server.request.duration";
 export const METRIC_CLIENT_DURATION = "http.client.request.duration";
+/** Body size histograms (off by default: agent.ebpf.network.http_body_sizes), per duration metric: request's, response's. */
+export const BODY_SIZE_METRICS = {
+  [METRIC_SERVER_DURATION]: ["http.server.request.body.size", "http.server.response.body.size"],
+  [METRIC_CLIENT_DURATION]: ["http.client.request.body.size", "http.client.response.body.size"],
+} as const;
 export const METRIC_GRAPH_TOTAL = "traces_service_graph_request_total";
 export const METRIC_GRAPH_FAILED = "traces_service_graph_request_failed_total";
 export const METRIC_GRAPH_SERVER_SECONDS = "traces_service_graph_request_server_seconds";
@@ -68,6 +73,8 @@ export interface RedOptions {
   serviceAt?(address: string, port: number): string | undefined;
   scope?: Scope;
   maxPeersPerService?: number;
+  /** Body size histogram bounds (bytes) when body sizes are counted (addBodies). */
+  bodyBoundsBytes?: readonly number[];
 }
 
 interface Series {
@@ -78,6 +85,8 @@ interface Series {
   sumNs: number;
   buckets: number[];
   exemplar?: Exemplar;
+  /** Body sizes of the series' exchanges (sumNs holds bytes). */
+  body?: { request: RedCounts; response: RedCounts };
 }
 
 interface GraphEdge {
@@ -313,6 +322,17 @@ export class RedAggregator {
     }
   }
 
+  /** Adds the body sizes the kernel counted (RedMaps.take's bodies) to the series of their keys. */
+  addBodies(entries: ReadonlyArray<RedBodyEntry>): void {
+    const zero = (): RedCounts => ({ count: 0, sumNs: 0, buckets: new Array<number>((this.o.bodyBoundsBytes?.length ?? 0) + 1).fill(0) });
+    for (const e of entries) {
+      const { s } = this.#seriesOf(this.#ref(e.key));
+      s.body ??= { request: zero(), response: zero() };
+      this.#add(s.body.request, e.request);
+      this.#add(s.body.response, e.response);
+    }
+  }
+
   /**
    * Keeps a sampled span's ids as the exemplar of its series (the latest one per interval). The span's path takes
    * no route: spans are sampled from all exchanges, also those the kernel counted under its overflow key, and a route
@@ -323,6 +343,32 @@ export class RedAggregator {
     s.exemplar = e;
   }
 
+  /** The body size points of series `s` (request's and response's, those with something counted). */
+  #collectBody(s: Series, base: { startTimeUnixNano: bigint; timeUnixNano: bigint; temporality: TemporalityValue; scope?: Scope }, out: MetricPointItem[]): void {
+    const names = BODY_SIZE_METRICS[s.name as keyof typeof BODY_SIZE_METRICS];
+    if (!names || !s.body) return;
+    const parts = [
+      [names[0], s.body.request, "Size of HTTP request bodies."],
+      [names[1], s.body.response, "Size of HTTP response bodies."],
+    ] as const;
+    for (const [name, c, description] of parts) {
+      if (c.count <= 0) continue;
+      out.push({
+        type: "histogram",
+        name,
+        description,
+        unit: "By",
+        count: c.count,
+        sum: c.sumNs,
+        bucketCounts: c.buckets.map((x) => Math.max(0, x)),
+        explicitBounds: [...(this.o.bodyBoundsBytes ?? [])],
+        attributes: s.attributes,
+        ...(s.resource ? { resource: s.resource } : {}),
+        ...base,
+      });
+    }
+  }
+
   /** Points of the interval [startNs, nowNs) (DELTA); series with nothing counted are left out. */
   collect(startNs: bigint, nowNs: bigint): MetricPointItem[] {
     this.#flushPending();
@@ -331,6 +377,7 @@ export class RedAggregator {
     const hist = { ...base, unit: "s", explicitBounds: [...this.o.boundsSeconds] };
     const out: MetricPointItem[] = [];
     for (const s of this.#series.values()) {
+      if (s.body) this.#collectBody(s, base, out);
       if (s.count <= 0) continue;
       out.push({
         type: "histogram",

@@ -27,7 +27,9 @@ describe("network set, both connection storages", () => {
     expect(names({})).toContain("on_set_state");
     expect(names({ httpCapture: "syscalls" })).toContain("on_set_state_tp");
     expect(names({ kernelBtf: false })).toContain("on_set_state_tp");
-    expect(networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf: true }).mapSizes).toEqual({ conns: 1 });
+    expect(networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf: true }).mapSizes).toEqual({ conns: 1, red_body_a: 1, red_body_b: 1 });
+    // With body sizes counted, their maps keep their full size.
+    expect(networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf: true, redMetrics: true, redBodySizes: true }).mapSizes).toEqual({ conns: 1 });
   });
 
   const cases = [

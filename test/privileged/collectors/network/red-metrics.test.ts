@@ -195,6 +195,8 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
     const counted = server.reduce((s, p) => s + p.count, 0);
     expect(seconds).toBeGreaterThan(0);
     expect(seconds / counted).toBeLessThan(0.5);
+    // Body size histograms are off by default: no series of them at all.
+    expect(all.filter((p) => p.metric.endsWith(".body.size"))).toEqual([]);
     // No raw path became an attribute.
     expect(server.some((p) => String(p.attributes["http.route"]).includes("100000"))).toBe(false);
 
@@ -358,5 +360,184 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics counted in user spac
     const spans = spanIds(reqs, () => true);
     expect(spans.size).toBeGreaterThan(0);
     expect(spans.size).toBeLessThanOrEqual(CAP * (Math.ceil(elapsedS) + 2));
+  }, 180_000);
+});
+
+/** A Python HTTP/1.1 server with exact bodies: /small 100 bytes, /empty none, /large 5000 bytes, /chunked in chunks. */
+const BODY_SERVER = String.raw`
+import socket, threading
+CHUNKS = [b"x" * 1000, b"y" * 10, b"z"]
+SIZES = {"/small": 100, "/empty": 0, "/large": 5000}
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(64)
+print(srv.getsockname()[1], flush=True)
+
+def handle(c):
+    buf = b""
+    while True:
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                c.close()
+                return
+            buf += d
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        lines = head.decode().split("\r\n")
+        path = lines[0].split(" ")[1]
+        n = 0
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            if k.strip().lower() == "content-length":
+                n = int(v)
+        while len(rest) < n:
+            d = c.recv(65536)
+            if not d:
+                c.close()
+                return
+            rest += d
+        buf = rest[n:]
+        if path == "/chunked":
+            # The head, each chunk and the last chunk in separate writes: the response's body grows call by call.
+            c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for ch in CHUNKS:
+                c.sendall(b"%x\r\n%s\r\n" % (len(ch), ch))
+            c.sendall(b"0\r\n\r\n")
+        else:
+            body = b"b" * SIZES[path]
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
+`;
+/** Bytes of the /chunked body on the wire: each chunk's size line, data and CRLF, then the last chunk "0\r\n\r\n". */
+const CHUNKED_BYTES = [1000, 10, 1].reduce((s, n) => s + n.toString(16).length + 2 + n + 2, 0) + 5;
+const BODY_BOUNDS = [0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000];
+
+/** Bucket counts of `sizes` under BODY_BOUNDS (OTLP explicit bounds: the first bound >= the value). */
+function bodyBuckets(sizes: number[]): number[] {
+  const out = new Array<number>(BODY_BOUNDS.length + 1).fill(0);
+  for (const x of sizes) {
+    const i = BODY_BOUNDS.findIndex((b) => x <= b);
+    out[i < 0 ? BODY_BOUNDS.length : i]! += 1;
+  }
+  return out;
+}
+
+describe.skipIf(!isRoot || missing.length > 0 || !Bun.which("curl"))(`RED body size histograms (${missing.join(", ") || "tools present"})`, () => {
+  const ROUNDS = 3;
+  let rx3: OfficialReceiver | undefined;
+  let agent3: AgentProcess | undefined;
+  let server3: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
+  let port3 = 0;
+  let bodyDir = "";
+
+  beforeAll(async () => {
+    bodyDir = mkdtempSync(join(tmpdir(), `svc-red-body-${process.pid}-`));
+    rx3 = await startOfficialReceiver();
+    agent3 = await spawnAgent({
+      config: agentYaml(
+        rx3.port,
+        `    network:
+      enabled: true
+      http: true
+      metrics_interval: 1h
+      http_body_sizes: true`,
+      ),
+      timeoutMs: 60_000,
+    });
+    server3 = Bun.spawn(["/usr/bin/python3", "-c", BODY_SERVER], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+    port3 = Number(await firstLine(server3.stdout));
+    const end = Date.now() + 60_000;
+    while (Date.now() < end && (await fetch(`${agent3.url}/ready`).then((r) => r.status)) !== 200) await Bun.sleep(100);
+  }, 120_000);
+
+  afterAll(async () => {
+    server3?.kill();
+    await server3?.exited;
+    await agent3?.stop();
+    await rx3?.stop();
+    if (bodyDir) rmSync(bodyDir, { recursive: true, force: true });
+  });
+
+  test("request and response body sizes: Content-Length, none, chunked; buckets, sums and counts exact on both sides", async () => {
+    const base = `http://127.0.0.1:${port3}`;
+    const data = (n: number) => {
+      const f = join(bodyDir, `body-${n}`);
+      writeFileSync(f, "d".repeat(n));
+      return f;
+    };
+    const requests: Array<{ path: string; send: number; answer: number }> = [
+      { path: "/small", send: 300, answer: 100 },
+      { path: "/empty", send: 0, answer: 0 },
+      { path: "/large", send: 2000, answer: 5000 },
+      { path: "/chunked", send: 0, answer: CHUNKED_BYTES },
+    ];
+    for (let round = 0; round < ROUNDS; round++)
+      for (const r of requests) {
+        // One curl per request, one connection each; no "Expect: 100-continue" (the body follows its head at once).
+        const args = ["curl", "-s", "--http1.1", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-H", "Expect:"];
+        if (r.send > 0) args.push("--data-binary", `@${data(r.send)}`);
+        const curl = Bun.spawn([...args, `${base}${r.path}`], { stdout: "pipe", stderr: "inherit" });
+        const out = await new Response(curl.stdout).text();
+        expect(await curl.exited).toBe(0);
+        expect(out).toBe(`200 ${r.path === "/chunked" ? 1011 : r.answer}`);
+      }
+    const total = ROUNDS * requests.length;
+    const seen = (reqs: OfficialRequest[], metric: string) => points(reqs).filter((p) => p.metric === metric && p.attributes["server.port"] === port3).reduce((s, p) => s + p.count, 0);
+    const end = Date.now() + 30_000;
+    while (Date.now() < end && (seen(rx3!.requests(), "http.server.response.body.size") < total || seen(rx3!.requests(), "http.client.response.body.size") < total)) {
+      expect((await fetch(`${agent3!.url}/admin/flush`, { method: "POST" })).status).toBe(200);
+      await Bun.sleep(500);
+    }
+    const reqs = rx3!.requests();
+    expect(reqs.flatMap((q) => q.unknown_fields)).toEqual([]);
+    const all = points(reqs).filter((p) => p.attributes["server.port"] === port3);
+    /** Per series (route on the server side, method on the client side): count, sum and bucket counts of `metric`. */
+    const histogram = (metric: string, key: (p: Point) => string) => {
+      const out: Record<string, { count: number; sum: number; buckets: number[] }> = {};
+      for (const p of all.filter((q) => q.metric === metric)) {
+        const k = key(p);
+        const h = (out[k] ??= { count: 0, sum: 0, buckets: new Array<number>(BODY_BOUNDS.length + 1).fill(0) });
+        h.count += p.count;
+        h.sum += p.sum;
+        p.bucketCounts.forEach((x, i) => (h.buckets[i]! += x));
+      }
+      return out;
+    };
+    const expected = (sizes: number[]) => ({ count: sizes.length, sum: sizes.reduce((a, b) => a + b, 0), buckets: bodyBuckets(sizes) });
+    const times = (n: number) => Array.from({ length: ROUNDS }, () => n);
+    const route = (p: Point) => `${p.attributes["http.request.method"]} ${p.attributes["http.route"]}`;
+    expect(histogram("http.server.request.body.size", route)).toEqual({
+      "POST /small": expected(times(300)),
+      "GET /empty": expected(times(0)),
+      "POST /large": expected(times(2000)),
+      "GET /chunked": expected(times(0)),
+    });
+    expect(histogram("http.server.response.body.size", route)).toEqual({
+      "POST /small": expected(times(100)),
+      "GET /empty": expected(times(0)),
+      "POST /large": expected(times(5000)),
+      "GET /chunked": expected(times(CHUNKED_BYTES)),
+    });
+    const method = (p: Point) => `${p.attributes["http.request.method"]} ${p.attributes["server.address"]}`;
+    expect(histogram("http.client.request.body.size", method)).toEqual({
+      "POST 127.0.0.1": expected([...times(300), ...times(2000)]),
+      "GET 127.0.0.1": expected([...times(0), ...times(0)]),
+    });
+    expect(histogram("http.client.response.body.size", method)).toEqual({
+      "POST 127.0.0.1": expected([...times(100), ...times(5000)]),
+      "GET 127.0.0.1": expected([...times(0), ...times(CHUNKED_BYTES)]),
+    });
+    // Unit and bounds as the conventions name them, beside the duration histograms of the same series.
+    const decoded = reqs.flatMap((q) => (q.signal === "metrics" ? (q.message.resourceMetrics ?? []) : [])).flatMap((rm: Json) => rm.scopeMetrics ?? []).flatMap((sm: Json) => sm.metrics ?? []);
+    const body = decoded.filter((m: Json) => String(m.name).endsWith(".body.size"));
+    expect(body.length).toBeGreaterThan(0);
+    for (const m of body) {
+      expect(m.unit).toBe("By");
+      for (const p of m.histogram.dataPoints) expect(p.explicitBounds.map(Number)).toEqual(BODY_BOUNDS);
+    }
+    expect(seen(reqs, "http.server.request.duration")).toBe(total);
   }, 180_000);
 });
