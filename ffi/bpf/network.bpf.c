@@ -120,14 +120,16 @@
 #define STAT_RED_REPLACED 4
 /* Exchanges refused a span because the http_events ring was more than half full (also in STAT_HTTP_SAMPLED_OUT). */
 #define STAT_HTTP_RING_BUSY 5
-/* HTTP/2 connections whose forwarding stopped: a record refused (h2_records_per_second or ring pressure) ... */
+/* HTTP/2 connections whose forwarding stopped: a record refused by h2_records_per_second ... */
 #define STAT_H2_STOPPED_LIMIT 6
 /* ... or a record lost (the ring full). */
 #define STAT_H2_STOPPED_LOST 7
 /* HTTP/2 calls forwarded cut: more than H2_CHUNKS * H2_CAPTURE_BYTES, or an iovec call over H2_CAPTURE_BYTES (user space
  * skips the rest when it is DATA). */
 #define STAT_H2_CUT 8
-#define STAT_COUNT 9
+/* ... or while the ring was three quarters full. */
+#define STAT_H2_STOPPED_RING 9
+#define STAT_COUNT 10
 
 /* Set before load. */
 #define CAPTURE_OFF 0
@@ -860,11 +862,20 @@ static __always_inline int take_h2_token(__u64 now)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&h2_rate, &zero);
-  if (!w || !svc_window_open(w, now, h2_records_per_second))
+  if (!w)
     return 0;
-  if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 4 * 3)
+  if (!svc_window_open(w, now, h2_records_per_second)) {
+    count_stat(STAT_H2_STOPPED_LIMIT);
     return 0;
-  return svc_window_take(w, h2_records_per_second);
+  }
+  if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 4 * 3) {
+    count_stat(STAT_H2_STOPPED_RING);
+    return 0;
+  }
+  if (svc_window_take(w, h2_records_per_second))
+    return 1;
+  count_stat(STAT_H2_STOPPED_LIMIT);
+  return 0;
 }
 
 /*
@@ -885,7 +896,6 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
   struct http_event *e = &sv->e;
   if (!take_h2_token(now)) {
     c->flags |= FLAG_H2_STOPPED;
-    count_stat(STAT_H2_STOPPED_LIMIT);
     fill_http_header(e, c, skp, io, moved, 0, ts);
     e->flags = HTTP_EVENT_H2_STOPPED;
     if (bpf_ringbuf_output(&http_events, e, offsetof(struct http_event, data), 0) != 0)
