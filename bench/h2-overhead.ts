@@ -11,13 +11,16 @@
  * decides is many short pairs measured back to back, in reverse order every other round; the headline is the median
  * of the per-round ratios traced/untraced with its 90% bootstrap interval. The traced runs also report how many
  * HTTP/2 connection directions lost their HPACK state (bytes not forwarded: a full ring buffer under load) and how
- * many spans were collected.
+ * many spans were collected, and the kernel's HTTP/2 counters: connections it stopped forwarding (over
+ * http2_records_per_second, the ring three quarters full, or a record lost) and calls it cut. Traced runs with
+ * stopped connections measured an agent that had stopped decoding them.
  *
  * Usage: bun bench/h2-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--clients C] [--streams M]
  */
 import { readFileSync } from "node:fs";
 import { report } from "./lib/report";
-import { attachedPrograms, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { attachedPrograms, metricSum, programMapSums, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { NetworkStat } from "../src/collectors/network/spec";
 import { median } from "./lib/stats";
 import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
@@ -108,6 +111,9 @@ try {
   let spans = 0;
   let lost = 0;
   let rateLimited = 0;
+  /* The kernel's HTTP/2 counters (STAT_H2_*): connections stopped by the record limit or ring pressure, by a lost record, calls cut. */
+  const h2Stats = () => programMapSums(agent!, "on_send_length", "stats", [NetworkStat.H2_STOPPED_LIMIT, NetworkStat.H2_STOPPED_RING, NetworkStat.H2_STOPPED_LOST, NetworkStat.H2_CUT]);
+  const kernelH2 = [0, 0, 0, 0];
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 === 0 ? [UNTRACED, TRACED] : [TRACED, UNTRACED];
     const measured = new Map<State, Run>();
@@ -115,6 +121,7 @@ try {
       await enter(agent, receiver.address, s);
       const counted = s === TRACED;
       const before = counted ? [await metricSum(agent, "svc_spans_collected_total"), await metricSum(agent, 'svc_spans_dropped_total{reason="http2_state_lost"}'), await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')] : [];
+      const h2Before = counted ? await h2Stats() : [];
       measured.set(s, await h2load(url, SECONDS, pids));
       if (counted) {
         /* The stats poll (1 s) counts what user space lost: read after it ran. */
@@ -122,6 +129,7 @@ try {
         spans += (await metricSum(agent, "svc_spans_collected_total")) - before[0]!;
         lost += (await metricSum(agent, 'svc_spans_dropped_total{reason="http2_state_lost"}')) - before[1]!;
         rateLimited += (await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - before[2]!;
+        (await h2Stats()).forEach((n, i) => (kernelH2[i]! += n - h2Before[i]!));
       }
     }
     for (const [s, r] of measured) runs.get(s)!.push(r);
@@ -146,6 +154,7 @@ try {
     notes: [
       `ratios per round: ${ratios.map((x) => x.toFixed(3)).join(", ")}`,
       `traced runs: ${tracedRuns.reduce((n, r) => n + r.requests, 0)} requests, ${spans} spans collected (${SPANS_PER_SECOND}/s cap), ${rateLimited} over the cap, ${lost} HTTP/2 connection directions whose HPACK state was lost (http2_state_lost)`,
+      `kernel, traced runs (all HTTP/2 traffic on the host): ${kernelH2[0]} connections stopped by http2_records_per_second, ${kernelH2[1]} by ring pressure, ${kernelH2[2]} by a record lost in a full ring, ${kernelH2[3]} calls cut`,
       `load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`,
     ],
   });

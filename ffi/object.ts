@@ -447,8 +447,11 @@ interface ConstantSlot {
 export class BpfObject implements BpfObjectApi {
   #handle: Pointer | undefined;
   readonly name: string;
-  /** The ELF image libbpf reads from until load; kept alive with the object. */
-  readonly #bytes: Uint8Array;
+  /**
+   * The ELF image libbpf reads from while it opens and loads the object; let go once loaded (libbpf copied what it
+   * keeps: instructions, BTF, map data), so that the image (up to ~0.9 MB for network.bpf.o) is not kept resident.
+   */
+  #bytes: Uint8Array | undefined;
   readonly #log: LibbpfLog;
   readonly #programs: BpfProgram[] = [];
   readonly #maps: BpfMap[] = [];
@@ -465,7 +468,7 @@ export class BpfObject implements BpfObjectApi {
     dv.setBigUint64(8, BigInt(ptr(objectName)), true);
     const captured: string[] = [];
     log.capture = captured;
-    const h = n.bpf.bpf_object__open_mem(ptr(this.#bytes), this.#bytes.byteLength, ptr(opts));
+    const h = n.bpf.bpf_object__open_mem(ptr(bytes), bytes.byteLength, ptr(opts));
     const errno = isNull(h) ? lastErrno() : 0;
     log.capture = undefined;
     if (isNull(h)) throw new LibbpfError("bpf_object__open_mem", errno, { subject: name, detail: parseLoadFailure(captured).detail });
@@ -547,6 +550,7 @@ export class BpfObject implements BpfObjectApi {
       // lock until the signal gets through, and entering JavaScript (libbpf's log callback) takes that lock.
       const r = this.#log.silenced(() => withSignalsBlocked(() => nativeLib().bpf.bpf_object__load(handle)));
       if (r < 0) throw new QuietLoadError(this.name, -r);
+      this.#bytes = undefined;
       return;
     }
     const captured: string[] = [];
@@ -557,6 +561,7 @@ export class BpfObject implements BpfObjectApi {
       const f = parseLoadFailure(captured);
       throw new LibbpfError("bpf_object__load", -r, { subject: f.program, verifierLog: f.verifierLog, detail: f.detail });
     }
+    this.#bytes = undefined;
   }
 
   close(): void {

@@ -76,6 +76,24 @@ export async function attachedPrograms(agent: BenchAgent): Promise<Array<{ name:
   return (view.programs ?? []).filter((p) => p.attached);
 }
 
+/**
+ * Slots `indexes` of a per-CPU u64 array map named `mapName` that the agent's attached program `program` uses,
+ * each summed over CPUs (bpftool; the agent's own map, not another process' of the same name).
+ */
+export async function programMapSums(agent: BenchAgent, program: string, mapName: string, indexes: number[]): Promise<number[]> {
+  const prog = (await attachedPrograms(agent)).find((p) => p.name === program);
+  if (!prog) return indexes.map(() => 0);
+  const json = (args: string[]) => JSON.parse(Bun.spawnSync(["bpftool", "-j", ...args]).stdout.toString() || "{}");
+  const mapIds = (json(["prog", "show", "id", String(prog.id)]) as { map_ids?: number[] }).map_ids ?? [];
+  const id = mapIds.find((m) => (json(["map", "show", "id", String(m)]) as { name?: string }).name === mapName);
+  if (id === undefined) return indexes.map(() => 0);
+  return indexes.map((i) => {
+    const key = [i & 255, (i >> 8) & 255, (i >> 16) & 255, i >>> 24].map(String);
+    const r = json(["map", "lookup", "id", String(id), "key", ...key]) as { formatted?: { values?: Array<{ value: number }> } };
+    return (r.formatted?.values ?? []).reduce((n, v) => n + Number(v.value), 0);
+  });
+}
+
 /** run_time_ns and run_cnt summed over programs `ids` (kernel.bpf_stats_enabled must be 1). */
 export function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
   if (ids.size === 0) return { ns: 0, runs: 0 };

@@ -101,6 +101,10 @@
  * decoding a connection whose HEADERS it missed), and the iovecs of one call gathered. */
 #define H2_CAPTURE_BYTES 4096
 #define H2_MAX_IOVECS 32
+/* An HTTP/2 call on a contiguous buffer (read, write, recvfrom, sendto) goes out as up to this many records of
+ * H2_CAPTURE_BYTES each (consecutive stream offsets; the last one's len covers what is left): 32 KiB, so that a
+ * large header block, or a gRPC message's HEADERS, DATA and trailers in one call, reach user space whole. */
+#define H2_CHUNKS 8
 /* struct http_event.flags: a header-only record saying that forwarding of this HTTP/2 connection stopped here
  * because a record was refused (FLAG_H2_STOPPED). */
 #define HTTP_EVENT_H2_STOPPED 1
@@ -116,13 +120,16 @@
 #define STAT_RED_REPLACED 4
 /* Exchanges refused a span because the http_events ring was more than half full (also in STAT_HTTP_SAMPLED_OUT). */
 #define STAT_HTTP_RING_BUSY 5
-/* HTTP/2 connections whose forwarding stopped: a record refused (h2_records_per_second or ring pressure) ... */
+/* HTTP/2 connections whose forwarding stopped: a record refused by h2_records_per_second ... */
 #define STAT_H2_STOPPED_LIMIT 6
 /* ... or a record lost (the ring full). */
 #define STAT_H2_STOPPED_LOST 7
-/* HTTP/2 calls that moved more than H2_CAPTURE_BYTES (forwarded cut; user space skips the rest when it is DATA). */
+/* HTTP/2 calls forwarded cut: more than H2_CHUNKS * H2_CAPTURE_BYTES, or an iovec call over H2_CAPTURE_BYTES (user space
+ * skips the rest when it is DATA). */
 #define STAT_H2_CUT 8
-#define STAT_COUNT 9
+/* ... or while the ring was three quarters full. */
+#define STAT_H2_STOPPED_RING 9
+#define STAT_COUNT 10
 
 /* Set before load. */
 #define CAPTURE_OFF 0
@@ -855,11 +862,20 @@ static __always_inline int take_h2_token(__u64 now)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&h2_rate, &zero);
-  if (!w || !svc_window_open(w, now, h2_records_per_second))
+  if (!w)
     return 0;
-  if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 4 * 3)
+  if (!svc_window_open(w, now, h2_records_per_second)) {
+    count_stat(STAT_H2_STOPPED_LIMIT);
     return 0;
-  return svc_window_take(w, h2_records_per_second);
+  }
+  if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 4 * 3) {
+    count_stat(STAT_H2_STOPPED_RING);
+    return 0;
+  }
+  if (svc_window_take(w, h2_records_per_second))
+    return 1;
+  count_stat(STAT_H2_STOPPED_LIMIT);
+  return 0;
 }
 
 /*
@@ -880,7 +896,6 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
   struct http_event *e = &sv->e;
   if (!take_h2_token(now)) {
     c->flags |= FLAG_H2_STOPPED;
-    count_stat(STAT_H2_STOPPED_LIMIT);
     fill_http_header(e, c, skp, io, moved, 0, ts);
     e->flags = HTTP_EVENT_H2_STOPPED;
     if (bpf_ringbuf_output(&http_events, e, offsetof(struct http_event, data), 0) != 0)
@@ -907,18 +922,43 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     }
   }
   fill_http_header(e, c, skp, io, moved, got, ts);
-  __u32 total = offsetof(struct http_event, data) + got;
-  asm volatile("%0 &= 8191" : "+r"(total));
-  if (total > offsetof(struct http_event, data) + H2_CAPTURE_BYTES)
-    return 0;
-  if (moved > H2_CAPTURE_BYTES)
+  /* A contiguous buffer's call continues in the records below (an iovec call goes out as one record: gathering
+   * iovecs from an offset for each record makes the programs too large for the verifier). */
+  if (!is_iov && moved > H2_CAPTURE_BYTES && got == H2_CAPTURE_BYTES)
+    e->len = H2_CAPTURE_BYTES;
+  if (moved > (is_iov ? H2_CAPTURE_BYTES : (__u64)H2_CHUNKS * H2_CAPTURE_BYTES))
     count_stat(STAT_H2_CUT);
-  if (bpf_ringbuf_output(&http_events, e, total, 0) != 0) {
-    svc_count_lost(&http_events_lost);
-    c->flags |= FLAG_H2_STOPPED;
-    count_stat(STAT_H2_STOPPED_LOST);
-  } else {
+  __u64 base = e->stream_off;
+  for (__u32 k = 0; k < H2_CHUNKS; k++) {
+    if (k > 0) {
+      __u64 at = (__u64)k * H2_CAPTURE_BYTES;
+      if (at >= moved)
+        break;
+      __u64 left = moved - at;
+      __u32 size = left < H2_CAPTURE_BYTES ? left : H2_CAPTURE_BYTES;
+      asm volatile("%0 &= 8191" : "+r"(size));
+      if (size > H2_CAPTURE_BYTES || bpf_probe_read_user(e->data, size, (void *)(buf + at)) != 0)
+        break;
+      got = size;
+      e->stream_off = base + at;
+      e->captured = got;
+      /* The last record's len covers the rest of the call (beyond H2_CHUNKS records: not forwarded). */
+      e->len = (k < H2_CHUNKS - 1 && left > H2_CAPTURE_BYTES && got == H2_CAPTURE_BYTES) ? H2_CAPTURE_BYTES : (left > 0xffffffffULL ? 0xffffffffU : (__u32)left);
+    }
+    __u32 total = offsetof(struct http_event, data) + got;
+    asm volatile("%0 &= 8191" : "+r"(total));
+    if (total > offsetof(struct http_event, data) + H2_CAPTURE_BYTES)
+      return 0;
+    if (bpf_ringbuf_output(&http_events, e, total, 0) != 0) {
+      svc_count_lost(&http_events_lost);
+      c->flags |= FLAG_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED_LOST);
+      return 0;
+    }
     count_stat(STAT_HTTP_EVENTS);
+    /* This record's len reaches the end of the call. */
+    if (e->stream_off - base + e->len >= moved)
+      break;
   }
   return 0;
 }

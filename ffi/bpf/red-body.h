@@ -142,18 +142,10 @@ __noinline __u32 head_end(__u64 buf, __u64 len)
   return 0;
 }
 
-/* The bucket of `x` among the body size bounds (OTLP explicit bounds: the first bound >= x), else the last. */
+/* The body size histogram's bucket of `x` bytes. */
 static __always_inline __u32 red_body_bucket(struct red_body_config_value *cfg, __u64 x)
 {
-  __u32 n = cfg->nbounds;
-#pragma unroll
-  for (__u32 i = 0; i < RED_MAX_BOUNDS; i++) {
-    if (i >= n)
-      return i;
-    if (x <= cfg->bounds[i])
-      return i;
-  }
-  return RED_MAX_BOUNDS;
+  return red_bound_index(cfg->bounds, cfg->nbounds, x);
 }
 
 /* The body sizes of `k` in generation `gen`, created from zero when new; 0 when there is no room. */

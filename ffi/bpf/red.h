@@ -276,18 +276,23 @@ static __always_inline int red_request(struct red_conn *r, const struct red_peer
   return replaced;
 }
 
-/* The histogram bucket of `d` ns: the first bound >= d (OTLP explicit bounds), else the last bucket. */
-static __always_inline __u32 red_bucket(struct red_config_value *cfg, __u64 d)
+/* The histogram bucket of `x` among the first `n` of `bounds`: the first bound >= x (OTLP explicit bounds), else the last bucket. */
+static __always_inline __u32 red_bound_index(const __u64 *bounds, __u32 n, __u64 x)
 {
-  __u32 n = cfg->nbounds;
 #pragma unroll
   for (__u32 i = 0; i < RED_MAX_BOUNDS; i++) {
     if (i >= n)
       return i;
-    if (d <= cfg->bounds_ns[i])
+    if (x <= bounds[i])
       return i;
   }
   return RED_MAX_BOUNDS;
+}
+
+/* The duration histogram's bucket of `d` ns. */
+static __always_inline __u32 red_bucket(struct red_config_value *cfg, __u64 d)
+{
+  return red_bound_index(cfg->bounds_ns, cfg->nbounds, d);
 }
 
 /* The value of `k` in `map` (one generation), created from zero (its path recorded) when new; 0 when there is no room. */

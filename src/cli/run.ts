@@ -66,5 +66,19 @@ export async function runCommand(options: RunOptions): Promise<number> {
     await agent.shutdown();
     return EXIT.RUNTIME;
   }
+  releaseStartupPagesLater(logger, options.env);
   return stopped.promise;
+}
+
+/** Start-up work (module evaluation, eBPF loads, the first discovery and TLS scans) is over well within this. */
+const STARTUP_PAGES_RELEASE_DELAY_MS = 10_000;
+
+/** Once start-up is over, drops the executable's pages it touched from the resident set (ffi/resident.ts). */
+function releaseStartupPagesLater(logger: Logger, env: Record<string, string | undefined>): void {
+  const timer = setTimeout(async () => {
+    const { releaseExecutablePages } = await import("../../ffi/resident");
+    const bytes = releaseExecutablePages(env);
+    logger.debug("start-up pages of the executable released from the resident set", { resident_bytes: bytes });
+  }, STARTUP_PAGES_RELEASE_DELAY_MS);
+  timer.unref();
 }

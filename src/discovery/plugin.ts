@@ -11,7 +11,21 @@ import type { ComponentHost } from "../lifecycle/host";
 import type { ReadinessCheck } from "../status/state";
 import type { TaskRegistry } from "../telemetry/tasks";
 import type { ContainerDirectory } from "./directory";
-import type { DiscoveredService } from "./services";
+
+/** One item of discovered_services (DiscoveredServiceSchema). */
+export interface DiscoveredService {
+  /** Service name, compose service, or image name. */
+  name: string;
+  /** Kubernetes namespace, compose project, or "docker". */
+  namespace: string;
+  /** Ready pods on this node matching the selector, or running containers of the group. */
+  instances: number;
+  /** Service ports, or published host ports; sorted, unique. */
+  ports: number[];
+}
+
+/** The order of discovered_services: by namespace, then name. */
+export const byNamespaceThenName = (a: DiscoveredService, b: DiscoveredService) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name);
 
 /** What a source may use besides its configuration. */
 export interface SourceDeps {

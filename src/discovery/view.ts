@@ -4,8 +4,7 @@
  * cached (frozen) by that source's stamp, so repeated requests cost only the small object assembly; /status
  * reads the summary, from the sources' counts.
  */
-import type { ServiceList } from "./plugin";
-import type { DiscoveredService } from "./services";
+import type { DiscoveredService, ServiceList } from "./plugin";
 import { SOURCES, type RegisteredSource } from "./sources";
 import { summarise, type DiscoverySummary, type DiscoveryView } from "./status";
 

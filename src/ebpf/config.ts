@@ -10,7 +10,7 @@ export const EbpfSchema = Type.Object(
     ringbuf_size: Type.Union([Type.Literal("auto"), Size(0, "")], {
       default: "auto",
       description:
-        "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: max_spans_per_second exchanges, 256KiB to 8MiB; the others 1MiB). Events that do not fit are counted as lost.",
+        "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: one second of max_spans_per_second exchanges or a tenth of a second of http2_records_per_second records, whichever is larger, 256KiB to 8MiB; the others 1MiB). Events that do not fit are counted as lost.",
     }),
     network: Type.Object(
       {
@@ -76,7 +76,7 @@ export const EbpfSchema = Type.Object(
           maximum: 10_000_000,
           default: 50_000,
           description:
-            "Reads and writes of HTTP/2 connections forwarded to user space per second, all connections together (HTTP/2 needs every call of a connection to decode its headers, whatever max_spans_per_second samples). A connection with a call over it, or with a call arriving while the kernel's HTTP ring buffer is three quarters full, is no longer forwarded: counted per connection direction in svc_spans_dropped_total{reason=\"rate_limit\"} (directions whose records were lost in a full ring or cut: reason http2_state_lost).",
+            "Reads and writes of HTTP/2 connections forwarded to user space per second, all socket connections together (TLS plaintext of HTTP/2 is not bounded by it; HTTP/2 needs every call of a connection to decode its headers, whatever max_spans_per_second samples). A connection with a call over it, or with a call arriving while the kernel's HTTP ring buffer is three quarters full, is no longer forwarded: counted per connection direction in svc_spans_dropped_total{reason=\"rate_limit\"} (directions whose records were lost in a full ring or cut: reason http2_state_lost).",
         }),
         max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
         max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),

@@ -432,18 +432,50 @@ function writeGroupedRequest(w: ProtoWriter, signal: Exclude<Signal, "profiles">
   for (let i = 1; uniform && i < entries.length; i++) uniform = entries[i]!.resource === head!.resource && entries[i]!.scope === head!.scope;
   const groups = uniform ? [[head!.resource, [[head!.scope ?? DEFAULT_SCOPE, entries]]] as const] : group(entries);
   const L = LEVELS[signal];
+  if (signal !== "metrics") {
+    /* Spans and log records: every length is known before writing, so each message is written once, its length
+     * first (open/end would move the whole of a group's body once it passes 127 bytes, twice per group). */
+    for (const [res, scopes] of groups) {
+      const resourceBytes = resource(res);
+      let topBody = fieldBytes(resourceBytes.length);
+      const scopeBodies: number[] = [];
+      for (const [scope, list] of scopes) {
+        let body = fieldBytes(encodeScope(scope).length);
+        for (const e of list) body += fieldBytes(e.bytes.length);
+        scopeBodies.push(body);
+        topBody += fieldBytes(body);
+      }
+      w.tag(L.top, WIRE.LEN);
+      w.varint(topBody);
+      w.bytesField(L.resource, resourceBytes);
+      let i = 0;
+      for (const [scope, list] of scopes) {
+        w.tag(L.scopes, WIRE.LEN);
+        w.varint(scopeBodies[i++]!);
+        w.bytesField(L.scope, encodeScope(scope));
+        for (const e of list) w.bytesField(L.items, e.bytes);
+      }
+    }
+    return;
+  }
   for (const [res, scopes] of groups) {
     const top = w.open(L.top);
     w.bytesField(L.resource, resource(res));
     for (const [scope, list] of scopes) {
       const sm = w.open(L.scopes);
       w.bytesField(L.scope, encodeScope(scope));
-      if (signal === "metrics") writeMetrics(w, list);
-      else for (const e of list) w.bytesField(L.items, e.bytes);
+      writeMetrics(w, list);
       w.end(sm);
     }
     w.end(top);
   }
+}
+
+/** Bytes of a length-delimited field of `n` bytes whose number is below 16 (one tag byte, the length varint, the bytes). */
+function fieldBytes(n: number): number {
+  let v = 1;
+  for (let x = n; x > 0x7f; x = Math.floor(x / 128)) v++;
+  return 1 + v + n;
 }
 
 function writeMetrics(w: ProtoWriter, list: readonly EncodedItem[]): void {

@@ -123,6 +123,18 @@ describe("run", () => {
     expect(agent.records.some((r) => r.msg === "stopped")).toBe(true);
   });
 
+  test("once start-up is over the executable's start-up pages leave the resident set, and the agent answers on", async () => {
+    const agent = await spawnAgent({ config: `svc:\n  log_level: debug\n${QUIET_CONFIG}`, env: { OTLP_ENDPOINT } });
+    try {
+      const released = await agent.waitFor((r) => r.msg === "start-up pages of the executable released from the resident set", 60_000);
+      expect(Number(released.resident_bytes)).toBeGreaterThan(0);
+      expect((await fetch(`${agent.url}/healthz`)).status).toBe(200);
+      expect((await fetch(`${agent.url}/metrics`)).status).toBe(200);
+    } finally {
+      expect(await agent.stop()).toBe(0);
+    }
+  });
+
   test("a second signal exits at once", async () => {
     // A backend that never answers keeps the shutdown drain busy until the second signal.
     const agent = await spawnAgent({

@@ -85,6 +85,8 @@ export class NetworkCollector implements Component {
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  /** stats[H2_STOPPED_LOST] as last read. */
+  #h2RingLostSeen = 0n;
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
@@ -163,6 +165,7 @@ export class NetworkCollector implements Component {
       onAttached: (set) => {
         this.#set = set;
         this.#sampledOutSeen = 0n;
+        this.#h2RingLostSeen = 0n;
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
           try {
@@ -420,6 +423,12 @@ export class NetworkCollector implements Component {
         this.counters.kernelSampledOut += Number(delta);
         this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
       }
+      /* An HTTP/2 connection whose record was lost in a full ring is no longer forwarded, and no record says so:
+       * both its directions count here, as user space counts the directions it finds undecodable. */
+      const ringLost = stats.sumPerCpuU64(NetworkStat.H2_STOPPED_LOST);
+      const lostDelta = ringLost - this.#h2RingLostSeen;
+      this.#h2RingLostSeen = ringLost;
+      if (lostDelta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * Number(lostDelta));
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
     }

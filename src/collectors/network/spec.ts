@@ -20,12 +20,24 @@ const HTTP_RECORD_BYTES = 8 + HTTP_EVENT_HEADER_BYTES + HTTP_CAPTURE_BYTES;
 const MIN_HTTP_RING_BYTES = 256 * 1024;
 const MAX_HTTP_RING_BYTES = 8 * 2 ** 20;
 
-/** http_events with `ringbuf_size: auto`: one second of the exchange budget (the kernel captures no more), within 256KiB..8MiB. */
 /** h2_records_per_second's default (the configuration's). */
 export const DEFAULT_H2_RECORDS_PER_SECOND = 50_000;
+/** An HTTP/2 record as sized for the ring: its 8-byte header, the event header and the frames of a few streams. */
+const H2_RECORD_BYTES = 8 + HTTP_EVENT_HEADER_BYTES + 256;
+/**
+ * Seconds of http2_records_per_second the http ring holds with `auto`: how long user space may fall behind an
+ * HTTP/2 load at the limit before the ring is three quarters full and the kernel stops forwarding connections.
+ */
+const H2_RING_SECONDS = 0.1;
 
-export function httpRingAutoBytes(exchangesPerSecond: number): number {
-  return Math.min(MAX_HTTP_RING_BYTES, Math.max(MIN_HTTP_RING_BYTES, exchangesPerSecond * HTTP_RECORDS_PER_EXCHANGE * HTTP_RECORD_BYTES));
+/**
+ * http_events with `ringbuf_size: auto`: one second of the exchange budget (the kernel captures no more HTTP/1.x), or
+ * a tenth of a second of the HTTP/2 record limit when larger (HTTP/2 connections are forwarded whole), within
+ * 256KiB..8MiB.
+ */
+export function httpRingAutoBytes(exchangesPerSecond: number, h2RecordsPerSecond = 0): number {
+  const bytes = Math.max(exchangesPerSecond * HTTP_RECORDS_PER_EXCHANGE * HTTP_RECORD_BYTES, h2RecordsPerSecond * H2_RECORD_BYTES * H2_RING_SECONDS);
+  return Math.min(MAX_HTTP_RING_BYTES, Math.max(MIN_HTTP_RING_BYTES, bytes));
 }
 
 export interface NetworkSetOptions {
@@ -121,7 +133,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
     programs: [...lifecyclePrograms(socketStorage), ...(syscallCapture ? HTTP_PROGRAMS : [])],
     ringBuffers: [
       { map: "conn_events", lostMap: "conn_events_lost", decode: decodeConnEvent },
-      { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEvent, autoSizeBytes: o.http ? httpRingAutoBytes(o.httpExchangesPerSecond) : 4096 },
+      { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEvent, autoSizeBytes: o.http ? httpRingAutoBytes(o.httpExchangesPerSecond, o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND) : 4096 },
     ],
     constants: {
       self_tgid: o.selfPid,
@@ -140,4 +152,4 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
 }
 
 /** Indexes of the `stats` per-CPU array (STAT_* in the C program). */
-export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3, RED_REPLACED: 4, HTTP_RING_BUSY: 5, H2_STOPPED_LIMIT: 6, H2_STOPPED_LOST: 7, H2_CUT: 8 } as const;
+export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3, RED_REPLACED: 4, HTTP_RING_BUSY: 5, H2_STOPPED_LIMIT: 6, H2_STOPPED_LOST: 7, H2_CUT: 8, H2_STOPPED_RING: 9 } as const;

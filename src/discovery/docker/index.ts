@@ -2,7 +2,7 @@
 import { Type } from "@sinclair/typebox";
 import { Count } from "../../status/model";
 import { defineSource } from "../plugin";
-import { dockerServices } from "../services";
+import { dockerServices } from "./services";
 import { DockerConfigKeys, validateDocker } from "./config";
 import { DockerSource } from "./source";
 

@@ -2,7 +2,7 @@
 import { Type } from "@sinclair/typebox";
 import { Count } from "../../status/model";
 import { defineSource } from "../plugin";
-import { kubernetesServices } from "../services";
+import { kubernetesServices } from "./services";
 import { KubernetesConfigKeys, validateKubernetes } from "./config";
 import { KubernetesSource } from "./source";
 

@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { providerFromHints } from "../../../src/discovery/cloud/hints";
 import { dockerAttributes, fromInspect, splitImage } from "../../../src/discovery/docker/containers";
 import { podContainerEntries, podReady, trimPod, workloadAttributes, type Pod, type Service } from "../../../src/discovery/kubernetes/pods";
-import { dockerServices, kubernetesServices } from "../../../src/discovery/services";
+import { dockerServices } from "../../../src/discovery/docker/services";
+import { kubernetesServices } from "../../../src/discovery/kubernetes/services";
 import { validateDiscovery, DiscoverySchema } from "../../../src/discovery/config";
 import { Value } from "@sinclair/typebox/value";
 

@@ -204,7 +204,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
 });
 
 describe("ring buffer sizes with ringbuf_size: auto", () => {
-  test("each ring takes its set's own size, the http ring one second of the exchange budget; a configured size wins", async () => {
+  test("each ring takes its set's own size, the http ring one second of the exchange budget or a tenth of one of HTTP/2 records; a configured size wins", async () => {
     const { ringSizeBytes, DEFAULT_AUTO_RINGBUF_BYTES } = await import("../../../src/ebpf/loader");
     const { httpRingAutoBytes } = await import("../../../src/collectors/network/spec");
     expect(ringSizeBytes({}, undefined)).toBe(DEFAULT_AUTO_RINGBUF_BYTES);
@@ -214,5 +214,9 @@ describe("ring buffer sizes with ringbuf_size: auto", () => {
     expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(250) }, undefined)).toBe(512 * 1024);
     expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(10) }, undefined)).toBe(256 * 1024);
     expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(100_000) }, undefined)).toBe(8 << 20);
+    // HTTP/2 forwarded at the default 50,000 records/s: a tenth of a second of 368-byte records = 1,840,000 bytes -> 2 MiB.
+    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(250, 50_000) }, undefined)).toBe(2 << 20);
+    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(100_000, 50_000) }, undefined)).toBe(8 << 20);
+    expect(ringSizeBytes({ autoSizeBytes: httpRingAutoBytes(250, 1_000_000) }, undefined)).toBe(8 << 20);
   });
 });

@@ -1,7 +1,8 @@
 /** The encoder: field numbers against the embedded schema, and round trips through protobufjs decoding. */
 import { describe, expect, test } from "bun:test";
-import { F, ItemEncoder, buildRequest, estimateProfileBytes, queuedBytes, writeSpan } from "../../../src/export/encode";
-import type { LogRecordItem, MetricPointItem, ProfileItem, SpanItem } from "../../../src/export/model";
+import { DEFAULT_SCOPE, F, ItemEncoder, buildRequest, encodeScope, estimateProfileBytes, queuedBytes, writeSpan } from "../../../src/export/encode";
+import type { LogRecordItem, MetricPointItem, ProfileItem, Scope, SpanItem } from "../../../src/export/model";
+import type { Attributes } from "../../../src/export/types";
 import { countItems } from "../../../src/export/receiver/count";
 import { decodeRequest } from "../../../src/export/receiver";
 import { ResourceBuilder } from "../../../src/export/resource";
@@ -132,6 +133,56 @@ describe("round trips through protobufjs", () => {
     expect(agentAttrs).toMatchObject({ "service.name": "unit", "telemetry.sdk.name": "svc-agent", "telemetry.sdk.language": "nodejs" });
     expect(podRes.scopeMetrics[0].scope.name).toBe("svc-agent");
     expect(countItems("metrics", body)).toEqual({ resources: 2, scopes: 2, items: 4 });
+  });
+
+  test("spans and log records of several resources and scopes, groups from a few bytes to over 16 KiB: the request as written message by message (spans: as protobufjs writes it), items in order", () => {
+    const root = otlpRoot();
+    const scopes: Array<Scope | undefined> = [{ name: "a" }, { name: "b", version: "1.2" }, undefined];
+    const resources: Array<Attributes | undefined> = [undefined, { "k8s.pod.name": "web-1" }, { "service.name": "x".repeat(200) }];
+    for (const n of [1, 3, 40, 400]) {
+      const spans: SpanItem[] = [];
+      const logs: LogRecordItem[] = [];
+      for (let i = 0; i < n; i++) {
+        const scope = scopes[i % 3];
+        const res = resources[Math.floor(i / 7) % 3];
+        spans.push({ traceId: new Uint8Array(16).fill(i & 255), spanId: new Uint8Array(8).fill(1), name: `s${i}`, kind: 2, startTimeUnixNano: BigInt(i + 1), endTimeUnixNano: BigInt(i + 2), attributes: { i, pad: "p".repeat(i % 50) }, ...(scope ? { scope } : {}), ...(res ? { resource: res } : {}) });
+        logs.push({ observedTimeUnixNano: BigInt(i + 1), body: `line ${i}`, ...(scope ? { scope } : {}), ...(res ? { resource: res } : {}) });
+      }
+      for (const [signal, items] of [["traces", spans], ["logs", logs]] as const) {
+        const encoded = items.map((x) => encoder.encode(signal, x));
+        const body = buildRequest(signal, encoded, resource.encoder);
+        /* The same request written message by message, each length fixed once its body is written. */
+        const w = new ProtoWriter(1024);
+        const byResource = new Map<Attributes | undefined, Map<Scope, typeof encoded>>();
+        for (const e of encoded) {
+          const byScope = byResource.get(e.resource) ?? byResource.set(e.resource, new Map()).get(e.resource)!;
+          const scope = e.scope ?? DEFAULT_SCOPE;
+          (byScope.get(scope) ?? byScope.set(scope, []).get(scope)!).push(e);
+        }
+        for (const [res, byScope] of byResource) {
+          const top = w.open(1);
+          w.bytesField(1, resource.encoder(res));
+          for (const [scope, list] of byScope) {
+            const sm = w.open(2);
+            w.bytesField(1, encodeScope(scope));
+            for (const e of list) w.bytesField(2, e.bytes);
+            w.end(sm);
+          }
+          w.end(top);
+        }
+        expect(Buffer.from(body).toString("hex"), `${signal} x${n}`).toBe(Buffer.from(w.copy()).toString("hex"));
+        if (signal === "traces") {
+          /* Spans are written in field order: what protobufjs writes for its own decoding, byte for byte. */
+          const T = root.lookupType("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest");
+          expect(Buffer.from(T.encode(T.decode(body)).finish()).toString("hex"), `${signal} x${n}`).toBe(Buffer.from(body).toString("hex"));
+        }
+        const req = decodeRequest(signal, body) as any;
+        const groups = signal === "traces" ? req.resourceSpans : req.resourceLogs;
+        const names = groups.flatMap((g: any) => (signal === "traces" ? g.scopeSpans : g.scopeLogs).flatMap((sc: any) => (signal === "traces" ? sc.spans.map((x: any) => x.name) : sc.logRecords.map((x: any) => x.body.stringValue))));
+        expect(names).toHaveLength(n);
+        expect(countItems(signal, body)).toMatchObject({ items: n });
+      }
+    }
   });
 
   test("log records", () => {

@@ -121,7 +121,11 @@ export class ExchangeTracker<M = unknown> {
    */
   push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
     if (call.h2Stopped) {
-      this.#connections.get(call.connection)?.h2?.stop();
+      const stopped = this.#connections.get(call.connection);
+      /* A connection never seen was refused at its first HTTP/2 call: nothing of either direction arrives. An
+       * HTTP/1.x one (a 101 whose forwarding was refused) counts its request as unanswered when it closes. */
+      if (stopped === undefined) this.h2Counters.stoppedDirections += 2;
+      else stopped.h2?.stop();
       return NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>;
     }
     let done: Array<HttpExchange<M>> | undefined;

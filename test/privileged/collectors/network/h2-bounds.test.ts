@@ -3,12 +3,15 @@
  * 3000 requests on one h2c connection to a Node server stop being forwarded after the first records: the kernel
  * stops the connection (both sockets, each saying so with a header-only record) and the agent counts the stopped
  * directions as rate_limit drops, so far fewer than 3000 server spans arrive. Then, with the limit out of the way,
- * a request whose header block is larger than what the kernel forwards of one call (4 KiB) loses its connection's
- * HPACK state on both sides: counted as http2_state_lost, while a request beside it on another connection is a span.
+ * a raw client (test/fixtures/h2-raw-client.py) writes a 14 KB header block in one call: forwarded whole as 4 KiB
+ * records, it is a client span; a 40 KB one is over what the kernel forwards of one call (32 KiB): that direction
+ * is counted as http2_state_lost and gives no span.
  * Every process on the host is traced, so other work's HTTP/2 traffic may add to the drops: counts are lower bounds.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { startTracingAgent, until, type TracingAgent } from "./harness";
+
+const REPO = new URL("../../../../", import.meta.url).pathname;
 
 setDefaultTimeout(90_000);
 
@@ -73,19 +76,28 @@ describe("HTTP/2 forwarding bounds on the real kernel", () => {
     expect(serverSpans().length).toBeLessThan(3000);
   });
 
-  test("a header block larger than one call's 4 KiB forwarded loses its connection's HPACK state, counted as http2_state_lost", async () => {
-    /* A new window of the limit for each of the few calls below. */
+  test("a call up to 32 KiB is forwarded whole in 4 KiB records; a longer one is cut and its direction counted as http2_state_lost", async () => {
+    /* A new window of the limit for the calls below. */
     await t.reconfigure(ebpf(1_000_000));
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok after reload", 30_000);
     const before = await dropped("http2_state_lost");
-    const curl = (path: string, header?: string) =>
-      Bun.spawn(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null", ...(header ? ["-H", header] : []), `http://127.0.0.1:${port}${path}`], { stdout: "ignore", stderr: "inherit" }).exited;
-    /* 8000 octets of value: over 4096 once Huffman-coded (7 bits per 'x'). */
-    expect(await curl("/big", `x-big: ${"x".repeat(8000)}`)).toBe(0);
-    expect(await curl("/small")).toBe(0);
-    await until(() => serverSpans().some((s) => s.attributes["url.path"] === "/small"), "the /small server span");
-    /* curl's write and the server's read of the big block were cut: both directions lost. */
-    expect(await dropsReach("http2_state_lost", before, 2)).toBeGreaterThanOrEqual(2);
-    expect(serverSpans().filter((s) => s.attributes["url.path"] === "/big")).toEqual([]);
+    /* The client writes everything (preface, SETTINGS, the header block) in one call. */
+    const client = async (path: string, octets: number) => {
+      const p = Bun.spawn(["/usr/bin/python3", `${REPO}test/fixtures/h2-raw-client.py`, String(port), path, String(octets)], { stdout: "pipe", stderr: "inherit" });
+      const sent = Number((await new Response(p.stdout).text()).trim());
+      expect(await p.exited).toBe(0);
+      return { pid: p.pid, sent };
+    };
+    const big = await client("/big", 14_000);
+    expect(big.sent).toBeGreaterThan(3 * 4096);
+    const clientSpans = (pid: number) => t.collected.spans.filter((s) => s.attributes["process.pid"] === pid && s.kind === "SPAN_KIND_CLIENT" && !s.name.startsWith("CONNECT"));
+    await until(() => clientSpans(big.pid).length === 1 && serverSpans().some((s) => s.attributes["url.path"] === "/big"), "the /big client and server spans");
+    expect(clientSpans(big.pid).map((s) => [s.attributes["url.path"], s.attributes["http.response.status_code"]])).toEqual([["/big", 200]]);
+    /* Over 32 KiB in one write: the client's write direction cannot be decoded (the server may read it in parts). */
+    const huge = await client("/huge", 40_000);
+    expect(huge.sent).toBeGreaterThan(8 * 4096);
+    expect(await dropsReach("http2_state_lost", before, 1)).toBeGreaterThanOrEqual(1);
+    await Bun.sleep(500);
+    expect(clientSpans(huge.pid)).toEqual([]);
   });
 });

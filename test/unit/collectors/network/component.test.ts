@@ -36,6 +36,26 @@ describe("ebpf/network component over decoded records", () => {
     expect(spans[0]!.attributes).toMatchObject({ "http.request.method": "GET", "url.path": "/x", "http.response.status_code": 503, "server.address": "svc.local", "server.port": 8080, "client.port": 50000, "error.type": "503" });
   });
 
+  test("one socket address in two processes is two connections (the connection key follows the pid)", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const req = (path: string) => `GET ${path} HTTP/1.1\r\nHost: h\r\n\r\n`;
+    const res = (status: number) => `HTTP/1.1 ${status} X\r\nContent-Length: 0\r\n\r\n`;
+    /* Interleaved: 42's request, 43's request on the same sk, then their responses in the other order. */
+    c.handle(http(42, 0, 0, req("/p42"), 1_000n));
+    c.handle(http(43, 0, 0, req("/p43"), 2_000n));
+    c.handle(http(43, 1, 0, res(201), 3_000n));
+    c.handle(http(42, 1, 0, res(202), 4_000n));
+    c.handle(http(42, 0, req("/p42").length, req("/again"), 5_000n));
+    c.handle(http(42, 1, res(202).length, res(203), 6_000n));
+    await Promise.resolve();
+    expect(ctx.pipeline.accepted.traces.map((s) => [s.attributes!["process.pid"], s.attributes!["url.path"], s.attributes!["http.response.status_code"]])).toEqual([
+      [43, "/p43", 201],
+      [42, "/p42", 202],
+      [42, "/again", 203],
+    ]);
+  });
+
   test("http_routes and http_query_redaction shape the spans, and a reload changes them", async () => {
     const yaml = (routes: string, redaction: string) => `
 agent:

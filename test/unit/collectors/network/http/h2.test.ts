@@ -147,9 +147,24 @@ describe("HTTP/2 exchanges", () => {
     expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 0 });
     c.tracker.close("c");
     expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 2, unanswered: 1 });
-    /* A marker for a connection never seen makes no state. */
+    /* A marker for a connection never seen (refused at its first HTTP/2 call) makes no state; its directions count as stopped. */
     c.tracker.push({ connection: "other", io: IO_READ, timestampNs: 1n, streamOffset: 0, length: 10, data: new Uint8Array(0), meta: "m", h2Stopped: true });
     expect(c.tracker.size).toBe(0);
+    expect(c.tracker.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 4, unanswered: 1 });
+  });
+
+  test("a marker for an HTTP/1.x connection (a 101 whose forwarding was refused) counts no direction: its request counts as unanswered at close", () => {
+    const t = new ExchangeTracker<string>();
+    const call = (io: Io, streamOffset: number, text: string, h2Stopped = false): CapturedCall<string> => {
+      const data = new TextEncoder().encode(text);
+      return { connection: "h1", io, timestampNs: 1n, streamOffset, length: h2Stopped ? 100 : data.length, data: h2Stopped ? new Uint8Array(0) : data, meta: "m", h2Stopped };
+    };
+    const request = "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+    t.push(call(IO_READ, 0, request));
+    expect(t.push(call(IO_WRITE, 0, "", true))).toEqual([]);
+    expect(t.h2Counters).toEqual({ lostDirections: 0, stoppedDirections: 0, unanswered: 0 });
+    expect(t.close("h1")).toEqual([]);
+    expect(t.counters.unanswered).toBe(1);
   });
 
   test("an invalid Huffman string (EOS, padding) stops its direction, counted, without a throw; the other direction goes on", () => {

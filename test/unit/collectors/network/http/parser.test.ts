@@ -169,6 +169,57 @@ describe("exchange tracker", () => {
   });
 });
 
+describe("exchange tracker: the least recently used connection is the one evicted", () => {
+  const req = (path: string) => enc(`GET ${path} HTTP/1.1\r\n\r\n`);
+  /** One object refilled for every call, as the network collector does. */
+  const shared = { connection: "", io: 0 as 0 | 1, timestampNs: 0n, streamOffset: 0, length: 0, data: new Uint8Array(0), meta: "" };
+  const offsets = new Map<string, number>();
+  const push = (t: ExchangeTracker<string>, connection: string, io: 0 | 1, data: Uint8Array, ts: number) => {
+    const key = `${connection}/${io}`;
+    Object.assign(shared, { connection, io, timestampNs: BigInt(ts), streamOffset: offsets.get(key) ?? 0, length: data.length, data, meta: `meta-${connection}-${ts}` });
+    offsets.set(key, (offsets.get(key) ?? 0) + data.length);
+    return t.push(shared).map((x) => [x.request.path, x.response.status, x.meta]);
+  };
+
+  test("calls repeated on one connection, calls alternating between connections, a closed connection coming back", () => {
+    offsets.clear();
+    const t = new ExchangeTracker<string>(3, 8);
+    push(t, "a", IO_READ, req("/a1"), 1);
+    push(t, "a", IO_READ, req("/a2"), 2);
+    push(t, "b", IO_READ, req("/b1"), 3);
+    push(t, "c", IO_READ, req("/c1"), 4);
+    push(t, "c", IO_READ, req("/c2"), 5);
+    /* a is used again: b is now the least recently used, and goes (its request unanswered) when d comes. */
+    expect(push(t, "a", IO_WRITE, enc(resp(200, "")), 6)).toEqual([["/a1", 200, "meta-a-6"]]);
+    push(t, "d", IO_READ, req("/d1"), 7);
+    expect(t.size).toBe(3);
+    expect(t.counters.unanswered).toBe(1);
+    /* b comes back as a new connection (its response an orphan) and c, now the oldest, goes with two requests. */
+    expect(push(t, "b", IO_WRITE, enc(resp(200, "")), 8)).toEqual([]);
+    expect(t.counters.orphanResponses).toBe(1);
+    expect(t.counters.unanswered).toBe(3);
+    /* a again, then e: d is the oldest. */
+    expect(push(t, "a", IO_WRITE, enc(resp(201, "")), 9)).toEqual([["/a2", 201, "meta-a-9"]]);
+    push(t, "e", IO_READ, req("/e1"), 10);
+    expect(t.counters.unanswered).toBe(4);
+    expect(push(t, "d", IO_WRITE, enc(resp(202, "")), 11)).toEqual([]);
+    expect(t.counters.orphanResponses).toBe(2);
+    /* Closed, then seen again: a new connection, whatever the previous call was on; a is the oldest now. */
+    t.close("d");
+    offsets.delete("d/0");
+    offsets.delete("d/1");
+    push(t, "d", IO_READ, req("/d2"), 12);
+    push(t, "f", IO_READ, req("/f1"), 13);
+    expect(t.size).toBe(3);
+    expect(push(t, "d", IO_WRITE, enc(resp(203, "")), 14)).toEqual([["/d2", 203, "meta-d-14"]]);
+    expect(push(t, "a", IO_WRITE, enc(resp(200, "")), 15)).toEqual([]);
+    expect(t.counters.orphanResponses).toBe(3);
+    /* The client's exchanges carry the meta of the call that wrote the request; the reused call object kept nothing. */
+    push(t, "g", IO_WRITE, req("/g1"), 16);
+    expect(push(t, "g", IO_READ, enc(resp(200, "")), 17)).toEqual([["/g1", 200, "meta-g-16"]]);
+  });
+});
+
 describe("heads parsed from the bytes", () => {
   /** Pieces heads are drawn from: valid and broken start lines, header names in any case and spacing, NBSP, windows-1252 bytes, odd line ends. */
   const STARTS = [

@@ -101,6 +101,38 @@ describe("RedMaps", () => {
   });
 });
 
+describe("RedMaps body sizes", () => {
+  test("writes the body bounds, and takes the request's and response's per-CPU histograms of the same generation", () => {
+    const a = new FakeMap("red_a", "percpu_hash");
+    const b = new FakeMap("red_b", "percpu_hash");
+    const bodyA = new FakeMap("red_body_a", "percpu_hash");
+    const bodyB = new FakeMap("red_body_b", "percpu_hash");
+    const bodyConfig = new FakeMap("red_body_config", "array");
+    const config = new FakeMap("red_config", "array");
+    const overflow = new FakeMap("red_overflow", "percpu_array", valueBytes([{ count: 0, sumNs: 0, buckets: {} }, { count: 0, sumNs: 0, buckets: {} }]));
+    const maps = [a, b, bodyA, bodyB, bodyConfig, config, overflow] as unknown as BpfMapApi[];
+    const object = { map: (n: string) => maps.find((m) => m.name === n) } as unknown as BpfObjectApi;
+    const red = new RedMaps(object, [0.005], [0, 100, 1000]);
+    const cfg = new DataView(bodyConfig.written[0]!.buffer);
+    expect([cfg.getUint32(0, true), cfg.getBigUint64(8, true), cfg.getBigUint64(16, true), cfg.getBigUint64(24, true)]).toEqual([3, 0n, 100n, 1000n]);
+    // Per CPU: the request's red_value, then the response's (struct red_body_value).
+    const body = (perCpu: Array<[number, number, number, number]>) => {
+      const out = new Uint8Array(2 * RED_VALUE_BYTES * perCpu.length);
+      perCpu.forEach(([reqCount, reqBytes, respCount, respBytes], i) => {
+        out.set(valueBytes([{ count: reqCount, sumNs: reqBytes, buckets: { 2: reqCount } }]), i * 2 * RED_VALUE_BYTES);
+        out.set(valueBytes([{ count: respCount, sumNs: respBytes, buckets: { 3: respCount } }]), i * 2 * RED_VALUE_BYTES + RED_VALUE_BYTES);
+      });
+      return out;
+    };
+    bodyA.entries.push([keyBytes({ pid: 1, status: 200, method: 2, role: 1, peerPort: 80 }), body([[1, 300, 1, 5000], [2, 600, 2, 4000]])]);
+    bodyB.entries.push([keyBytes({ pid: 2, status: 200, method: 1, role: 1, peerPort: 80 }), body([[1, 0, 1, 0], [0, 0, 0, 0]])]);
+    const first = red.take();
+    expect(first.bodies.map((e) => [e.key.pid, e.key.method, e.request.count, e.request.sumNs, e.request.buckets[2], e.response.count, e.response.sumNs, e.response.buckets[3]])).toEqual([[1, "POST", 3, 900, 3, 3, 9000, 3]]);
+    expect(bodyB.entries.length).toBe(1);
+    expect(red.take().bodies.map((e) => e.key.pid)).toEqual([2]);
+  });
+});
+
 function entry(key: Partial<RedEntry["key"]> & { role: 1 | 2 }, count: number, bucket = 0): RedEntry {
   const buckets = new Array<number>(RED_BUCKETS).fill(0);
   buckets[bucket] = count;
@@ -169,6 +201,35 @@ describe("RedAggregator", () => {
     ]);
     expect(h("http.client.request.duration").map((p) => [p.resource?.["service.name"], p.count, p.sum])).toEqual([["web", 2, 0.032]]);
     expect(red.collect(2n, 3n)).toEqual([]);
+  });
+
+  test("body sizes: request and response histograms per series, unit By, beside its duration; none without addBodies", () => {
+    const bounds = [0, 100, 1000];
+    const red = new RedAggregator({
+      routes: new RouteTemplater({ templates: [], maxRoutes: 100 }),
+      boundsSeconds: DEFAULT_DURATION_BOUNDS_SECONDS,
+      bodyBoundsBytes: bounds,
+      describe: (pid) => ({ name: "x", attributes: {}, resource: resources[pid] }),
+      path: (h) => (paths.has(h) ? { path: paths.get(h)!, truncated: false } : undefined),
+    });
+    const counts = (count: number, bytes: number, bucket: number) => {
+      const buckets = new Array<number>(RED_BUCKETS).fill(0);
+      buckets[bucket] = count;
+      return { count, sumNs: bytes, buckets };
+    };
+    red.add([entry({ role: Role.SERVER, pathHash: 11n, method: "POST" }, 2), entry({ role: Role.CLIENT, pid: 20, peer: "127.0.0.1" }, 2)]);
+    red.addBodies([
+      { key: entry({ role: Role.SERVER, pathHash: 11n, method: "POST" }, 0).key, request: counts(2, 600, 2), response: counts(2, 20, 1) },
+      { key: entry({ role: Role.CLIENT, pid: 20, peer: "127.0.0.1" }, 0).key, request: counts(0, 0, 0), response: counts(2, 5000, 3) },
+    ]);
+    const points = red.collect(1n, 2n).filter((p): p is HistogramPointItem => p.type === "histogram" && p.name.endsWith(".body.size"));
+    expect(points.map((p) => [p.name, p.unit, p.attributes?.["http.route"] ?? p.attributes?.["server.address"], p.count, p.sum, p.bucketCounts, p.explicitBounds])).toEqual([
+      ["http.server.request.body.size", "By", "/users/{id}", 2, 600, [0, 0, 2, 0], bounds],
+      ["http.server.response.body.size", "By", "/users/{id}", 2, 20, [0, 2, 0, 0], bounds],
+      ["http.client.response.body.size", "By", "127.0.0.1", 2, 5000, [0, 0, 0, 2], bounds],
+    ]);
+    red.add([entry({ role: Role.SERVER, pathHash: 11n }, 1)]);
+    expect(red.collect(2n, 3n).filter((p) => p.name.endsWith(".body.size"))).toEqual([]);
   });
 
   test("exchanges counted over TLS are series of their own with url.scheme https; cleartext ones carry no url.scheme", () => {

@@ -1,0 +1,70 @@
+/**
+ * What the network component reads of the kernel's `stats` map each second, over a fake of the native layer:
+ * exchanges refused their capture count as rate_limit span drops, and HTTP/2 connections whose forwarding
+ * stopped because a record was lost in a full ring (no record tells user space) as http2_state_lost drops, two
+ * directions each.
+ */
+import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
+import { NetworkCollector } from "../../../../src/collectors/network/component";
+import { networkSetSpec, NetworkStat } from "../../../../src/collectors/network/spec";
+import { EbpfCore } from "../../../../src/ebpf/core";
+import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../../helpers/fakes/ebpf";
+import { RecordingPipeline, recordingHost } from "../../../helpers/fakes/collectors";
+import { advanceTimersByTime, advanceUntil } from "../../../helpers/fake-timers";
+
+class StatsMap extends FakeMap {
+  readonly values = new Map<number, bigint>();
+  override sumPerCpuU64(key: number): bigint {
+    return this.values.get(key) ?? 0n;
+  }
+}
+
+function setup() {
+  const ctx = testContext("agent:\n  ebpf:\n    network:\n      http_metrics: false\n");
+  const spec = networkSetSpec({ selfPid: 999, http: true, httpCapture: "socket", httpExchangesPerSecond: 100, h2RecordsPerSecond: 100, maxConnections: 1024, redMetrics: false, kernelBtf: true });
+  const maps = [
+    ...spec.ringBuffers.map((r) => ({ name: r.map, typeName: "ringbuf", maxEntries: 1 << 20 })),
+    ...spec.ringBuffers.map((r) => ({ name: r.lostMap!, typeName: "percpu_array", maxEntries: 1 })),
+    ...Object.keys(spec.mapSizes ?? {}).map((name) => ({ name, typeName: "hash", maxEntries: 1024 })),
+  ];
+  const runtime = new FakeRuntime(spec.programs.map((p) => ({ name: p.name, typeName: "tracepoint" })), maps, Object.keys(spec.constants ?? {}));
+  let stats!: StatsMap;
+  const open = runtime.openObject.bind(runtime);
+  runtime.openObject = (bytes, name) => {
+    const o: FakeObject = open(bytes, name);
+    stats = new StatsMap(o, { name: "stats", typeName: "percpu_array", maxEntries: 16 });
+    const map = o.map.bind(o);
+    o.map = (n: string) => (n === "stats" ? stats : map(n));
+    return o;
+  };
+  const core = new EbpfCore(ctx, fakeDeps(runtime));
+  const agentCtx = Object.assign(Object.create(ctx), { pipeline: new RecordingPipeline(), workloads: { forContainer: () => undefined, forPid: () => undefined } });
+  const collector = new NetworkCollector(agentCtx, core, 999);
+  return { ctx, collector, stats: () => stats };
+}
+
+describe("ebpf/network: the kernel's stats", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  test("HTTP/2 connections stopped by a record lost in a full ring count two http2_state_lost drops each; refused exchanges count as rate_limit", async () => {
+    const t = setup();
+    const host = recordingHost();
+    await t.collector.start(host);
+    await advanceUntil(() => t.stats() !== undefined && host.states.some((s) => s.state === "ok"), "network set attached", 1, 1000).catch((e: Error) => {
+      throw new Error(`${e.message}: ${JSON.stringify(host.states)}`);
+    });
+    const dropped = async (reason: string) => {
+      const line = (await t.ctx.metrics.registry.metrics()).split("\n").find((l) => l.startsWith(`svc_spans_dropped_total{reason="${reason}"}`));
+      return Number(line?.split(" ").at(-1) ?? 0);
+    };
+    t.stats().values.set(NetworkStat.H2_STOPPED_LOST, 3n);
+    t.stats().values.set(NetworkStat.HTTP_SAMPLED_OUT, 5n);
+    advanceTimersByTime(1000);
+    expect([await dropped("http2_state_lost"), await dropped("rate_limit")]).toEqual([6, 5]);
+    t.stats().values.set(NetworkStat.H2_STOPPED_LOST, 4n);
+    advanceTimersByTime(1000);
+    expect([await dropped("http2_state_lost"), await dropped("rate_limit")]).toEqual([8, 5]);
+    await t.collector.shutdown(AbortSignal.timeout(1000));
+  });
+});
