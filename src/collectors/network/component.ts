@@ -303,17 +303,19 @@ export class NetworkCollector implements Component {
 
   /**
    * The endpoint of a TLS connection, one object for all its calls: over a memory BIO the socket (and so the
-   * addresses) becomes known after the connection's first calls, and the exchanges they began take it from here.
-   * A socket other than the one known is another connection (the SSL object reused): a new endpoint.
+   * addresses) becomes known after the connection's first calls, or is corrected later (the kernel's CONN_INFERRED),
+   * and the exchanges already begun take it from here. Another socket at a stream's start is another connection
+   * (the SSL object reused): a new endpoint.
    */
   #tlsEndpoint(connection: string, e: TlsEvent): EndpointMeta {
     let m = this.#tlsEndpoints.get(connection);
     const known = m !== undefined && m.remotePort !== 0;
-    if (m === undefined || (e.socketKnown && known && (m.remotePort !== e.remotePort || m.localPort !== e.localPort || m.remoteAddress !== e.remoteAddress))) {
+    const other = e.socketKnown && known && (m!.remotePort !== e.remotePort || m!.localPort !== e.localPort || m!.remoteAddress !== e.remoteAddress);
+    if (m === undefined || (other && e.streamOffset === 0)) {
       m = { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true };
       if (this.#tlsEndpoints.size >= MAX_HTTP_CONNECTIONS && !this.#tlsEndpoints.has(connection)) this.#tlsEndpoints.delete(this.#tlsEndpoints.keys().next().value as string);
       this.#tlsEndpoints.set(connection, m);
-    } else if (e.socketKnown && !known) {
+    } else if (e.socketKnown && (!known || other)) {
       m.localAddress = e.localAddress;
       m.localPort = e.localPort;
       m.remoteAddress = e.remoteAddress;
