@@ -255,7 +255,8 @@ export class BpfMap implements BpfMapApi {
   entryCounter(limit: number): EntryCounter {
     const type = this.typeName;
     if (type === "array" || type === "percpu_array") return { step: () => true, count: Math.min(limit, this.maxEntries) };
-    if (type === "ringbuf" || type === "perf_event_array" || type === "user_ringbuf") return { step: () => true, count: 0 };
+    // Task storage is kept per thread, not enumerable by key: counted as 0.
+    if (type === "ringbuf" || type === "perf_event_array" || type === "user_ringbuf" || type === "task_storage") return { step: () => true, count: 0 };
     const n = nativeLib();
     const fd = this.#fd();
     const keySize = n.bpf.bpf_map__key_size(this.#handle);

@@ -82,6 +82,7 @@ const volatile __u32 exchanges_per_second = 1000;
 /* Count every HTTP/1.x exchange into the RED maps (red.h; the network set's, shared by user space). */
 const volatile __u32 red_enabled = 0;
 
+/* The thread's SSL call in progress (`active`); ssl 0: none. */
 struct tls_call {
   __u64 ssl;
   __u64 buf;
@@ -141,10 +142,11 @@ struct tls_event {
 
 _Static_assert(__builtin_offsetof(struct tls_event, data) == 112, "struct tls_event layout is mirrored by the decoder");
 
+/* Per thread (task storage: no hashing or bucket lock on the path of every call, and freed with the thread). */
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 8192);
-  __type(key, __u64);
+  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
   __type(value, struct tls_call);
 } active SEC(".maps");
 
@@ -273,14 +275,22 @@ static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io
   __u64 id = bpf_get_current_pid_tgid();
   if ((__u32)(id >> 32) == self_tgid)
     return 0;
-  struct tls_call *outer = bpf_map_lookup_elem(&active, &id);
+  struct tls_call *c = bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+  if (!c)
+    return 0;
   /* SSL_read calling SSL_read_ex (or a library calling itself): the outermost call is the one reported. */
-  if (outer && outer->ssl == ssl) {
-    outer->depth += 1;
+  if (c->ssl == ssl && ssl) {
+    c->depth += 1;
     return 0;
   }
-  struct tls_call c = { .ssl = ssl, .buf = buf, .count_ptr = count_ptr, .enter_ns = bpf_ktime_get_ns(), .io = io };
-  bpf_map_update_elem(&active, &id, &c, BPF_ANY);
+  c->ssl = ssl;
+  c->buf = buf;
+  c->count_ptr = count_ptr;
+  c->enter_ns = bpf_ktime_get_ns();
+  c->sk = 0;
+  c->cookie = 0;
+  c->io = io;
+  c->depth = 0;
   return 0;
 }
 
@@ -290,15 +300,15 @@ static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io
 static __always_inline int leave(long ret)
 {
   __u64 id = bpf_get_current_pid_tgid();
-  struct tls_call *call = bpf_map_lookup_elem(&active, &id);
-  if (!call)
+  struct tls_call *call = bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, 0);
+  if (!call || !call->ssl)
     return 0;
   if (call->depth > 0) {
     call->depth -= 1;
     return 0;
   }
   struct tls_call c = *call;
-  bpf_map_delete_elem(&active, &id);
+  call->ssl = 0;
   __u64 moved = 0;
   if (c.count_ptr) {
     if (ret <= 0 || bpf_probe_read_user(&moved, sizeof(moved), (void *)c.count_ptr) != 0)
@@ -530,8 +540,8 @@ static __always_inline int on_socket_call(struct sock *sk, __u32 io)
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
-  struct tls_call *call = bpf_map_lookup_elem(&active, &id);
-  if (call) {
+  struct tls_call *call = bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, 0);
+  if (call && call->ssl) {
     call->sk = (__u64)sk;
     call->cookie = bpf_get_socket_cookie(sk);
     return 0;

@@ -52,14 +52,18 @@ describe("HTTP/2 records lost in a full ring on the real kernel", () => {
       return Number(text.split("\n").find((l) => l.startsWith(`svc_spans_dropped_total{reason="${reason}"}`))?.split(" ").at(-1) ?? 0);
     };
     const before = await dropped("http2_state_lost");
-    /* Preface, SETTINGS and a 14 KB header block in one write: its first 4 KiB record cannot fit the ring. */
-    const client = Bun.spawn(["/usr/bin/python3", `${REPO}test/fixtures/h2-raw-client.py`, String(port), "/big", "14000"], { stdout: "pipe", stderr: "inherit" });
-    expect(Number((await new Response(client.stdout).text()).trim())).toBeGreaterThan(4096);
-    expect(await client.exited).toBe(0);
-    /* The stats poll runs every second. */
-    const end = Date.now() + 15_000;
+    /* The client's first call may instead be refused by ring pressure (rate_limit) when other traffic on the host
+     * fills three quarters of the ring at that instant: a new connection is tried then, three at most. */
     let seen = 0;
-    while (Date.now() < end && (seen = (await dropped("http2_state_lost")) - before) < 2) await Bun.sleep(100);
+    for (let attempt = 1; attempt <= 3 && seen < 2; attempt++) {
+      /* Preface, SETTINGS and a 14 KB header block in one write: its first 4 KiB record cannot fit the ring. */
+      const client = Bun.spawn(["/usr/bin/python3", `${REPO}test/fixtures/h2-raw-client.py`, String(port), "/big", "14000"], { stdout: "pipe", stderr: "inherit" });
+      expect(Number((await new Response(client.stdout).text()).trim())).toBeGreaterThan(4096);
+      expect(await client.exited).toBe(0);
+      /* The stats poll runs every second. */
+      const end = Date.now() + 5_000;
+      while (Date.now() < end && (seen = (await dropped("http2_state_lost")) - before) < 2) await Bun.sleep(100);
+    }
     expect(seen).toBeGreaterThanOrEqual(2);
   });
 });
