@@ -20,8 +20,8 @@
  * after SSL_write. The sock tracepoints follow, in `bio_threads`, the threads whose SSL calls made no socket call and
  * the reading threads of processes using a probed library (`tls_tgids`, kept by user space): the TCP socket a thread
  * last read is taken by an SSL_read without a socket call, and the next socket written after a socketless SSL_write
- * becomes that SSL object's. The first socket so found stays the SSL object's (never replaced, unlike a socket seen
- * inside the call). A client's first request is written before its socket is known: its RED key takes the addresses
+ * becomes that SSL object's. A socket so inferred is replaced by one seen inside a later call without starting a
+ * new stream (CONN_INFERRED). A client's first request is written before its socket is known: its RED key takes the addresses
  * when the response comes.
  *
  * What is forwarded, as for cleartext (network.bpf.c): a call whose plaintext starts an HTTP/1.x request takes a
@@ -64,6 +64,10 @@
 #define CONN_H2 1
 /* The other end of an agent's connection (common.h, svc_self_peers): nothing forwarded. */
 #define CONN_SELF_PEER 2
+/* The socket was inferred from the thread's socket calls around the SSL calls (memory BIOs): a socket seen inside a
+ * later call replaces it without starting a new stream (a library over a socket BIO whose first read was served
+ * from data already decrypted, on an event loop whose last read was another connection's). */
+#define CONN_INFERRED 4
 
 #define TCP_CLOSE 7
 
@@ -328,14 +332,15 @@ static __always_inline int leave(long ret)
   }
   if (c.sk && (c.sk != conn->sk || c.cookie != conn->cookie)) {
     /* A first socket, or an SSL object freed and another allocated at its address (perhaps over a new socket at
-     * the previous one's address: the cookie tells): a new stream. */
-    if (conn->sk) {
+     * the previous one's address: the cookie tells): a new stream. An inferred socket is only corrected. */
+    if (conn->sk && !(conn->flags & CONN_INFERRED)) {
       conn->offset[0] = 0;
       conn->offset[1] = 0;
       conn->flags = 0;
       conn->sampled = 0;
       conn->red.state = RED_IDLE;
     }
+    conn->flags &= ~CONN_INFERRED;
     conn_bind(conn, &key, c.sk, c.cookie);
   } else if (!c.sk) {
     /* No socket call inside: a memory BIO (see the header). */
@@ -346,9 +351,10 @@ static __always_inline int leave(long ret)
       t = bpf_map_lookup_elem(&bio_threads, &id);
     }
     if (t && !conn->sk) {
-      if (c.io == IO_READ && t->recv_sk)
+      if (c.io == IO_READ && t->recv_sk) {
         conn_bind(conn, &key, t->recv_sk, t->recv_cookie);
-      else if (c.io == IO_WRITE)
+        conn->flags |= CONN_INFERRED;
+      } else if (c.io == IO_WRITE)
         t->write_ssl = c.ssl;
     }
   }
@@ -560,8 +566,10 @@ static __always_inline int on_socket_call(struct sock *sk, __u32 io)
   struct tls_conn_key key = { .tgid = id >> 32, .ssl = t->write_ssl };
   t->write_ssl = 0;
   struct tls_conn *conn = bpf_map_lookup_elem(&tls_conns, &key);
-  if (conn && !conn->sk)
+  if (conn && !conn->sk) {
     conn_bind(conn, &key, (__u64)sk, bpf_get_socket_cookie(sk));
+    conn->flags |= CONN_INFERRED;
+  }
   return 0;
 }
 

@@ -41,7 +41,7 @@ import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
 const MAX_HTTP_CONNECTIONS = 16_384;
-const CLOSE_GRACE_MS = 2000;
+export const CLOSE_GRACE_MS = 2000;
 /** A response whose end the parser cannot find ends at its last call once its connection is quiet this long. */
 const HTTP_IDLE_END_MS = 5000;
 
@@ -90,6 +90,8 @@ export class NetworkCollector implements Component {
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
+  /** Processes with TLS connections that exited (key prefix of their connections), closed CLOSE_GRACE_MS later. */
+  #tlsExits: Array<{ key: string; atMs: number }> = [];
   readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0, h2Stopped: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
@@ -301,17 +303,19 @@ export class NetworkCollector implements Component {
 
   /**
    * The endpoint of a TLS connection, one object for all its calls: over a memory BIO the socket (and so the
-   * addresses) becomes known after the connection's first calls, and the exchanges they began take it from here.
-   * A socket other than the one known is another connection (the SSL object reused): a new endpoint.
+   * addresses) becomes known after the connection's first calls, or is corrected later (the kernel's CONN_INFERRED),
+   * and the exchanges already begun take it from here. Another socket at a stream's start is another connection
+   * (the SSL object reused): a new endpoint.
    */
   #tlsEndpoint(connection: string, e: TlsEvent): EndpointMeta {
     let m = this.#tlsEndpoints.get(connection);
     const known = m !== undefined && m.remotePort !== 0;
-    if (m === undefined || (e.socketKnown && known && (m.remotePort !== e.remotePort || m.localPort !== e.localPort || m.remoteAddress !== e.remoteAddress))) {
+    const other = e.socketKnown && known && (m!.remotePort !== e.remotePort || m!.localPort !== e.localPort || m!.remoteAddress !== e.remoteAddress);
+    if (m === undefined || (other && e.streamOffset === 0)) {
       m = { pid: e.pid, comm: e.comm, localAddress: e.localAddress, localPort: e.localPort, remoteAddress: e.remoteAddress, remotePort: e.remotePort, tls: true };
       if (this.#tlsEndpoints.size >= MAX_HTTP_CONNECTIONS && !this.#tlsEndpoints.has(connection)) this.#tlsEndpoints.delete(this.#tlsEndpoints.keys().next().value as string);
       this.#tlsEndpoints.set(connection, m);
-    } else if (e.socketKnown && !known) {
+    } else if (e.socketKnown && (!known || other)) {
       m.localAddress = e.localAddress;
       m.localPort = e.localPort;
       m.remoteAddress = e.remoteAddress;
@@ -320,9 +324,16 @@ export class NetworkCollector implements Component {
     return m;
   }
 
-  /** Closes the TLS connections of a process that exited (a response delimited by the close ends there). */
+  /**
+   * Closes the TLS connections of a process that exited (a response delimited by the close ends there), CLOSE_GRACE_MS
+   * later: its last plaintext records come through another ring buffer and may be read after the exit.
+   */
   tlsProcessExited(pid: number): void {
-    const prefix = `tls:${pid}:`;
+    this.#tlsExits.push({ key: `tls:${pid}:`, atMs: performance.now() });
+    if (this.#tlsExits.length > MAX_HTTP_CONNECTIONS) this.#closeTlsProcess(this.#tlsExits.shift()!.key);
+  }
+
+  #closeTlsProcess(prefix: string): void {
     for (const key of this.#tlsEndpoints.keys()) if (key.startsWith(prefix)) this.#tlsEndpoints.delete(key);
     this.#offerExchanges(this.#http.closeMatching(prefix));
   }
@@ -397,6 +408,9 @@ export class NetworkCollector implements Component {
     let n = 0;
     while (n < this.#closing.length && this.#closing[n]!.atMs <= cutoff) this.#offerExchanges(this.#http.close(this.#closing[n++]!.key));
     if (n > 0) this.#closing = this.#closing.slice(n);
+    n = 0;
+    while (n < this.#tlsExits.length && this.#tlsExits[n]!.atMs <= cutoff) this.#closeTlsProcess(this.#tlsExits[n++]!.key);
+    if (n > 0) this.#tlsExits = this.#tlsExits.slice(n);
     this.#offerExchanges(this.#http.flushIdle(nowMs - HTTP_IDLE_END_MS));
     this.#countHttpDrops();
     /* Taken every second, not only per export interval: processes are described while they still run. */
@@ -455,6 +469,8 @@ export class NetworkCollector implements Component {
     await this.#inner.shutdown(deadline);
     /* Responses still open end at their last call seen; requests never answered are counted. */
     this.#closing = [];
+    this.#tlsExits = [];
+    this.#tlsEndpoints.clear();
     this.#offerExchanges(this.#http.closeMatching(""));
     this.#countHttpDrops();
     this.#flushSpans();

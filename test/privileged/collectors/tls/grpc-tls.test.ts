@@ -13,8 +13,9 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { realpathSync, rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { firstLine, waitUntil } from "../../../helpers/wait";
-import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "../network/harness";
+import { firstLine } from "../../../helpers/wait";
+import { decodeSpansWithProtoc, until, type DecodedSpan, type TracingAgent } from "../network/harness";
+import { attachedTarget, startTlsTracingAgent } from "./library-case";
 
 setDefaultTimeout(90_000);
 
@@ -50,12 +51,6 @@ const IMPLEMENTATIONS: Implementation[] = [
 
 const EXPECTED = ["test.v1.Echo/Collect 0", "test.v1.Echo/Echo 0", "test.v1.Echo/Echo 0", "test.v1.Echo/Echo 0", "test.v1.Echo/Fail 5", "test.v1.Echo/Stream 0"];
 
-interface TlsTarget {
-  path: string;
-  state: string;
-  pids: number[];
-}
-
 for (const impl of IMPLEMENTATIONS) {
   const missing = [...impl.missing, ...missingTools];
   describe.skipIf(!isRoot || missing.length > 0)(`gRPC over TLS: ${impl.name}${isRoot ? "" : " (needs root)"}${missing.length ? ` (missing ${missing.join(", ")})` : ""}`, () => {
@@ -67,24 +62,16 @@ for (const impl of IMPLEMENTATIONS) {
     let clientPort = 0;
     let spans: DecodedSpan[] = [];
 
-    const targets = async () => (((await (await t.agent.request("/status/ebpf")).json()) as { tls?: TlsTarget[] }).tls ?? []);
-    const libsslOf = async (pid: number) => (await targets()).find((x) => x.state === "attached" && x.pids.includes(pid) && impl.target(x.path));
-
     beforeAll(async () => {
       cert = makeSelfSignedCert();
-      t = await startTracingAgent(`    network:
-        enabled: true
-        tls: true
-        max_spans_per_second: 1000000
-        metrics_interval: 1s`);
-      await until(() => t.agent.agent.status.component("ebpf/tls")?.state === "ok", "ebpf/tls ok", 30_000);
+      t = await startTlsTracingAgent();
       server = Bun.spawn([...impl.argv, "server", cert.certPath, `${cert.dir}/key.pem`], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
       port = Number(await firstLine(server.stdout));
       const client = Bun.spawn([...impl.argv, "client", cert.certPath, String(port)], { stdin: "pipe", stdout: "pipe", stderr: "ignore" });
       clientPid = client.pid;
       expect(await firstLine(client.stdout)).toBe("ready");
       /* Both processes' TLS library is probed before the first call: every byte of the connection is seen. */
-      for (const pid of [server.pid, clientPid]) await waitUntil(() => libsslOf(pid), { what: `TLS library attached for ${pid}`, timeoutMs: 30_000, intervalMs: 100 });
+      for (const pid of [server.pid, clientPid]) await attachedTarget(t, pid, impl.target);
       client.stdin.write("go\n");
       await client.stdin.flush();
       expect(await firstLine(client.stdout)).toBe(JSON.stringify([0, 0, 0, 5, 0, 0]));

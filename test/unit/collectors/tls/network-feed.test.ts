@@ -1,13 +1,22 @@
-import { describe, expect, test } from "bun:test";
-import { NetworkCollector } from "../../../../src/collectors/network/component";
+import { describe, expect, jest, test } from "bun:test";
+import { CLOSE_GRACE_MS, NetworkCollector } from "../../../../src/collectors/network/component";
 import { decodeTlsEvent } from "../../../../src/collectors/tls/decoder";
-import { fakeContext } from "../../../helpers/fakes/collectors";
+import { fakeContext, recordingHost } from "../../../helpers/fakes/collectors";
+import { advanceTimersByTime } from "../../../helpers/fake-timers";
 import { tlsRecord } from "./records";
 
 const YAML = `
 agent:
   ebpf:
     enabled: false
+`;
+/** With eBPF and the network set on (over the fake core): the component's periodic work runs. */
+const ENABLED_YAML = `
+agent:
+  ebpf:
+    enabled: true
+    network:
+      enabled: true
 `;
 const lo = [127, 0, 0, 1];
 const tls = (ssl: bigint, pid: number, io: number, off: number, data: string, ts: bigint) => {
@@ -38,13 +47,25 @@ describe("TLS plaintext through the HTTP exchange tracker of ebpf/network", () =
     expect(spans[0]!.endTimeUnixNano - spans[0]!.startTimeUnixNano).toBe(3_000n);
   });
 
-  test("a process's exit forgets its TLS connections (a request without its response is not answered later)", async () => {
-    const ctx = fakeContext(YAML);
-    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
-    c.handleTls(tls(0xa0n, 42, 0, 0, "GET / HTTP/1.1\r\n\r\n", 1_000n));
-    c.tlsProcessExited(42);
-    c.handleTls(tls(0xa0n, 42, 1, 0, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 2_000n));
-    await Promise.resolve();
-    expect(ctx.pipeline.accepted.traces).toHaveLength(0);
+  test("a process's exit closes its TLS connections CLOSE_GRACE_MS later: records read after the exit still pair, not later ones", async () => {
+    jest.useFakeTimers();
+    try {
+      const ctx = fakeContext(ENABLED_YAML);
+      const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+      await c.start(recordingHost());
+      // The exit is seen before the last plaintext records (another ring buffer): they still make the exchange.
+      c.handleTls(tls(0xa0n, 42, 0, 0, "GET /a HTTP/1.1\r\n\r\n", 1_000n));
+      c.tlsProcessExited(42);
+      c.handleTls(tls(0xa0n, 42, 1, 0, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 2_000n));
+      // A request left unanswered: once the grace has passed its connection is closed and a late response pairs nothing.
+      c.handleTls(tls(0xb0n, 42, 0, 0, "GET /b HTTP/1.1\r\n\r\n", 3_000n));
+      advanceTimersByTime(CLOSE_GRACE_MS + 2_000);
+      c.handleTls(tls(0xb0n, 42, 1, 0, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 4_000n));
+      await Promise.resolve();
+      expect(ctx.pipeline.accepted.traces.map((s) => s.attributes?.["url.path"])).toEqual(["/a"]);
+      await c.shutdown(AbortSignal.timeout(1000));
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });

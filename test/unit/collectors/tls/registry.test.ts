@@ -142,8 +142,12 @@ describe("TLS target registry", () => {
       { path: "/usr/bin/node", kind: "static", state: "attached", functions: ["SSL_write", "SSL_read"], processes: 1, pids: [20] },
       { path: "/usr/local/bin/bun", kind: "static", state: "not_traceable", reason: "BoringSSL linked statically without SSL_read/SSL_write symbols (stripped): not traceable", functions: [], processes: 1, pids: [21] },
     ]);
+    // Only a process with probes attached has its socket reads followed by the kernel (tls_tgids).
+    expect([reg.holdsAttached(20), reg.holdsAttached(21), reg.holdsAttached(22)]).toEqual([true, false, false]);
     reg.forget(21);
     expect(reg.view().map((t) => t.path)).toEqual(["/usr/bin/node"]);
+    reg.forget(20);
+    expect(reg.holdsAttached(20)).toBe(false);
   });
 
   test("beyond max targets a library is listed as not attached, with the reason", () => {
