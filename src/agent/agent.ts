@@ -44,6 +44,7 @@ export class Agent {
   readonly supervisor: Supervisor;
   readonly ctx: AgentContext;
   readonly #options: AgentOptions;
+  readonly #prepare: () => Promise<void>;
   #shuttingDown: Promise<void> | undefined;
   /** Bumped on every successful reload. */
   generation = 0;
@@ -70,6 +71,7 @@ export class Agent {
     };
     const subsystems = buildSubsystems(base);
     this.ctx = subsystems.ctx;
+    this.#prepare = subsystems.prepare;
     for (const c of subsystems.components) this.supervisor.add(c);
     for (const c of options.extraComponents?.(this.ctx) ?? []) this.supervisor.add(c);
     if (options.serverFactory) this.supervisor.add(options.serverFactory(this));
@@ -84,6 +86,7 @@ export class Agent {
   async start(): Promise<void> {
     const began = performance.now();
     this.logger.info("starting", { config: this.loaded.source, mode: this.#config.mode });
+    await this.#prepare();
     await this.supervisor.startAll();
     this.logger.info("started", { duration_ms: Math.round(performance.now() - began) });
   }

@@ -1,7 +1,7 @@
 /**
  * Wiring of the subsystems, in start order: downstream first (the export pipeline), then the collectors,
  * then discovery. The HTTP server is added last by the Agent itself.
- * A collector joins the agent by adding its factory to COLLECTOR_FACTORIES.
+ * A collector joins the agent by its entry in src/collectors/registry.ts; its code is loaded when it is turned on.
  */
 import type { Component } from "../lifecycle/component";
 import { createExport } from "../export";
@@ -10,11 +10,8 @@ import { WorkloadRegistry } from "../workloads/registry";
 import { createEbpfComponents, EbpfCore, NATIVE_DEPS } from "../ebpf";
 import { createDebugComponent } from "../debug/component";
 import { createTracing } from "../tracing";
-import { createLogsCollector } from "../collectors/logs";
-import { createGpuCollector } from "../collectors/gpu";
-import { createNetworkCollectors } from "../collectors/network";
-import { createSyscallCollectors } from "../collectors/syscalls";
-import { createProfilingCollector } from "../collectors/profiling";
+import { COLLECTORS } from "../collectors/registry";
+import { lazyComponents, type LazyComponent } from "../lifecycle/lazy";
 import { createMemoryLimiter } from "../memory/limiter";
 import { MemoryGate } from "../memory/gate";
 import type { BaseContext } from "../lifecycle/context";
@@ -23,24 +20,24 @@ import type { AgentContext } from "../collectors/context";
 export type ComponentFactory = (ctx: AgentContext) => Component[];
 
 /**
- * Collectors and the agent's own observers, in start order: self-tracing and the debug runtime first (so they see
- * the collectors' loads), then each collector. Each factory returns its components (disabled ones report `disabled`).
+ * The agent's own observers, in start order, before the collectors: self-tracing and the debug runtime first (so
+ * they see the collectors' loads), then the eBPF core's own program set. Each factory returns its components.
  */
-export const COLLECTOR_FACTORIES: ComponentFactory[] = [
-  createTracing,
-  (ctx) => [createDebugComponent(ctx)],
-  (ctx) => createEbpfComponents(ctx.ebpf),
-  (ctx) => [createLogsCollector(ctx)],
-  (ctx) => [createGpuCollector(ctx)],
-  createNetworkCollectors,
-  createSyscallCollectors,
-  (ctx) => [createProfilingCollector(ctx)],
-];
+export const OBSERVER_FACTORIES: ComponentFactory[] = [createTracing, (ctx) => [createDebugComponent(ctx)], (ctx) => createEbpfComponents(ctx.ebpf)];
+
+/** Every registered collector's components, each loaded when the configuration first turns its collector on (disabled ones report `disabled`). */
+function collectorComponents(ctx: AgentContext): LazyComponent[] {
+  return COLLECTORS.flatMap((entry) =>
+    lazyComponents({ ids: entry.ids, enabled: (c) => entry.part.enabled(c.agent), load: async () => (await entry.load()).bind(undefined, ctx) }, () => ctx.config),
+  );
+}
 
 export interface Subsystems {
   ctx: AgentContext;
   /** In start order. */
   components: Component[];
+  /** Loads the code of the collectors the configuration turns on and makes their components; awaited before the start. */
+  prepare(): Promise<void>;
 }
 
 export function buildSubsystems(base: BaseContext): Subsystems {
@@ -56,6 +53,9 @@ export function buildSubsystems(base: BaseContext): Subsystems {
     workloads: { value: workloads, enumerable: true },
     ebpf: { value: ebpf, enumerable: true },
   });
-  const collectors = COLLECTOR_FACTORIES.flatMap((f) => f(ctx));
-  return { ctx, components: [limiter, ...exporter.components, ...collectors, ...discovery.components] };
+  const collectors = collectorComponents(ctx);
+  const prepare = async (): Promise<void> => {
+    for (const c of collectors) await c.prepare();
+  };
+  return { ctx, components: [limiter, ...exporter.components, ...OBSERVER_FACTORIES.flatMap((f) => f(ctx)), ...collectors, ...discovery.components], prepare };
 }

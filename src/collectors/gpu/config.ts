@@ -17,9 +17,10 @@ export const GpuSchema = Type.Object(
 );
 export type GpuConfig = Static<typeof GpuSchema>;
 
-/** Its keys and rules, composed by src/collectors/config.ts. */
+/** Its keys, rules and switch, composed by src/collectors/config.ts (its entry in src/collectors/registry.ts). */
 export const gpuConfig = {
   config: { gpu: GpuSchema },
+  enabled: (c: { gpu: GpuConfig }): boolean => c.gpu.enabled,
   validate(c: { gpu: GpuConfig }): ConfigProblem[] {
     return msOf(c.gpu, "interval") <= 0 ? [{ path: "agent.gpu.interval", message: "must be greater than 0" }] : [];
   },

@@ -68,9 +68,10 @@ export const LogsSchema = Type.Object(
 );
 export type LogsConfig = Static<typeof LogsSchema>;
 
-/** Its keys and rules, composed by src/collectors/config.ts. */
+/** Its keys, rules and switch, composed by src/collectors/config.ts (its entry in src/collectors/registry.ts). */
 export const logsConfig = {
   config: { logs: LogsSchema },
+  enabled: (c: { logs: LogsConfig }): boolean => c.logs.enabled,
   validate(c: { logs: LogsConfig }): ConfigProblem[] {
     const problems: ConfigProblem[] = [];
     for (const key of ["checkpoint_interval", "poll_interval", "rescan_interval"] as const)

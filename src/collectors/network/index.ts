@@ -11,7 +11,7 @@ export { NetworkCollector } from "./component";
 export { networkSetSpec } from "./spec";
 
 /**
- * COLLECTOR_FACTORIES entry: the `ebpf/network` component and `ebpf/tls`, whose plaintext becomes HTTP spans
+ * Its factory (its entry in ../registry.ts): the `ebpf/network` component and `ebpf/tls`, whose plaintext becomes HTTP spans
  * through the network one (each reports `disabled` when turned off).
  */
 export function createNetworkCollectors(ctx: AgentContext): Component[] {

@@ -25,9 +25,10 @@ export const ProfilingSchema = Type.Object(
 );
 export type ProfilingConfig = Static<typeof ProfilingSchema>;
 
-/** Its keys and rules, composed by src/collectors/config.ts. */
+/** Its keys, rules and switch, composed by src/collectors/config.ts (its entry in src/collectors/registry.ts). */
 export const profilingConfig = {
   config: { profiling: ProfilingSchema },
+  enabled: (c: { profiling: ProfilingConfig }): boolean => c.profiling.enabled,
   validate(c: { profiling: ProfilingConfig }): ConfigProblem[] {
     return msOf(c.profiling, "interval") < MIN_PROFILING_INTERVAL_MS ? [{ path: "agent.profiling.interval", message: `must be at least 1s, got ${c.profiling.interval}` }] : [];
   },

@@ -10,7 +10,7 @@ import { SyscallCollector } from "./component";
 export { SyscallCollector } from "./component";
 export { syscallSetSpec } from "./spec";
 
-/** COLLECTOR_FACTORIES entry: the `ebpf/syscalls` component (it reports `disabled` when turned off, the default). */
+/** Its factory (its entry in ../registry.ts): the `ebpf/syscalls` component (it reports `disabled` when turned off, the default). */
 export function createSyscallCollectors(ctx: AgentContext): Component[] {
   return [new SyscallCollector(ctx, ctx.ebpf)];
 }

@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { SyscallCollector } from "../../../../src/collectors/syscalls/component";
+import type { LazyComponent } from "../../../../src/lifecycle/lazy";
 import { compileC, startTracingAgent, until, type TracingAgent } from "../network/harness";
 
 setDefaultTimeout(180_000);
@@ -58,7 +59,7 @@ beforeAll(async () => {
       interval: 1s
       top_processes: 20`);
   await until(() => t.agent.agent.status.component("ebpf/syscalls")?.state === "ok", "ebpf/syscalls ok", 60_000);
-  collector = t.agent.agent.supervisor.components.find((c) => c.id === "ebpf/syscalls") as SyscallCollector;
+  collector = (t.agent.agent.supervisor.components.find((c) => c.id === "ebpf/syscalls") as LazyComponent).loaded as SyscallCollector;
   const p = Bun.spawn([churn], { stdout: "pipe", stderr: "inherit" });
   const out = await new Response(p.stdout).text();
   expect(await p.exited).toBe(0);
