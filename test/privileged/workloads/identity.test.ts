@@ -94,6 +94,12 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
     return agent;
   }
 
+  /** Containers the agent's Docker discovery knows. */
+  async function dockerContainers(a: AgentProcess): Promise<number> {
+    const d = (await (await fetch(`${a.url}/status/discovery`)).json()) as { docker: { containers: number } };
+    return d.docker.containers;
+  }
+
   /** Runs curl against both servers; resolves with its pid. */
   async function runCurl(tag: string): Promise<number> {
     const py = Array.from({ length: PY_REQUESTS }, (_, i) => `http://127.0.0.1:${pyPort}/etc/hostname?${tag}=${i}`);
@@ -117,12 +123,19 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
     });
     pyPort = Number(await firstLine(python.stdout));
     httpdPort = closedLoopbackPort();
+    const containersBefore = await dockerContainers(agent);
     containerId = dockerd.docker("run", "-d", "--network", "host", "--stop-signal", "KILL", "--name", containerName, TEST_IMAGE, "/bin/busybox", "httpd", "-f", "-p", `127.0.0.1:${httpdPort}`, "-h", "/");
     httpdPid = Number(dockerd.docker("inspect", "-f", "{{.State.Pid}}", containerId));
     for (let i = 0; ; i++) {
       const r = Bun.spawnSync(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", `http://127.0.0.1:${httpdPort}/`]);
       if (r.stdout.toString() !== "000") break;
       if (i > 200) throw new Error("busybox httpd does not answer");
+      await Bun.sleep(50);
+    }
+    // The agent learns of the new container from Docker's event stream; the test's claim is about workloads the
+    // agent knows, so the first request waits for that (on a loaded machine the event can come after httpd answers).
+    for (let i = 0; (await dockerContainers(agent)) <= containersBefore; i++) {
+      if (i > 400) throw new Error("docker discovery did not see the container");
       await Bun.sleep(50);
     }
 
