@@ -28,7 +28,7 @@ export const OBSERVER_FACTORIES: ComponentFactory[] = [createTracing, (ctx) => [
 /** Every registered collector's components, each loaded when the configuration first turns its collector on (disabled ones report `disabled`). */
 function collectorComponents(ctx: AgentContext): LazyComponent[] {
   return COLLECTORS.flatMap((entry) =>
-    lazyComponents({ ids: entry.ids, enabled: (c) => entry.part.enabled(c.agent), load: async () => (await entry.load()).bind(undefined, ctx) }, () => ctx.config),
+    lazyComponents({ ids: entry.ids, readiness: entry.readiness, enabled: (c) => entry.part.enabled(c.agent), load: async () => (await entry.load()).bind(undefined, ctx) }, () => ctx.config),
   );
 }
 

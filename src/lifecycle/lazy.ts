@@ -6,11 +6,13 @@
  * at start would have.
  */
 import type { Config } from "../config/schema";
-import type { Component, ComponentHost } from "./component";
+import type { Component, ComponentHost, ReadinessCheck } from "./component";
 
 export interface LazyGroup {
   /** The ids of the components `load()`'s factory makes, in the order it returns them. */
   readonly ids: readonly string[];
+  /** The readiness check they feed (all of them), if any: known before they are made. */
+  readonly readiness?: ReadinessCheck;
   enabled(config: Config): boolean;
   load(): Promise<() => Component[]>;
 }
@@ -23,21 +25,25 @@ export function lazyComponents(group: LazyGroup, config: () => Config): LazyComp
       const components = factory();
       const ids = components.map((c) => c.id);
       if (ids.join() !== group.ids.join()) throw new Error(`components ${ids.join(", ")} made where ${group.ids.join(", ")} were declared`);
+      for (const c of components)
+        if (c.readiness !== group.readiness) throw new Error(`component ${c.id} feeds readiness ${c.readiness ?? "none"} where ${group.readiness ?? "none"} was declared`);
       return components;
     }));
-  return group.ids.map((id, i) => new LazyComponent(id, (c) => group.enabled(c), async () => (await make())[i]!, config));
+  return group.ids.map((id, i) => new LazyComponent(id, group.readiness, (c) => group.enabled(c), async () => (await make())[i]!, config));
 }
 
 export class LazyComponent implements Component {
   readonly id: string;
+  readonly readiness: ReadinessCheck | undefined;
   readonly #enabled: (config: Config) => boolean;
   readonly #make: () => Promise<Component>;
   readonly #config: () => Config;
   #host: ComponentHost | undefined;
   #inner: Component | undefined;
 
-  constructor(id: string, enabled: (config: Config) => boolean, make: () => Promise<Component>, config: () => Config) {
+  constructor(id: string, readiness: ReadinessCheck | undefined, enabled: (config: Config) => boolean, make: () => Promise<Component>, config: () => Config) {
     this.id = id;
+    this.readiness = readiness;
     this.#enabled = enabled;
     this.#make = make;
     this.#config = config;

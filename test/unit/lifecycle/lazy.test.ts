@@ -90,9 +90,18 @@ describe("components loaded on first use", () => {
     await expect(a!.start(recordingHost())).rejects.toThrow("components x/a, x/c made where x/a, x/b were declared");
   });
 
-  test("every registered collector declares distinct ids; the collectors' parts say whether the defaults turn them on", () => {
+  test("a factory whose components feed another readiness check than declared fails the start", async () => {
+    const g = group([]);
+    const config = configWith(true);
+    const [a] = lazyComponents({ ...g.group, readiness: "ebpf" }, () => config);
+    expect(a!.readiness).toBe("ebpf");
+    await expect(a!.start(recordingHost())).rejects.toThrow("component x/a feeds readiness none where ebpf was declared");
+  });
+
+  test("every registered collector declares distinct ids and its readiness check; the parts say whether the defaults turn them on", () => {
     const ids = COLLECTORS.flatMap((c) => c.ids);
     expect(new Set(ids).size).toBe(ids.length);
+    expect(COLLECTORS.filter((c) => c.readiness === "ebpf").flatMap((c) => c.ids)).toEqual(["ebpf/network", "ebpf/tls", "ebpf/syscalls"]);
     const defaults = parseConfig("{}");
     expect(COLLECTORS.filter((c) => c.part.enabled(defaults.agent)).flatMap((c) => c.ids)).toEqual(["ebpf/network", "ebpf/tls"]);
   });
