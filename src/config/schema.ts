@@ -6,8 +6,8 @@ import { Type, type Static } from "@sinclair/typebox";
 import { LogSectionSchema } from "../log/config";
 import { SelfTelemetrySchema, validateSelfTelemetry } from "../server/config";
 import { BackoffSchema, OtlpSchema, QueuesSchema, StorageSchema, validateExport, validateStorage } from "../export/config";
-import { EbpfSchema, validateEbpf } from "../ebpf/config";
-import { CollectorKeys, validateCollectors } from "../collectors/config";
+import { ebpfSchema, validateEbpf } from "../ebpf/config";
+import { CollectorKeys, EbpfSetKeys, validateCollectors } from "../collectors/config";
 import { DiscoverySchema, validateDiscovery } from "../discovery/config";
 import { MemoryLimitSchema, validateMemoryLimit } from "../memory/config";
 import { Duration, msOf } from "./units";
@@ -15,7 +15,7 @@ import type { ConfigProblem } from "./problems";
 
 export const AgentSectionSchema = Type.Object(
   {
-    ebpf: EbpfSchema,
+    ebpf: ebpfSchema(EbpfSetKeys),
     ...CollectorKeys,
     discovery: DiscoverySchema,
     memory_limit: MemoryLimitSchema,
