@@ -9,7 +9,7 @@
  * Every process on the host is traced, so other work's HTTP/2 traffic may add to the drops: counts are lower bounds.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { startTracingAgent, until, type TracingAgent } from "./harness";
+import { spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
 
 const REPO = new URL("../../../../", import.meta.url).pathname;
 
@@ -33,29 +33,22 @@ const ebpf = (records: number) => `    network:
 
 describe("HTTP/2 forwarding bounds on the real kernel", () => {
   let t: TracingAgent;
-  let server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let server: PortServer;
   let port = 0;
 
   beforeAll(async () => {
     t = await startTracingAgent(ebpf(20));
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    server = Bun.spawn(["node", "-e", H2_SERVER], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-    const reader = server.stdout.getReader();
-    port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-    reader.releaseLock();
+    server = await spawnPortServer(["node", "-e", H2_SERVER]);
+    port = server.port;
   });
 
   afterAll(async () => {
-    server?.kill();
-    await server?.exited;
+    await server?.stop();
     await t?.stop();
   });
 
-  const dropped = async (reason: string) => {
-    const text = await (await t.agent.request("/metrics")).text();
-    const line = text.split("\n").find((l) => l.startsWith(`svc_spans_dropped_total{reason="${reason}"}`));
-    return Number(line?.split(" ").at(-1) ?? 0);
-  };
+  const dropped = (reason: string) => spansDropped(t, reason);
   /** Waits (the stats poll runs every second) until drops of `reason` reach `before + n`; returns the increase. */
   const dropsReach = async (reason: string, before: number, n: number) => {
     const end = Date.now() + 15_000;

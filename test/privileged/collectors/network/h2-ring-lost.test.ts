@@ -7,7 +7,7 @@
  * traffic on the host may add to the drops: the count is a lower bound.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { startTracingAgent, until, type TracingAgent } from "./harness";
+import { spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
 
 const REPO = new URL("../../../../", import.meta.url).pathname;
 
@@ -25,7 +25,7 @@ s.listen(0, "127.0.0.1", () => console.log(s.address().port));
 
 describe("HTTP/2 records lost in a full ring on the real kernel", () => {
   let t: TracingAgent;
-  let server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let server: PortServer;
   let port = 0;
 
   beforeAll(async () => {
@@ -34,23 +34,17 @@ describe("HTTP/2 records lost in a full ring on the real kernel", () => {
       enabled: true
       http2_records_per_second: 1000000`);
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    server = Bun.spawn(["node", "-e", H2_SERVER], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-    const reader = server.stdout.getReader();
-    port = Number(new TextDecoder().decode((await reader.read()).value).trim());
-    reader.releaseLock();
+    server = await spawnPortServer(["node", "-e", H2_SERVER]);
+    port = server.port;
   });
 
   afterAll(async () => {
-    server?.kill();
-    await server?.exited;
+    await server?.stop();
     await t?.stop();
   });
 
   test("a connection stopped by a lost record counts its two directions as http2_state_lost", async () => {
-    const dropped = async (reason: string) => {
-      const text = await (await t.agent.request("/metrics")).text();
-      return Number(text.split("\n").find((l) => l.startsWith(`svc_spans_dropped_total{reason="${reason}"}`))?.split(" ").at(-1) ?? 0);
-    };
+    const dropped = (reason: string) => spansDropped(t, reason);
     const before = await dropped("http2_state_lost");
     /* The client's first call may instead be refused by ring pressure (rate_limit) when other traffic on the host
      * fills three quarters of the ring at that instant: a new connection is tried then, three at most. */

@@ -157,24 +157,44 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
   };
 }
 
-/** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process (its traffic is traced like any other's). */
-export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
-  const server = Bun.spawn([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`], {
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "inherit",
-  });
+/** A child process that prints the loopback port it listens on as its first line; `pid` and `stop` to end it. */
+export interface PortServer {
+  port: number;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/** Spawns `cmd` (a server that prints its port first) and waits for that line. Its traffic is traced like any other's. */
+export async function spawnPortServer(cmd: string[]): Promise<PortServer> {
+  const server = Bun.spawn(cmd, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
   const reader = server.stdout.getReader();
   let text = "";
-  while (!text.includes("\n")) text += new TextDecoder().decode((await reader.read()).value);
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${cmd[0]} ended before printing its port`);
+    text += new TextDecoder().decode(value);
+  }
   reader.releaseLock();
   return {
-    base: `http://127.0.0.1:${Number(text.trim())}`,
+    port: Number(text.trim()),
+    pid: server.pid,
     async stop() {
       server.kill();
       await server.exited;
     },
   };
+}
+
+/** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process. */
+export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
+  const server = await spawnPortServer([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`]);
+  return { base: `http://127.0.0.1:${server.port}`, stop: () => server.stop() };
+}
+
+/** The agent's `svc_spans_dropped_total{reason}` as its /metrics says now. */
+export async function spansDropped(t: TracingAgent, reason: string): Promise<number> {
+  const text = await (await t.agent.request("/metrics")).text();
+  return Number(text.split("\n").find((l) => l.startsWith(`svc_spans_dropped_total{reason="${reason}"}`))?.split(" ").at(-1) ?? 0);
 }
 
 /** Compiles C `source` with gcc into a fresh temporary folder; returns the executable's path. */
