@@ -9,21 +9,12 @@
  * Every process on the host is traced, so other work's HTTP/2 traffic may add to the drops: counts are lower bounds.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
+import { NODE_H2_SERVER, spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
 
 const REPO = new URL("../../../../", import.meta.url).pathname;
 
 setDefaultTimeout(90_000);
 
-const H2_SERVER = `
-const http2 = require("node:http2");
-const s = http2.createServer({ maxHeaderListSize: 1 << 20 });
-s.on("stream", (stream, headers) => {
-  stream.respond({ ":status": 200, "content-type": "text/plain" });
-  stream.end("hello " + headers[":path"]);
-});
-s.listen(0, "127.0.0.1", () => console.log(s.address().port));
-`;
 
 const ebpf = (records: number) => `    network:
       enabled: true
@@ -39,7 +30,7 @@ describe("HTTP/2 forwarding bounds on the real kernel", () => {
   beforeAll(async () => {
     t = await startTracingAgent(ebpf(20));
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    server = await spawnPortServer(["node", "-e", H2_SERVER]);
+    server = await spawnPortServer(["node", "-e", NODE_H2_SERVER]);
     port = server.port;
   });
 

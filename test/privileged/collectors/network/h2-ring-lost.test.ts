@@ -7,21 +7,12 @@
  * traffic on the host may add to the drops: the count is a lower bound.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
+import { NODE_H2_SERVER, spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
 
 const REPO = new URL("../../../../", import.meta.url).pathname;
 
 setDefaultTimeout(90_000);
 
-const H2_SERVER = `
-const http2 = require("node:http2");
-const s = http2.createServer({ maxHeaderListSize: 1 << 20 });
-s.on("stream", (stream) => {
-  stream.respond({ ":status": 200 });
-  stream.end("ok");
-});
-s.listen(0, "127.0.0.1", () => console.log(s.address().port));
-`;
 
 describe("HTTP/2 records lost in a full ring on the real kernel", () => {
   let t: TracingAgent;
@@ -34,7 +25,7 @@ describe("HTTP/2 records lost in a full ring on the real kernel", () => {
       enabled: true
       http2_records_per_second: 1000000`);
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    server = await spawnPortServer(["node", "-e", H2_SERVER]);
+    server = await spawnPortServer(["node", "-e", NODE_H2_SERVER]);
     port = server.port;
   });
 

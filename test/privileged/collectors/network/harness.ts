@@ -164,6 +164,20 @@ export interface PortServer {
   stop(): Promise<void>;
 }
 
+/**
+ * A Node HTTP/2 cleartext server (header lists up to 1 MiB) answering every stream 200 with "hello <path>"; prints
+ * its loopback port first (for spawnPortServer(["node", "-e", NODE_H2_SERVER])).
+ */
+export const NODE_H2_SERVER = `
+const http2 = require("node:http2");
+const s = http2.createServer({ maxHeaderListSize: 1 << 20 });
+s.on("stream", (stream, headers) => {
+  stream.respond({ ":status": 200, "content-type": "text/plain" });
+  stream.end("hello " + headers[":path"]);
+});
+s.listen(0, "127.0.0.1", () => console.log(s.address().port));
+`;
+
 /** Spawns `cmd` (a server that prints its port first) and waits for that line. Its traffic is traced like any other's. */
 export async function spawnPortServer(cmd: string[]): Promise<PortServer> {
   const server = Bun.spawn(cmd, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
