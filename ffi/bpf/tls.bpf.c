@@ -81,6 +81,8 @@ const volatile __u32 self_tgid = 0;
 const volatile __u32 exchanges_per_second = 1000;
 /* Count every HTTP/1.x exchange into the RED maps (red.h; the network set's, shared by user space). */
 const volatile __u32 red_enabled = 0;
+/* 1: the thread's call in task storage (kernel BTF); 0: in the active_by_tid hash. */
+const volatile __u32 task_storage = 1;
 
 /* The thread's SSL call in progress (`active`); ssl 0: none. */
 struct tls_call {
@@ -142,13 +144,22 @@ struct tls_event {
 
 _Static_assert(__builtin_offsetof(struct tls_event, data) == 112, "struct tls_event layout is mirrored by the decoder");
 
-/* Per thread (task storage: no hashing or bucket lock on the path of every call, and freed with the thread). */
+/* Per thread (task storage: no hashing or bucket lock on the path of every call, and freed with the thread). It needs
+ * kernel BTF (bpf_get_current_task_btf): without it (`task_storage` 0) the loader leaves `active` out, the verifier
+ * prunes its branch, and the calls live in `active_by_tid` instead (sized to one entry when unused). */
 struct {
   __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
   __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, int);
   __type(value, struct tls_call);
 } active SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, 16384);
+  __type(key, __u64);
+  __type(value, struct tls_call);
+} active_by_tid SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -270,12 +281,26 @@ static __always_inline void conn_bind(struct tls_conn *conn, const struct tls_co
     bpf_map_update_elem(&tls_socks, &cookie, key, BPF_ANY);
 }
 
+/* The calling thread's call slot; `create`: made when missing. */
+static __always_inline struct tls_call *call_slot(int create)
+{
+  if (task_storage)
+    return bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+  __u64 tid = bpf_get_current_pid_tgid();
+  struct tls_call *c = bpf_map_lookup_elem(&active_by_tid, &tid);
+  if (c || !create)
+    return c;
+  struct tls_call fresh = {};
+  bpf_map_update_elem(&active_by_tid, &tid, &fresh, BPF_NOEXIST);
+  return bpf_map_lookup_elem(&active_by_tid, &tid);
+}
+
 static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io)
 {
   __u64 id = bpf_get_current_pid_tgid();
   if ((__u32)(id >> 32) == self_tgid)
     return 0;
-  struct tls_call *c = bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+  struct tls_call *c = call_slot(1);
   if (!c)
     return 0;
   /* SSL_read calling SSL_read_ex (or a library calling itself): the outermost call is the one reported. */
@@ -300,7 +325,7 @@ static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io
 static __always_inline int leave(long ret)
 {
   __u64 id = bpf_get_current_pid_tgid();
-  struct tls_call *call = bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, 0);
+  struct tls_call *call = call_slot(0);
   if (!call || !call->ssl)
     return 0;
   if (call->depth > 0) {
@@ -540,7 +565,7 @@ static __always_inline int on_socket_call(struct sock *sk, __u32 io)
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
-  struct tls_call *call = bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, 0);
+  struct tls_call *call = call_slot(0);
   if (call && call->ssl) {
     call->sk = (__u64)sk;
     call->cookie = bpf_get_socket_cookie(sk);

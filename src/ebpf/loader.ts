@@ -280,5 +280,10 @@ function configure<E>(object: BpfObjectApi, spec: ProgramSetSpec<E>, options: Lo
     if (!map) throw new LibbpfError("bpf_object__find_map_by_name", 2, { subject: name, detail: `no map ${name} in ${spec.object}` });
     map.setMaxEntries(size);
   }
+  for (const name of spec.mapsLeftOut ?? []) {
+    const map = object.map(name);
+    if (!map) throw new LibbpfError("bpf_object__find_map_by_name", 2, { subject: name, detail: `no map ${name} in ${spec.object}` });
+    map.setAutocreate(false);
+  }
   reuseSharedMaps(object, spec.sharedMaps ?? []);
 }

@@ -47,6 +47,8 @@ export interface ProgramSetSpec<E = unknown> {
   constants?: Record<string, number | bigint>;
   /** max_entries of maps other than ring buffers, set before load (configurable map sizes). */
   mapSizes?: Record<string, number>;
+  /** Maps the kernel does not create (a kind this kernel lacks): a constant makes the verifier prune the code using them. */
+  mapsLeftOut?: string[];
   /**
    * Maps that are one kernel map in every set of the process that declares them (same name and definition): the
    * first set loaded creates it, later ones (and reloads) reuse it.

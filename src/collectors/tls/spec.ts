@@ -5,6 +5,7 @@
  * a transport error (optional: without it such a request is not counted). HTTP/1.x exchanges beyond
  * `exchangesPerSecond` (agent.ebpf.network.max_spans_per_second) are not captured in the kernel, as for cleartext.
  */
+import { existsSync } from "node:fs";
 import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeTlsEvent, type TlsEvent } from "./decoder";
 import type { TlsFunction } from "./targets";
@@ -23,20 +24,33 @@ const manual = (name: string, kind: "uprobe" | "uretprobe", func: string): Progr
 /** Indexes of the `tls_stats` per-CPU array (STAT_* in the C program). */
 export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1 } as const;
 
-/** `redCounted`: HTTP/1.x exchanges count in the RED maps shared with the network set (its redCounted). */
-export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; redCounted?: boolean }): ProgramSetSpec<TlsEvent> {
+const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
+
+/**
+ * `redCounted`: HTTP/1.x exchanges count in the RED maps shared with the network set (its redCounted).
+ * `kernelBtf` (default: whether /sys/kernel/btf/vmlinux exists): a thread's SSL call is kept in task storage; without
+ * kernel BTF it is kept in a hash by thread id, and the socket programs (tp_btf) are left out: spans then carry no
+ * addresses and an unanswered close is not counted.
+ */
+export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; redCounted?: boolean; kernelBtf?: boolean }): ProgramSetSpec<TlsEvent> {
+  const btf = o.kernelBtf ?? existsSync(VMLINUX_BTF);
   return {
     name: "tls",
     object: "tls",
     programs: [
       ...Object.entries(TLS_ENTRY_PROGRAMS).map(([func, name]) => manual(name, "uprobe", func)),
       manual(TLS_RETURN_PROGRAM, "uretprobe", "SSL_*"),
-      { name: "tls_send_length", attach: { kind: "tp_btf" }, required: false },
-      { name: "tls_recv_length", attach: { kind: "tp_btf" }, required: false },
-      { name: "tls_sock_close", attach: { kind: "tp_btf" }, required: false },
+      ...(btf
+        ? ([
+            { name: "tls_send_length", attach: { kind: "tp_btf" }, required: false },
+            { name: "tls_recv_length", attach: { kind: "tp_btf" }, required: false },
+            { name: "tls_sock_close", attach: { kind: "tp_btf" }, required: false },
+          ] satisfies ProgramSpec[])
+        : []),
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
-    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, red_enabled: o.redCounted ? 1 : 0 },
+    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, red_enabled: o.redCounted ? 1 : 0, task_storage: btf ? 1 : 0 },
+    ...(btf ? { mapSizes: { active_by_tid: 1 } } : { mapsLeftOut: ["active"] }),
     sharedMaps: EXCHANGE_SHARED_MAPS,
   };
 }
