@@ -9,7 +9,8 @@
  * Every process on the host is traced, so other work's HTTP/2 traffic may add to the drops: counts are lower bounds.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { NODE_H2_SERVER, spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
+import { startPortServer, type PortServer } from "../../../helpers/ports";
+import { NODE_H2_SERVER, spansDropped, startTracingAgent, until, type TracingAgent } from "./harness";
 
 const REPO = new URL("../../../../", import.meta.url).pathname;
 
@@ -30,7 +31,7 @@ describe("HTTP/2 forwarding bounds on the real kernel", () => {
   beforeAll(async () => {
     t = await startTracingAgent(ebpf(20));
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    server = await spawnPortServer(["node", "-e", NODE_H2_SERVER]);
+    server = await startPortServer(["node", "-e", NODE_H2_SERVER]);
     port = server.port;
   });
 

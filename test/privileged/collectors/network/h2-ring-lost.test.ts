@@ -7,7 +7,8 @@
  * traffic on the host may add to the drops: the count is a lower bound.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { NODE_H2_SERVER, spansDropped, spawnPortServer, startTracingAgent, until, type PortServer, type TracingAgent } from "./harness";
+import { startPortServer, type PortServer } from "../../../helpers/ports";
+import { NODE_H2_SERVER, spansDropped, startTracingAgent, until, type TracingAgent } from "./harness";
 
 const REPO = new URL("../../../../", import.meta.url).pathname;
 
@@ -25,7 +26,7 @@ describe("HTTP/2 records lost in a full ring on the real kernel", () => {
       enabled: true
       http2_records_per_second: 1000000`);
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    server = await spawnPortServer(["node", "-e", NODE_H2_SERVER]);
+    server = await startPortServer(["node", "-e", NODE_H2_SERVER]);
     port = server.port;
   });
 

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { OtlpReceiver, decodeRequest } from "../../../../src/export/receiver";
 import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process";
+import { startPortServer } from "../../../helpers/ports";
 import { parseProtocText, type ProtocNode } from "../../../helpers/protoc";
 
 type Json = Record<string, unknown>;
@@ -157,16 +158,9 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
   };
 }
 
-/** A child process that prints the loopback port it listens on as its first line; `pid` and `stop` to end it. */
-export interface PortServer {
-  port: number;
-  pid: number;
-  stop(): Promise<void>;
-}
-
 /**
  * A Node HTTP/2 cleartext server (header lists up to 1 MiB) answering every stream 200 with "hello <path>"; prints
- * its loopback port first (for spawnPortServer(["node", "-e", NODE_H2_SERVER])).
+ * its loopback port first (for startPortServer(["node", "-e", NODE_H2_SERVER])).
  */
 export const NODE_H2_SERVER = `
 const http2 = require("node:http2");
@@ -178,30 +172,9 @@ s.on("stream", (stream, headers) => {
 s.listen(0, "127.0.0.1", () => console.log(s.address().port));
 `;
 
-/** Spawns `cmd` (a server that prints its port first) and waits for that line. Its traffic is traced like any other's. */
-export async function spawnPortServer(cmd: string[]): Promise<PortServer> {
-  const server = Bun.spawn(cmd, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-  const reader = server.stdout.getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`${cmd[0]} ended before printing its port`);
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return {
-    port: Number(text.trim()),
-    pid: server.pid,
-    async stop() {
-      server.kill();
-      await server.exited;
-    },
-  };
-}
-
 /** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process. */
 export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
-  const server = await spawnPortServer([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`]);
+  const server = await startPortServer([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`]);
   return { base: `http://127.0.0.1:${server.port}`, stop: () => server.stop() };
 }
 

@@ -5,6 +5,7 @@
  */
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../../helpers";
 import { waitUntil } from "../../../helpers/wait";
+export { startPortServer } from "../../../helpers/ports";
 import { startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../../helpers/official-receiver";
 
 export const ATTEMPTS = 3;
@@ -97,19 +98,6 @@ export async function startTlsAgent(): Promise<TlsAgent> {
   };
 }
 
-/** Spawns a server that prints its port on its first stdout line; resolves with the process and the port. */
-export async function startPortServer(argv: string[]): Promise<{ proc: Bun.Subprocess<"ignore", "pipe", "inherit">; port: number }> {
-  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-  const reader = proc.stdout.getReader();
-  let text = "";
-  while (!text.includes("\n")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`${argv[0]} exited before printing its port`);
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return { proc, port: Number(text.trim()) };
-}
 
 /**
  * Runs attempts until one's spans all arrive (at most ATTEMPTS): `start(i, lo)` sends attempt i's requests (from
