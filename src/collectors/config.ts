@@ -12,8 +12,8 @@ import { networkConfig } from "./network/config";
 import { profilingConfig } from "./profiling/config";
 import { syscallsConfig } from "./syscalls/config";
 
-const COLLECTOR_CONFIG = [profilingConfig, gpuConfig, logsConfig] as const;
-const EBPF_SET_CONFIG = [networkConfig, syscallsConfig] as const;
+export const COLLECTOR_CONFIG = [profilingConfig, gpuConfig, logsConfig] as const;
+export const EBPF_SET_CONFIG = [networkConfig, syscallsConfig] as const;
 
 /** Every collector's keys of `agent`. */
 export const CollectorKeys = composeKeys(COLLECTOR_CONFIG);

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { parseConfig } from "../../../src/config/load";
 import { ConfigError } from "../../../src/config/problems";
+import { COLLECTOR_CONFIG, EBPF_SET_CONFIG } from "../../../src/collectors/config";
+import { COLLECTORS } from "../../../src/collectors/registry";
 
 function problems(yaml: string): string[] {
   try {
@@ -72,4 +74,10 @@ describe("agent.logs / agent.profiling / agent.gpu configuration", () => {
     expect(problems("agent:\n  logs:\n    multiline:\n      - include: []\n        start_pattern: x\n").length).toBeGreaterThan(0);
     expect(problems("agent:\n  logs:\n    multiline:\n      - include: [/a]\n        start_pattern: x\n        max_line: 3\n").length).toBeGreaterThan(0);
   });
+});
+
+test("the configuration composes the parts of the registered collectors, each once: every entry of COLLECTORS has its part in COLLECTOR_CONFIG or EBPF_SET_CONFIG", () => {
+  const composed: object[] = [...COLLECTOR_CONFIG, ...EBPF_SET_CONFIG];
+  expect(new Set(composed).size).toBe(composed.length);
+  expect(COLLECTORS.map((e) => composed.indexOf(e.part)).sort()).toEqual(composed.map((_, i) => i));
 });
