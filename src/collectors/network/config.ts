@@ -1,6 +1,8 @@
 /** The key `agent.ebpf.network`, owned by the network collector (and its TLS part), and its switch. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../../config/problems";
+import { keysIn } from "../../config/compose";
+import type { Config } from "../../config/schema";
 import { Duration, msOf } from "../../config/units";
 
 const MIN_METRICS_INTERVAL_MS = 1000;
@@ -80,12 +82,12 @@ export const NetworkSchema = Type.Object(
 export type NetworkConfig = Static<typeof NetworkSchema>;
 
 /**
- * Its keys of `agent.ebpf` and rules, composed by src/collectors/config.ts, and its switch (`ebpf/tls` needs
- * `ebpf/network`): its entry in src/collectors/registry.ts.
+ * Its keys of `agent.ebpf` and rules, and its switch (`ebpf/tls` needs `ebpf/network`): composed by
+ * src/collectors/registry.ts, where it has its entry.
  */
 export const networkConfig = {
   config: { network: NetworkSchema },
-  enabled: (c: { ebpf: { enabled: boolean; network: NetworkConfig } }): boolean => c.ebpf.enabled && c.ebpf.network.enabled,
+  enabled: (c: Config): boolean => c.agent.ebpf.enabled && networkOf(c).enabled,
   validate(c: { network: NetworkConfig }): ConfigProblem[] {
     const problems: ConfigProblem[] = [];
     if (msOf(c.network, "metrics_interval") < MIN_METRICS_INTERVAL_MS)
@@ -101,3 +103,6 @@ export const networkConfig = {
     return problems;
   },
 };
+
+/** `agent.ebpf.network` of a running configuration. */
+export const networkOf = (c: Config): NetworkConfig => keysIn(networkConfig, c.agent.ebpf).network;

@@ -22,6 +22,7 @@ import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { configRedCounted, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
+import { networkOf } from "../network/config";
 
 /** After an exec: when the process's mappings are read (ms after the event). */
 export const EXEC_SCAN_DELAYS_MS = [150, 1500, 5000] as const;
@@ -40,13 +41,13 @@ export interface TlsSink {
 }
 
 export function tlsEnabled(config: Config): boolean {
-  const n = config.agent.ebpf.network;
+  const n = networkOf(config);
   return n.enabled && n.http && n.tls;
 }
 
 /** Whether HTTPS exchanges count in the RED maps: when the network set counts cleartext ones there. */
 function tlsRedCounted(config: Config): boolean {
-  return configRedCounted(config.agent.ebpf.network);
+  return configRedCounted(networkOf(config));
 }
 
 export class TlsCollector implements Component {
@@ -77,12 +78,12 @@ export class TlsCollector implements Component {
     this.#sink = sink;
     this.#source = options.source ?? procTargetSource();
     this.#selfPid = options.selfPid ?? ownKernelPid();
-    this.#maxTargets = ctx.config.agent.ebpf.network.max_tls_libraries;
+    this.#maxTargets = networkOf(ctx.config).max_tls_libraries;
     this.#inner = this.#newInner(ctx.config);
   }
 
   #newInner(config: Config): EbpfSetComponent<TlsEvent> {
-    const exchangesPerSecond = kernelExchangesPerSecond(config.agent.ebpf.network);
+    const exchangesPerSecond = kernelExchangesPerSecond(networkOf(config));
     return new EbpfSetComponent<TlsEvent>(this.#core, {
       spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, redCounted: tlsRedCounted(config) }),
       onEvent: (e) => this.#sink.handleTls(e),
@@ -260,8 +261,8 @@ export class TlsCollector implements Component {
   }
 
   async reload(next: Config, previous: Config): Promise<void> {
-    const a = previous.agent.ebpf.network;
-    const b = next.agent.ebpf.network;
+    const a = networkOf(previous);
+    const b = networkOf(next);
     this.#maxTargets = b.max_tls_libraries;
     // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
     const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || tlsRedCounted(previous) !== tlsRedCounted(next);
