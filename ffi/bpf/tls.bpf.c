@@ -17,8 +17,9 @@
  *
  * Memory BIOs (gRPC core, node): the library encrypts into and decrypts from memory, and the process moves the
  * ciphertext through the socket outside the SSL call, on the same thread: a read right before SSL_read, a write right
- * after SSL_write. The sock tracepoints follow, in `bio_threads`, the threads whose SSL calls made no socket call and
- * the reading threads of processes using a probed library (`tls_tgids`, kept by user space): the TCP socket a thread
+ * after SSL_write. The sock tracepoints follow, in the thread's call slot (task storage), the threads that made an SSL
+ * call and the reading threads of processes using a probed library (`tls_tgids`, kept by user space); any other
+ * thread costs them one task storage lookup (writes) or that and a `tls_tgids` lookup (reads). The TCP socket a thread
  * last read is taken by an SSL_read without a socket call, and the next socket written after a socketless SSL_write
  * becomes that SSL object's. A socket so inferred is replaced by one seen inside a later call without starting a
  * new stream (CONN_INFERRED). A client's first request is written before its socket is known: its RED key takes the addresses
@@ -94,6 +95,10 @@ struct tls_call {
   __u64 cookie;    /* that socket's cookie (never reused, unlike the struct sock's address) */
   __u32 io;
   __u32 depth;     /* calls of the same SSL object nested inside this one (reported once, at the outermost return) */
+  /* Kept across calls, for memory BIOs (see the header): */
+  __u64 recv_sk;     /* the TCP socket the thread last read */
+  __u64 recv_cookie;
+  __u64 write_ssl;   /* the SSL object of its last SSL_write without a socket, until the next socket write */
 };
 
 struct tls_conn_key {
@@ -192,19 +197,6 @@ struct {
   __type(value, __u8);
 } tls_tgids SEC(".maps");
 
-/* A thread whose SSL calls make no socket call (memory BIO), or of a process in tls_tgids: what the sock tracepoints saw of it. */
-struct bio_thread {
-  __u64 recv_sk;     /* the TCP socket it last read */
-  __u64 recv_cookie;
-  __u64 write_ssl;   /* the SSL object of its last SSL_write without a socket, until the next socket write */
-};
-
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u64);
-  __type(value, struct bio_thread);
-} bio_threads SEC(".maps");
 
 /* The record being built, with room past it for the verifier's bound on a masked size. */
 struct tls_scratch_value {
@@ -369,18 +361,12 @@ static __always_inline int leave(long ret)
     conn_bind(conn, &key, c.sk, c.cookie);
   } else if (!c.sk) {
     /* No socket call inside: a memory BIO (see the header). */
-    struct bio_thread *t = bpf_map_lookup_elem(&bio_threads, &id);
-    if (!t) {
-      struct bio_thread fresh = {};
-      bpf_map_update_elem(&bio_threads, &id, &fresh, BPF_NOEXIST);
-      t = bpf_map_lookup_elem(&bio_threads, &id);
-    }
-    if (t && !conn->sk) {
-      if (c.io == IO_READ && t->recv_sk) {
-        conn_bind(conn, &key, t->recv_sk, t->recv_cookie);
+    if (!conn->sk) {
+      if (c.io == IO_READ && c.recv_sk) {
+        conn_bind(conn, &key, c.recv_sk, c.recv_cookie);
         conn->flags |= CONN_INFERRED;
       } else if (c.io == IO_WRITE)
-        t->write_ssl = c.ssl;
+        call->write_ssl = c.ssl;
     }
   }
   __u32 fidx = c.io & 1;
@@ -564,32 +550,32 @@ static __always_inline int on_socket_call(struct sock *sk, __u32 io)
 {
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
-  __u64 id = bpf_get_current_pid_tgid();
   struct tls_call *call = call_slot(0);
-  if (call && call->ssl) {
+  if (!call) {
+    /* A thread that has made no SSL call: only the reads of processes using a probed library are followed, so that a
+     * memory BIO's first SSL_read finds its socket. Any other thread costs this lookup and nothing more. */
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (io != IO_READ || !bpf_map_lookup_elem(&tls_tgids, &tgid))
+      return 0;
+    call = call_slot(1);
+    if (!call)
+      return 0;
+  }
+  if (call->ssl) {
     call->sk = (__u64)sk;
     call->cookie = bpf_get_socket_cookie(sk);
     return 0;
   }
-  /* Outside an SSL call: only the threads of memory BIOs, and the reads of processes using a probed library. */
-  struct bio_thread *t = bpf_map_lookup_elem(&bio_threads, &id);
-  if (!t) {
-    __u32 tgid = id >> 32;
-    if (io != IO_READ || !bpf_map_lookup_elem(&tls_tgids, &tgid))
-      return 0;
-    struct bio_thread fresh = { .recv_sk = (__u64)sk, .recv_cookie = bpf_get_socket_cookie(sk) };
-    bpf_map_update_elem(&bio_threads, &id, &fresh, BPF_NOEXIST);
-    return 0;
-  }
+  /* Outside an SSL call (memory BIOs): the socket last read, and the first socket written after a socketless SSL_write. */
   if (io == IO_READ) {
-    t->recv_sk = (__u64)sk;
-    t->recv_cookie = bpf_get_socket_cookie(sk);
+    call->recv_sk = (__u64)sk;
+    call->recv_cookie = bpf_get_socket_cookie(sk);
     return 0;
   }
-  if (!t->write_ssl)
+  if (!call->write_ssl)
     return 0;
-  struct tls_conn_key key = { .tgid = id >> 32, .ssl = t->write_ssl };
-  t->write_ssl = 0;
+  struct tls_conn_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ssl = call->write_ssl };
+  call->write_ssl = 0;
   struct tls_conn *conn = bpf_map_lookup_elem(&tls_conns, &key);
   if (conn && !conn->sk) {
     conn_bind(conn, &key, (__u64)sk, bpf_get_socket_cookie(sk));
