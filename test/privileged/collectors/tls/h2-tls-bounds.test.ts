@@ -7,11 +7,8 @@
  * lower bounds, except the ring's losses.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { closedLoopbackPort } from "../../../helpers/ports";
-import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
 import { spansDropped, startTracingAgent, until, type TracingAgent } from "../network/harness";
+import { startNghttpd, type NghttpdServer } from "./harness";
 
 setDefaultTimeout(90_000);
 
@@ -20,15 +17,10 @@ const missing = ["nghttpd", "h2load", "curl", "openssl"].filter((b) => !Bun.whic
 
 describe.skipIf(!isRoot || missing.length > 0)(`HTTP/2 over TLS: the call bound${missing.length ? ` (missing ${missing.join(", ")})` : ""}`, () => {
   let t: TracingAgent;
-  let cert: SelfSignedCert;
-  let server: Bun.Subprocess<"ignore", "ignore", "inherit">;
+  let server: NghttpdServer;
   let port = 0;
 
   beforeAll(async () => {
-    cert = makeSelfSignedCert();
-    const docroot = join(cert.dir, "www");
-    mkdirSync(docroot, { recursive: true });
-    writeFileSync(join(docroot, "hello"), "hello\n");
     t = await startTracingAgent(`    network:
       enabled: true
       tls: true
@@ -36,18 +28,15 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTP/2 over TLS: the call bound$
       http2_records_per_second: 20
       metrics_interval: 1s`);
     await until(() => t.agent.agent.status.component("ebpf/tls")?.state === "ok", "ebpf/tls ok", 30_000);
-    port = closedLoopbackPort();
-    server = Bun.spawn(["nghttpd", "-a", "127.0.0.1", "-d", docroot, String(port), join(cert.dir, "key.pem"), cert.certPath], { stdin: "ignore", stdout: "ignore", stderr: "inherit" });
-    await until(() => Bun.spawnSync(["curl", "-sk", "--http2", "-o", "/dev/null", `https://127.0.0.1:${port}/`]).exitCode === 0, "nghttpd listening", 15_000);
+    server = await startNghttpd({ hello: "hello\n" });
+    port = server.port;
     /* libssl gets probed once the agent sees it mapped (scans 150 ms, 1.5 s and 5 s after an exec). */
     await Bun.sleep(3000);
   }, 90_000);
 
   afterAll(async () => {
-    server?.kill();
-    await server?.exited;
+    await server?.stop();
     await t?.stop();
-    if (cert) rmSync(cert.dir, { recursive: true, force: true });
   });
 
   const ringLost = async () => {
