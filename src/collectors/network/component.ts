@@ -297,6 +297,7 @@ export class NetworkCollector implements Component {
       length: e.length,
       data: e.data,
       meta: this.#tlsEndpoint(connection, e),
+      h2Stopped: e.h2Stopped,
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }
