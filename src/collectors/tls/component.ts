@@ -85,9 +85,10 @@ export class TlsCollector implements Component {
   }
 
   #newInner(config: Config): EbpfSetComponent<TlsEvent> {
-    const exchangesPerSecond = kernelExchangesPerSecond(networkOf(config));
+    const network = networkOf(config);
+    const exchangesPerSecond = kernelExchangesPerSecond(network);
     return new EbpfSetComponent<TlsEvent>(this.#core, {
-      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, h2RecordsPerSecond: config.agent.ebpf.network.http2_records_per_second, redCounted: tlsRedCounted(config) }),
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, h2RecordsPerSecond: network.http2_records_per_second, redCounted: tlsRedCounted(config) }),
       onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
