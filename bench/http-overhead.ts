@@ -40,7 +40,7 @@ import { report } from "./lib/report";
 import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readFileSync, writeFileSync } from "node:fs";
 import { median, quantile } from "./lib/stats";
-import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs as perRequest, ratioRows, startPortServer } from "./lib/overhead";
+import { NETWORK_PROGRAMS, NICE, SETTLE_MS, SOCKET_CALL_PROGRAMS, perRequestUs as perRequest, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { quietConfig } from "../test/helpers/quiet-config";
@@ -150,7 +150,7 @@ async function wrk(url: string, seconds: number, pids: Pids, bpfIds = new Set<nu
 }
 
 async function networkProgramIds(agent: BenchAgent): Promise<Set<number>> {
-  const names = new Set([...NETWORK_PROGRAMS, "on_retransmit"]);
+  const names = new Set(SOCKET_CALL_PROGRAMS);
   return new Set((await attachedPrograms(agent)).filter((p) => names.has(p.name)).map((p) => p.id));
 }
 
@@ -289,7 +289,7 @@ try {
       ...stateRows,
       { name: `agent CPU per request, ${s.name}`, agent: perRequest(rs, (r) => r.agentCpu), unit: "us" },
       { name: `agent CPU, share of one core, ${s.name}`, agent: pct(median(rs.map((r) => r.agentCpu / SECONDS))), unit: "%" },
-      ...(bpfPerRequest.has(s) ? [{ name: `network BPF programs per request (bpf_stats, one extra run), ${s.name}`, agent: bpfPerRequest.get(s)!, unit: "us" }] : []),
+      ...(bpfPerRequest.has(s) ? [{ name: `BPF programs in the socket calls (network and TLS sets) per request (bpf_stats, one extra run), ${s.name}`, agent: bpfPerRequest.get(s)!, unit: "us" }] : []),
       ...(s === TRACED ? [{ name: `receiver CPU per request (the benchmark's local backend), ${s.name}`, agent: perRequest(rs, (r) => r.receiverCpu), unit: "us" }] : []),
     ];
   });

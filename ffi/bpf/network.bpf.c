@@ -898,8 +898,11 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     c->flags |= FLAG_H2_STOPPED;
     fill_http_header(e, c, skp, io, moved, 0, ts);
     e->flags = HTTP_EVENT_H2_STOPPED;
-    if (bpf_ringbuf_output(&http_events, e, offsetof(struct http_event, data), 0) != 0)
+    /* Lost, the record that would have said so: counted as a connection stopped by a lost record. */
+    if (bpf_ringbuf_output(&http_events, e, offsetof(struct http_event, data), 0) != 0) {
       svc_count_lost(&http_events_lost);
+      count_stat(STAT_H2_STOPPED_LOST);
+    }
     return 0;
   }
   __u32 got = 0;

@@ -17,8 +17,9 @@
  *
  * Memory BIOs (gRPC core, node): the library encrypts into and decrypts from memory, and the process moves the
  * ciphertext through the socket outside the SSL call, on the same thread: a read right before SSL_read, a write right
- * after SSL_write. The sock tracepoints follow, in `bio_threads`, the threads whose SSL calls made no socket call and
- * the reading threads of processes using a probed library (`tls_tgids`, kept by user space): the TCP socket a thread
+ * after SSL_write. The sock tracepoints follow, in the thread's call slot (task storage), the threads that made an SSL
+ * call and the reading threads of processes using a probed library (`tls_tgids`, kept by user space); any other
+ * thread costs them one task storage lookup (writes) or that and a `tls_tgids` lookup (reads). The TCP socket a thread
  * last read is taken by an SSL_read without a socket call, and the next socket written after a socketless SSL_write
  * becomes that SSL object's. A socket so inferred is replaced by one seen inside a later call without starting a
  * new stream (CONN_INFERRED). A client's first request is written before its socket is known: its RED key takes the addresses
@@ -28,8 +29,12 @@
  * token of the per-second exchange budget (`exchanges_per_second`); the exchange is captured (its request calls and
  * up to RESPONSE_RECORDS calls of the other side) or not at all (counted in stats[STAT_SAMPLED_OUT]). A connection
  * whose first bytes in a direction open HTTP/2 (client preface, or a SETTINGS frame) has every call forwarded, up
- * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
- * probes and an 8-byte read, and reach no ring buffer.
+ * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the exchange budget (user space keeps HPACK
+ * state), within `h2_records_per_second` calls a second (a window of its own, the same size as the cleartext one): a
+ * call refused by it, or arriving while the ring is three quarters full, stops the connection's forwarding, said by
+ * a header-only record (FLAG_H2_STOPPED); a record lost in a full ring stops it too (stats[STAT_H2_STOPPED_LOST]).
+ * No new HTTP/1.x exchange is captured while the ring is half full (what user space does not drain is refused, not
+ * lost). Calls of exchanges not captured cost the probes and an 8-byte read, and reach no ring buffer.
  *
  * RED metrics (`red_enabled`): every HTTP/1.x exchange, captured or not, counts into the RED maps of red.h (one kernel
  * map each with the network set's, which user space reads) with url.scheme https; the first RED_HEAD_BYTES of each
@@ -54,6 +59,8 @@
 #define IO_READ 0
 #define IO_WRITE 1
 #define FLAG_SOCKET 1
+/* A header-only record: the kernel stopped forwarding this HTTP/2 connection (h2_records_per_second or ring pressure). */
+#define FLAG_H2_STOPPED 2
 /* Calls after a message start on the side that started it (the rest of a head read in pieces). */
 #define FOLLOW_RECORDS 2
 /* Calls on the response side of a captured exchange (user space follows the response's framing to its end). */
@@ -68,17 +75,28 @@
  * later call replaces it without starting a new stream (a library over a socket BIO whose first read was served
  * from data already decrypted, on an event loop whose last read was another connection's). */
 #define CONN_INFERRED 4
+/* An HTTP/2 connection no longer forwarded: a call refused (h2_records_per_second, or the ring three quarters full)
+ * or a record lost in a full ring. */
+#define CONN_H2_STOPPED 8
 
 #define TCP_CLOSE 7
 
 #define STAT_SAMPLED_OUT 0
 #define STAT_EVENTS 1
-#define STAT_COUNT 2
+/* HTTP/2 connections stopped with no record to say so (a data record, or the stop record itself, lost in a full ring). */
+#define STAT_H2_STOPPED_LOST 2
+/* HTTP/2 connections stopped by a refused call (said by a FLAG_H2_STOPPED record). */
+#define STAT_H2_STOPPED 3
+/* HTTP/1.x exchanges refused because the ring was half full (also in STAT_SAMPLED_OUT). */
+#define STAT_RING_BUSY 4
+#define STAT_COUNT 5
 
 #include "red.h"
 
 const volatile __u32 self_tgid = 0;
 const volatile __u32 exchanges_per_second = 1000;
+/* HTTP/2 calls forwarded per second, all TLS connections together (agent.ebpf.network.http2_records_per_second). */
+const volatile __u32 h2_records_per_second = 50000;
 /* Count every HTTP/1.x exchange into the RED maps (red.h; the network set's, shared by user space). */
 const volatile __u32 red_enabled = 0;
 /* 1: the thread's call in task storage (kernel BTF); 0: in the active_by_tid hash. */
@@ -94,6 +112,10 @@ struct tls_call {
   __u64 cookie;    /* that socket's cookie (never reused, unlike the struct sock's address) */
   __u32 io;
   __u32 depth;     /* calls of the same SSL object nested inside this one (reported once, at the outermost return) */
+  /* Kept across calls, for memory BIOs (see the header): */
+  __u64 recv_sk;     /* the TCP socket the thread last read */
+  __u64 recv_cookie;
+  __u64 write_ssl;   /* the SSL object of its last SSL_write without a socket, until the next socket write */
 };
 
 struct tls_conn_key {
@@ -131,7 +153,7 @@ struct tls_event {
   __u32 len;          /*  48: plaintext bytes moved by the call */
   __u16 captured;     /*  52: bytes in data */
   __u8 io;            /*  54: IO_READ or IO_WRITE */
-  __u8 flags;         /*  55: FLAG_SOCKET when the addresses are known */
+  __u8 flags;         /*  55: FLAG_SOCKET when the addresses are known; FLAG_H2_STOPPED */
   __u16 sport;        /*  56 */
   __u16 dport;        /*  58 */
   __u16 family;       /*  60 */
@@ -192,19 +214,6 @@ struct {
   __type(value, __u8);
 } tls_tgids SEC(".maps");
 
-/* A thread whose SSL calls make no socket call (memory BIO), or of a process in tls_tgids: what the sock tracepoints saw of it. */
-struct bio_thread {
-  __u64 recv_sk;     /* the TCP socket it last read */
-  __u64 recv_cookie;
-  __u64 write_ssl;   /* the SSL object of its last SSL_write without a socket, until the next socket write */
-};
-
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u64);
-  __type(value, struct bio_thread);
-} bio_threads SEC(".maps");
 
 /* The record being built, with room past it for the verifier's bound on a masked size. */
 struct tls_scratch_value {
@@ -225,6 +234,14 @@ struct {
   __type(key, __u32);
   __type(value, struct rate_window);
 } tls_rate SEC(".maps");
+
+/* One global window of h2_records_per_second HTTP/2 calls. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rate_window);
+} tls_h2_rate SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -248,7 +265,26 @@ static __always_inline int take_exchange_token(void)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&tls_rate, &zero);
-  return w && svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second) && svc_window_take(w, exchanges_per_second);
+  if (!w || !svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second))
+    return 0;
+  /* What user space does not drain is refused here, not lost in the ring: no new exchange while it is half full. */
+  if (bpf_ringbuf_query(&tls_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&tls_events, BPF_RB_RING_SIZE) / 2) {
+    count_stat(STAT_RING_BUSY);
+    return 0;
+  }
+  return svc_window_take(w, exchanges_per_second);
+}
+
+/* Takes one call of the per-second HTTP/2 budget; refused as well while the ring is three quarters full. */
+static __always_inline int take_h2_token(void)
+{
+  __u32 zero = 0;
+  struct rate_window *w = bpf_map_lookup_elem(&tls_h2_rate, &zero);
+  if (!w || !svc_window_open(w, bpf_ktime_get_ns(), h2_records_per_second))
+    return 0;
+  if (bpf_ringbuf_query(&tls_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&tls_events, BPF_RB_RING_SIZE) / 4 * 3)
+    return 0;
+  return svc_window_take(w, h2_records_per_second);
 }
 
 /* A request counted before its connection's socket was known (memory BIO: a client's first write): its key takes the
@@ -369,18 +405,12 @@ static __always_inline int leave(long ret)
     conn_bind(conn, &key, c.sk, c.cookie);
   } else if (!c.sk) {
     /* No socket call inside: a memory BIO (see the header). */
-    struct bio_thread *t = bpf_map_lookup_elem(&bio_threads, &id);
-    if (!t) {
-      struct bio_thread fresh = {};
-      bpf_map_update_elem(&bio_threads, &id, &fresh, BPF_NOEXIST);
-      t = bpf_map_lookup_elem(&bio_threads, &id);
-    }
-    if (t && !conn->sk) {
-      if (c.io == IO_READ && t->recv_sk) {
-        conn_bind(conn, &key, t->recv_sk, t->recv_cookie);
+    if (!conn->sk) {
+      if (c.io == IO_READ && c.recv_sk) {
+        conn_bind(conn, &key, c.recv_sk, c.recv_cookie);
         conn->flags |= CONN_INFERRED;
       } else if (c.io == IO_WRITE)
-        t->write_ssl = c.ssl;
+        call->write_ssl = c.ssl;
     }
   }
   __u32 fidx = c.io & 1;
@@ -406,10 +436,20 @@ static __always_inline int leave(long ret)
   if (head > RED_HEAD_BYTES || bpf_probe_read_user(e->data, head, (void *)c.buf) != 0)
     return 0;
   __u32 cap = TLS_CAPTURE_BYTES;
+  int h2_stop = 0;
   if (!(conn->flags & CONN_H2) && off == 0 && h2_opening(e->data, head))
     conn->flags |= CONN_H2;
   if (conn->flags & CONN_H2) {
+    if (conn->flags & CONN_H2_STOPPED)
+      return 0;
     cap = H2_CAPTURE_BYTES;
+    /* Refused: the connection is no longer forwarded, said by a header-only record. */
+    if (!take_h2_token()) {
+      conn->flags |= CONN_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED);
+      h2_stop = 1;
+      cap = 0;
+    }
   } else {
     int start = http_start(e->data, head);
     /* Under 8 bytes: not taken as a message start. */
@@ -471,7 +511,7 @@ static __always_inline int leave(long ret)
   e->len = moved > 0xffffffffULL ? 0xffffffffU : (__u32)moved;
   e->captured = n;
   e->io = c.io;
-  e->flags = conn->sk ? FLAG_SOCKET : 0;
+  e->flags = (conn->sk ? FLAG_SOCKET : 0) | (h2_stop ? FLAG_H2_STOPPED : 0);
   e->sport = conn->sport;
   e->dport = conn->dport;
   e->family = conn->family;
@@ -480,16 +520,22 @@ static __always_inline int leave(long ret)
   __builtin_memcpy(e->daddr, conn->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
   int h2 = (conn->flags & CONN_H2) != 0;
-  if (h2 && moved > n)
+  if (h2 && !h2_stop && moved > n)
     e->len = n; /* the call continues in the records below */
   __u32 total = offsetof(struct tls_event, data) + n;
   if (total > sizeof(*e))
     total = sizeof(*e);
-  if (bpf_ringbuf_output(&tls_events, e, total, 0) != 0)
+  if (bpf_ringbuf_output(&tls_events, e, total, 0) != 0) {
     svc_count_lost(&tls_events_lost);
-  else
-    count_stat(STAT_EVENTS);
-  if (!h2)
+    /* An HTTP/2 record lost (or the record that said it stopped): the connection stops, with no record to say so. */
+    if (h2) {
+      conn->flags |= CONN_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED_LOST);
+    }
+    return 0;
+  }
+  count_stat(STAT_EVENTS);
+  if (!h2 || h2_stop)
     return 0;
   /* HTTP/2: the rest of the call, one record per H2_CAPTURE_BYTES; the last one's len covers what is left. */
   for (__u32 i = 1; i < H2_CHUNKS; i++) {
@@ -513,10 +559,13 @@ static __always_inline int leave(long ret)
     asm volatile("%0 &= 8191" : "+r"(ctotal));
     if (ctotal > sizeof(*e))
       return 0;
-    if (bpf_ringbuf_output(&tls_events, e, ctotal, 0) != 0)
+    if (bpf_ringbuf_output(&tls_events, e, ctotal, 0) != 0) {
       svc_count_lost(&tls_events_lost);
-    else
-      count_stat(STAT_EVENTS);
+      conn->flags |= CONN_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED_LOST);
+      return 0;
+    }
+    count_stat(STAT_EVENTS);
   }
   return 0;
 }
@@ -564,32 +613,32 @@ static __always_inline int on_socket_call(struct sock *sk, __u32 io)
 {
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
-  __u64 id = bpf_get_current_pid_tgid();
   struct tls_call *call = call_slot(0);
-  if (call && call->ssl) {
+  if (!call) {
+    /* A thread that has made no SSL call: only the reads of processes using a probed library are followed, so that a
+     * memory BIO's first SSL_read finds its socket. Any other thread costs this lookup and nothing more. */
+    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
+    if (io != IO_READ || !bpf_map_lookup_elem(&tls_tgids, &tgid))
+      return 0;
+    call = call_slot(1);
+    if (!call)
+      return 0;
+  }
+  if (call->ssl) {
     call->sk = (__u64)sk;
     call->cookie = bpf_get_socket_cookie(sk);
     return 0;
   }
-  /* Outside an SSL call: only the threads of memory BIOs, and the reads of processes using a probed library. */
-  struct bio_thread *t = bpf_map_lookup_elem(&bio_threads, &id);
-  if (!t) {
-    __u32 tgid = id >> 32;
-    if (io != IO_READ || !bpf_map_lookup_elem(&tls_tgids, &tgid))
-      return 0;
-    struct bio_thread fresh = { .recv_sk = (__u64)sk, .recv_cookie = bpf_get_socket_cookie(sk) };
-    bpf_map_update_elem(&bio_threads, &id, &fresh, BPF_NOEXIST);
-    return 0;
-  }
+  /* Outside an SSL call (memory BIOs): the socket last read, and the first socket written after a socketless SSL_write. */
   if (io == IO_READ) {
-    t->recv_sk = (__u64)sk;
-    t->recv_cookie = bpf_get_socket_cookie(sk);
+    call->recv_sk = (__u64)sk;
+    call->recv_cookie = bpf_get_socket_cookie(sk);
     return 0;
   }
-  if (!t->write_ssl)
+  if (!call->write_ssl)
     return 0;
-  struct tls_conn_key key = { .tgid = id >> 32, .ssl = t->write_ssl };
-  t->write_ssl = 0;
+  struct tls_conn_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ssl = call->write_ssl };
+  call->write_ssl = 0;
   struct tls_conn *conn = bpf_map_lookup_elem(&tls_conns, &key);
   if (conn && !conn->sk) {
     conn_bind(conn, &key, (__u64)sk, bpf_get_socket_cookie(sk));

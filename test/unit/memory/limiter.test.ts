@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Value } from "@sinclair/typebox/value";
 import type { BaseContext } from "../../../src/lifecycle/context";
-import { ConfigSchema, validateConfig, type Config } from "../../../src/config/schema";
+import { ConfigSchema, validateDocument, type ConfigDocument } from "../../../src/config/document";
 import { OtlpPipeline } from "../../../src/export/pipeline";
 import type { ComponentState } from "../../../src/lifecycle/component";
 import { Logger } from "../../../src/log/logger";
@@ -22,8 +22,8 @@ import { spans } from "../../integration/export/harness";
 
 const MIB = 2 ** 20;
 
-function context(memoryLimit: Partial<Config["agent"]["memory_limit"]>) {
-  const config = Value.Default(ConfigSchema, {}) as Config;
+function context(memoryLimit: Partial<ConfigDocument["agent"]["memory_limit"]>) {
+  const config = Value.Default(ConfigSchema, {}) as ConfigDocument;
   config.agent.memory_limit = { ...config.agent.memory_limit, ...memoryLimit };
   const status = new StatusAggregator();
   const tasks = new TaskRegistry();
@@ -146,17 +146,19 @@ describe("memory limiter", () => {
 
   test("with the process's real resident memory: a large buffer closes the gate, freeing it opens it again", async () => {
     Bun.gc(true);
+    // The buffer is far above the soft limit: pages that earlier tests' garbage still held when `base` was read
+    // may go back to the system before the check (measured: more than 64 MiB in a whole-suite run).
     const base = process.memoryUsage.rss();
-    const { ctx, gate, host } = context({ limit: base + 256 * MIB, soft_limit: base + 96 * MIB });
+    const { ctx, gate, host } = context({ limit: base + 640 * MIB, soft_limit: base + 96 * MIB });
     const limiter = new MemoryLimiter(ctx, gate, { cgroupLimitBytes: () => undefined });
     await limiter.start(host);
     expect(gate.refusing).toBe(false);
-    let big: Uint8Array | undefined = new Uint8Array(160 * MIB).fill(7);
+    let big: Uint8Array | undefined = new Uint8Array(384 * MIB).fill(7);
     expect(limiter.check()).toBe(true);
     expect(big[big.length - 1]).toBe(7);
     big = undefined;
     // The limiter collects garbage while refusing; the buffer's pages go back to the system at the collection
-    // (an unreferenced 160 MiB buffer is unmapped when collected). A few turns of the event loop at most, no waiting:
+    // (an unreferenced 384 MiB buffer is unmapped when collected). A few turns of the event loop at most, no waiting:
     // a reference still on the stack of this turn (the collector scans it conservatively) is gone at the next.
     let refusing = true;
     for (let turn = 0; turn < 5 && refusing; turn++) {
@@ -182,9 +184,9 @@ describe("memory limiter", () => {
   });
 
   test("bad limits are refused with their key paths", () => {
-    const c = Value.Default(ConfigSchema, {}) as Config;
+    const c = Value.Default(ConfigSchema, {}) as ConfigDocument;
     c.agent.memory_limit = { enabled: true, limit: "100MiB", soft_limit: "200MiB", check_interval: "0s" };
-    const paths = validateConfig(c).map((p) => p.path);
+    const paths = validateDocument(c).map((p) => p.path);
     expect(paths).toContain("agent.memory_limit.soft_limit");
     expect(paths).toContain("agent.memory_limit.check_interval");
   });

@@ -427,11 +427,6 @@ export class H2Connection<M> {
     for (const dir of this.directions) if (dir.stop("the kernel stopped forwarding the connection (HTTP/2 record limit or ring pressure)")) this.counters.stoppedDirections++;
   }
 
-  /** Whether both directions stopped decoding (nothing more can come of the connection). */
-  get dead(): boolean {
-    return this.directions[0].lost !== undefined && this.directions[1].lost !== undefined;
-  }
-
   /** The connection closed: streams still open are counted as unanswered. */
   close(): void {
     this.counters.unanswered += this.#streams.size;
