@@ -399,7 +399,7 @@ async function defaultsSection(bareStarts: number[]): Promise<void> {
       { name: "  of those: Bun's code", agent: agentMem.executableCode / MB, reference: bareMem.executableCode / MB, ...ref },
       { name: "  of those: the embedded bundle (.bun: bytecode, sources, BPF objects)", agent: agentMem.executableBundle / MB, reference: bareMem.executableBundle / MB, ...ref },
       { name: "  of the RSS: shared libraries (libc, libbpf ...)", agent: agentMem.libraries / MB, reference: bareMem.libraries / MB, ...ref },
-      { name: "  of the RSS: BPF maps mapped in (ring buffers: each data area mapped twice)", agent: agentMem.bpfMaps / MB, unit: "MB" },
+      { name: "  of the RSS: BPF maps mapped in (ring buffers: each data area mapped once, every page present)", agent: agentMem.bpfMaps / MB, unit: "MB" },
     );
     if (agentLater && bareLater)
       rows.push(

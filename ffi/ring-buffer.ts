@@ -1,7 +1,11 @@
 /**
  * BPF ring buffer reader that reads the mmapped ring directly from JavaScript (no callback per record):
  * the consumer page (read-write, holds consumer_pos), and the producer page (producer_pos) followed by the
- * data area mapped twice, so a record never wraps. Each record has an 8-byte header {u32 len, u32 pg_off};
+ * data area, mapped once. The kernel offers the data pages twice in a row, so that a consumer mapping both (as
+ * libbpf does) reads a record that wraps past the end in one piece; mapping both doubled the ring's resident set
+ * (every page is present from the mmap on, and counted once per mapping). Here a record that wraps (rare: records
+ * are small against the ring) is copied into a scratch buffer and decoded from there. Each record has an 8-byte
+ * header {u32 len, u32 pg_off};
  * `len` carries the BUSY bit (bit 31: being written, stop here) and the DISCARD bit (skip); records are 8-byte aligned.
  * The read-only pages are read with plain loads: JSC's optimising tiers compile Atomics.load to a locked
  * read-modify-write, which faults on a read-only mapping (measured: SIGSEGV once the reader got hot). On
@@ -44,9 +48,9 @@ const RETHROW = (error: unknown): never => {
 
 /**
  * The consumer side of a ring buffer over memory laid out as the kernel maps it: `consumerPos` (u64, ours to
- * advance), `producerPos` (u64, the kernel's), and `data`: the data area (`sizeBytes`, a power of two) followed by
- * the same bytes again. Pure JavaScript over typed arrays (unit tests give it plain buffers); RingBufferReader
- * gives it the mmapped pages.
+ * advance), `producerPos` (u64, the kernel's), and `data`: the data area (`sizeBytes`, a power of two; only its
+ * first `sizeBytes` are read). Pure JavaScript over typed arrays (unit tests give it plain buffers);
+ * RingBufferReader gives it the mmapped pages.
  */
 export class RingConsumer {
   readonly #mask: number;
@@ -55,6 +59,10 @@ export class RingConsumer {
   /** Record headers as int32 words: the BUSY bit is the sign bit. */
   #headers: Int32Array | undefined;
   #view: DataView | undefined;
+  #bytes: Uint8Array | undefined;
+  /** Where a record that wraps past the end of the data area is put together (grown to the largest seen). */
+  #scratch = new Uint8Array(0);
+  #scratchView = new DataView(this.#scratch.buffer);
   /** Records handed out by the last walk (read after a walk ended by a throw). */
   #walked = 0;
 
@@ -62,8 +70,22 @@ export class RingConsumer {
     this.#mask = sizeBytes - 1;
     this.#consumerPos = consumerPos;
     this.#producerPos = producerPos;
-    this.#headers = new Int32Array(data);
-    this.#view = new DataView(data);
+    this.#headers = new Int32Array(data, 0, sizeBytes >>> 2);
+    this.#view = new DataView(data, 0, sizeBytes);
+    this.#bytes = new Uint8Array(data, 0, sizeBytes);
+  }
+
+  /** The `len` bytes at `at` that run past the end of the data area, copied into the scratch buffer, as a view. */
+  #joined(at: number, len: number): DataView {
+    const bytes = this.#bytes!;
+    if (this.#scratch.length < len) {
+      this.#scratch = new Uint8Array(Math.max(len, 2 * this.#scratch.length));
+      this.#scratchView = new DataView(this.#scratch.buffer);
+    }
+    const head = bytes.length - at;
+    this.#scratch.set(bytes.subarray(at), 0);
+    this.#scratch.set(bytes.subarray(0, len - head), head);
+    return this.#scratchView;
   }
 
   /** Bytes written by producers and not consumed yet. */
@@ -117,7 +139,10 @@ export class RingConsumer {
         walked += (len + HEADER_BYTES + 7) & ~7;
         if ((hdr & DISCARD_BIT) === 0) {
           count++;
-          sink(decode(view, off + HEADER_BYTES, len));
+          // A header never wraps (8-byte aligned, the size a power of two); the record after it may.
+          const at = (off + HEADER_BYTES) & mask;
+          if (at + len <= mask + 1) sink(decode(view, at, len));
+          else sink(decode(this.#joined(at, len), 0, len));
         }
         if (walked - published >= PUBLISH_EVERY_BYTES) {
           Atomics.store(consumerPos, 0, BigInt(cons + walked));
@@ -138,6 +163,7 @@ export class RingConsumer {
     this.#producerPos = undefined;
     this.#headers = undefined;
     this.#view = undefined;
+    this.#bytes = undefined;
     return true;
   }
 }
@@ -154,7 +180,7 @@ export class RingBufferReader extends RingConsumer implements RecordReader {
     const consumerAddr = mmap(PAGE_BYTES, PROT_READ | PROT_WRITE, mapFd, 0, `${name} consumer page`);
     let producerAddr: number;
     try {
-      producerAddr = mmap(PAGE_BYTES + 2 * sizeBytes, PROT_READ, mapFd, PAGE_BYTES, `${name} producer pages`);
+      producerAddr = mmap(PAGE_BYTES + sizeBytes, PROT_READ, mapFd, PAGE_BYTES, `${name} producer pages`);
     } catch (e) {
       nativeLib().libc.munmap(consumerAddr as Pointer, PAGE_BYTES);
       throw e;
@@ -162,7 +188,7 @@ export class RingBufferReader extends RingConsumer implements RecordReader {
     super(
       new BigUint64Array(toArrayBuffer(consumerAddr as Pointer, 0, 8)),
       new BigUint64Array(toArrayBuffer(producerAddr as Pointer, 0, 8)),
-      toArrayBuffer(producerAddr as Pointer, PAGE_BYTES, 2 * sizeBytes),
+      toArrayBuffer(producerAddr as Pointer, PAGE_BYTES, sizeBytes),
       sizeBytes,
     );
     this.name = name;
@@ -174,7 +200,7 @@ export class RingBufferReader extends RingConsumer implements RecordReader {
   close(): void {
     if (!this.detach()) return;
     const libc = nativeLib().libc;
-    libc.munmap(this.#producerAddr as Pointer, PAGE_BYTES + 2 * this.#dataBytes);
+    libc.munmap(this.#producerAddr as Pointer, PAGE_BYTES + this.#dataBytes);
     libc.munmap(this.#consumerAddr as Pointer, PAGE_BYTES);
   }
 

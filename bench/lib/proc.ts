@@ -27,7 +27,7 @@ export interface MemoryBreakdown {
   executableBundle: number;
   /** Pages of other files: shared libraries. */
   libraries: number;
-  /** BPF map mappings: ring buffers (the kernel maps each data area twice, every page present) and mmapable arrays. */
+  /** BPF map mappings: ring buffers (every page present from the mmap on) and mmapable arrays. */
   bpfMaps: number;
   /** Anonymous memory: the JavaScript heap and the allocators' pages, JIT code, stacks, copied-on-write pages. */
   anonymous: number;

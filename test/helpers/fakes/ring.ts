@@ -14,7 +14,7 @@ export class FakeRing {
   #reserved: bigint;
 
   constructor(readonly size: number, startPos = 0n) {
-    this.data = new ArrayBuffer(2 * size);
+    this.data = new ArrayBuffer(size);
     this.bytes = new Uint8Array(this.data);
     this.consumerPos[0] = startPos;
     this.producerPos[0] = startPos;
@@ -22,14 +22,10 @@ export class FakeRing {
     this.consumer = new RingReaderOverBuffers(this.consumerPos, this.producerPos, this.data, size);
   }
 
-  /** Writes at ring position `pos` into both mappings of the data area (the kernel maps it twice). */
+  /** Writes at ring position `pos` into the data area (mapped once: what runs past the end continues at its start). */
   #write(pos: bigint, src: Uint8Array): void {
     const first = Number(pos % BigInt(this.size));
-    for (let i = 0; i < src.length; i++) {
-      const at = (first + i) % this.size;
-      this.bytes[at] = src[i]!;
-      this.bytes[at + this.size] = src[i]!;
-    }
+    for (let i = 0; i < src.length; i++) this.bytes[(first + i) % this.size] = src[i]!;
   }
 
   #header(pos: bigint, word: number): void {

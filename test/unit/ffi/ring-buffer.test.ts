@@ -1,6 +1,7 @@
 /**
  * RingConsumer (the walk of ffi/ring-buffer.ts's mmapped reader) over plain buffers laid out as the kernel maps a
- * BPF ring buffer: the data area written twice (double mapping), 8-byte headers with BUSY and DISCARD bits.
+ * BPF ring buffer: the data area mapped once (a record may run past its end and continue at its start), 8-byte
+ * headers with BUSY and DISCARD bits.
  */
 import { describe, expect, test } from "bun:test";
 import { FakeRing, record } from "../../helpers/fakes/ring";
@@ -30,7 +31,7 @@ describe("RingConsumer", () => {
     expect(readAll(ring)).toEqual([]);
   });
 
-  test("a record that wraps past the end of the data area reads whole through the second mapping", () => {
+  test("a record that wraps past the end of the data area reads whole (put together from its two pieces)", () => {
     const ring = new FakeRing(256);
     const seen: number[] = [];
     // 48-byte slots: the 6th starts at 240 and runs 32 bytes past the end; go round the ring several times.
@@ -40,6 +41,17 @@ describe("RingConsumer", () => {
     }
     seen.push(...readAll(ring));
     expect(seen).toEqual(Array.from({ length: 40 }, (_, i) => i));
+  });
+
+  test("records of every length from every position: a header in the last 8 bytes, bodies wrapping by any amount", () => {
+    const ring = new FakeRing(256, 248n);
+    const seen: number[] = [];
+    for (let i = 0; i < 300; i++) {
+      ring.push(record(i, 4 + ((i * 37) % 117)));
+      seen.push(...readAll(ring));
+    }
+    expect(seen).toEqual(Array.from({ length: 300 }, (_, i) => i));
+    expect(ring.consumerPos[0]).toBe(ring.producerPos[0]);
   });
 
   test("discarded records are skipped (not handed out, not counted) and consumed", () => {
