@@ -28,7 +28,7 @@ import { RpcMetrics } from "./http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
 import { RedAggregator, addressClass } from "./http/red";
 import { RouteTemplater } from "./http/routes";
-import { RedMaps, Role, redMethod } from "./red-maps";
+import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
@@ -102,6 +102,11 @@ export class NetworkCollector implements Component {
   #red: RedAggregator;
   /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
   #rateDropsPending = 0;
+  /** The key #redFromUser refills for each exchange. */
+  readonly #redKey: Omit<RedKey, "pathHash"> = { pid: 0, role: Role.SERVER, method: "", status: 0, peer: "", peerPort: 0, scheme: undefined };
+  /** The client address #serverPeer saw last and its answer. */
+  #lastClientAddress = "";
+  #lastServerPeer = "";
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
 
@@ -274,12 +279,34 @@ export class NetworkCollector implements Component {
    * (the maps count HTTP/1.x only), and every exchange when RED is counted in user space (userRedCounted).
    */
   #redFromUser(x: HttpExchange<EndpointMeta>): void {
-    const method = redMethod(x.request.method);
     const durationNs = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n);
     const m = x.meta;
-    const scheme = m.tls ? ({ scheme: "https" } as const) : {};
-    if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort, ...scheme }, x.request.path, durationNs);
-    else this.#red.addExchange({ pid: m.pid, role: Role.CLIENT, method, status: x.response.status, peer: m.remoteAddress, peerPort: m.remotePort, ...scheme }, undefined, durationNs);
+    /* One key object refilled for every exchange (the aggregator copies what it keeps). */
+    const k = this.#redKey;
+    k.pid = m.pid;
+    k.method = redMethod(x.request.method);
+    k.status = x.response.status;
+    k.scheme = m.tls ? "https" : undefined;
+    if (x.role === "server") {
+      k.role = Role.SERVER;
+      k.peer = this.#serverPeer(m.remoteAddress);
+      k.peerPort = m.localPort;
+      this.#red.addExchange(k, x.request.path, durationNs);
+    } else {
+      k.role = Role.CLIENT;
+      k.peer = m.remoteAddress;
+      k.peerPort = m.remotePort;
+      this.#red.addExchange(k, undefined, durationNs);
+    }
+  }
+
+  /** A server's RED peer: the client's address when loopback or private, else "" (the last address's answer kept). */
+  #serverPeer(address: string): string {
+    if (address !== this.#lastClientAddress) {
+      this.#lastClientAddress = address;
+      this.#lastServerPeer = addressClass(address) === "public" ? "" : address;
+    }
+    return this.#lastServerPeer;
   }
 
   /**
