@@ -32,7 +32,7 @@ import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
-import { ConnKind, HttpEventFlag, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
+import { ConnKind, HttpEventFlag, releaseData, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
@@ -233,9 +233,15 @@ export class NetworkCollector implements Component {
     /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
     call.meta = e;
     const nowMs = performance.now();
-    const done = this.#http.push(call, nowMs);
-    call.data = NO_BYTES;
-    call.meta = NO_ENDPOINT;
+    let done;
+    try {
+      done = this.#http.push(call, nowMs);
+    } finally {
+      call.data = NO_BYTES;
+      call.meta = NO_ENDPOINT;
+      /* The bytes may be the ring's own (decodeHttpEventInPlace): the record may live on as an endpoint, they may not. */
+      releaseData(e);
+    }
     this.#offerExchanges(done, nowMs);
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
-import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction, HttpEventFlag } from "../../../../src/collectors/network/decoders";
+import { decodeConnEvent, decodeHttpEvent, decodeHttpEventInPlace, ConnKind, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag } from "../../../../src/collectors/network/decoders";
 import { fakeContext, recordingHost } from "../../../helpers/fakes/collectors";
 import { connRecord, httpRecord } from "./records";
 
@@ -82,6 +82,25 @@ agent:
       ["GET /items/{id}", "/items/{id}", "sig=REDACTED&x=REDACTED"],
       ["GET", undefined, "sig=REDACTED&x=1"],
     ]);
+  });
+
+  test("records decoded in place: the span comes from the bytes as they were handled, which the records let go of", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const records = [
+      [0, "GET /in-place HTTP/1.1\r\nHost: svc\r\n\r\n", 1_000n],
+      [1, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", 5_000n],
+    ] as const;
+    for (const [io, data, ts] of records) {
+      const v = httpRecord({ ts, sk: 5n, off: 0, pid: 42, len: data.length, io, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
+      const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+      c.handle(e);
+      expect(e.data.length).toBe(0);
+      /* The ring reuses the memory. */
+      new Uint8Array(v.buffer).fill(0x58, HTTP_EVENT_HEADER_BYTES);
+    }
+    await Promise.resolve();
+    expect(ctx.pipeline.accepted.traces.map((s) => [s.name, s.attributes!["url.path"], s.attributes!["http.response.status_code"]])).toEqual([["GET", "/in-place", 201]]);
   });
 
   test("a request head that does not parse is a span drop counted as http_unparsed; an unanswered request at close as http_unanswered", async () => {
