@@ -26,26 +26,17 @@ const arg = (name: string) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : undefined;
 };
-const SERVER = `
-const http2 = require("node:http2");
-const s = http2.createServer();
-s.on("stream", (stream, headers) => {
-  stream.respond({ ":status": 200, "content-type": "text/plain" });
-  stream.end("hello " + headers[":path"]);
-});
-s.listen(0, "127.0.0.1", () => console.log(s.address().port));
-`;
 
 async function capture(file: string): Promise<void> {
   const { mountFs, memlockLimit, openBpfRuntime, raiseMemlock } = await import("../../ffi");
   const { networkSetSpec } = await import("../../src/collectors/network/spec");
   const { checkEnvironment, systemProbe } = await import("../../src/ebpf/environment");
   const { loadSetFromFile } = await import("./bpf");
-  const { startPortServer } = await import("./overhead");
+  const { NODE_H2C_SERVER, startPortServer } = await import("./overhead");
   const env = checkEnvironment(systemProbe({ mountFs, memlockLimit, raiseMemlock }));
   if (env.blocked) throw new Error(`eBPF unavailable: ${env.blocked}`);
   const runtime = await openBpfRuntime(process.env);
-  const server = await startPortServer(["node", "-e", SERVER]);
+  const server = await startPortServer(["node", "-e", NODE_H2C_SERVER]);
   const spec = networkSetSpec({ selfPid: process.pid, http: true, httpCapture: "socket", httpExchangesPerSecond: 250, h2RecordsPerSecond: 10_000_000, maxConnections: 65_536, redMetrics: true });
   const set = await loadSetFromFile(runtime, spec, resolve(import.meta.dir, "../../build/network.bpf.o"), 64 * 2 ** 20);
   const chunks: Uint8Array[] = [];
