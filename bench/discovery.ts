@@ -14,7 +14,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { discoveryHarness, until } from "../test/helpers/discovery-harness";
-import { FakeKubeApiServer } from "../test/helpers/k8s-api-server";
+import { FakeKubeApiServer } from "../test/helpers/fakes/k8s-api-server";
 import { makeSelfSignedCert } from "../test/helpers/self-signed-cert";
 import { podReady, type Pod, type Service } from "../src/discovery/kubernetes/pods";
 import { report, type BenchRow } from "./lib/report";

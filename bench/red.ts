@@ -50,6 +50,8 @@ interface State {
   metrics: boolean;
   /** http_body_sizes (off unless said). */
   bodySizes?: boolean;
+  /** agent.ebpf.network.tls (on unless said): the TLS set's socket programs run in every socket call. */
+  tls?: boolean;
   /** http_capture syscalls: RED counted in user space from every exchange (socket unless said). */
   syscalls?: boolean;
 }
@@ -60,17 +62,19 @@ const TRACED_HIGH: State = { name: "traced + metrics, cap 100000", network: true
 const TRACED_NO_METRICS: State = { name: "traced, http_metrics off", network: true, cap: 250, metrics: false };
 /** Diagnostic, BPF time only: what the body size histograms (off by default) add. */
 const TRACED_BODY_SIZES: State = { name: "traced + metrics + http_body_sizes", network: true, cap: 250, metrics: true, bodySizes: true };
+/** Diagnostic, BPF time only: the network set alone (agent.ebpf.network.tls off: no TLS programs in the socket calls). */
+const TRACED_NO_TLS: State = { name: "traced + metrics, agent.ebpf.network.tls off", network: true, cap: 250, metrics: true, tls: false };
 /** http_capture syscalls: the kernel cannot count, so it lets every exchange through and user space counts each. */
 const TRACED_SYSCALLS: State = { name: "traced + metrics, http_capture syscalls (RED in user space)", network: true, cap: 250, metrics: true, syscalls: true };
 const STATES = [UNTRACED, TRACED, TRACED_HIGH, TRACED_SYSCALLS];
-const BPF_STATES = [TRACED, TRACED_HIGH, TRACED_NO_METRICS, TRACED_BODY_SIZES, TRACED_SYSCALLS];
+const BPF_STATES = [TRACED, TRACED_HIGH, TRACED_NO_METRICS, TRACED_BODY_SIZES, TRACED_NO_TLS, TRACED_SYSCALLS];
 /** The programs of http_capture syscalls whose run time counts: the classic family and the syscall tracepoints. */
 const SYSCALL_CAPTURE_PROGRAMS = (name: string) => name.endsWith("_tp") || /^(enter|exit)_(read|recvfrom|readv|recvmsg|write|sendto|writev|sendmsg)$/.test(name);
 
 const config = (otlp: string, s: State) =>
   quietConfig({
     endpoint: otlp,
-    ebpf: `    enabled: true\n    network:\n      enabled: ${s.network}\n      http: true\n      http_capture: ${s.syscalls ? "syscalls" : "socket"}\n      http_metrics: ${s.metrics}\n      http_body_sizes: ${s.bodySizes === true}\n      max_spans_per_second: ${s.cap}\n    syscalls:\n      enabled: false`,
+    ebpf: `    enabled: true\n    network:\n      enabled: ${s.network}\n      http: true\n      http_capture: ${s.syscalls ? "syscalls" : "socket"}\n      http_metrics: ${s.metrics}\n      http_body_sizes: ${s.bodySizes === true}\n      tls: ${s.tls !== false}\n      max_spans_per_second: ${s.cap}\n    syscalls:\n      enabled: false`,
     agent: "  profiling:\n    enabled: false",
   });
 
@@ -112,7 +116,7 @@ async function enter(agent: BenchAgent, otlp: string, s: State): Promise<void> {
   await reloadInto(agent, config(otlp, s), s.name, async () => {
     const names = new Set((await attachedPrograms(agent)).map((p) => p.name));
     const wanted = s.syscalls ? ["on_set_state_tp", "exit_read"] : NETWORK_PROGRAMS;
-    return (wanted.every((n) => names.has(n) === s.network) && (s.syscalls || !names.has("exit_read"))) || [...names].join(",");
+    return (wanted.every((n) => names.has(n) === s.network) && (s.syscalls || !names.has("exit_read")) && (s.tls !== false || !names.has("tls_send_length"))) || [...names].join(",");
   });
   await Bun.sleep(SETTLE_MS);
 }
@@ -183,7 +187,7 @@ try {
       { name: `http_events ring-buffer events lost, ${s.name}`, agent: lost(s), unit: "events", target: "0", met: lost(s) === 0 },
     ]),
   ];
-  for (const s of [TRACED_NO_METRICS, TRACED_BODY_SIZES]) rows.push({ name: `BPF time per request (bpf_stats, median of ${BPF_RUNS} extra runs), ${s.name} (diagnostic)`, agent: bpfPerRequest.get(s)!, unit: "ns" });
+  for (const s of [TRACED_NO_METRICS, TRACED_BODY_SIZES, TRACED_NO_TLS]) rows.push({ name: `BPF time per request (bpf_stats, median of ${BPF_RUNS} extra runs), ${s.name} (diagnostic)`, agent: bpfPerRequest.get(s)!, unit: "ns" });
   const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
   report({
     bench: "red",

@@ -27,6 +27,7 @@
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { makeSelfSignedCert } from "../test/helpers/self-signed-cert";
+import { quietConfig } from "../test/helpers/quiet-config";
 import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
@@ -56,30 +57,19 @@ interface State {
 const OFF: State = { name: "TLS uprobes off", tls: false };
 const ON: State = { name: "TLS uprobes on", tls: true };
 
-const config = (otlp: string, s: State) => `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: ${otlp}
-agent:
-  ebpf:
-    enabled: true
+const config = (otlp: string, s: State) =>
+  quietConfig({
+    endpoint: otlp,
+    ebpf: `    enabled: true
     network:
       enabled: true
       http: true
       tls: ${s.tls}
       max_spans_per_second: ${SPANS_PER_SECOND}
     syscalls:
-      enabled: false
-  profiling:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: false
-    cloud:
-      enabled: false
-`;
+      enabled: false`,
+    agent: "  profiling:\n    enabled: false",
+  });
 
 interface Run {
   rps: number;

@@ -1,6 +1,6 @@
 /**
  * Generates deploy/helm/svc-agent/values.schema.json, which Helm checks the values against on install,
- * upgrade and template: `config` is the agent's own configuration schema (src/config/schema.ts, unknown
+ * upgrade and template: `config` is the agent's own configuration schema (src/config/document.ts, unknown
  * keys refused as the agent refuses them), and the other top-level values are the ones values.yaml
  * defines (a misspelled one is refused). Keys may be left out under `config` (the agent fills defaults).
  * Durations and sizes, which the agent checks with its own parsers, become the equivalent regular
@@ -12,7 +12,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { ConfigSchema } from "../../src/config/schema";
+import { ConfigSchema } from "../../src/config/document";
 import { DURATION_PATTERN, SIZE_PATTERN } from "../../src/config/units";
 
 const CHART_DIR = resolve(import.meta.dir, "svc-agent");

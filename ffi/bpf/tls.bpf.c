@@ -29,8 +29,12 @@
  * token of the per-second exchange budget (`exchanges_per_second`); the exchange is captured (its request calls and
  * up to RESPONSE_RECORDS calls of the other side) or not at all (counted in stats[STAT_SAMPLED_OUT]). A connection
  * whose first bytes in a direction open HTTP/2 (client preface, or a SETTINGS frame) has every call forwarded, up
- * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the budget (user space keeps HPACK state). Calls of exchanges not captured cost the
- * probes and an 8-byte read, and reach no ring buffer.
+ * to H2_CAPTURE_BYTES a record and H2_CHUNKS records a call, outside the exchange budget (user space keeps HPACK
+ * state), within `h2_records_per_second` calls a second (a window of its own, the same size as the cleartext one): a
+ * call refused by it, or arriving while the ring is three quarters full, stops the connection's forwarding, said by
+ * a header-only record (FLAG_H2_STOPPED); a record lost in a full ring stops it too (stats[STAT_H2_STOPPED_LOST]).
+ * No new HTTP/1.x exchange is captured while the ring is half full (what user space does not drain is refused, not
+ * lost). Calls of exchanges not captured cost the probes and an 8-byte read, and reach no ring buffer.
  *
  * RED metrics (`red_enabled`): every HTTP/1.x exchange, captured or not, counts into the RED maps of red.h (one kernel
  * map each with the network set's, which user space reads) with url.scheme https; the first RED_HEAD_BYTES of each
@@ -55,6 +59,8 @@
 #define IO_READ 0
 #define IO_WRITE 1
 #define FLAG_SOCKET 1
+/* A header-only record: the kernel stopped forwarding this HTTP/2 connection (h2_records_per_second or ring pressure). */
+#define FLAG_H2_STOPPED 2
 /* Calls after a message start on the side that started it (the rest of a head read in pieces). */
 #define FOLLOW_RECORDS 2
 /* Calls on the response side of a captured exchange (user space follows the response's framing to its end). */
@@ -69,17 +75,28 @@
  * later call replaces it without starting a new stream (a library over a socket BIO whose first read was served
  * from data already decrypted, on an event loop whose last read was another connection's). */
 #define CONN_INFERRED 4
+/* An HTTP/2 connection no longer forwarded: a call refused (h2_records_per_second, or the ring three quarters full)
+ * or a record lost in a full ring. */
+#define CONN_H2_STOPPED 8
 
 #define TCP_CLOSE 7
 
 #define STAT_SAMPLED_OUT 0
 #define STAT_EVENTS 1
-#define STAT_COUNT 2
+/* HTTP/2 connections stopped with no record to say so (a data record, or the stop record itself, lost in a full ring). */
+#define STAT_H2_STOPPED_LOST 2
+/* HTTP/2 connections stopped by a refused call (said by a FLAG_H2_STOPPED record). */
+#define STAT_H2_STOPPED 3
+/* HTTP/1.x exchanges refused because the ring was half full (also in STAT_SAMPLED_OUT). */
+#define STAT_RING_BUSY 4
+#define STAT_COUNT 5
 
 #include "red.h"
 
 const volatile __u32 self_tgid = 0;
 const volatile __u32 exchanges_per_second = 1000;
+/* HTTP/2 calls forwarded per second, all TLS connections together (agent.ebpf.network.http2_records_per_second). */
+const volatile __u32 h2_records_per_second = 50000;
 /* Count every HTTP/1.x exchange into the RED maps (red.h; the network set's, shared by user space). */
 const volatile __u32 red_enabled = 0;
 /* 1: the thread's call in task storage (kernel BTF); 0: in the active_by_tid hash. */
@@ -136,7 +153,7 @@ struct tls_event {
   __u32 len;          /*  48: plaintext bytes moved by the call */
   __u16 captured;     /*  52: bytes in data */
   __u8 io;            /*  54: IO_READ or IO_WRITE */
-  __u8 flags;         /*  55: FLAG_SOCKET when the addresses are known */
+  __u8 flags;         /*  55: FLAG_SOCKET when the addresses are known; FLAG_H2_STOPPED */
   __u16 sport;        /*  56 */
   __u16 dport;        /*  58 */
   __u16 family;       /*  60 */
@@ -218,6 +235,14 @@ struct {
   __type(value, struct rate_window);
 } tls_rate SEC(".maps");
 
+/* One global window of h2_records_per_second HTTP/2 calls. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct rate_window);
+} tls_h2_rate SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, STAT_COUNT);
@@ -240,7 +265,26 @@ static __always_inline int take_exchange_token(void)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&tls_rate, &zero);
-  return w && svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second) && svc_window_take(w, exchanges_per_second);
+  if (!w || !svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second))
+    return 0;
+  /* What user space does not drain is refused here, not lost in the ring: no new exchange while it is half full. */
+  if (bpf_ringbuf_query(&tls_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&tls_events, BPF_RB_RING_SIZE) / 2) {
+    count_stat(STAT_RING_BUSY);
+    return 0;
+  }
+  return svc_window_take(w, exchanges_per_second);
+}
+
+/* Takes one call of the per-second HTTP/2 budget; refused as well while the ring is three quarters full. */
+static __always_inline int take_h2_token(void)
+{
+  __u32 zero = 0;
+  struct rate_window *w = bpf_map_lookup_elem(&tls_h2_rate, &zero);
+  if (!w || !svc_window_open(w, bpf_ktime_get_ns(), h2_records_per_second))
+    return 0;
+  if (bpf_ringbuf_query(&tls_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&tls_events, BPF_RB_RING_SIZE) / 4 * 3)
+    return 0;
+  return svc_window_take(w, h2_records_per_second);
 }
 
 /* A request counted before its connection's socket was known (memory BIO: a client's first write): its key takes the
@@ -392,10 +436,20 @@ static __always_inline int leave(long ret)
   if (head > RED_HEAD_BYTES || bpf_probe_read_user(e->data, head, (void *)c.buf) != 0)
     return 0;
   __u32 cap = TLS_CAPTURE_BYTES;
+  int h2_stop = 0;
   if (!(conn->flags & CONN_H2) && off == 0 && h2_opening(e->data, head))
     conn->flags |= CONN_H2;
   if (conn->flags & CONN_H2) {
+    if (conn->flags & CONN_H2_STOPPED)
+      return 0;
     cap = H2_CAPTURE_BYTES;
+    /* Refused: the connection is no longer forwarded, said by a header-only record. */
+    if (!take_h2_token()) {
+      conn->flags |= CONN_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED);
+      h2_stop = 1;
+      cap = 0;
+    }
   } else {
     int start = http_start(e->data, head);
     /* Under 8 bytes: not taken as a message start. */
@@ -457,7 +511,7 @@ static __always_inline int leave(long ret)
   e->len = moved > 0xffffffffULL ? 0xffffffffU : (__u32)moved;
   e->captured = n;
   e->io = c.io;
-  e->flags = conn->sk ? FLAG_SOCKET : 0;
+  e->flags = (conn->sk ? FLAG_SOCKET : 0) | (h2_stop ? FLAG_H2_STOPPED : 0);
   e->sport = conn->sport;
   e->dport = conn->dport;
   e->family = conn->family;
@@ -466,16 +520,22 @@ static __always_inline int leave(long ret)
   __builtin_memcpy(e->daddr, conn->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
   int h2 = (conn->flags & CONN_H2) != 0;
-  if (h2 && moved > n)
+  if (h2 && !h2_stop && moved > n)
     e->len = n; /* the call continues in the records below */
   __u32 total = offsetof(struct tls_event, data) + n;
   if (total > sizeof(*e))
     total = sizeof(*e);
-  if (bpf_ringbuf_output(&tls_events, e, total, 0) != 0)
+  if (bpf_ringbuf_output(&tls_events, e, total, 0) != 0) {
     svc_count_lost(&tls_events_lost);
-  else
-    count_stat(STAT_EVENTS);
-  if (!h2)
+    /* An HTTP/2 record lost (or the record that said it stopped): the connection stops, with no record to say so. */
+    if (h2) {
+      conn->flags |= CONN_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED_LOST);
+    }
+    return 0;
+  }
+  count_stat(STAT_EVENTS);
+  if (!h2 || h2_stop)
     return 0;
   /* HTTP/2: the rest of the call, one record per H2_CAPTURE_BYTES; the last one's len covers what is left. */
   for (__u32 i = 1; i < H2_CHUNKS; i++) {
@@ -499,10 +559,13 @@ static __always_inline int leave(long ret)
     asm volatile("%0 &= 8191" : "+r"(ctotal));
     if (ctotal > sizeof(*e))
       return 0;
-    if (bpf_ringbuf_output(&tls_events, e, ctotal, 0) != 0)
+    if (bpf_ringbuf_output(&tls_events, e, ctotal, 0) != 0) {
       svc_count_lost(&tls_events_lost);
-    else
-      count_stat(STAT_EVENTS);
+      conn->flags |= CONN_H2_STOPPED;
+      count_stat(STAT_H2_STOPPED_LOST);
+      return 0;
+    }
+    count_stat(STAT_EVENTS);
   }
   return 0;
 }

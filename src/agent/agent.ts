@@ -4,7 +4,7 @@
  */
 import { ConfigError, formatProblem } from "../config/problems";
 import { loadConfig, type LoadedConfig } from "../config/load";
-import type { Config } from "../config/schema";
+import type { ConfigDocument } from "../config/document";
 import { msOf } from "../config/units";
 import type { Logger } from "../log/logger";
 import type { Component } from "../lifecycle/component";
@@ -35,7 +35,7 @@ export type ReloadOutcome =
   | { ok: false; kind: "apply"; error: Error };
 
 export class Agent {
-  #config: Config;
+  #config: ConfigDocument;
   readonly loaded: LoadedConfig;
   readonly logger: Logger;
   readonly status = new StatusAggregator();
@@ -78,7 +78,7 @@ export class Agent {
   }
 
   /** The running configuration (replaced atomically by a successful reload). */
-  get config(): Config {
+  get config(): ConfigDocument {
     return this.#config;
   }
 
@@ -101,7 +101,7 @@ export class Agent {
 
   #reloadLocked(trigger: string): Promise<ReloadOutcome> {
     return this.supervisor.reloadLock.run(async () => {
-      let next: Config;
+      let next: ConfigDocument;
       try {
         next = this.#withFlags(loadConfig(this.loaded.path, this.#options.env).config);
       } catch (e) {
@@ -140,13 +140,13 @@ export class Agent {
     return this.#shuttingDown;
   }
 
-  #withFlags(c: Config): Config {
+  #withFlags(c: ConfigDocument): ConfigDocument {
     if (this.#options.forceDebug && !c.self_telemetry.debug.enabled)
       return { ...c, self_telemetry: { ...c.self_telemetry, debug: { enabled: true } } };
     return c;
   }
 
-  #applyLogging(c: Config): void {
+  #applyLogging(c: ConfigDocument): void {
     this.logger.configure(c.svc);
     this.logger.setSecrets(secretsOf(c));
   }

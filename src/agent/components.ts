@@ -10,7 +10,7 @@ import { WorkloadRegistry } from "../workloads/registry";
 import { createEbpfComponents, EbpfCore, NATIVE_DEPS } from "../ebpf";
 import { createDebugComponent } from "../debug/component";
 import { createTracing } from "../tracing";
-import { COLLECTORS } from "../collectors/registry";
+import { COLLECTORS, partOf } from "../collectors/registry";
 import { lazyComponents, type LazyComponent } from "../lifecycle/lazy";
 import { createMemoryLimiter } from "../memory/limiter";
 import { MemoryGate } from "../memory/gate";
@@ -28,7 +28,7 @@ export const OBSERVER_FACTORIES: ComponentFactory[] = [createTracing, (ctx) => [
 /** Every registered collector's components, each loaded when the configuration first turns its collector on (disabled ones report `disabled`). */
 function collectorComponents(ctx: AgentContext): LazyComponent[] {
   return COLLECTORS.flatMap((entry) =>
-    lazyComponents({ ids: entry.ids, readiness: entry.readiness, enabled: (c) => entry.part.enabled(c.agent), load: async () => (await entry.load()).bind(undefined, ctx) }, () => ctx.config),
+    lazyComponents({ ids: entry.ids, readiness: entry.readiness, enabled: (c) => partOf(entry).enabled(c), load: async () => (await entry.load()).bind(undefined, ctx) }, () => ctx.config),
   );
 }
 

@@ -1,4 +1,5 @@
 /** `svc-agent [run]`: loads the configuration, starts the agent, handles signals. */
+import { readlinkSync } from "node:fs";
 import { Agent } from "../agent/agent";
 import { loadConfig, resolveConfigPath } from "../config/load";
 import { ConfigError } from "../config/problems";
@@ -73,12 +74,26 @@ export async function runCommand(options: RunOptions): Promise<number> {
 /** Start-up work (module evaluation, eBPF loads, the first discovery and TLS scans) is over well within this. */
 const STARTUP_PAGES_RELEASE_DELAY_MS = 10_000;
 
-/** Once start-up is over, drops the executable's pages it touched from the resident set (ffi/resident.ts). */
+/** The section of a compiled Bun executable that holds the embedded bundle. */
+const BUNDLE_SECTION = ".bun";
+
+/**
+ * Once start-up is over, drops the executable's pages it touched from the resident set, the embedded bundle's
+ * included (ffi/resident.ts).
+ */
 function releaseStartupPagesLater(logger: Logger, env: Record<string, string | undefined>): void {
   const timer = setTimeout(async () => {
     const { releaseExecutablePages } = await import("../../ffi/resident");
-    const bytes = releaseExecutablePages(env);
-    logger.debug("start-up pages of the executable released from the resident set", { resident_bytes: bytes });
+    const { ElfFile } = await import("../collectors/profiling/elf");
+    let bundle: { offset: number; size: number } | undefined;
+    try {
+      using exe = new ElfFile(readlinkSync("/proc/self/exe"));
+      bundle = exe.sectionRange(BUNDLE_SECTION);
+    } catch {
+      // not an ELF file we can read: the read-only mappings only
+    }
+    const released = releaseExecutablePages(env, bundle);
+    logger.debug("start-up pages of the executable released from the resident set", { resident_bytes: released.readOnly + released.bundle, bundle_bytes: released.bundle });
   }, STARTUP_PAGES_RELEASE_DELAY_MS);
   timer.unref();
 }

@@ -23,3 +23,11 @@ export function composeKeys<L extends readonly ConfigPart[]>(parts: L): UnionToI
 export function validateParts(parts: readonly ConfigPart[], c: object): ConfigProblem[] {
   return parts.flatMap((p) => p.validate(c as never));
 }
+
+/**
+ * A part's keys in the section they are composed into (`agent`, `agent.ebpf`), typed by the part: the
+ * collectors' keys are in the document (load.ts checked it against ./document.ts) but not in the core's `Config`.
+ */
+export function keysIn<C extends TProperties>(_part: ConfigPart<C>, section: object): Static<TObject<C>> {
+  return section as Static<TObject<C>>;
+}

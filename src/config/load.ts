@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { Value, ValueErrorType, type ValueError } from "@sinclair/typebox/value";
 import { LineCounter, parseDocument } from "yaml";
-import { ConfigSchema, validateConfig, type Config } from "./schema";
+import { ConfigSchema, validateDocument, type ConfigDocument } from "./document";
 import { applyEnvOverrides, applyOtelEnvironment, substituteEnv, type Env } from "./env";
 import { applyEndpointDefaults } from "../export/config";
 import { locateProblems } from "./locate";
@@ -22,7 +22,7 @@ const LEGACY_LOG_SECTION = "telegen";
 
 export interface LoadedConfig {
   /** The validated configuration, defaults filled in. */
-  config: Config;
+  config: ConfigDocument;
   /** Where it came from: a file path, or "embedded defaults". */
   source: string;
   /** The file path to re-read on reload; undefined for the embedded defaults. */
@@ -61,7 +61,7 @@ export function loadConfig(path: string | undefined, env: Env = process.env): Lo
  * Validates configuration text; throws ConfigError listing every problem with its key path and, where the file
  * has the key, its line and column. No message shows a value written under a secret key, whatever its type.
  */
-export function parseConfig(text: string, env: Env = process.env, source = "configuration"): Config {
+export function parseConfig(text: string, env: Env = process.env, source = "configuration"): ConfigDocument {
   const problems: ConfigProblem[] = [];
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true, lineCounter });
@@ -96,9 +96,9 @@ export function parseConfig(text: string, env: Env = process.env, source = "conf
   for (const error of Value.Errors(ConfigSchema, withDefaults)) problems.push(describe(error));
   if (problems.length > 0) throw finish(dedupe(problems));
 
-  const config = withDefaults as Config;
+  const config = withDefaults as ConfigDocument;
   typeUnits(ConfigSchema, config);
-  const crossField = [...validateConfig(config), ...unsendableTokenProblems(config.self_telemetry.auth)];
+  const crossField = [...validateDocument(config), ...unsendableTokenProblems(config.self_telemetry.auth)];
   if (crossField.length > 0) throw finish(crossField);
   return config;
 }

@@ -2,7 +2,7 @@
  * The configuration reference, generated from the schemas (every key, type, default, meaning), so the README
  * and `svc-agent help config` cannot drift from what the loader accepts.
  */
-import { ConfigSchema } from "./schema";
+import { ConfigSchema } from "./document";
 import { UNIT_HINT } from "./units";
 
 interface Row {

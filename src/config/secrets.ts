@@ -4,7 +4,7 @@
  * Code that reads secrets from elsewhere (environment variables mapped onto these keys) asks `isSecretPath`.
  */
 import { REDACTED } from "../log/scrub";
-import { ConfigSchema } from "./schema";
+import { ConfigSchema } from "./document";
 
 export { REDACTED, scrubText } from "../log/scrub";
 

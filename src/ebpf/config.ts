@@ -1,6 +1,6 @@
 /**
  * Schema of `agent.ebpf`: the eBPF loader's keys, owned by the eBPF core, and its program sets' keys, each owned by
- * its collector's folder (`network`, `syscalls`: src/collectors/<name>/config.ts, composed by src/collectors/config.ts).
+ * its collector's folder (`network`, `syscalls`: src/collectors/<name>/config.ts, composed by src/collectors/registry.ts).
  */
 import { Type, type TProperties } from "@sinclair/typebox";
 import type { ConfigProblem } from "../config/problems";

@@ -2,9 +2,11 @@
  * The OTLP .proto definitions (proto/, embedded in the binary) loaded into one protobufjs Root at first use.
  * The exporter encodes with its own writer (encode.ts, field numbers checked against this schema by the unit
  * tests) and decodes responses, RetryInfo and, in the receiver, whole requests with these types.
+ * protobufjs itself is loaded with the schema: an exporter whose backend answers empty messages (an OTLP/gRPC
+ * success without partial_success) never evaluates it.
  */
 import { readFileSync } from "node:fs";
-import protobuf from "protobufjs";
+import type protobuf from "protobufjs";
 import anyProto from "../../proto/google/protobuf/any.proto" with { type: "file" };
 import durationProto from "../../proto/google/protobuf/duration.proto" with { type: "file" };
 import statusProto from "../../proto/google/rpc/status.proto" with { type: "file" };
@@ -72,8 +74,9 @@ let root: protobuf.Root | undefined;
 /** The loaded schema (parsed once, on first use; safe to call from anywhere). */
 export function otlpRoot(): protobuf.Root {
   if (root) return root;
-  const r = new protobuf.Root();
-  for (const path of PROTO_FILES) protobuf.parse(readFileSync(path, "utf8"), r, { keepCase: false });
+  const pb = require("protobufjs") as typeof protobuf;
+  const r = new pb.Root();
+  for (const path of PROTO_FILES) pb.parse(readFileSync(path, "utf8"), r, { keepCase: false });
   r.resolveAll();
   root = r;
   return r;

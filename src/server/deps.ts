@@ -1,6 +1,6 @@
 /** What the HTTP interface needs from the agent; the Agent provides it, tests may pass fakes. */
 import type { Agent, ReloadOutcome } from "../agent/agent";
-import type { Config } from "../config/schema";
+import type { ConfigDocument } from "../config/document";
 import type { TelemetryPipeline } from "../export/types";
 import type { Mutex } from "../lifecycle/mutex";
 import type { Logger } from "../log/logger";
@@ -11,7 +11,7 @@ import { BUILD_INFO, type BuildInfo } from "../version";
 
 export interface ServerDeps {
   /** The configuration in force (read per request: reloads take effect on the next request). */
-  config(): Config;
+  config(): ConfigDocument;
   status: StatusAggregator;
   metrics: AgentMetrics;
   tasks: TaskRegistry;

@@ -23,7 +23,7 @@ import { join, resolve } from "node:path";
 import { Value } from "@sinclair/typebox/value";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { ObjectSerializer } from "@kubernetes/client-node/dist/gen/models/ObjectSerializer.js";
-import { ConfigSchema, type Config } from "../../src/config/schema";
+import { ConfigSchema, type ConfigDocument } from "../../src/config/document";
 import { parseConfig, SYSTEM_CONFIG_PATH } from "../../src/config/load";
 import { durationMs, parseDuration, parseSize, sizeBytes } from "../../src/config/units";
 import { DEFAULT_HARD_LIMIT_BYTES, deploymentMemory, resolveLimits } from "../../src/memory";
@@ -61,7 +61,7 @@ const find = (objs: Obj[], kind: string): Obj => {
 };
 const container = (objs: Obj[]): Obj => find(objs, "DaemonSet").spec.template.spec.containers[0];
 const configMapText = (objs: Obj[]): string => find(objs, "ConfigMap").data["config.yaml"] as string;
-const defaults = (): Config => Value.Default(ConfigSchema, {}) as Config;
+const defaults = (): ConfigDocument => Value.Default(ConfigSchema, {}) as ConfigDocument;
 const portOf = (listen: string): number => Number(listen.slice(listen.lastIndexOf(":") + 1));
 const hasBpfPrivileges = () => process.getuid?.() === 0 && existsSync("/sys/kernel/btf/vmlinux");
 

@@ -2,7 +2,7 @@
  * The ClusterRole grants exactly what Kubernetes discovery uses. The compiled agent runs with the
  * ConfigMap's discovery settings in the in-cluster layout the DaemonSet gives it (service account
  * token and ca.crt, KUBERNETES_SERVICE_HOST/PORT, NODE_NAME) against our Kubernetes API server
- * (test/helpers/k8s-api-server.ts, TLS), which records every request. After the initial list, a watched
+ * (test/helpers/fakes/k8s-api-server.ts, TLS), which records every request. After the initial list, a watched
  * change and a server-side end of the watches, the (apiGroup, resource, verb) triples of the recorded
  * requests must equal the triples the ClusterRole grants: nothing used is missing, nothing granted is unused.
  * Discovery documents (/api, /apis, /version...) are non-resource URLs every authenticated client may read
@@ -13,7 +13,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
-import { FakeKubeApiServer, type RecordedRequest } from "../helpers/k8s-api-server";
+import { FakeKubeApiServer, type RecordedRequest } from "../helpers/fakes/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../helpers/self-signed-cert";
 import { spawnAgent, type AgentProcess } from "../helpers/agent-process";
 import { MANIFESTS_PATH } from "../../deploy/kubernetes/generate";

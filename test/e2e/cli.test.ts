@@ -128,8 +128,17 @@ describe("run", () => {
     try {
       const released = await agent.waitFor((r) => r.msg === "start-up pages of the executable released from the resident set", 60_000);
       expect(Number(released.resident_bytes)).toBeGreaterThan(0);
+      // The embedded bundle's pages too: code first run after the release (the OpenAPI document's generation) has
+      // its bytecode read back from the file.
+      expect(Number(released.bundle_bytes)).toBeGreaterThan(0);
+      expect(Number(released.bundle_bytes)).toBeLessThanOrEqual(Number(released.resident_bytes));
       expect((await fetch(`${agent.url}/healthz`)).status).toBe(200);
       expect((await fetch(`${agent.url}/metrics`)).status).toBe(200);
+      const openapi = await fetch(`${agent.url}/openapi.json`);
+      expect(openapi.status).toBe(200);
+      const document = (await openapi.json()) as { openapi: string; paths: Record<string, unknown> };
+      expect(document.openapi).toBe("3.1.0");
+      expect(Object.keys(document.paths)).toContain("/healthz");
     } finally {
       expect(await agent.stop()).toBe(0);
     }

@@ -20,7 +20,7 @@ import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../helpers/i
 import { makeSelfSignedCert } from "../helpers/self-signed-cert";
 import { json, waitUntil } from "../helpers/wait";
 import { spans } from "../integration/export/harness";
-import { OtlpHttpBackend, type HttpReply } from "../helpers/otlp-http-backend";
+import { OtlpHttpBackend, type HttpReply } from "../helpers/fakes/otlp-http-backend";
 import { quietConfig } from "../helpers/quiet-config";
 
 const PROTOCOLS = ["grpc", "http/protobuf"] as const;

@@ -6,6 +6,7 @@ import type { GaugePointItem, Scope } from "../../export/model";
 import type { Attributes } from "../../export/types";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { NVML_ERROR_NOT_SUPPORTED, openNvml, type GpuReading, type NvmlApi } from "../../../ffi/nvml";
+import { gpuOf } from "./config";
 
 export const GPU_SCOPE: Scope = { name: "svc-agent/gpu" };
 const NS_PER_MS = 1_000_000n;
@@ -75,7 +76,7 @@ export class GpuCollector implements Component {
   }
 
   #begin(config: Config): void {
-    const c = config.agent.gpu;
+    const c = gpuOf(config);
     if (!c.enabled) {
       this.#host?.report("disabled");
       return;
@@ -89,7 +90,7 @@ export class GpuCollector implements Component {
   poll(config: Config = this.#ctx.config): void {
     const host = this.#host;
     if (!host) return;
-    const library = config.agent.gpu.library;
+    const library = gpuOf(config).library;
     if (!this.#nvml) {
       try {
         this.#nvml = this.#deps.open(library);
@@ -148,7 +149,7 @@ export class GpuCollector implements Component {
   }
 
   async reload(next: Config, previous: Config): Promise<void> {
-    if (JSON.stringify(next.agent.gpu) === JSON.stringify(previous.agent.gpu)) return;
+    if (JSON.stringify(gpuOf(next)) === JSON.stringify(gpuOf(previous))) return;
     this.#stop();
     this.#begin(next);
   }

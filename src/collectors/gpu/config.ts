@@ -1,6 +1,8 @@
 /** The key `agent.gpu`, owned by the GPU collector. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../../config/problems";
+import { keysIn } from "../../config/compose";
+import type { Config } from "../../config/schema";
 import { Duration, msOf } from "../../config/units";
 
 export const GpuSchema = Type.Object(
@@ -17,11 +19,14 @@ export const GpuSchema = Type.Object(
 );
 export type GpuConfig = Static<typeof GpuSchema>;
 
-/** Its keys, rules and switch, composed by src/collectors/config.ts (its entry in src/collectors/registry.ts). */
+/** Its keys, rules and switch, composed by src/collectors/registry.ts, where it has its entry. */
 export const gpuConfig = {
   config: { gpu: GpuSchema },
-  enabled: (c: { gpu: GpuConfig }): boolean => c.gpu.enabled,
+  enabled: (c: Config): boolean => gpuOf(c).enabled,
   validate(c: { gpu: GpuConfig }): ConfigProblem[] {
     return msOf(c.gpu, "interval") <= 0 ? [{ path: "agent.gpu.interval", message: "must be greater than 0" }] : [];
   },
 };
+
+/** `agent.gpu` of a running configuration. */
+export const gpuOf = (c: Config): GpuConfig => keysIn(gpuConfig, c.agent).gpu;

@@ -1,6 +1,8 @@
 /** The key `agent.logs`, owned by the log file collector. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../../config/problems";
+import { keysIn } from "../../config/compose";
+import type { Config } from "../../config/schema";
 import { Duration, Size, msOf, bytesOf } from "../../config/units";
 
 const MIN_LOG_LINE_BYTES = 1024;
@@ -68,10 +70,10 @@ export const LogsSchema = Type.Object(
 );
 export type LogsConfig = Static<typeof LogsSchema>;
 
-/** Its keys, rules and switch, composed by src/collectors/config.ts (its entry in src/collectors/registry.ts). */
+/** Its keys, rules and switch, composed by src/collectors/registry.ts, where it has its entry. */
 export const logsConfig = {
   config: { logs: LogsSchema },
-  enabled: (c: { logs: LogsConfig }): boolean => c.logs.enabled,
+  enabled: (c: Config): boolean => logsOf(c).enabled,
   validate(c: { logs: LogsConfig }): ConfigProblem[] {
     const problems: ConfigProblem[] = [];
     for (const key of ["checkpoint_interval", "poll_interval", "rescan_interval"] as const)
@@ -107,3 +109,6 @@ function regexProblem(pattern: string): string | undefined {
     return (e as Error).message;
   }
 }
+
+/** `agent.logs` of a running configuration. */
+export const logsOf = (c: Config): LogsConfig => keysIn(logsConfig, c.agent).logs;

@@ -8,6 +8,7 @@ import type { AgentContext } from "../context";
 import type { Config } from "../../config/schema";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { TailEngine } from "./tail-engine";
+import { logsOf } from "./config";
 
 export { TailEngine, LOGS_SCOPE } from "./tail-engine";
 export { parseLine, parseCri, parseDocker, parseRfc3339Nano } from "./parse";
@@ -22,7 +23,7 @@ export function createLogsCollector(ctx: AgentContext): Component {
   let host: ComponentHost | undefined;
 
   const launch = (config: Config): void => {
-    const c = config.agent.logs;
+    const c = logsOf(config);
     if (!c.enabled) {
       host?.report("disabled");
       return;
@@ -60,7 +61,7 @@ export function createLogsCollector(ctx: AgentContext): Component {
       await Promise.race([e.stop(RELOAD_STOP_MS), left]);
     },
     async reload(next, previous) {
-      if (JSON.stringify(next.agent.logs) === JSON.stringify(previous.agent.logs) || !host) return;
+      if (JSON.stringify(logsOf(next)) === JSON.stringify(logsOf(previous)) || !host) return;
       await engine?.stop(RELOAD_STOP_MS);
       engine = undefined;
       try {

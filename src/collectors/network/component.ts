@@ -37,6 +37,7 @@ import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
+import { networkOf, type NetworkConfig } from "./config";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -45,7 +46,6 @@ export const CLOSE_GRACE_MS = 2000;
 /** A response whose end the parser cannot find ends at its last call once its connection is quiet this long. */
 const HTTP_IDLE_END_MS = 5000;
 
-type NetworkConfig = Config["agent"]["ebpf"]["network"];
 
 /** What the reused call holds between records (nothing of the last one). */
 const NO_BYTES = new Uint8Array(0);
@@ -114,7 +114,7 @@ export class NetworkCollector implements Component {
     this.#ctx = ctx;
     this.#core = core;
     this.#selfPid = selfPid;
-    this.#cfg = ctx.config.agent.ebpf.network;
+    this.#cfg = networkOf(ctx.config);
     this.#labeler = new ProcessLabeler(core.processes, ctx.workloads);
     this.#budget = new PerSecondBudget(this.#cfg.max_spans_per_second);
     this.#connections = this.#newConnections(this.#cfg);
@@ -186,7 +186,7 @@ export class NetworkCollector implements Component {
         this.#redMaps = undefined;
         this.#set = undefined;
       },
-      enabled: (config) => config.agent.ebpf.network.enabled,
+      enabled: (config) => networkOf(config).enabled,
     });
   }
 
@@ -330,6 +330,7 @@ export class NetworkCollector implements Component {
       length: e.length,
       data: e.data,
       meta: this.#tlsEndpoint(connection, e),
+      h2Stopped: e.h2Stopped,
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }
@@ -511,8 +512,8 @@ export class NetworkCollector implements Component {
   }
 
   async reload(next: Config, previous: Config): Promise<void> {
-    const a = previous.agent.ebpf.network;
-    const b = next.agent.ebpf.network;
+    const a = networkOf(previous);
+    const b = networkOf(next);
     this.#cfg = b;
     this.#budget.perSecond = b.max_spans_per_second;
     this.#spanContext = this.#newSpanContext(b);

@@ -1,6 +1,8 @@
 /** The key `agent.ebpf.network`, owned by the network collector (and its TLS part), and its switch. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../../config/problems";
+import { keysIn } from "../../config/compose";
+import type { Config } from "../../config/schema";
 import { Duration, msOf } from "../../config/units";
 
 const MIN_METRICS_INTERVAL_MS = 1000;
@@ -69,7 +71,7 @@ export const NetworkSchema = Type.Object(
       maximum: 10_000_000,
       default: 50_000,
       description:
-        "Reads and writes of HTTP/2 connections forwarded to user space per second, all socket connections together (TLS plaintext of HTTP/2 is not bounded by it; HTTP/2 needs every call of a connection to decode its headers, whatever max_spans_per_second samples). A connection with a call over it, or with a call arriving while the kernel's HTTP ring buffer is three quarters full, is no longer forwarded: counted per connection direction in svc_spans_dropped_total{reason=\"rate_limit\"} (directions whose records were lost in a full ring or cut: reason http2_state_lost).",
+        "Reads and writes of HTTP/2 connections forwarded to user space per second, all socket connections together, and as many SSL_read/SSL_write calls of HTTP/2 over TLS in a window of their own (HTTP/2 needs every call of a connection to decode its headers, whatever max_spans_per_second samples). A connection with a call over it, or with a call arriving while its ring buffer (HTTP, or TLS) is three quarters full, is no longer forwarded: counted per connection direction in svc_spans_dropped_total{reason=\"rate_limit\"} (directions whose records were lost in a full ring or cut: reason http2_state_lost).",
     }),
     max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
     max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
@@ -80,12 +82,12 @@ export const NetworkSchema = Type.Object(
 export type NetworkConfig = Static<typeof NetworkSchema>;
 
 /**
- * Its keys of `agent.ebpf` and rules, composed by src/collectors/config.ts, and its switch (`ebpf/tls` needs
- * `ebpf/network`): its entry in src/collectors/registry.ts.
+ * Its keys of `agent.ebpf` and rules, and its switch (`ebpf/tls` needs `ebpf/network`): composed by
+ * src/collectors/registry.ts, where it has its entry.
  */
 export const networkConfig = {
   config: { network: NetworkSchema },
-  enabled: (c: { ebpf: { enabled: boolean; network: NetworkConfig } }): boolean => c.ebpf.enabled && c.ebpf.network.enabled,
+  enabled: (c: Config): boolean => c.agent.ebpf.enabled && networkOf(c).enabled,
   validate(c: { network: NetworkConfig }): ConfigProblem[] {
     const problems: ConfigProblem[] = [];
     if (msOf(c.network, "metrics_interval") < MIN_METRICS_INTERVAL_MS)
@@ -101,3 +103,6 @@ export const networkConfig = {
     return problems;
   },
 };
+
+/** `agent.ebpf.network` of a running configuration. */
+export const networkOf = (c: Config): NetworkConfig => keysIn(networkConfig, c.agent.ebpf).network;

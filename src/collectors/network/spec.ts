@@ -9,7 +9,7 @@
  * keeping connections in the `conns` hash.
  */
 import { existsSync } from "node:fs";
-import type { Config } from "../../config/schema";
+import type { NetworkConfig } from "./config";
 import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeConnEvent, decodeHttpEventInPlace, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
 
@@ -102,7 +102,7 @@ export function redCounted(o: Pick<NetworkSetOptions, "http" | "httpCapture" | "
 }
 
 /** redCounted for agent.ebpf.network as configured (the network and tls sets count in the same RED maps). */
-export function configRedCounted(c: Config["agent"]["ebpf"]["network"]): boolean {
+export function configRedCounted(c: NetworkConfig): boolean {
   return redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics });
 }
 
@@ -114,12 +114,12 @@ export const UNCAPPED_EXCHANGES_PER_SECOND = 4_000_000_000;
  * count (http_capture syscalls, or no kernel BTF). The kernel then captures every exchange (no per-second budget;
  * only a half-full ring refuses one) and user space counts each before the span cap applies.
  */
-export function userRedCounted(c: Config["agent"]["ebpf"]["network"]): boolean {
+export function userRedCounted(c: NetworkConfig): boolean {
   return c.http && c.http_metrics && !configRedCounted(c);
 }
 
 /** HTTP exchanges the kernel captures per second (cleartext and TLS): max_spans_per_second, or all of them when userRedCounted. */
-export function kernelExchangesPerSecond(c: Config["agent"]["ebpf"]["network"]): number {
+export function kernelExchangesPerSecond(c: NetworkConfig): number {
   return userRedCounted(c) ? UNCAPPED_EXCHANGES_PER_SECOND : c.max_spans_per_second;
 }
 

@@ -1,6 +1,8 @@
 /** The key `agent.profiling`, owned by the CPU profiler. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../../config/problems";
+import { keysIn } from "../../config/compose";
+import type { Config } from "../../config/schema";
 import { Duration, msOf } from "../../config/units";
 
 const MIN_PROFILING_INTERVAL_MS = 1000;
@@ -25,11 +27,14 @@ export const ProfilingSchema = Type.Object(
 );
 export type ProfilingConfig = Static<typeof ProfilingSchema>;
 
-/** Its keys, rules and switch, composed by src/collectors/config.ts (its entry in src/collectors/registry.ts). */
+/** Its keys, rules and switch, composed by src/collectors/registry.ts, where it has its entry. */
 export const profilingConfig = {
   config: { profiling: ProfilingSchema },
-  enabled: (c: { profiling: ProfilingConfig }): boolean => c.profiling.enabled,
+  enabled: (c: Config): boolean => profilingOf(c).enabled,
   validate(c: { profiling: ProfilingConfig }): ConfigProblem[] {
     return msOf(c.profiling, "interval") < MIN_PROFILING_INTERVAL_MS ? [{ path: "agent.profiling.interval", message: `must be at least 1s, got ${c.profiling.interval}` }] : [];
   },
 };
+
+/** `agent.profiling` of a running configuration. */
+export const profilingOf = (c: Config): ProfilingConfig => keysIn(profilingConfig, c.agent).profiling;

@@ -1,7 +1,7 @@
 /**
  * A small reader of ELF64 little-endian files (x86_64 binaries and shared libraries): the GNU build id, the
- * PT_LOAD segments (to turn a file offset into a virtual address) and the function symbols of .symtab and
- * .dynsym. Reads only the parts it needs, with positioned reads.
+ * PT_LOAD segments (to turn a file offset into a virtual address), the function symbols of .symtab and
+ * .dynsym, and where a named section lies in the file. Reads only the parts it needs, with positioned reads.
  */
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { SymbolTable } from "./symbol-table";
@@ -51,6 +51,8 @@ function pread(fd: number, offset: number, length: number, path: string): DataVi
 }
 
 interface Section {
+  /** Offset of the name in the section name table. */
+  name: number;
   type: number;
   offset: number;
   size: number;
@@ -62,6 +64,8 @@ export class ElfFile implements Disposable {
   readonly path: string;
   readonly #fd: number;
   readonly #sections: Section[];
+  /** Index of the section name table (e_shstrndx). */
+  readonly #names: number;
   readonly info: ElfInfo;
 
   /** Opens and checks the header; throws ElfError when it is not an ELF64 little-endian file. */
@@ -79,6 +83,7 @@ export class ElfFile implements Disposable {
       const shoff = Number(h.getBigUint64(40, true));
       const phnum = h.getUint16(56, true);
       const shnum = h.getUint16(60, true);
+      this.#names = h.getUint16(62, true);
       const segments: LoadSegment[] = [];
       if (phnum > 0) {
         const ph = pread(this.#fd, phoff, phnum * PHDR_BYTES, path);
@@ -94,6 +99,7 @@ export class ElfFile implements Disposable {
         for (let i = 0; i < shnum; i++) {
           const o = i * SHDR_BYTES;
           this.#sections.push({
+            name: sh.getUint32(o, true),
             type: sh.getUint32(o + 4, true),
             offset: Number(sh.getBigUint64(o + 24, true)),
             size: Number(sh.getBigUint64(o + 32, true)),
@@ -126,6 +132,19 @@ export class ElfFile implements Disposable {
       }
     }
     return "";
+  }
+
+  /** Where the section named `name` lies in the file, undefined when there is none. */
+  sectionRange(name: string): { offset: number; size: number } | undefined {
+    const names = this.#sections[this.#names];
+    if (!names || names.size > MAX_SECTION_BYTES) return undefined;
+    const table = new Uint8Array(pread(this.#fd, names.offset, names.size, this.path).buffer);
+    const wanted = new TextEncoder().encode(`${name}\0`);
+    for (const s of this.#sections) {
+      if (s.name + wanted.length > table.length) continue;
+      if (wanted.every((b, i) => table[s.name + i] === b)) return { offset: s.offset, size: s.size };
+    }
+    return undefined;
   }
 
   /** Function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of .symtab and .dynsym, by virtual address; names stay bytes until looked up. */

@@ -20,6 +20,7 @@ import { decodeComm, decodeCount, decodeProfileKey, decodeStack, decodeUserStack
 import { encodePprof } from "./pprof";
 import { Symbolizer } from "./symbolizer";
 import { ownKernelPid } from "../../ebpf/self";
+import { profilingOf } from "./config";
 
 /** The agent's own pid: its profiles go under the agent's own resource. */
 const SELF_PID = ownKernelPid();
@@ -129,11 +130,10 @@ export class ProfilingCollector implements Component {
   #latestPprof: Uint8Array | undefined;
   readonly #resources = new Map<number, { comm: string; attributes: Attributes }>();
   readonly #threadAttrs = new Map<string, Attributes>();
-  readonly #view = (): ProfilingView => ({
-    enabled: this.#config.agent.profiling.enabled,
-    sample_rate: this.#config.agent.profiling.sample_rate,
-    profiles_collected: this.#profilesCollected,
-  });
+  readonly #view = (): ProfilingView => {
+    const { enabled, sample_rate } = profilingOf(this.#config);
+    return { enabled, sample_rate, profiles_collected: this.#profilesCollected };
+  };
 
   constructor(ctx: AgentContext, options: ProfilerOptions) {
     this.#ctx = ctx;
@@ -168,7 +168,7 @@ export class ProfilingCollector implements Component {
   #begin(config: Config): void {
     const host = this.#host!;
     this.#config = config;
-    if (!config.agent.profiling.enabled) {
+    if (!profilingOf(config).enabled) {
       host.report("disabled");
       return;
     }
@@ -189,7 +189,8 @@ export class ProfilingCollector implements Component {
       host.report("permanent_error", prepared.reason);
       return;
     }
-    const spec = profileSetSpec(config.agent.profiling.sample_rate, this.#opts.targetPid ?? config.agent.profiling.pid);
+    const profiling = profilingOf(config);
+    const spec = profileSetSpec(profiling.sample_rate, this.#opts.targetPid ?? profiling.pid);
     const outcome = await loadProgramSet(spec, {
       runtime: prepared.runtime,
       probes: prepared.probes,
@@ -211,10 +212,10 @@ export class ProfilingCollector implements Component {
     core.record(PROFILE_SET_NAME, { programs: outcome.set.programs, loaded: outcome.set as LoadedSet<unknown>, pumps: [] });
     this.#periodStartNs = nowNs();
     this.#endTask = this.#ctx.tasks.begin("collector/profiling reader");
-    const intervalMs = msOf(config.agent.profiling, "interval");
+    const intervalMs = msOf(profiling, "interval");
     this.#timer = setInterval(() => this.collect(), intervalMs);
     if (intervalMs > DRAIN_INTERVAL_MS) this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
-    host.logger.info("CPU profiling attached", { sample_rate: config.agent.profiling.sample_rate, interval: config.agent.profiling.interval });
+    host.logger.info("CPU profiling attached", { sample_rate: profiling.sample_rate, interval: profiling.interval });
     host.report("ok");
   }
 
@@ -310,7 +311,7 @@ export class ProfilingCollector implements Component {
   #build(period: Map<number, Map<string, Map<number, Row>>>, start: bigint, end: bigint): ProfileItem[] {
     const sym = this.#symbolizer;
     sym.beginPeriod();
-    const rate = this.#config.agent.profiling.sample_rate;
+    const rate = profilingOf(this.#config).sample_rate;
     const items: ProfileItem[] = [];
     for (const [pid, threads] of period) {
       const samples: ProfileSample[] = [];
@@ -388,7 +389,7 @@ export class ProfilingCollector implements Component {
   }
 
   #pprof(items: ProfileItem[]): void {
-    const c = this.#config.agent.profiling;
+    const c = profilingOf(this.#config);
     this.#latestItems = items;
     this.#latestPprof = undefined;
     if (!c.pprof_dir) return;
@@ -431,7 +432,7 @@ export class ProfilingCollector implements Component {
   }
 
   async reload(next: Config, previous: Config): Promise<void> {
-    const changed = JSON.stringify(next.agent.profiling) !== JSON.stringify(previous.agent.profiling) || next.agent.ebpf.enabled !== previous.agent.ebpf.enabled;
+    const changed = JSON.stringify(profilingOf(next)) !== JSON.stringify(profilingOf(previous)) || next.agent.ebpf.enabled !== previous.agent.ebpf.enabled;
     this.#config = next;
     if (!changed || !this.#host) return;
     await this.#stop(true);

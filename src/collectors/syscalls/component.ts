@@ -22,10 +22,10 @@ import { SyscallAggregator, type SyscallEntry } from "./aggregate";
 import { decodeSyscallKey, decodeSyscallStats, encodeSyscallKey, SC_DROP_REASONS, SC_KEY_BYTES, SC_MAX_NR, SC_STATS_BYTES } from "./decoders";
 import { hasSyscallTable, syscallName } from "./names";
 import { syscallSetSpec } from "./spec";
+import { syscallsOf, type SyscallsConfig } from "./config";
 
 const SCOPE = { name: "svc-agent/ebpf/syscalls" };
 
-type SyscallsConfig = Config["agent"]["ebpf"]["syscalls"];
 
 export interface SyscallCollectorOptions {
   selfPid?: number;
@@ -62,7 +62,7 @@ export class SyscallCollector implements Component {
     this.#selfPid = o.selfPid ?? ownKernelPid();
     this.#arch = o.arch ?? process.arch;
     this.#alive = o.alive ?? ((pid) => existsSync(`/proc/${pid}`));
-    this.#cfg = ctx.config.agent.ebpf.syscalls;
+    this.#cfg = syscallsOf(ctx.config);
     this.#labeler = new ProcessLabeler(core.processes, ctx.workloads);
     this.#inner = this.#newInner(this.#cfg);
   }
@@ -81,7 +81,7 @@ export class SyscallCollector implements Component {
         this.collect();
         this.#set = undefined;
       },
-      enabled: (config) => config.agent.ebpf.syscalls.enabled,
+      enabled: (config) => syscallsOf(config).enabled,
     });
   }
 
@@ -206,8 +206,8 @@ export class SyscallCollector implements Component {
   }
 
   async reload(next: Config, previous: Config): Promise<void> {
-    const a = previous.agent.ebpf.syscalls;
-    const b = next.agent.ebpf.syscalls;
+    const a = syscallsOf(previous);
+    const b = syscallsOf(next);
     this.#cfg = b;
     this.#inner = await reloadSet(this.#inner, a.max_entries !== b.max_entries && this.#host !== undefined, () => this.#newInner(b), this.#host, next, previous);
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimer();

@@ -1,6 +1,8 @@
 /** The key `agent.ebpf.syscalls`, owned by the syscall collector, and its switch. */
 import { Type, type Static } from "@sinclair/typebox";
 import type { ConfigProblem } from "../../config/problems";
+import { keysIn } from "../../config/compose";
+import type { Config } from "../../config/schema";
 import { Duration, msOf } from "../../config/units";
 
 const MIN_INTERVAL_MS = 1000;
@@ -16,11 +18,14 @@ export const SyscallsSchema = Type.Object(
 );
 export type SyscallsConfig = Static<typeof SyscallsSchema>;
 
-/** Its keys of `agent.ebpf` and rules, composed by src/collectors/config.ts, and its switch: its entry in src/collectors/registry.ts. */
+/** Its keys of `agent.ebpf` and rules, and its switch: composed by src/collectors/registry.ts, where it has its entry. */
 export const syscallsConfig = {
   config: { syscalls: SyscallsSchema },
-  enabled: (c: { ebpf: { enabled: boolean; syscalls: SyscallsConfig } }): boolean => c.ebpf.enabled && c.ebpf.syscalls.enabled,
+  enabled: (c: Config): boolean => c.agent.ebpf.enabled && syscallsOf(c).enabled,
   validate(c: { syscalls: SyscallsConfig }): ConfigProblem[] {
     return msOf(c.syscalls, "interval") < MIN_INTERVAL_MS ? [{ path: "agent.ebpf.syscalls.interval", message: `must be at least 1s, got ${c.syscalls.interval}` }] : [];
   },
 };
+
+/** `agent.ebpf.syscalls` of a running configuration. */
+export const syscallsOf = (c: Config): SyscallsConfig => keysIn(syscallsConfig, c.agent.ebpf).syscalls;

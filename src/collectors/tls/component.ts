@@ -18,10 +18,11 @@ import type { Component, ComponentHost } from "../../lifecycle/component";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
-import { SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { configRedCounted, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
+import { networkOf } from "../network/config";
 
 /** After an exec: when the process's mappings are read (ms after the event). */
 export const EXEC_SCAN_DELAYS_MS = [150, 1500, 5000] as const;
@@ -40,13 +41,13 @@ export interface TlsSink {
 }
 
 export function tlsEnabled(config: Config): boolean {
-  const n = config.agent.ebpf.network;
+  const n = networkOf(config);
   return n.enabled && n.http && n.tls;
 }
 
 /** Whether HTTPS exchanges count in the RED maps: when the network set counts cleartext ones there. */
 function tlsRedCounted(config: Config): boolean {
-  return configRedCounted(config.agent.ebpf.network);
+  return configRedCounted(networkOf(config));
 }
 
 export class TlsCollector implements Component {
@@ -68,6 +69,8 @@ export class TlsCollector implements Component {
   #set: LoadedSet<TlsEvent> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   #sampledOutSeen = 0n;
+  /** stats[H2_STOPPED_LOST] as last read. */
+  #h2LostSeen = 0n;
   /** Pids written to the kernel's tls_tgids. */
   readonly #tgids = new Set<number>();
 
@@ -77,14 +80,15 @@ export class TlsCollector implements Component {
     this.#sink = sink;
     this.#source = options.source ?? procTargetSource();
     this.#selfPid = options.selfPid ?? ownKernelPid();
-    this.#maxTargets = ctx.config.agent.ebpf.network.max_tls_libraries;
+    this.#maxTargets = networkOf(ctx.config).max_tls_libraries;
     this.#inner = this.#newInner(ctx.config);
   }
 
   #newInner(config: Config): EbpfSetComponent<TlsEvent> {
-    const exchangesPerSecond = kernelExchangesPerSecond(config.agent.ebpf.network);
+    const network = networkOf(config);
+    const exchangesPerSecond = kernelExchangesPerSecond(network);
     return new EbpfSetComponent<TlsEvent>(this.#core, {
-      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, redCounted: tlsRedCounted(config) }),
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, h2RecordsPerSecond: network.http2_records_per_second, redCounted: tlsRedCounted(config) }),
       onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
@@ -92,7 +96,12 @@ export class TlsCollector implements Component {
     });
   }
 
-  /** Exchanges the kernel did not capture (over the per-second budget) are span drops, as for cleartext. */
+  /**
+   * Exchanges the kernel did not capture (over the per-second budget, or the ring half full) are span drops, as for
+   * cleartext; so are the two directions of an HTTP/2 connection stopped with no record to say so (a record lost in
+   * a full ring), as http2_state_lost (those stopped by a refused call say so in a record: rate_limit, counted where
+   * it is read).
+   */
   #pollStats(): void {
     const stats = this.#set?.object.map("tls_stats");
     if (!stats) return;
@@ -101,6 +110,10 @@ export class TlsCollector implements Component {
       const delta = sampledOut - this.#sampledOutSeen;
       this.#sampledOutSeen = sampledOut;
       if (delta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
+      const h2Lost = stats.sumPerCpuU64(TlsStat.H2_STOPPED_LOST);
+      const lostDelta = h2Lost - this.#h2LostSeen;
+      this.#h2LostSeen = h2Lost;
+      if (lostDelta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * Number(lostDelta));
     } catch (e) {
       this.#host?.logger.warn("reading tls stats failed", { error: (e as Error).message });
     }
@@ -114,6 +127,7 @@ export class TlsCollector implements Component {
   #attached(set: LoadedSet<TlsEvent>): void {
     this.#set = set;
     this.#sampledOutSeen = 0n;
+    this.#h2LostSeen = 0n;
     this.#statsTimer = setInterval(() => this.#pollStats(), STATS_POLL_MS);
     this.#statsTimer.unref?.();
     const programs = new Map(set.programs.map((p) => [p.name, p]));
@@ -260,11 +274,11 @@ export class TlsCollector implements Component {
   }
 
   async reload(next: Config, previous: Config): Promise<void> {
-    const a = previous.agent.ebpf.network;
-    const b = next.agent.ebpf.network;
+    const a = networkOf(previous);
+    const b = networkOf(next);
     this.#maxTargets = b.max_tls_libraries;
-    // A new bound needs the targets attached again; a new budget or RED counting is a constant of the kernel side.
-    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || tlsRedCounted(previous) !== tlsRedCounted(next);
+    // A new bound needs the targets attached again; a new budget (exchanges, HTTP/2 calls) or RED counting is a constant of the kernel side.
+    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || a.http2_records_per_second !== b.http2_records_per_second || tlsRedCounted(previous) !== tlsRedCounted(next);
     this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(next), this.#host, next, previous);
   }
 }

@@ -3,7 +3,9 @@
  * per library file by the component (`manual`), the socket-length tp_btf programs that tie a call to its socket
  * (optional: without them spans carry no addresses) and the close tracepoint that counts a request never answered as
  * a transport error (optional: without it such a request is not counted). HTTP/1.x exchanges beyond
- * `exchangesPerSecond` (agent.ebpf.network.max_spans_per_second) are not captured in the kernel, as for cleartext.
+ * `exchangesPerSecond` (agent.ebpf.network.max_spans_per_second) are not captured in the kernel, as for cleartext;
+ * HTTP/2 calls beyond `h2RecordsPerSecond` (agent.ebpf.network.http2_records_per_second, a window of the set's own)
+ * stop their connection's forwarding, as for cleartext.
  */
 import { existsSync } from "node:fs";
 import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
@@ -22,9 +24,11 @@ export const TLS_RETURN_PROGRAM = "ssl_leave";
 const manual = (name: string, kind: "uprobe" | "uretprobe", func: string): ProgramSpec => ({ name, attach: { kind, binary: "", func }, required: true, manual: true });
 
 /** Indexes of the `tls_stats` per-CPU array (STAT_* in the C program). */
-export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1 } as const;
+export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1, H2_STOPPED_LOST: 2, H2_STOPPED: 3, RING_BUSY: 4 } as const;
 
 const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
+/** h2_records_per_second's default in the C program (agent.ebpf.network.http2_records_per_second's). */
+const H2_RECORDS_PER_SECOND_DEFAULT = 50_000;
 
 /**
  * `redCounted`: HTTP/1.x exchanges count in the RED maps shared with the network set (its redCounted).
@@ -32,7 +36,7 @@ const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
  * kernel BTF it is kept in a hash by thread id, and the socket programs (tp_btf) are left out: spans then carry no
  * addresses and an unanswered close is not counted.
  */
-export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; redCounted?: boolean; kernelBtf?: boolean }): ProgramSetSpec<TlsEvent> {
+export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; h2RecordsPerSecond?: number; redCounted?: boolean; kernelBtf?: boolean }): ProgramSetSpec<TlsEvent> {
   const btf = o.kernelBtf ?? existsSync(VMLINUX_BTF);
   return {
     name: "tls",
@@ -49,7 +53,7 @@ export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; red
         : []),
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
-    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, red_enabled: o.redCounted ? 1 : 0, task_storage: btf ? 1 : 0 },
+    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, h2_records_per_second: o.h2RecordsPerSecond ?? H2_RECORDS_PER_SECOND_DEFAULT, red_enabled: o.redCounted ? 1 : 0, task_storage: btf ? 1 : 0 },
     ...(btf ? { mapSizes: { active_by_tid: 1 } } : { mapsLeftOut: ["active"] }),
     sharedMaps: EXCHANGE_SHARED_MAPS,
   };

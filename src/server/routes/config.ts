@@ -1,7 +1,7 @@
 /** GET /config: the running configuration with every secret replaced by one fixed text. */
 import { Elysia } from "elysia";
 import { redactConfig } from "../../config/secrets";
-import { ConfigSchema } from "../../config/schema";
+import { ConfigSchema } from "../../config/document";
 import type { ServerDeps } from "../deps";
 import { COMMON_ERRORS } from "../model";
 

@@ -3,7 +3,7 @@ import { LibbpfError, QuietLoadError } from "../../../ffi/errors";
 import type { AttachTarget, BpfLinkApi, BpfMapApi, BpfObjectApi, BpfProgramApi, BpfRuntime, EntryCounter, RecordDecoderFn, RecordHandler, RecordReader } from "../../../ffi/types";
 import type { BaseContext } from "../../../src/lifecycle/context";
 import { parseConfig } from "../../../src/config/load";
-import type { Config } from "../../../src/config/schema";
+import type { ConfigDocument } from "../../../src/config/document";
 import type { EbpfDeps } from "../../../src/ebpf/core";
 import type { EnvironmentProbe } from "../../../src/ebpf/environment";
 import { Logger, type LogRecord } from "../../../src/log/logger";
@@ -301,7 +301,7 @@ export function fakeDeps(runtime: FakeRuntime, environment: EnvironmentProbe = f
 
 export interface TestContext extends BaseContext {
   records: LogRecord[];
-  setConfig(c: Config): void;
+  setConfig(c: ConfigDocument): void;
 }
 
 /** A BaseContext over a YAML configuration (defaults for the rest), with a logger that keeps its records. */
@@ -314,7 +314,7 @@ export function testContext(yaml = ""): TestContext {
     get config() {
       return config;
     },
-    setConfig(c: Config) {
+    setConfig(c: ConfigDocument) {
       config = c;
     },
     logger,

@@ -40,6 +40,19 @@ describe("ELF reader", () => {
     expect(table.lookup(nm(bin, "main"))).toBe("main");
   });
 
+  test("sectionRange: where a named section lies in the file, as readelf -S says; undefined for a name not there", () => {
+    using elf = new ElfFile(bin);
+    const line = Bun.spawnSync(["readelf", "-SW", bin])
+      .stdout.toString()
+      .split("\n")
+      .find((l) => / \.text\s/.test(l));
+    if (!line) throw new Error("readelf: no .text");
+    const [, , , offset, size] = /\]\s+(\S+)\s+(\S+)\s+([0-9a-f]+)\s+([0-9a-f]+)\s+([0-9a-f]+)/.exec(line)!.slice(1);
+    expect(elf.sectionRange(".text")).toEqual({ offset: parseInt(offset!, 16), size: parseInt(size!, 16) });
+    expect(elf.sectionRange(".tex")).toBeUndefined();
+    expect(elf.sectionRange(".bun")).toBeUndefined();
+  });
+
   test("a stripped binary keeps only .dynsym (no local functions); non-ELF input is a typed error", () => {
     using elf = new ElfFile(stripped);
     expect(elf.symbols().lookup(nm(bin, "burn_cpu_in_known_function"))).toBeUndefined();

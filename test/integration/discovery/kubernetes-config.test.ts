@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test, setDefaultTimeo
 import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { discoveryHarness, removeTempDirs, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
-import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
+import { FakeKubeApiServer } from "../../helpers/fakes/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
 
 /** Generous under CI load; every wait inside is a bounded poll. */

@@ -1,5 +1,5 @@
 /**
- * Kubernetes discovery against our own API server (test/helpers/k8s-api-server.ts) over TLS with the
+ * Kubernetes discovery against our own API server (test/helpers/fakes/k8s-api-server.ts) over TLS with the
  * in-cluster service account layout (token, ca.crt, namespace): node pods and services listed and
  * watched, pod attributes in the workload directory (by container id and by pid through a /proc tree),
  * bookmarks, 410 Gone re-list, token rotation, outage and recovery. The server's fidelity is checked with
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test, setDefaultTimeout } from "
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { discoveryHarness, kubernetesOnlyYaml, removeTempDirs, serviceAccountDir, tempDir, until, writeToken, type DiscoveryHarness } from "../../helpers/discovery-harness";
-import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
+import { FakeKubeApiServer } from "../../helpers/fakes/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
 import { ProcessLabeler } from "../../../src/collectors/network/labels";
 

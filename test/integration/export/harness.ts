@@ -16,7 +16,7 @@ import { StatusAggregator } from "../../../src/status/aggregator";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
 import { SIGNALS, type Protocol } from "../../../src/export/config";
-import { OtlpHttpBackend, type HttpReply } from "../../helpers/otlp-http-backend";
+import { OtlpHttpBackend, type HttpReply } from "../../helpers/fakes/otlp-http-backend";
 
 /** Both values of otlp.protocol: tests that hold for either run once for each. */
 export const PROTOCOLS: readonly Protocol[] = ["grpc", "http/protobuf"];

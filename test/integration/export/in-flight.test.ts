@@ -5,7 +5,7 @@
 import { afterEach, expect, test } from "bun:test";
 import { OtlpReceiver } from "../../../src/export/receiver";
 import type { Protocol } from "../../../src/export/config";
-import { OtlpHttpBackend } from "../../helpers/otlp-http-backend";
+import { OtlpHttpBackend } from "../../helpers/fakes/otlp-http-backend";
 import { PROTOCOLS, expectExactAccounting, harness, spans, testConfig, waitUntil } from "./harness";
 
 const open: Array<{ stop(): Promise<void> }> = [];

@@ -1,5 +1,5 @@
 /**
- * Workload identity on the Kubernetes path, against the project's API server (test/helpers/k8s-api-server.ts,
+ * Workload identity on the Kubernetes path, against the project's API server (test/helpers/fakes/k8s-api-server.ts,
  * real list/watch over TLS with an in-cluster service account) and a /proc tree written by the test (a pod's
  * processes: stat, exe, cgroup, environ). Kubernetes itself cannot run here: pods are objects the test server
  * serves, processes are files. service.name follows the documented order: OTEL_SERVICE_NAME in the process's
@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { discoveryHarness, kubernetesOnlyYaml, removeTempDirs, serviceAccountDir, tempDir, until, type DiscoveryHarness } from "../../helpers/discovery-harness";
-import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
+import { FakeKubeApiServer } from "../../helpers/fakes/k8s-api-server";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../helpers/self-signed-cert";
 import type { WorkloadRegistry } from "../../../src/workloads/registry";
 

@@ -14,7 +14,8 @@ import type { ContainerDirectory } from "../../../src/discovery/directory";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { discoveryHarness, until as poll, type DiscoveryHarness } from "../../helpers/discovery-harness";
-import { FakeKubeApiServer } from "../../helpers/k8s-api-server";
+import { FakeKubeApiServer } from "../../helpers/fakes/k8s-api-server";
+import { quietConfig } from "../../helpers/quiet-config";
 import { makeSelfSignedCert } from "../../helpers/self-signed-cert";
 import { ProcessLabeler } from "../../../src/collectors/network/labels";
 
@@ -66,23 +67,7 @@ describe.skipIf(unavailable !== undefined)("docker discovery with a real dockerd
     await dockerd.start();
     dockerd.importImage();
     first = dockerd.run("first", { "com.docker.compose.service": "web", "com.docker.compose.project": "shop" });
-    const yaml = `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: \${OTLP_ENDPOINT:-127.0.0.1:4317}
-agent:
-  ebpf:
-    enabled: false
-  discovery:
-    detect_kubernetes: false
-    docker:
-      enabled: true
-      socket: ${dockerd.socket}
-      reconnect_backoff_max: 500ms
-    cloud:
-      enabled: false
-`;
+    const yaml = quietConfig({ docker: `      enabled: true\n      socket: ${dockerd.socket}\n      reconnect_backoff_max: 500ms` });
     agent = await inProcessAgent(yaml);
     binary = await spawnAgent({ config: yaml });
   }

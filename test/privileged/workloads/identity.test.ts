@@ -71,8 +71,7 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
       enabled: true
       interval: 1s
       top_processes: 1000`;
-    const docker = `    docker:
-      enabled: true
+    const docker = `      enabled: true
       socket: ${dockerd.socket}`;
     const agent = await spawnAgent({ config: `service_name: ${AGENT_SERVICE}\n${agentYaml(rx.port, ebpf, docker)}` });
     const ready = async () => {

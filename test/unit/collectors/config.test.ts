@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { parseConfig } from "../../../src/config/load";
 import { ConfigError } from "../../../src/config/problems";
+import { ConfigSchema } from "../../../src/config/document";
 
 function problems(yaml: string): string[] {
   try {
@@ -72,4 +73,10 @@ describe("agent.logs / agent.profiling / agent.gpu configuration", () => {
     expect(problems("agent:\n  logs:\n    multiline:\n      - include: []\n        start_pattern: x\n").length).toBeGreaterThan(0);
     expect(problems("agent:\n  logs:\n    multiline:\n      - include: [/a]\n        start_pattern: x\n        max_line: 3\n").length).toBeGreaterThan(0);
   });
+});
+
+test("the document takes each registered collector's keys from its entry, in the registry's order: a part's under agent, a program set's under agent.ebpf", () => {
+  const agent = ConfigSchema.properties.agent.properties;
+  expect(Object.keys(agent)).toEqual(["ebpf", "profiling", "gpu", "logs", "discovery", "memory_limit"]);
+  expect(Object.keys(agent.ebpf.properties)).toEqual(["enabled", "debug", "ringbuf_size", "network", "syscalls"]);
 });

@@ -3,7 +3,8 @@ import { parseConfig } from "../../../src/config/load";
 import type { Config } from "../../../src/config/schema";
 import type { Component } from "../../../src/lifecycle/component";
 import { lazyComponents } from "../../../src/lifecycle/lazy";
-import { COLLECTORS } from "../../../src/collectors/registry";
+import { COLLECTORS, partOf } from "../../../src/collectors/registry";
+import { logsOf } from "../../../src/collectors/logs/config";
 import { recordingHost } from "../../helpers/fakes/collectors";
 
 const configWith = (logs: boolean): Config => parseConfig(`agent:\n  logs:\n    enabled: ${logs}\n`);
@@ -20,14 +21,14 @@ function group(events: string[], ids = ["x/a", "x/b"]) {
       events.push(`shutdown ${id}`);
     },
     async reload(next) {
-      events.push(`reload ${id} ${next.agent.logs.enabled}`);
+      events.push(`reload ${id} ${logsOf(next).enabled}`);
     },
   });
   return {
     loads: () => loads,
     group: {
       ids: ["x/a", "x/b"],
-      enabled: (c: Config) => c.agent.logs.enabled,
+      enabled: (c: Config) => logsOf(c).enabled,
       load: async () => {
         loads++;
         return () => ids.map(make);
@@ -103,6 +104,6 @@ describe("components loaded on first use", () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect(COLLECTORS.filter((c) => c.readiness === "ebpf").flatMap((c) => c.ids)).toEqual(["ebpf/network", "ebpf/tls", "ebpf/syscalls"]);
     const defaults = parseConfig("{}");
-    expect(COLLECTORS.filter((c) => c.part.enabled(defaults.agent)).flatMap((c) => c.ids)).toEqual(["ebpf/network", "ebpf/tls"]);
+    expect(COLLECTORS.filter((c) => partOf(c).enabled(defaults)).flatMap((c) => c.ids)).toEqual(["ebpf/network", "ebpf/tls"]);
   });
 });

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Value } from "@sinclair/typebox/value";
 import type { BaseContext } from "../../../src/lifecycle/context";
-import { ConfigSchema, validateConfig, type Config } from "../../../src/config/schema";
+import { ConfigSchema, validateDocument, type ConfigDocument } from "../../../src/config/document";
 import { OtlpPipeline } from "../../../src/export/pipeline";
 import type { ComponentState } from "../../../src/lifecycle/component";
 import { Logger } from "../../../src/log/logger";
@@ -22,8 +22,8 @@ import { spans } from "../../integration/export/harness";
 
 const MIB = 2 ** 20;
 
-function context(memoryLimit: Partial<Config["agent"]["memory_limit"]>) {
-  const config = Value.Default(ConfigSchema, {}) as Config;
+function context(memoryLimit: Partial<ConfigDocument["agent"]["memory_limit"]>) {
+  const config = Value.Default(ConfigSchema, {}) as ConfigDocument;
   config.agent.memory_limit = { ...config.agent.memory_limit, ...memoryLimit };
   const status = new StatusAggregator();
   const tasks = new TaskRegistry();
@@ -184,9 +184,9 @@ describe("memory limiter", () => {
   });
 
   test("bad limits are refused with their key paths", () => {
-    const c = Value.Default(ConfigSchema, {}) as Config;
+    const c = Value.Default(ConfigSchema, {}) as ConfigDocument;
     c.agent.memory_limit = { enabled: true, limit: "100MiB", soft_limit: "200MiB", check_interval: "0s" };
-    const paths = validateConfig(c).map((p) => p.path);
+    const paths = validateDocument(c).map((p) => p.path);
     expect(paths).toContain("agent.memory_limit.soft_limit");
     expect(paths).toContain("agent.memory_limit.check_interval");
   });

@@ -9,6 +9,7 @@ import { OtlpReceiver, decodeRequest } from "../../../../src/export/receiver";
 import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process";
 import { startPortServer } from "../../../helpers/ports";
 import { parseProtocText, type ProtocNode } from "../../../helpers/protoc";
+import { quietConfig } from "../../../helpers/quiet-config";
 
 type Json = Record<string, unknown>;
 
@@ -100,31 +101,17 @@ export class Collected {
   }
 }
 
-const NO_DOCKER = `    docker:
-      enabled: false`;
-
-/** `dockerYaml` replaces the agent.discovery.docker section (docker discovery is off by default). */
-export function agentYaml(port: number, ebpfYaml: string, dockerYaml = NO_DOCKER): string {
-  return `
-self_telemetry:
-  listen: 127.0.0.1:0
-otlp:
-  endpoint: 127.0.0.1:${port}
-queues:
-  traces:
-    batch_timeout: 50ms
-  metrics:
-    batch_timeout: 50ms
-agent:
-  ebpf:
-    enabled: true
-${ebpfYaml}
-  discovery:
-    detect_kubernetes: false
-${dockerYaml}
-    cloud:
-      enabled: false
-`;
+/**
+ * The quiet configuration with eBPF on (`ebpfYaml`: lines under agent.ebpf), exporting to 127.0.0.1:`port` in
+ * batches of 50ms; `dockerYaml`: lines under agent.discovery.docker (docker discovery is off by default).
+ */
+export function agentYaml(port: number, ebpfYaml: string, dockerYaml?: string): string {
+  return quietConfig({
+    endpoint: `127.0.0.1:${port}`,
+    extra: "queues:\n  traces:\n    batch_timeout: 50ms\n  metrics:\n    batch_timeout: 50ms",
+    ebpf: `    enabled: true\n${ebpfYaml}`,
+    docker: dockerYaml,
+  });
 }
 
 export interface TracingAgent {

@@ -33,8 +33,7 @@ describe.skipIf(unavailable !== undefined)("remote service label from Docker dis
     dockerd.docker("run", "-d", "--network", "svcnet", "--stop-signal", "KILL", "--name", "shop-web-1", "--label", "com.docker.compose.service=web", TEST_IMAGE, "/bin/busybox", "httpd", "-f", "-p", String(HTTPD_PORT), "-h", "/");
     t = await startTracingAgent(`    network:
       enabled: true
-      metrics_interval: 1s`, `    docker:
-      enabled: true
+      metrics_interval: 1s`, `      enabled: true
       socket: ${dockerd.socket}`);
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
     await until(() => t.agent.agent.status.component("discovery/docker")?.state === "ok", "discovery/docker ok", 30_000);

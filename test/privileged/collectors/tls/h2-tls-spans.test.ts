@@ -6,11 +6,8 @@
  * CLIENT spans of each client, with url.scheme https and network.protocol.version 2.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { closedLoopbackPort } from "../../../helpers/ports";
-import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
 import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "../network/harness";
+import { startNghttpd, type NghttpdServer } from "./harness";
 
 setDefaultTimeout(60_000);
 
@@ -19,27 +16,20 @@ const missing = ["nghttpd", "nghttp", "curl", "openssl", "protoc"].filter((b) =>
 
 describe.skipIf(!isRoot || missing.length > 0)(`HTTP/2 over TLS spans${missing.length ? ` (missing ${missing.join(", ")})` : ""}`, () => {
   let t: TracingAgent;
-  let cert: SelfSignedCert;
-  let server: Bun.Subprocess<"ignore", "ignore", "inherit">;
+  let server: NghttpdServer;
   let port = 0;
   let nghttpPid = 0;
   let curlPid = 0;
 
   beforeAll(async () => {
-    cert = makeSelfSignedCert();
-    const docroot = join(cert.dir, "www");
-    mkdirSync(join(docroot, "a", "b"), { recursive: true });
-    writeFileSync(join(docroot, "hello"), "hello\n");
-    writeFileSync(join(docroot, "a", "b", "c"), "x".repeat(20_000));
     t = await startTracingAgent(`    network:
       enabled: true
       tls: true
       max_spans_per_second: 100000`);
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    port = closedLoopbackPort();
-    server = Bun.spawn(["nghttpd", "-a", "127.0.0.1", "-d", docroot, String(port), join(cert.dir, "key.pem"), cert.certPath], { stdin: "ignore", stdout: "ignore", stderr: "inherit" });
-    /* nghttpd listens once it has loaded its certificate; libssl gets probed once the agent sees it mapped. */
-    await until(() => Bun.spawnSync(["curl", "-sk", "--http2", "-o", "/dev/null", `https://127.0.0.1:${port}/`]).exitCode === 0, "nghttpd listening", 15_000);
+    server = await startNghttpd({ hello: "hello\n", "a/b/c": "x".repeat(20_000) });
+    port = server.port;
+    /* libssl gets probed once the agent sees it mapped. */
     await Bun.sleep(3000);
     const base = `https://127.0.0.1:${port}`;
     const nghttp = Bun.spawn(["nghttp", "-n", `${base}/hello?x=1`, `${base}/missing`, `${base}/a/b/c`], { stdout: "ignore", stderr: "inherit" });
@@ -51,10 +41,8 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTP/2 over TLS spans${missing.l
   }, 90_000);
 
   afterAll(async () => {
-    server?.kill();
-    await server?.exited;
+    await server?.stop();
     await t?.stop();
-    if (cert) rmSync(cert.dir, { recursive: true, force: true });
   });
 
   test("nghttp's multiplexed requests and curl's are exact SERVER and CLIENT spans with url.scheme https", async () => {

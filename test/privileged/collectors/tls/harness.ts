@@ -5,6 +5,10 @@
  */
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../../helpers";
 import { waitUntil } from "../../../helpers/wait";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { closedLoopbackPort } from "../../../helpers/ports";
+import { makeSelfSignedCert } from "../../../helpers/self-signed-cert";
 export { startPortServer } from "../../../helpers/ports";
 import { startOfficialReceiver, type OfficialReceiver, type OfficialRequest } from "../../../helpers/official-receiver";
 
@@ -130,3 +134,35 @@ export const inRange = (p: unknown, lo: number): boolean => typeof p === "number
 /** The https spans of a process, of one kind. */
 export const httpsOf = (all: Span[], pid: number, kind: "SPAN_KIND_SERVER" | "SPAN_KIND_CLIENT"): Span[] =>
   all.filter((s) => s.attributes["url.scheme"] === "https" && s.attributes["process.pid"] === pid && s.kind === kind);
+
+/** nghttpd (nghttp2-server, on libssl.so.3) serving `files` over h2 with a throw-away certificate. */
+export interface NghttpdServer {
+  port: number;
+  pid: number;
+  /** Stops it and removes its certificate and files. */
+  stop(): Promise<void>;
+}
+
+/** Starts nghttpd on a free loopback port with `files` (path under the root -> content); resolves once it answers curl. */
+export async function startNghttpd(files: Record<string, string>): Promise<NghttpdServer> {
+  const cert = makeSelfSignedCert();
+  const docroot = join(cert.dir, "www");
+  for (const [path, content] of Object.entries(files)) {
+    mkdirSync(dirname(join(docroot, path)), { recursive: true });
+    writeFileSync(join(docroot, path), content);
+  }
+  const port = closedLoopbackPort();
+  const server = Bun.spawn(["nghttpd", "-a", "127.0.0.1", "-d", docroot, String(port), join(cert.dir, "key.pem"), cert.certPath], { stdin: "ignore", stdout: "ignore", stderr: "inherit" });
+  const stop = async () => {
+    server.kill();
+    await server.exited;
+    rmSync(cert.dir, { recursive: true, force: true });
+  };
+  try {
+    await waitUntil(() => Bun.spawnSync(["curl", "-sk", "--http2", "-o", "/dev/null", `https://127.0.0.1:${port}/`]).exitCode === 0, { timeoutMs: 15_000, intervalMs: 100, what: "nghttpd listening" });
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { port, pid: server.pid, stop };
+}

@@ -20,6 +20,13 @@ describe("tls_event decoder", () => {
     expect(new TextDecoder().decode(e.data)).toBe("GET / HTTP/1.1\r\n");
   });
 
+  test("FLAG_H2_STOPPED: a header-only record saying the kernel stopped forwarding the connection", () => {
+    const v = tlsRecord({ ts: 1n, ssl: 1n, off: 900, pid: 1, len: 300, io: 0, h2Stopped: true, data: "" });
+    expect(decodeTlsEvent(v, 0, v.byteLength)).toMatchObject({ h2Stopped: true, socketKnown: true, streamOffset: 900, length: 300, data: new Uint8Array(0) });
+    const plain = tlsRecord({ ts: 1n, ssl: 1n, off: 0, pid: 1, io: 0, data: "x" });
+    expect(decodeTlsEvent(plain, 0, plain.byteLength).h2Stopped).toBe(false);
+  });
+
   test("without a known socket the addresses are empty", () => {
     const v = tlsRecord({ ts: 1n, ssl: 1n, off: 0, pid: 1, io: 0, socket: false, saddr: [1, 2, 3, 4], data: "x" });
     expect(decodeTlsEvent(v, 0, v.byteLength)).toMatchObject({ socketKnown: false, localAddress: "", remoteAddress: "" });

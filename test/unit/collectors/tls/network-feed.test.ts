@@ -47,6 +47,19 @@ describe("TLS plaintext through the HTTP exchange tracker of ebpf/network", () =
     expect(spans[0]!.endTimeUnixNano - spans[0]!.startTimeUnixNano).toBe(3_000n);
   });
 
+  test("an HTTP/2 connection over TLS the kernel stopped forwarding (its call limit) counts its two directions as rate_limit drops", async () => {
+    const ctx = fakeContext(YAML);
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const opening = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\u0000\u0000\u0000\u0004\u0000\u0000\u0000\u0000\u0000";
+    c.handleTls(tls(0xa0n, 42, 0, 0, opening, 1_000n));
+    const v = tlsRecord({ ts: 2_000n, ssl: 0xa0n, off: opening.length, sk: 9n, pid: 42, len: 300, io: 0, sport: 8443, dport: 50000, saddr: lo, daddr: lo, comm: "nghttpd", h2Stopped: true, data: "" });
+    c.handleTls(decodeTlsEvent(v, 0, v.byteLength));
+    await c.shutdown(AbortSignal.timeout(1000));
+    const text = await ctx.metrics.registry.metrics();
+    expect(text).toMatch(/svc_spans_dropped_total\{reason="rate_limit"\} 2/);
+    expect(text).toMatch(/svc_spans_dropped_total\{reason="http2_state_lost"\} 0/);
+  });
+
   test("a process's exit closes its TLS connections CLOSE_GRACE_MS later: records read after the exit still pair, not later ones", async () => {
     jest.useFakeTimers();
     try {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync, readlinkSync } from "node:fs";
-import { releasableMappings, releaseExecutablePages } from "../../../ffi/resident";
+import { filePageRuns, releasableMappings, releaseExecutablePages, writableRanges } from "../../../ffi/resident";
 
 const EXE = "/opt/svc-agent";
 
@@ -33,13 +33,44 @@ describe("releasableMappings", () => {
   });
 });
 
+describe("the embedded bundle's pages", () => {
+  const smaps = [
+    entry("00200000-01a39000", "r--p", EXE, 7908, 0),
+    entry("0684a000-0685f000", "rw-p", EXE, 84, 48).replace(" 00000000 ", " 06641000 "),
+    entry("06867000-07c2f000", "rw-p", EXE, 6688, 116).replace(" 00000000 ", " 0665e000 "),
+    entry("7f1000000000-7f1000400000", "rw-p", "", 4000, 4000),
+  ].join("\n");
+
+  test("writableRanges: the whole pages of the writable mappings that hold the file range, by file offset", () => {
+    // The section at file offset 0x6819000..0x7a25920 (ends inside a page): mapped from 0x06867000 + (0x6819000 - 0x665e000).
+    expect(writableRanges(smaps, EXE, { offset: 0x6819000, size: 0x120c920 })).toEqual([{ start: 0x6a22000n, end: 0x7c2e000n, rss: 0 }]);
+    // A range starting inside a page starts at the next one; one in no writable mapping gives nothing.
+    expect(writableRanges(smaps, EXE, { offset: 0x6819010, size: 0x3000 })).toEqual([{ start: 0x6a23000n, end: 0x6a25000n, rss: 0 }]);
+    expect(writableRanges(smaps, EXE, { offset: 0x100000, size: 0x10000 })).toEqual([]);
+  });
+
+  test("filePageRuns: runs of present pages that are still the file's; written (anonymous), swapped and absent pages split them", () => {
+    const present = 1n << 63n;
+    const swapped = 1n << 62n;
+    const file = 1n << 61n;
+    const entries = BigUint64Array.of(present | file, present | file | 123n, present, 0n, present | file, swapped | file, present | file, present | file);
+    expect(filePageRuns(entries, 0x1000n)).toEqual([
+      { start: 0x1000n, end: 0x3000n, rss: 8192 },
+      { start: 0x5000n, end: 0x6000n, rss: 4096 },
+      { start: 0x7000n, end: 0x9000n, rss: 8192 },
+    ]);
+    expect(filePageRuns(new BigUint64Array(0), 0x1000n)).toEqual([]);
+  });
+});
+
 describe("releaseExecutablePages on this process", () => {
   test("unmaps the resident pages of the running executable's read-only mappings and the process runs on", () => {
     const exe = readlinkSync("/proc/self/exe");
     const before = releasableMappings(readFileSync("/proc/self/smaps", "utf8"), exe);
     expect(before.length).toBeGreaterThan(0);
     const released = releaseExecutablePages(process.env);
-    expect(released).toBeGreaterThan(0);
+    expect(released.readOnly).toBeGreaterThan(0);
+    expect(released.bundle).toBe(0);
     // The mappings stay; most of their pages are gone from the resident set, the ones the code still runs fault
     // back in from the page cache.
     const after = readFileSync("/proc/self/smaps", "utf8");

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { decodeProcessEvent, PROCESS_EVENT_LAYOUT as L } from "../../../src/ebpf/sets/process-decoder";
+import { decodeProcessEvent, PROCESS_EVENT_LAYOUT as L } from "../../../../src/ebpf/sets/process-decoder";
 
 /** A record laid out as `struct process_event` in ffi/bpf/process.bpf.c, at `at` inside a larger buffer. */
 function fixture(at: number, kind: number, filename: string): DataView {

@@ -8,10 +8,10 @@
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import protobuf from "protobufjs";
-import type { Signal } from "../../src/export/config";
-import type { ReceivedRequest } from "../../src/export/receiver";
+import type { Signal } from "../../../src/export/config";
+import type { ReceivedRequest } from "../../../src/export/receiver";
 
-const PROTO_DIR = join(import.meta.dir, "../../proto");
+const PROTO_DIR = join(import.meta.dir, "../../../proto");
 const PATHS: Record<string, { signal: Signal; request: string; response: string; rejected: string }> = {
   "/v1/traces": { signal: "traces", request: "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest", response: "opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse", rejected: "rejectedSpans" },
   "/v1/metrics": { signal: "metrics", request: "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest", response: "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceResponse", rejected: "rejectedDataPoints" },
