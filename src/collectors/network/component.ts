@@ -76,7 +76,7 @@ export class NetworkCollector implements Component {
   /** The call #onHttp hands the tracker, refilled for each record. */
   readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, meta: NO_ENDPOINT };
   /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
-  readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
+  readonly #connectionKeys = new Map<number, { pid: number; high: number; key: string }>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
   readonly #tlsEndpoints = new Map<string, EndpointMeta>();
   readonly #budget: PerSecondBudget;
@@ -210,12 +210,15 @@ export class NetworkCollector implements Component {
   }
 
   /** The exchange tracker's key of a socket's connection in a process: `pid:sk`, made once per connection. */
-  #connectionKey(pid: number, sk: bigint): string {
-    const known = this.#connectionKeys.get(sk);
-    if (known !== undefined && known.pid === pid) return known.key;
+  #connectionKey(e: HttpEvent): string {
+    const high = e.skHigh;
+    /* The low 53 bits of the address: the map's key; the high word tells apart the rest. */
+    const id = e.skLow + (high & 0x1f_ffff) * 2 ** 32;
+    const known = this.#connectionKeys.get(id);
+    if (known !== undefined && known.pid === e.pid && known.high === high) return known.key;
     if (this.#connectionKeys.size >= MAX_HTTP_CONNECTIONS * 2) this.#connectionKeys.clear();
-    const key = `${pid}:${sk}`;
-    this.#connectionKeys.set(sk, { pid, key });
+    const key = `${e.pid}:${e.sk}`;
+    this.#connectionKeys.set(id, { pid: e.pid, high, key });
     return key;
   }
 
@@ -223,7 +226,7 @@ export class NetworkCollector implements Component {
     if (e.pid === this.#selfPid) return;
     /* One call object for every record (the tracker keeps what it needs of it, never the object). */
     const call = this.#call;
-    call.connection = this.#connectionKey(e.pid, e.sk);
+    call.connection = this.#connectionKey(e);
     call.io = e.io;
     call.timestampNs = e.timestampNs;
     call.streamOffset = e.streamOffset;
@@ -285,7 +288,7 @@ export class NetworkCollector implements Component {
    * (the maps count HTTP/1.x only), and every exchange when RED is counted in user space (userRedCounted).
    */
   #redFromUser(x: HttpExchange<EndpointMeta>): void {
-    const durationNs = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n);
+    const durationNs = Math.max(0, Number(x.endNs - x.startNs));
     const m = x.meta;
     /* One key object refilled for every exchange (the aggregator copies what it keeps). */
     const k = this.#redKey;

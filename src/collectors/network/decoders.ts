@@ -78,6 +78,9 @@ export interface HttpEvent extends CapturedCall {
   readonly type: "http";
   timestampNs: bigint;
   sk: bigint;
+  /** sk's low and high 32-bit words (a key without a BigInt). */
+  skLow: number;
+  skHigh: number;
   streamOffset: number;
   cgroupId: bigint;
   pid: number;
@@ -186,7 +189,8 @@ function commOf(w0: number, w1: number, w2: number, w3: number): string {
 class HttpEventRecord implements HttpEvent {
   readonly type = "http";
   readonly timestampNs: bigint;
-  readonly sk: bigint;
+  readonly skLow: number;
+  readonly skHigh: number;
   readonly streamOffset: number;
   readonly pid: number;
   readonly tid: number;
@@ -219,7 +223,8 @@ class HttpEventRecord implements HttpEvent {
   /** The record at `offset` of `view` (`bytes`: the same memory as bytes), with `captured` bytes of data (copied when `copy`). */
   constructor(view: DataView, offset: number, bytes: Uint8Array, captured: number, copy: boolean) {
     this.timestampNs = view.getBigUint64(offset + HTTP.timestampNs, true);
-    this.sk = view.getBigUint64(offset + HTTP.sk, true);
+    this.skLow = view.getUint32(offset + HTTP.sk, true);
+    this.skHigh = view.getUint32(offset + HTTP.sk + 4, true);
     this.streamOffset = view.getUint32(offset + HTTP.streamOffset, true) + view.getUint32(offset + HTTP.streamOffset + 4, true) * 2 ** 32;
     this.#cgroupLow = view.getUint32(offset + HTTP.cgroupId, true);
     this.#cgroupHigh = view.getUint32(offset + HTTP.cgroupId + 4, true);
@@ -242,6 +247,11 @@ class HttpEventRecord implements HttpEvent {
     this.#comm2 = view.getUint32(offset + HTTP.comm + 8, true);
     this.#comm3 = view.getUint32(offset + HTTP.comm + 12, true);
     this.data = copy ? bytes.slice(at + HTTP.data, at + HTTP.data + captured) : bytes.subarray(at + HTTP.data, at + HTTP.data + captured);
+  }
+
+  /** Made only when asked for (the component keys connections by skLow and skHigh). */
+  get sk(): bigint {
+    return (BigInt(this.skHigh) << 32n) | BigInt(this.skLow);
   }
 
   get cgroupId(): bigint {

@@ -349,6 +349,9 @@ export class H2Connection<M> {
   #lastRequest: HttpRequestHead | undefined;
   #lastContentType: string | undefined;
   #lastGrpc = false;
+  /** The last :status text seen and its number. */
+  #lastStatusText: string | undefined;
+  #lastStatus = 0;
 
   constructor(private readonly counters: H2Counters) {
     const sink: H2Sink<bigint> = {
@@ -410,7 +413,11 @@ export class H2Connection<M> {
     if (s.requestIo === io) return; /* request trailers */
     const status = f[F_STATUS];
     if (status !== undefined && s.status === undefined) {
-      const n = Number(status);
+      if (status !== this.#lastStatusText) {
+        this.#lastStatusText = status;
+        this.#lastStatus = Number(status);
+      }
+      const n = this.#lastStatus;
       if (n >= 100 && n < 200) return; /* interim responses */
       s.status = n;
     }

@@ -51,6 +51,12 @@ describe("network record decoders", () => {
     expect(spec.ringBuffers.find((r) => r.map === "http_events")?.decode).toBe(decodeHttpEventInPlace);
   });
 
+  test("http_event: the socket address as its two words and as a BigInt", () => {
+    const v = httpRecord({ ts: 1n, sk: 0xffff888812345678n, off: 0, pid: 7, len: 1, io: 0, sport: 1, dport: 2, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 1], comm: "x", data: "x" });
+    const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+    expect([e.skLow, e.skHigh, e.sk]).toEqual([0x12345678, 0xffff8888, 0xffff888812345678n]);
+  });
+
   test("http_event: IPv6 and IPv4-mapped addresses, a 16-byte task name, records at an offset of a shared buffer (copied)", () => {
     const a = httpRecord({ ts: 1n, sk: 1n, off: 0, pid: 7, len: 5, io: 0, sport: 443, dport: 50000, family: 10, saddr: mapped([10, 0, 0, 1]), daddr: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], comm: "sixteen-chars-xx", data: "GET /" });
     const b = httpRecord({ ts: 2n, sk: 2n, off: 5, pid: 8, len: 3, io: 1, sport: 80, dport: 1, family: 2, saddr: [192, 168, 1, 254], daddr: [255, 0, 128, 1], comm: "b", data: "xyz" });
