@@ -22,7 +22,7 @@ import { report } from "./lib/report";
 import { attachedPrograms, metricSum, programMapSums, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { NetworkStat } from "../src/collectors/network/spec";
 import { median } from "./lib/stats";
-import { NETWORK_PROGRAMS, NICE, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
+import { NETWORK_PROGRAMS, NICE, NODE_H2C_SERVER, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
@@ -34,15 +34,6 @@ const CLIENTS = argNumber("clients", 4);
 const STREAMS = argNumber("streams", 10);
 const SPANS_PER_SECOND = 250;
 
-const SERVER = `
-const http2 = require("node:http2");
-const s = http2.createServer();
-s.on("stream", (stream, headers) => {
-  stream.respond({ ":status": 200, "content-type": "text/plain" });
-  stream.end("hello " + headers[":path"]);
-});
-s.listen(0, "127.0.0.1", () => console.log(s.address().port));
-`;
 
 interface State {
   name: string;
@@ -95,7 +86,7 @@ async function enter(agent: BenchAgent, otlp: string, state: State): Promise<voi
 }
 
 const receiver = await startReceiver();
-const server = await startPortServer(["node", "-e", SERVER]);
+const server = await startPortServer(["node", "-e", NODE_H2C_SERVER]);
 let agent: BenchAgent | undefined;
 try {
   const url = `http://127.0.0.1:${server.port}/bench`;

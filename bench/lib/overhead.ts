@@ -40,6 +40,17 @@ export function ratioRows(ratios: number[], name: string, suffix = "", withTarge
   ];
 }
 
+/** A Node http2 h2c server (for `node -e`) answering every stream 200 "hello <path>"; prints its port first. */
+export const NODE_H2C_SERVER = `
+const http2 = require("node:http2");
+const s = http2.createServer();
+s.on("stream", (stream, headers) => {
+  stream.respond({ ":status": 200, "content-type": "text/plain" });
+  stream.end("hello " + headers[":path"]);
+});
+s.listen(0, "127.0.0.1", () => console.log(s.address().port));
+`;
+
 /** A server the benchmark loads: its pid and the port it printed. */
 export interface PortServer {
   pid: number;

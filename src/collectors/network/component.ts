@@ -28,11 +28,11 @@ import { RpcMetrics } from "./http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
 import { RedAggregator, addressClass } from "./http/red";
 import { RouteTemplater } from "./http/routes";
-import { RedMaps, Role, redMethod } from "./red-maps";
+import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
-import { ConnKind, HttpEventFlag, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
+import { ConnKind, HttpEventFlag, releaseData, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
@@ -76,7 +76,7 @@ export class NetworkCollector implements Component {
   /** The call #onHttp hands the tracker, refilled for each record. */
   readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, meta: NO_ENDPOINT };
   /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
-  readonly #connectionKeys = new Map<bigint, { pid: number; key: string }>();
+  readonly #connectionKeys = new Map<number, { pid: number; high: number; key: string }>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
   readonly #tlsEndpoints = new Map<string, EndpointMeta>();
   readonly #budget: PerSecondBudget;
@@ -102,6 +102,11 @@ export class NetworkCollector implements Component {
   #red: RedAggregator;
   /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
   #rateDropsPending = 0;
+  /** The key #redFromUser refills for each exchange. */
+  readonly #redKey: Omit<RedKey, "pathHash"> = { pid: 0, role: Role.SERVER, method: "", status: 0, peer: "", peerPort: 0, scheme: undefined };
+  /** The client address #serverPeer saw last and its answer. */
+  #lastClientAddress = "";
+  #lastServerPeer = "";
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
 
@@ -205,12 +210,15 @@ export class NetworkCollector implements Component {
   }
 
   /** The exchange tracker's key of a socket's connection in a process: `pid:sk`, made once per connection. */
-  #connectionKey(pid: number, sk: bigint): string {
-    const known = this.#connectionKeys.get(sk);
-    if (known !== undefined && known.pid === pid) return known.key;
+  #connectionKey(e: HttpEvent): string {
+    const high = e.skHigh;
+    /* The low 53 bits of the address: the map's key; the high word tells apart the rest. */
+    const id = e.skLow + (high & 0x1f_ffff) * 2 ** 32;
+    const known = this.#connectionKeys.get(id);
+    if (known !== undefined && known.pid === e.pid && known.high === high) return known.key;
     if (this.#connectionKeys.size >= MAX_HTTP_CONNECTIONS * 2) this.#connectionKeys.clear();
-    const key = `${pid}:${sk}`;
-    this.#connectionKeys.set(sk, { pid, key });
+    const key = `${e.pid}:${e.sk}`;
+    this.#connectionKeys.set(id, { pid: e.pid, high, key });
     return key;
   }
 
@@ -218,7 +226,7 @@ export class NetworkCollector implements Component {
     if (e.pid === this.#selfPid) return;
     /* One call object for every record (the tracker keeps what it needs of it, never the object). */
     const call = this.#call;
-    call.connection = this.#connectionKey(e.pid, e.sk);
+    call.connection = this.#connectionKey(e);
     call.io = e.io;
     call.timestampNs = e.timestampNs;
     call.streamOffset = e.streamOffset;
@@ -228,9 +236,15 @@ export class NetworkCollector implements Component {
     /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
     call.meta = e;
     const nowMs = performance.now();
-    const done = this.#http.push(call, nowMs);
-    call.data = NO_BYTES;
-    call.meta = NO_ENDPOINT;
+    let done;
+    try {
+      done = this.#http.push(call, nowMs);
+    } finally {
+      call.data = NO_BYTES;
+      call.meta = NO_ENDPOINT;
+      /* The bytes may be the ring's own (decodeHttpEventInPlace): the record may live on as an endpoint, they may not. */
+      releaseData(e);
+    }
     this.#offerExchanges(done, nowMs);
   }
 
@@ -274,12 +288,34 @@ export class NetworkCollector implements Component {
    * (the maps count HTTP/1.x only), and every exchange when RED is counted in user space (userRedCounted).
    */
   #redFromUser(x: HttpExchange<EndpointMeta>): void {
-    const method = redMethod(x.request.method);
-    const durationNs = Number(x.endNs > x.startNs ? x.endNs - x.startNs : 0n);
+    const durationNs = Math.max(0, Number(x.endNs - x.startNs));
     const m = x.meta;
-    const scheme = m.tls ? ({ scheme: "https" } as const) : {};
-    if (x.role === "server") this.#red.addExchange({ pid: m.pid, role: Role.SERVER, method, status: x.response.status, peer: addressClass(m.remoteAddress) === "public" ? "" : m.remoteAddress, peerPort: m.localPort, ...scheme }, x.request.path, durationNs);
-    else this.#red.addExchange({ pid: m.pid, role: Role.CLIENT, method, status: x.response.status, peer: m.remoteAddress, peerPort: m.remotePort, ...scheme }, undefined, durationNs);
+    /* One key object refilled for every exchange (the aggregator copies what it keeps). */
+    const k = this.#redKey;
+    k.pid = m.pid;
+    k.method = redMethod(x.request.method);
+    k.status = x.response.status;
+    k.scheme = m.tls ? "https" : undefined;
+    if (x.role === "server") {
+      k.role = Role.SERVER;
+      k.peer = this.#serverPeer(m.remoteAddress);
+      k.peerPort = m.localPort;
+      this.#red.addExchange(k, x.request.path, durationNs);
+    } else {
+      k.role = Role.CLIENT;
+      k.peer = m.remoteAddress;
+      k.peerPort = m.remotePort;
+      this.#red.addExchange(k, undefined, durationNs);
+    }
+  }
+
+  /** A server's RED peer: the client's address when loopback or private, else "" (the last address's answer kept). */
+  #serverPeer(address: string): string {
+    if (address !== this.#lastClientAddress) {
+      this.#lastClientAddress = address;
+      this.#lastServerPeer = addressClass(address) === "public" ? "" : address;
+    }
+    return this.#lastServerPeer;
   }
 
   /**

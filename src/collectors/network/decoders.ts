@@ -78,6 +78,9 @@ export interface HttpEvent extends CapturedCall {
   readonly type: "http";
   timestampNs: bigint;
   sk: bigint;
+  /** sk's low and high 32-bit words (a key without a BigInt). */
+  skLow: number;
+  skHigh: number;
   streamOffset: number;
   cgroupId: bigint;
   pid: number;
@@ -186,7 +189,8 @@ function commOf(w0: number, w1: number, w2: number, w3: number): string {
 class HttpEventRecord implements HttpEvent {
   readonly type = "http";
   readonly timestampNs: bigint;
-  readonly sk: bigint;
+  readonly skLow: number;
+  readonly skHigh: number;
   readonly streamOffset: number;
   readonly pid: number;
   readonly tid: number;
@@ -196,7 +200,8 @@ class HttpEventRecord implements HttpEvent {
   readonly localPort: number;
   readonly remotePort: number;
   readonly family: number;
-  readonly data: Uint8Array;
+  /** The captured bytes: a copy (decodeHttpEvent), or the record's own bytes (decodeHttpEventInPlace). */
+  data: Uint8Array;
   readonly flags: number;
   #localAddress: string | undefined;
   #remoteAddress: string | undefined;
@@ -215,10 +220,11 @@ class HttpEventRecord implements HttpEvent {
   readonly #comm2: number;
   readonly #comm3: number;
 
-  /** The record at `offset` of `view` (`bytes`: the same memory as bytes), with `captured` bytes of data. */
-  constructor(view: DataView, offset: number, bytes: Uint8Array, captured: number) {
+  /** The record at `offset` of `view` (`bytes`: the same memory as bytes), with `captured` bytes of data (copied when `copy`). */
+  constructor(view: DataView, offset: number, bytes: Uint8Array, captured: number, copy: boolean) {
     this.timestampNs = view.getBigUint64(offset + HTTP.timestampNs, true);
-    this.sk = view.getBigUint64(offset + HTTP.sk, true);
+    this.skLow = view.getUint32(offset + HTTP.sk, true);
+    this.skHigh = view.getUint32(offset + HTTP.sk + 4, true);
     this.streamOffset = view.getUint32(offset + HTTP.streamOffset, true) + view.getUint32(offset + HTTP.streamOffset + 4, true) * 2 ** 32;
     this.#cgroupLow = view.getUint32(offset + HTTP.cgroupId, true);
     this.#cgroupHigh = view.getUint32(offset + HTTP.cgroupId + 4, true);
@@ -240,7 +246,12 @@ class HttpEventRecord implements HttpEvent {
     this.#comm1 = view.getUint32(offset + HTTP.comm + 4, true);
     this.#comm2 = view.getUint32(offset + HTTP.comm + 8, true);
     this.#comm3 = view.getUint32(offset + HTTP.comm + 12, true);
-    this.data = bytes.slice(at + HTTP.data, at + HTTP.data + captured);
+    this.data = copy ? bytes.slice(at + HTTP.data, at + HTTP.data + captured) : bytes.subarray(at + HTTP.data, at + HTTP.data + captured);
+  }
+
+  /** Made only when asked for (the component keys connections by skLow and skHigh). */
+  get sk(): bigint {
+    return (BigInt(this.skHigh) << 32n) | BigInt(this.skLow);
   }
 
   get cgroupId(): bigint {
@@ -276,13 +287,34 @@ function bytesOf(view: DataView): Uint8Array {
 
 /** Decodes an http_event; the result owns a copy of what it keeps (the ring buffer's view is only valid during the call). */
 export function decodeHttpEvent(view: DataView, offset: number, length: number): HttpEvent {
+  return new HttpEventRecord(view, offset, bytesOf(view), checkedCapture(view, offset, length), true);
+}
+
+/**
+ * Decodes an http_event whose `data` is the record's own bytes in the ring buffer, not a copy: valid only while the
+ * record is handled (the ring's pump hands each record to its handler during the walk, before the ring's consumer
+ * position moves past it). The network component's http_events decoder: it feeds the bytes to the HTTP parsers,
+ * which copy what they keep, then drops them from the record (releaseData).
+ */
+export function decodeHttpEventInPlace(view: DataView, offset: number, length: number): HttpEvent {
+  return new HttpEventRecord(view, offset, bytesOf(view), checkedCapture(view, offset, length), false);
+}
+
+/** Empties the data of a record decoded in place once it was handled (the record may live on as an exchange's endpoint). */
+export function releaseData(e: HttpEvent): void {
+  e.data = NO_DATA;
+}
+const NO_DATA = new Uint8Array(0);
+
+/** The captured byte count of the http_event at `offset`, checked against the record's length. */
+function checkedCapture(view: DataView, offset: number, length: number): number {
   if (length < HTTP_EVENT_HEADER_BYTES) throw new RangeError(`http_event: ${length} bytes, need ${HTTP_EVENT_HEADER_BYTES}`);
   const captured = view.getUint16(offset + HTTP.captured, true);
   if (captured > H2_CAPTURE_BYTES || HTTP_EVENT_HEADER_BYTES + captured > length) {
     throw new RangeError(`http_event: ${captured} captured bytes do not fit a ${length}-byte record`);
   }
-  return new HttpEventRecord(view, offset, bytesOf(view), captured);
+  return captured;
 }
 
 /** Size of the records each ring buffer carries, by map name, for the spec. */
-export const NETWORK_DECODERS = { conn_events: decodeConnEvent, http_events: decodeHttpEvent } as const;
+export const NETWORK_DECODERS = { conn_events: decodeConnEvent, http_events: decodeHttpEventInPlace } as const;

@@ -13,7 +13,7 @@
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
 import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_METHOD, F_PATH, F_SCHEME, F_STATUS, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
-import { pathOfTarget, type HttpExchange, type HttpRequestHead, type RpcInfo } from "./parser";
+import { pathOfTarget, type HttpExchange, type HttpRequestHead, type HttpResponseHead, type RpcInfo } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const FRAME_HEADER_BYTES = 9;
@@ -283,16 +283,43 @@ export class H2Direction<T> {
 /** An HTTP/2 stream that completed: request and response heads as for HTTP/1 (version "2"), `scheme`, gRPC details. */
 export type H2Exchange<M> = HttpExchange<M>;
 
-interface StreamState<M> {
-  /** The direction (Io) the request travelled. */
-  requestIo: 0 | 1;
-  request: HttpRequestHead;
-  scheme: string | undefined;
-  grpc: boolean;
-  startNs: bigint;
-  meta: M;
-  status: number | undefined;
-  grpcStatus: number | undefined;
+/**
+ * One open stream, which becomes its exchange when it completes (one object per stream: the exchange's fields are
+ * filled in at the end; the request head is shared with the connection's streams that sent the same one).
+ */
+class H2Stream<M> implements HttpExchange<M> {
+  role: "server" | "client";
+  response: HttpResponseHead = NO_RESPONSE;
+  endNs = 0n;
+  rpc: RpcInfo | undefined = undefined;
+  status: number | undefined = undefined;
+  grpcStatus: number | undefined = undefined;
+
+  constructor(
+    /** The direction (Io) the request travelled. */
+    readonly requestIo: 0 | 1,
+    readonly request: HttpRequestHead,
+    readonly scheme: string | undefined,
+    readonly grpc: boolean,
+    readonly startNs: bigint,
+    public meta: M,
+  ) {
+    this.role = requestIo === 0 ? "server" : "client";
+  }
+}
+
+/** The response head of a stream with `:status` `status` (undefined: none seen), shared by every stream that got it. */
+const NO_RESPONSE: HttpResponseHead = Object.freeze({ kind: "response", status: 0, version: "2", complete: false });
+const responseHeads = new Map<number, HttpResponseHead>();
+function responseHead(status: number | undefined): HttpResponseHead {
+  if (status === undefined) return NO_RESPONSE;
+  let h = responseHeads.get(status);
+  if (h === undefined) {
+    h = Object.freeze({ kind: "response", status, version: "2", complete: true });
+    /* Statuses are 3-digit numbers in practice; anything else is not remembered. */
+    if (Number.isInteger(status) && status >= 100 && status < 1000) responseHeads.set(status, h);
+  }
+  return h;
 }
 
 export interface H2Counters {
@@ -313,14 +340,18 @@ export function grpcNames(path: string): { service: string; method: string } | u
 /** Both directions of one HTTP/2 connection and its open streams. */
 export class H2Connection<M> {
   readonly directions: [H2Direction<bigint>, H2Direction<bigint>];
-  readonly #streams = new Map<number, StreamState<M>>();
+  readonly #streams = new Map<number, H2Stream<M>>();
   /* The call being fed: its direction, meta and where its completed exchanges go. */
   #io: 0 | 1 = 0;
   #meta: M | undefined;
   #done: Array<H2Exchange<M>> | undefined;
-  /** The last request target seen and its path (a client sends the same ones again and again). */
-  #lastTarget = "";
-  #lastPath: string | undefined = "";
+  /** The last request head made, and the last content-type seen with whether it is gRPC (a client sends the same ones again and again). */
+  #lastRequest: HttpRequestHead | undefined;
+  #lastContentType: string | undefined;
+  #lastGrpc = false;
+  /** The last :status text seen and its number. */
+  #lastStatusText: string | undefined;
+  #lastStatus = 0;
 
   constructor(private readonly counters: H2Counters) {
     const sink: H2Sink<bigint> = {
@@ -366,25 +397,27 @@ export class H2Connection<M> {
     if (!s) {
       const method = f[F_METHOD];
       if (method === undefined) return;
-      const target = f[F_PATH] ?? "";
       if (this.#streams.size >= MAX_OPEN_STREAMS) {
         const oldest = this.#streams.keys().next().value as number;
         this.#streams.delete(oldest);
         this.counters.unanswered++;
       }
-      if (target !== this.#lastTarget) {
-        this.#lastTarget = target;
-        this.#lastPath = pathOfTarget(target);
+      const contentType = f[F_CONTENT_TYPE];
+      if (contentType !== this.#lastContentType) {
+        this.#lastContentType = contentType;
+        this.#lastGrpc = (contentType ?? "").startsWith("application/grpc");
       }
-      const request: HttpRequestHead = { kind: "request", method, target, path: method === "CONNECT" ? undefined : this.#lastPath, version: "2", host: f[F_AUTHORITY], complete: true };
-      const grpc = (f[F_CONTENT_TYPE] ?? "").startsWith("application/grpc");
-      this.#streams.set(stream, { requestIo: io, request, scheme: f[F_SCHEME], grpc, startNs: at, meta: this.#meta as M, status: undefined, grpcStatus: undefined });
+      this.#streams.set(stream, new H2Stream<M>(io, this.#requestHead(method, f[F_PATH] ?? "", f[F_AUTHORITY]), f[F_SCHEME], this.#lastGrpc, at, this.#meta as M));
       return;
     }
     if (s.requestIo === io) return; /* request trailers */
     const status = f[F_STATUS];
     if (status !== undefined && s.status === undefined) {
-      const n = Number(status);
+      if (status !== this.#lastStatusText) {
+        this.#lastStatusText = status;
+        this.#lastStatus = Number(status);
+      }
+      const n = this.#lastStatus;
       if (n >= 100 && n < 200) return; /* interim responses */
       s.status = n;
     }
@@ -393,21 +426,25 @@ export class H2Connection<M> {
     if (endStream) this.#finish(stream, s, at);
   }
 
-  #finish(id: number, s: StreamState<M>, endNs: bigint): void {
+  /** The request head of `method`, `target` and `host`: the last one made when they are the same (a client repeats itself). */
+  #requestHead(method: string, target: string, host: string | undefined): HttpRequestHead {
+    const last = this.#lastRequest;
+    if (last !== undefined && last.method === method && last.target === target && last.host === host) return last;
+    const request: HttpRequestHead = Object.freeze({ kind: "request", method, target, path: method === "CONNECT" ? undefined : pathOfTarget(target), version: "2", host, complete: true });
+    this.#lastRequest = request;
+    return request;
+  }
+
+  #finish(id: number, s: H2Stream<M>, endNs: bigint): void {
     this.#streams.delete(id);
-    const role = s.requestIo === 0 ? "server" : "client";
-    const x: H2Exchange<M> = {
-      role,
-      request: s.request,
-      response: { kind: "response", status: s.status ?? 0, version: "2", complete: s.status !== undefined },
-      startNs: s.startNs,
-      endNs,
-      meta: role === "server" ? (this.#meta as M) : s.meta,
-      scheme: s.scheme,
-    };
-    const names = s.grpc ? grpcNames(s.request.path ?? "") : undefined;
-    if (names) x.rpc = { system: "grpc", service: names.service, method: names.method, statusCode: s.grpcStatus };
-    (this.#done ??= []).push(x);
+    s.response = responseHead(s.status);
+    s.endNs = endNs;
+    if (s.role === "server") s.meta = this.#meta as M;
+    if (s.grpc) {
+      const names = grpcNames(s.request.path ?? "");
+      if (names) s.rpc = { system: "grpc", service: names.service, method: names.method, statusCode: s.grpcStatus };
+    }
+    (this.#done ??= []).push(s);
   }
 
   /**
@@ -419,7 +456,7 @@ export class H2Connection<M> {
   upgraded(request: HttpRequestHead, requestIo: 0 | 1, startNs: bigint, meta: M, startAt: readonly [number, number]): void {
     this.directions[0].startAt(startAt[0]);
     this.directions[1].startAt(startAt[1]);
-    this.#streams.set(1, { requestIo, request: { ...request, version: "2" }, scheme: "http", grpc: false, startNs, meta, status: undefined, grpcStatus: undefined });
+    this.#streams.set(1, new H2Stream<M>(requestIo, { ...request, version: "2" }, "http", false, startNs, meta));
   }
 
   /** The kernel stopped forwarding the connection: both directions stop decoding, counted as stopped. */

@@ -2,7 +2,9 @@
  * HPACK (RFC 7541) header block decoding for the HTTP/2 parser, one decoder per connection direction. The
  * dynamic table is kept exact (entry sizes are decoded octets, as the encoder counts them), but strings are built
  * only for the header fields the agent reads (KEPT_NAMES): other names and values go through the table as their
- * decoded lengths, which a Huffman string yields without building it.
+ * decoded lengths, which a Huffman string yields without building it. A block of up to REPEAT_BLOCK_BYTES that
+ * changed nothing in the table is remembered: the same bytes next (a client's requests and a server's responses
+ * are mostly such blocks once their fields are in the table) give its fields again without decoding.
  *
  * Huffman decoding is a nibble-at-a-time state machine built once from hpack.js's code table (RFC 7541
  * Appendix B): 256 states (the inner nodes of the code tree) by 16 nibbles, each transition giving the next
@@ -156,6 +158,13 @@ const MAX_INTEGER = 2 ** 31 - 1;
 /** Encoded string literals of kept fields up to this size are remembered (one per field and direction). */
 const MAX_REMEMBERED_LITERAL = 256;
 
+/**
+ * A header block up to this size that left the dynamic table as it was is remembered (one per direction): the same
+ * bytes next give the same fields without decoding (a client's requests and a server's responses repeat themselves
+ * once their fields are in the table).
+ */
+const REPEAT_BLOCK_BYTES = 64;
+
 /** Scratch for decoded strings: a header block is at most `maxBlockBytes`, its Huffman strings at most 8/5 of that. */
 let scratch = new Uint8Array(1024);
 
@@ -175,6 +184,12 @@ export class HpackDecoder {
   readonly #lastSizes = new Int32Array(KEPT_NAMES.length);
   /** The table's size limit now (set by the encoder's size updates, up to `limit`). */
   maxSize: number;
+  /** Changes of the dynamic table (entries added or evicted, size updates). */
+  #changes = 0;
+  /** The last block decoded when it changed nothing in the table (#lastBlockLen -1: none), and its fields. */
+  readonly #lastBlock = new Uint8Array(REPEAT_BLOCK_BYTES);
+  #lastBlockLen = -1;
+  readonly #lastFields: HeaderFields = new Array(KEPT_NAMES.length);
 
   constructor(
     initialSize: number,
@@ -242,6 +257,7 @@ export class HpackDecoder {
   }
 
   #add(kept: number, value: string | undefined, nameSize: number, valueSize: number): void {
+    this.#changes++;
     const size = nameSize + valueSize + ENTRY_OVERHEAD;
     this.size += size;
     this.#evict();
@@ -265,6 +281,7 @@ export class HpackDecoder {
   #updateSize(size: number): void {
     if (size > this.limit) throw new HpackError(`table size update to ${size} over the bound of ${this.limit}`);
     this.maxSize = size;
+    this.#changes++;
     this.#evict();
   }
 
@@ -273,6 +290,23 @@ export class HpackDecoder {
    * Throws HpackError when the block does not decode (the table is then unusable).
    */
   decode(b: Uint8Array, from: number, to: number, out: HeaderFields): void {
+    const n = to - from;
+    if (n === this.#lastBlockLen && sameBytes(b, from, this.#lastBlock, n)) {
+      /* The block decoded last, which changed nothing: the same fields, the table as it is. */
+      for (let k = 0; k < KEPT_NAMES.length; k++) out[k] = this.#lastFields[k];
+      return;
+    }
+    this.#lastBlockLen = -1;
+    const changes = this.#changes;
+    this.#decode(b, from, to, out);
+    if (n <= REPEAT_BLOCK_BYTES && this.#changes === changes) {
+      for (let k = 0; k < n; k++) this.#lastBlock[k] = b[from + k]!;
+      for (let k = 0; k < KEPT_NAMES.length; k++) this.#lastFields[k] = out[k];
+      this.#lastBlockLen = n;
+    }
+  }
+
+  #decode(b: Uint8Array, from: number, to: number, out: HeaderFields): void {
     for (let k = 0; k < KEPT_NAMES.length; k++) out[k] = undefined;
     if (scratch.length < ((to - from) * 8) / 5 + 8) scratch = new Uint8Array(Math.ceil(((to - from) * 8) / 5) + 8);
     src = b;
@@ -366,6 +400,11 @@ function readString(want: boolean): number {
   if (huffman) return huffmanDecode(src, start, start + len, want ? scratch : undefined);
   if (want) for (let k = 0; k < len; k++) scratch[k] = src[start + k]!;
   return len;
+}
+
+function sameBytes(a: Uint8Array, from: number, b: Uint8Array, n: number): boolean {
+  for (let k = 0; k < n; k++) if (a[from + k] !== b[k]) return false;
+  return true;
 }
 
 function keptOfBytes(s: Uint8Array, n: number): number {

@@ -142,8 +142,8 @@ export class RedAggregator {
   readonly #counted = { server: 0, client: 0 };
   /** HTTP/2 exchanges summed per key, waiting to be added (addExchange). */
   #pending = new Map<string, RedEntry & { path?: string }>();
-  /** The pending entry the last exchange went to. */
-  #lastPending: (RedEntry & { path?: string }) | undefined;
+  /** The pending entry the last exchange of each role went to (by RoleValue: a host's traced clients and servers take turns). */
+  readonly #lastPending: Array<(RedEntry & { path?: string }) | undefined> = [undefined, undefined, undefined];
 
   constructor(private readonly o: RedOptions) {}
 
@@ -232,11 +232,12 @@ export class RedAggregator {
    * Adds one exchange that user space saw and the kernel's maps do not count (HTTP/2 streams): the same series
    * and service graph as kernel-counted ones, the server's path as parsed (templated like the others). Exchanges
    * are summed per key first and added as one batch before the next kernel batch, collect or `counted` (up to
-   * MAX_PENDING_KEYS keys wait), so that one exchange costs a key and a map lookup rather than a series lookup.
+   * MAX_PENDING_KEYS keys wait), so that one exchange costs a key and a map lookup rather than a series lookup, and
+   * one with the same key as the last of its role neither. `key` is not kept (a caller may refill one object).
    */
   addExchange(key: Omit<RedKey, "pathHash">, path: string | undefined, durationNs: number): void {
     const server = key.role === Role.SERVER;
-    const last = this.#lastPending;
+    const last = this.#lastPending[key.role];
     let p: (RedEntry & { path?: string }) | undefined;
     if (last && last.key.pid === key.pid && last.key.role === key.role && last.key.method === key.method && last.key.status === key.status && last.key.peer === key.peer && last.key.peerPort === key.peerPort && last.key.scheme === key.scheme && last.path === (server ? (path ?? "") : undefined)) {
       /* The same key as the exchange before (the common case under load): no key string. */
@@ -252,10 +253,12 @@ export class RedAggregator {
     let p = this.#pending.get(id);
     if (!p) {
       if (this.#pending.size >= MAX_PENDING_KEYS) this.#flushPending();
-      p = { key: { ...key, pathHash: 0n }, path: server ? (path ?? "") : undefined, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) };
+      const copy: RedKey = { pathHash: 0n, pid: key.pid, status: key.status, method: key.method, role: key.role, peer: key.peer, peerPort: key.peerPort };
+      if (key.scheme !== undefined) copy.scheme = key.scheme;
+      p = { key: copy, path: server ? (path ?? "") : undefined, count: 0, sumNs: 0, buckets: new Array<number>(this.o.boundsSeconds.length + 1).fill(0) };
       this.#pending.set(id, p);
     }
-    this.#lastPending = p;
+    this.#lastPending[key.role] = p;
     return p;
   }
 
@@ -269,7 +272,7 @@ export class RedAggregator {
     if (this.#pending.size === 0) return;
     const entries = [...this.#pending.values()];
     this.#pending = new Map();
-    this.#lastPending = undefined;
+    this.#lastPending.fill(undefined);
     this.#addEntries(entries);
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
-import { decodeConnEvent, decodeHttpEvent, ConnKind, Direction, HttpEventFlag } from "../../../../src/collectors/network/decoders";
+import { decodeConnEvent, decodeHttpEvent, decodeHttpEventInPlace, ConnKind, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag } from "../../../../src/collectors/network/decoders";
 import { fakeContext, recordingHost } from "../../../helpers/fakes/collectors";
 import { connRecord, httpRecord } from "./records";
 
@@ -82,6 +82,40 @@ agent:
       ["GET /items/{id}", "/items/{id}", "sig=REDACTED&x=REDACTED"],
       ["GET", undefined, "sig=REDACTED&x=1"],
     ]);
+  });
+
+  test("records decoded in place: the span comes from the bytes as they were handled, which the records let go of", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const records = [
+      [0, "GET /in-place HTTP/1.1\r\nHost: svc\r\n\r\n", 1_000n],
+      [1, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", 5_000n],
+    ] as const;
+    for (const [io, data, ts] of records) {
+      const v = httpRecord({ ts, sk: 5n, off: 0, pid: 42, len: data.length, io, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
+      const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+      c.handle(e);
+      expect(e.data.length).toBe(0);
+      /* The ring reuses the memory. */
+      new Uint8Array(v.buffer).fill(0x58, HTTP_EVENT_HEADER_BYTES);
+    }
+    await Promise.resolve();
+    expect(ctx.pipeline.accepted.traces.map((s) => [s.name, s.attributes!["url.path"], s.attributes!["http.response.status_code"]])).toEqual([["GET", "/in-place", 201]]);
+  });
+
+  test("sockets whose addresses differ in the high word only are different connections", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const low = 0x1234_5678n;
+    /* Bit 56 apart: the same low 53 bits. Requests on both, then both responses. */
+    const sks = [(0xffff_8888n << 32n) | low, (0xfeff_8888n << 32n) | low];
+    const calls = [[0, 0, "GET /a HTTP/1.1\r\n\r\n", 1_000n], [1, 0, "GET /b HTTP/1.1\r\n\r\n", 1_500n], [0, 1, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 2_000n], [1, 1, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", 2_500n]] as const;
+    for (const [which, io, data, ts] of calls) {
+      const v = httpRecord({ ts, sk: sks[which]!, off: 0, pid: 42, len: data.length, io, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
+      c.handle(decodeHttpEventInPlace(v, 0, v.byteLength));
+    }
+    await Promise.resolve();
+    expect(ctx.pipeline.accepted.traces.map((s) => [s.attributes!["url.path"], s.attributes!["http.response.status_code"]])).toEqual([["/a", 200], ["/b", 404]]);
   });
 
   test("a request head that does not parse is a span drop counted as http_unparsed; an unanswered request at close as http_unanswered", async () => {

@@ -115,6 +115,34 @@ describe("HPACK decoder", () => {
     for (const [why, bytes] of bad) expect(() => huffmanDecode(bytes, 0, bytes.length, undefined), why).toThrow(HpackError);
   });
 
+  test("a block repeated byte for byte: the same fields; a block that changed the table is decoded again", () => {
+    const decoder = new HpackDecoder(4096, 4096);
+    const decode = (bytes: Uint8Array, from = 0) => {
+      const fields: HeaderFields = ["stale", "stale", "stale", "stale", "stale", "stale", "stale"];
+      decoder.decode(bytes, from, bytes.length, fields);
+      return asRecord(fields);
+    };
+    const c31 = hex("828684410f7777772e6578616d706c652e636f6d");
+    const www = { ":method": "GET", ":scheme": "http", ":path": "/", ":authority": "www.example.com" };
+    /* C.3.1 adds an entry: the same bytes again add another. */
+    expect(decode(c31)).toEqual(www);
+    expect(decode(c31)).toEqual(www);
+    expect(decoder.entrySizes()).toEqual([57, 57]);
+    /* Indexed fields only (62: the newest entry): repeated, at another offset too, the table untouched. */
+    const indexed = hex("828684be");
+    expect(decode(indexed)).toEqual(www);
+    expect(decode(hex("00828684be"), 1)).toEqual(www);
+    expect(decode(indexed)).toEqual(www);
+    expect(decoder.entrySizes()).toEqual([57, 57]);
+    /* A new :authority entry (literal with indexing, name index 1): the same indexed block now reads it. */
+    expect(decode(hex("41056f74686572"))).toEqual({ ":authority": "other" });
+    expect(decode(indexed)).toEqual({ ...www, ":authority": "other" });
+    expect(decoder.entrySizes()).toEqual([47, 57, 57]);
+    /* A size update empties the table: the indexed block no longer decodes. */
+    expect(decode(hex("20"))).toEqual({});
+    expect(() => decode(indexed)).toThrow(HpackError);
+  });
+
   test("malformed blocks are HpackErrors: index 0, past the table, strings and integers past the block, size update over the bound", () => {
     const decoder = () => new HpackDecoder(4096, 4096);
     for (const b of [Uint8Array.of(0x80), Uint8Array.of(0xbf, 0x01), Uint8Array.of(0x04, 0x05, 0x61), Uint8Array.of(0xff), Uint8Array.of(0x3f, 0xe1, 0xff, 0x03), Uint8Array.of(0x04, 0x81, 0x18)]) {
