@@ -38,6 +38,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
 import { networkOf, type NetworkConfig } from "./config";
+import { KernelSpanDrops } from "./kernel-drops";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -84,9 +85,8 @@ export class NetworkCollector implements Component {
   #flushScheduled = false;
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
-  #sampledOutSeen = 0n;
-  /** stats[H2_STOPPED_LOST] as last read. */
-  #h2RingLostSeen = 0n;
+  /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
+  readonly #kernelDrops = new KernelSpanDrops(NetworkStat.HTTP_SAMPLED_OUT, NetworkStat.H2_STOPPED_LOST);
   #removeFlushSource: (() => void) | undefined;
   /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
   #closing: Array<{ key: string; atMs: number }> = [];
@@ -169,8 +169,7 @@ export class NetworkCollector implements Component {
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
-        this.#sampledOutSeen = 0n;
-        this.#h2RingLostSeen = 0n;
+        this.#kernelDrops.reset();
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
           try {
@@ -455,19 +454,7 @@ export class NetworkCollector implements Component {
     const stats = this.#set?.object.map("stats");
     if (!stats) return;
     try {
-      const sampledOut = stats.sumPerCpuU64(NetworkStat.HTTP_SAMPLED_OUT);
-      const delta = sampledOut - this.#sampledOutSeen;
-      this.#sampledOutSeen = sampledOut;
-      if (delta > 0n) {
-        this.counters.kernelSampledOut += Number(delta);
-        this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
-      }
-      /* An HTTP/2 connection whose record was lost in a full ring is no longer forwarded, and no record says so:
-       * both its directions count here, as user space counts the directions it finds undecodable. */
-      const ringLost = stats.sumPerCpuU64(NetworkStat.H2_STOPPED_LOST);
-      const lostDelta = ringLost - this.#h2RingLostSeen;
-      this.#h2RingLostSeen = ringLost;
-      if (lostDelta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * Number(lostDelta));
+      this.counters.kernelSampledOut += this.#kernelDrops.take(stats, this.#ctx.metrics.spans.dropped);
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
     }

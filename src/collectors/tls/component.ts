@@ -18,7 +18,7 @@ import type { Component, ComponentHost } from "../../lifecycle/component";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
-import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { KernelSpanDrops } from "../network/kernel-drops";
 import { configRedCounted, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
@@ -68,9 +68,8 @@ export class TlsCollector implements Component {
   readonly #selfPid: number;
   #set: LoadedSet<TlsEvent> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
-  #sampledOutSeen = 0n;
-  /** stats[H2_STOPPED_LOST] as last read. */
-  #h2LostSeen = 0n;
+  /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
+  readonly #kernelDrops = new KernelSpanDrops(TlsStat.SAMPLED_OUT, TlsStat.H2_STOPPED_LOST);
   /** Pids written to the kernel's tls_tgids. */
   readonly #tgids = new Set<number>();
 
@@ -106,14 +105,7 @@ export class TlsCollector implements Component {
     const stats = this.#set?.object.map("tls_stats");
     if (!stats) return;
     try {
-      const sampledOut = stats.sumPerCpuU64(TlsStat.SAMPLED_OUT);
-      const delta = sampledOut - this.#sampledOutSeen;
-      this.#sampledOutSeen = sampledOut;
-      if (delta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, Number(delta));
-      const h2Lost = stats.sumPerCpuU64(TlsStat.H2_STOPPED_LOST);
-      const lostDelta = h2Lost - this.#h2LostSeen;
-      this.#h2LostSeen = h2Lost;
-      if (lostDelta > 0n) this.#ctx.metrics.spans.dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * Number(lostDelta));
+      this.#kernelDrops.take(stats, this.#ctx.metrics.spans.dropped);
     } catch (e) {
       this.#host?.logger.warn("reading tls stats failed", { error: (e as Error).message });
     }
@@ -126,8 +118,7 @@ export class TlsCollector implements Component {
 
   #attached(set: LoadedSet<TlsEvent>): void {
     this.#set = set;
-    this.#sampledOutSeen = 0n;
-    this.#h2LostSeen = 0n;
+    this.#kernelDrops.reset();
     this.#statsTimer = setInterval(() => this.#pollStats(), STATS_POLL_MS);
     this.#statsTimer.unref?.();
     const programs = new Map(set.programs.map((p) => [p.name, p]));

@@ -27,8 +27,6 @@ const manual = (name: string, kind: "uprobe" | "uretprobe", func: string): Progr
 export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1, H2_STOPPED_LOST: 2, H2_STOPPED: 3, RING_BUSY: 4 } as const;
 
 const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
-/** h2_records_per_second's default in the C program (agent.ebpf.network.http2_records_per_second's). */
-const H2_RECORDS_PER_SECOND_DEFAULT = 50_000;
 
 /**
  * `redCounted`: HTTP/1.x exchanges count in the RED maps shared with the network set (its redCounted).
@@ -36,7 +34,7 @@ const H2_RECORDS_PER_SECOND_DEFAULT = 50_000;
  * kernel BTF it is kept in a hash by thread id, and the socket programs (tp_btf) are left out: spans then carry no
  * addresses and an unanswered close is not counted.
  */
-export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; h2RecordsPerSecond?: number; redCounted?: boolean; kernelBtf?: boolean }): ProgramSetSpec<TlsEvent> {
+export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; h2RecordsPerSecond: number; redCounted?: boolean; kernelBtf?: boolean }): ProgramSetSpec<TlsEvent> {
   const btf = o.kernelBtf ?? existsSync(VMLINUX_BTF);
   return {
     name: "tls",
@@ -53,7 +51,7 @@ export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; h2R
         : []),
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
-    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, h2_records_per_second: o.h2RecordsPerSecond ?? H2_RECORDS_PER_SECOND_DEFAULT, red_enabled: o.redCounted ? 1 : 0, task_storage: btf ? 1 : 0 },
+    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, h2_records_per_second: o.h2RecordsPerSecond, red_enabled: o.redCounted ? 1 : 0, task_storage: btf ? 1 : 0 },
     ...(btf ? { mapSizes: { active_by_tid: 1 } } : { mapsLeftOut: ["active"] }),
     sharedMaps: EXCHANGE_SHARED_MAPS,
   };

@@ -28,11 +28,11 @@ afterAll(() => cert && rmSync(cert.dir, { recursive: true, force: true }));
 
 describe.skipIf(!isRoot || missing.length > 0)("tls set without kernel BTF", () => {
   test("program choice: no socket programs, the task storage map left out, the calls' hash sized", () => {
-    const spec = tlsSetSpec({ selfPid: 1, exchangesPerSecond: 10, kernelBtf: false });
+    const spec = tlsSetSpec({ selfPid: 1, exchangesPerSecond: 10, h2RecordsPerSecond: 50_000, kernelBtf: false });
     expect(spec.programs.some((p) => p.attach.kind === "tp_btf")).toBe(false);
     expect(spec.mapsLeftOut).toEqual(["active"]);
     expect(spec.constants?.task_storage).toBe(0);
-    const withBtf = tlsSetSpec({ selfPid: 1, exchangesPerSecond: 10, kernelBtf: true });
+    const withBtf = tlsSetSpec({ selfPid: 1, exchangesPerSecond: 10, h2RecordsPerSecond: 50_000, kernelBtf: true });
     expect(withBtf.programs.filter((p) => p.attach.kind === "tp_btf").map((p) => p.name)).toEqual(["tls_send_length", "tls_recv_length", "tls_sock_close"]);
     expect(withBtf.mapSizes).toEqual({ active_by_tid: 1 });
     expect(withBtf.constants?.task_storage).toBe(1);
@@ -40,7 +40,7 @@ describe.skipIf(!isRoot || missing.length > 0)("tls set without kernel BTF", () 
 
   test("loads, and curl's request and Python's answer arrive as plaintext tls_events", async () => {
     const runtime = await openBpfRuntime(process.env);
-    const spec = tlsSetSpec({ selfPid: 1, exchangesPerSecond: 1_000_000_000, kernelBtf: false });
+    const spec = tlsSetSpec({ selfPid: 1, exchangesPerSecond: 1_000_000_000, h2RecordsPerSecond: 50_000, kernelBtf: false });
     const out = await loadProgramSet(spec, { runtime, probes: new FeatureProbes(runtime), objectBytes: embeddedObject, ringbufSizeBytes: 1 << 20, useRingbuf: true });
     if (!out.ok) throw out.error;
     const links: BpfLinkApi[] = [];
