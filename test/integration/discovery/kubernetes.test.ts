@@ -192,6 +192,8 @@ describe("kubernetes discovery against our API server", () => {
   });
 
   test("token rotation: the new token file is read and used for the next requests", async () => {
+    // Both loops watching: no request sent with the old token is still on its way to the server.
+    await until("pods and services watched", () => api.openWatches("pods") === 1 && api.openWatches("services") === 1 && h.view().kubernetes.connected).catch(explain);
     const from = api.requests.length;
     writeToken(saDir, "token-2");
     api.rotateToken("token-2");
