@@ -10,6 +10,10 @@
  * per metric and kept, a label set's text once per label object, and integers are written digit by digit. Building
  * the answer as a JavaScript string instead (hundreds of pieces) made flattening it into the response body cost
  * as much as the formatting. Metric types it does not know (summaries) go through `get()`.
+ *
+ * Most samples do not change between two scrapes (the catalogue's series at 0, histograms between exports): the
+ * bytes each sample wrote are kept with the values they show, and a sample whose values are the same at the next
+ * scrape is copied in one piece instead of written line by line (a histogram sample is 10-20 lines).
  */
 import type { Registry } from "prom-client";
 
@@ -77,6 +81,20 @@ interface Preformatted {
 }
 
 const preformatted = new WeakMap<StoredMetric, Preformatted>();
+
+/**
+ * The bytes a sample wrote at its last scrape in one format, with what they were written from: the metric's
+ * preformatted parts (a new object when its name or help changed) and the sample's values (a histogram's count
+ * and sum: no observation, no change of any bucket; prom-client replaces the sample objects on reset and remove).
+ */
+interface SampleBytes {
+  pre: Preformatted;
+  value: number;
+  sum: number;
+  bytes: Uint8Array;
+}
+const sampleBytesProm = new WeakMap<StoredSample, SampleBytes>();
+const sampleBytesOpenMetrics = new WeakMap<StoredSample, SampleBytes>();
 /** `k="v",k2="v2"` of a label object (prom-client keeps one object per label set while the set lives). */
 const labelText = new WeakMap<Labels, Uint8Array>();
 
@@ -220,26 +238,56 @@ function bucketLine(w: Writer, prefix: Uint8Array, pairs: Uint8Array | undefined
   w.byte(NEWLINE);
 }
 
-function histogramLines(w: Writer, m: StoredMetric, p: Preformatted): void {
+/**
+ * Copies the bytes sample `s` wrote at its last scrape in this format when `value` and `sum` (what they show) did
+ * not change since; false when it must be written.
+ */
+function copyKept(w: Writer, cache: WeakMap<StoredSample, SampleBytes>, s: StoredSample, p: Preformatted, value: number, sum: number): boolean {
+  const kept = cache.get(s);
+  if (kept === undefined || kept.pre !== p || kept.value !== value || kept.sum !== sum) return false;
+  w.bytes(kept.bytes);
+  return true;
+}
+
+/** Keeps what sample `s` wrote from `start` on, for the next scrape. */
+function keep(w: Writer, cache: WeakMap<StoredSample, SampleBytes>, s: StoredSample, p: Preformatted, value: number, sum: number, start: number): void {
+  cache.set(s, { pre: p, value, sum, bytes: w.buf.slice(start, w.n) });
+}
+
+function histogramSample(w: Writer, s: StoredSample, p: Preformatted, bounds: number[]): void {
+  const pairs = pairsOf(s.labels);
+  let acc = 0;
+  for (let i = 0; i < bounds.length; i++) {
+    acc += s.bucketValues[bounds[i]!]!;
+    bucketLine(w, p.buckets[i]!, pairs, acc);
+  }
+  bucketLine(w, p.bucketInf, pairs, s.count);
+  w.bytes(p.sum);
+  w.labels(pairs);
+  w.value(s.sum);
+  w.byte(NEWLINE);
+  w.bytes(p.count);
+  w.labels(pairs);
+  w.value(s.count);
+  w.byte(NEWLINE);
+}
+
+function histogramLines(w: Writer, m: StoredMetric, p: Preformatted, cache: WeakMap<StoredSample, SampleBytes>): void {
   const bounds = m.upperBounds!;
   for (const key in m.hashMap) {
     const s = m.hashMap[key]!;
-    const pairs = pairsOf(s.labels);
-    let acc = 0;
-    for (let i = 0; i < bounds.length; i++) {
-      acc += s.bucketValues[bounds[i]!]!;
-      bucketLine(w, p.buckets[i]!, pairs, acc);
-    }
-    bucketLine(w, p.bucketInf, pairs, s.count);
-    w.bytes(p.sum);
-    w.labels(pairs);
-    w.value(s.sum);
-    w.byte(NEWLINE);
-    w.bytes(p.count);
-    w.labels(pairs);
-    w.value(s.count);
-    w.byte(NEWLINE);
+    if (copyKept(w, cache, s, p, s.count, s.sum)) continue;
+    const start = w.n;
+    histogramSample(w, s, p, bounds);
+    keep(w, cache, s, p, s.count, s.sum, start);
   }
+}
+
+function valueLine(w: Writer, s: StoredSample, name: Uint8Array): void {
+  w.bytes(name);
+  w.labels(pairsOf(s.labels));
+  w.value(s.value);
+  w.byte(NEWLINE);
 }
 
 /** Any other metric type, from its `get()` result. */
@@ -267,6 +315,7 @@ export async function expositionBytes(registry: Registry, openMetrics: boolean):
   // The registry holds prom-client Counter/Gauge/Histogram objects; its types describe getMetricsAsArray() loosely.
   const metrics = registry.getMetricsAsArray() as unknown as StoredMetric[];
   const w = new Writer(lastSizeBytes + BUFFER_SLACK_BYTES);
+  const cache = openMetrics ? sampleBytesOpenMetrics : sampleBytesProm;
   for (let i = 0; i < metrics.length; i++) {
     const m = metrics[i]!;
     const known = m.type === "counter" || m.type === "gauge" || (m.type === "histogram" && m.upperBounds !== undefined);
@@ -279,15 +328,15 @@ export async function expositionBytes(registry: Registry, openMetrics: boolean):
     const p = preformat(m);
     w.bytes(openMetrics ? p.headerOpenMetrics : p.headerProm);
     if (!known) await genericLines(w, m, openMetrics);
-    else if (m.type === "histogram") histogramLines(w, m, p);
+    else if (m.type === "histogram") histogramLines(w, m, p, cache);
     else {
       const name = openMetrics ? p.sampleOpenMetrics : p.sampleProm;
       for (const key in m.hashMap) {
         const s = m.hashMap[key]!;
-        w.bytes(name);
-        w.labels(pairsOf(s.labels));
-        w.value(s.value);
-        w.byte(NEWLINE);
+        if (copyKept(w, cache, s, p, s.value, 0)) continue;
+        const start = w.n;
+        valueLine(w, s, name);
+        keep(w, cache, s, p, s.value, 0, start);
       }
     }
   }

@@ -83,6 +83,33 @@ describe("metric catalogue", () => {
     expect(await m.render()).toContain("svc_spans_dropped_total{reason=\"queue_full\"} 2");
   });
 
+  test("scrapes after values changed are again the ones prom-client writes: a sample's kept bytes serve only while its values stay", async () => {
+    const m = new AgentMetrics("svc", new TaskRegistry());
+    const stable = (t: string) => t.split("\n").filter((l) => !/process_|go_goroutines/.test(l));
+    const omOf = (t: string) => t.split("\n").filter((l) => /spans_dropped|export_latency|ebpf_map_entries/.test(l));
+    m.spans.dropped.inc({ reason: "queue_full" }, 2);
+    m.exportLatency.observe({ signal: "logs" }, 0.3);
+    m.ebpfMapEntries.set({ map: "a" }, 5);
+    for (let round = 0; round < 4; round++) {
+      expect(stable(await m.render())).toEqual(stable(await m.registry.metrics()));
+      const om = omOf(await m.render(true));
+      expect(om).toContain(`svc_spans_dropped_total{reason="queue_full"} ${2 + round}`);
+      expect(om).toContain(`svc_export_latency_seconds_count{signal="logs"} ${1 + round}`);
+      expect(om).toContain(`svc_ebpf_map_entries{map="a"} ${round === 0 ? 5 : round * 10}`);
+      // An unchanged scrape (every sample copied) is byte for byte the previous one.
+      expect(stable(await m.render())).toEqual(stable(await m.render()));
+      m.spans.dropped.inc({ reason: "queue_full" });
+      // The same count and a sum moved would not happen (one observation moves both); a new observation moves the buckets.
+      m.exportLatency.observe({ signal: "logs" }, round === 1 ? 5000 : 0.001);
+      m.ebpfMapEntries.set({ map: "a" }, (round + 1) * 10);
+    }
+    // A reset: new sample objects, nothing kept is reused for them.
+    m.exportLatency.reset();
+    m.spans.dropped.reset();
+    expect(stable(await m.render())).toEqual(stable(await m.registry.metrics()));
+    expect(await m.render()).not.toContain('svc_export_latency_seconds_count{signal="logs"}');
+  });
+
   test("renaming the namespace keeps the values", async () => {
     const m = new AgentMetrics("svc", new TaskRegistry());
     m.spans.collected.inc(7);
