@@ -264,4 +264,31 @@ describe("heads parsed from the bytes", () => {
     expect(requests).toBeGreaterThan(500);
     expect(responses).toBeGreaterThan(500);
   });
+
+  test("with the line feeds headEnd found: the same heads, and every line feed of the head listed", () => {
+    let seed = 0x2545f491;
+    const next = () => ((seed ^= seed << 13), (seed ^= seed >>> 17), (seed ^= seed << 5), seed >>> 0);
+    const pick = <T>(a: readonly T[]): T => a[next() % a.length]!;
+    const lineFeeds: number[] = [];
+    let heads = 0;
+    for (let n = 0; n < 5000; n++) {
+      let head = pick(STARTS);
+      const lines = pick([0, 1, 2, 3, 5]);
+      for (let l = 0; l < lines; l++) head += pick(ENDS) + (pick([0, 1, 2, 3, 4, 5, 6, 7]) === 0 ? "no colon here" : `${pick(NAMES)}:${pick(VALUES)}`);
+      head += pick(FINAL) + pick(["", "body", "GET / HTTP/1.1\r\n\r\n"]);
+      const from = pick([0, 3]);
+      const bytes = new Uint8Array(from + head.length);
+      bytes.set(Uint8Array.from(head, (c) => c.charCodeAt(0)), from);
+      lineFeeds.push(-1);
+      const j = headEnd(bytes, from, lineFeeds);
+      expect(j, JSON.stringify(head)).toBe(headEnd(bytes, from));
+      if (j < 0) continue;
+      const expected: number[] = [];
+      for (let i = from; i < j; i++) if (bytes[i] === 10) expected.push(i);
+      expect(lineFeeds, JSON.stringify(head)).toEqual(expected);
+      expect(parseHeadBytes(bytes, from, j, lineFeeds), JSON.stringify(head)).toEqual(parseHeadBytes(bytes, from, j));
+      heads++;
+    }
+    expect(heads).toBeGreaterThan(4000);
+  });
 });
