@@ -58,6 +58,8 @@ class ConnectionState<M> {
   readonly started: [Array<Started<M>>, Array<Started<M>>] = [[], []];
   /** When the connection last carried a call (caller's clock, ms). */
   lastSeenMs = 0;
+  /** Whether the tracker's #awaiting holds the connection (a response started and not ended). */
+  awaiting = false;
   readonly parsers: [HttpStreamParser<bigint>, HttpStreamParser<bigint>];
   /** Set once the connection is known to speak HTTP/2: the HTTP/1 parsers are then unused. */
   h2: H2Connection<M> | undefined;
@@ -207,8 +209,12 @@ export class ExchangeTracker<M = unknown> {
       if (x !== undefined) (done ??= []).push(ended(x, ends[i]!));
     }
     if (upgrade) done = this.#upgrade(conn, call, upgrade.req, upgrade.headEnd, done);
-    if (awaitsExchange(started)) this.#awaiting.add(key);
-    else if (!awaitsExchange(conn.started[1 - call.io]!)) this.#awaiting.delete(key);
+    const awaiting = awaitsExchange(started) || awaitsExchange(conn.started[1 - call.io]!);
+    if (awaiting !== conn.awaiting) {
+      conn.awaiting = awaiting;
+      if (awaiting) this.#awaiting.add(key);
+      else this.#awaiting.delete(key);
+    }
     return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
   }
 
@@ -243,7 +249,10 @@ export class ExchangeTracker<M = unknown> {
       const conn = this.#connections.get(key);
       if (conn && conn.lastSeenMs >= beforeMs) continue;
       this.#awaiting.delete(key);
-      if (conn) done.push(...finishOpen(conn));
+      if (conn) {
+        conn.awaiting = false;
+        done.push(...finishOpen(conn));
+      }
     }
     return done;
   }
