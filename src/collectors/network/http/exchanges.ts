@@ -211,7 +211,7 @@ export class ExchangeTracker<M = unknown> {
       /* endNs is set when the response ends. */
       started.push({ role, request: req.request, response: m.head, startNs: req.atNs, endNs: 0n, meta: role === "server" ? call.meta : req.meta });
     }
-    const ends = parser.takeEnds();
+    const ends = parser.ends;
     for (let i = 0; i < ends.length; i++) {
       const x = started.shift();
       if (x !== undefined) (done ??= []).push(ended(x, ends[i]!));

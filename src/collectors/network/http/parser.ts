@@ -471,9 +471,8 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
 /** The line feeds of the head being parsed (headEnd, parseHeadBytes), one array for every parser (one thread). */
 const LINE_FEEDS: number[] = [];
 
-/** What push and takeEnds return when a call started or ended nothing (most calls): shared, read-only. */
+/** What push returns when a call started nothing (most calls): shared, read-only. */
 const NO_MESSAGES: ReadonlyArray<ParsedMessage<never>> = Object.freeze([]);
-const NO_ENDS: readonly never[] = Object.freeze([]);
 
 /**
  * One direction of one connection. `push` is called in stream order with each captured call; it returns the
@@ -502,8 +501,8 @@ export class HttpStreamParser<T> {
   #open = false;
   /** Value of the previous call (the last one before the current). */
   #prevAt: T | undefined;
-  /** The ends found in the current call (undefined until one is). */
-  #ends: T[] | undefined;
+  /** The ends found in the current call (one array, emptied at each push). */
+  readonly #ends: T[] = [];
   /** Times the parser lost sync (a gap or malformed framing). */
   resyncs = 0;
 
@@ -522,12 +521,12 @@ export class HttpStreamParser<T> {
   /**
    * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
    * `captured` the first of them (captured.length <= length). Returns the messages that started in it (read-only);
-   * the ends found while feeding it are then in `takeEnds()`.
+   * the ends found while feeding it are then in `ends`.
    */
   push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
     this.#callOffset = offset;
     this.#messages = undefined;
-    this.#ends = undefined;
+    this.#ends.length = 0;
     if (this.#expected !== undefined && offset !== this.#expected) {
       if (offset > this.#expected) this.#gap(offset - this.#expected, this.#prevAt as T);
       else this.#loseSync();
@@ -552,11 +551,12 @@ export class HttpStreamParser<T> {
     return this.#messages ?? NO_MESSAGES;
   }
 
-  /** The values of the calls that carried the last byte of messages ended by the latest `push`, in order. */
-  takeEnds(): readonly T[] {
-    const ends = this.#ends ?? NO_ENDS;
-    this.#ends = undefined;
-    return ends;
+  /**
+   * The values of the calls that carried the last byte of messages ended by the latest `push`, in order: an array
+   * the next push empties and refills (read it before).
+   */
+  get ends(): readonly T[] {
+    return this.#ends;
   }
 
   /**
@@ -572,7 +572,7 @@ export class HttpStreamParser<T> {
   #end(at: T): void {
     if (!this.#open) return;
     this.#open = false;
-    (this.#ends ??= []).push(at);
+    this.#ends.push(at);
   }
 
   /** `n` bytes of the call `at` were not seen. */
