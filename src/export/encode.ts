@@ -7,7 +7,7 @@
 import type { Signal } from "./config";
 import type { LogRecordItem, MetricPointItem, ProfileItem, Scope, SpanItem } from "./model";
 import type { AttributeValue, Attributes } from "./types";
-import { ProtoWriter, WIRE } from "./wire";
+import { ProtoWriter, WIRE, allocate } from "./wire";
 
 /** Field numbers, by message (see proto/opentelemetry/proto). */
 export const F = {
@@ -348,7 +348,8 @@ export class ItemEncoder {
   #begin(signal: Signal): Arena {
     let arena = this.#arenas.get(signal);
     if (!arena || arena.buf.length - arena.used < ARENA_BYTES / 8) {
-      arena = { buf: new Uint8Array(ARENA_BYTES), used: 0 };
+      /* Not zero-filled: only bytes written are ever read. */
+      arena = { buf: allocate(ARENA_BYTES), used: 0 };
       this.#arenas.set(signal, arena);
     }
     this.#aw.attach(arena.buf, arena.used);
