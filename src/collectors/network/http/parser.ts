@@ -367,6 +367,29 @@ function originPath(b: Uint8Array, text: string, from: number, to: number): stri
   return text.slice(from, i);
 }
 
+/** Host and User-Agent values seen, direct-mapped by a hash of their bytes: the last value in each slot. */
+const HEADER_VALUE_SLOTS = 256;
+const headerValues: Array<string | undefined> = new Array<string | undefined>(HEADER_VALUE_SLOTS).fill(undefined);
+
+/**
+ * text.slice(from, to) (`text`: b decoded), as the string kept for the same bytes when there is one: a service sees
+ * few Host and User-Agent values, and a kept string is read (Map keys, encoding) without resolving a new substring.
+ */
+function headerValue(b: Uint8Array, from: number, to: number, text: string): string {
+  const n = to - from;
+  let h = n;
+  for (let i = from; i < to; i++) h = (Math.imul(h, 31) + b[i]!) | 0;
+  const slot = h & (HEADER_VALUE_SLOTS - 1);
+  const kept = headerValues[slot];
+  if (kept !== undefined && kept.length === n) {
+    let i = 0;
+    /* Bytes 0x80-0x9f decode to other characters: never equal here, the value is then sliced again (still right). */
+    while (i < n && kept.charCodeAt(i) === b[from + i]) i++;
+    if (i === n) return kept;
+  }
+  return (headerValues[slot] = text.slice(from, to));
+}
+
 /** lineFeeds[k] when it is before `end`, else `end`. */
 function nextLineFeed(lineFeeds: readonly number[], k: number, end: number): number {
   const p = k < lineFeeds.length ? lineFeeds[k]! : end;
@@ -457,8 +480,8 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
             }
           } else if (name === "transfer-encoding") chunked = listHasChunked(b, vs, ve);
           else if (name === "connection") close = includesClose(b, vs, ve);
-          else if (name === "host" && head.kind === "request") head.host = text!.slice(vs, ve);
-          else if (name === "user-agent" && head.kind === "request") head.userAgent = text!.slice(vs, ve);
+          else if (name === "host" && head.kind === "request") head.host = headerValue(b, vs, ve, text!);
+          else if (name === "user-agent" && head.kind === "request") head.userAgent = headerValue(b, vs, ve, text!);
           else if (name === "upgrade" && head.kind === "request") head.upgrade = text!.slice(vs, ve);
         }
       }
