@@ -7,3 +7,8 @@ declare module "*.so.1" {
   const path: string;
   export default path;
 }
+/** C source imported as text (`with { type: "text" }`): compiled at run time by bun:ffi's TinyCC. */
+declare module "*.c" {
+  const text: string;
+  export default text;
+}

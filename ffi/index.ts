@@ -11,6 +11,7 @@ export * from "./types";
 export { LibbpfError, LibbpfUnavailableError, QuietLoadError, errnoName } from "./errors";
 export { memlockLimit, mountFs, raiseMemlock } from "./system";
 export { LibbpfRingBufferReader, RingBufferReader } from "./ring-buffer";
+export { RingWaiter, type ReadinessWait } from "./ring-wait";
 export { parseLoadFailure } from "./object";
 
 let runtime: LibbpfRuntime | undefined;

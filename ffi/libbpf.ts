@@ -162,6 +162,12 @@ const LIBC_SYMBOLS = {
   memfd_create: { args: [P, u32], returns: i32 },
   /** int pthread_sigmask(int how, const sigset_t *set, sigset_t *oldset); the error number (0 on success). */
   pthread_sigmask: { args: [i32, P, P], returns: i32 },
+  /** int epoll_create1(int flags); -1+errno. */
+  epoll_create1: { args: [i32], returns: i32 },
+  /** int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event); -1+errno. */
+  epoll_ctl: { args: [i32, i32, i32, P], returns: i32 },
+  /** int eventfd(unsigned int initval, int flags); -1+errno. */
+  eventfd: { args: [u32, i32], returns: i32 },
 } as const;
 
 /** Dependencies of libbpf, loaded first when the embedded copy is used. */

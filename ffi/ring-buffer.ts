@@ -172,6 +172,7 @@ export class RingBufferReader extends RingConsumer implements RecordReader {
   readonly kind = "ringbuf" as const;
   readonly lostReported = 0;
   readonly name: string;
+  readonly pollFd: number;
   readonly #dataBytes: number;
   readonly #consumerAddr: number;
   readonly #producerAddr: number;
@@ -192,6 +193,7 @@ export class RingBufferReader extends RingConsumer implements RecordReader {
       sizeBytes,
     );
     this.name = name;
+    this.pollFd = mapFd;
     this.#dataBytes = sizeBytes;
     this.#consumerAddr = consumerAddr;
     this.#producerAddr = producerAddr;

@@ -42,6 +42,8 @@ export interface RecordReader extends Disposable {
   consumeDecoded<E>(decode: RecordDecoderFn<E>, sink: (event: E) => void, maxRecords: number, onError: (error: unknown) => void): number;
   /** Bytes written by producers and not read yet, when the transport can tell (ring buffers). */
   pendingBytes?(): number;
+  /** A file descriptor epoll reports readable while records wait (a ring buffer's map fd), when the transport has one. */
+  readonly pollFd?: number;
   /** Records the kernel reported lost (perf buffer lost samples); ring buffers count losses in a BPF map instead. */
   readonly lostReported: number;
   close(): void;

@@ -925,6 +925,9 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     }
   }
   fill_http_header(e, c, skp, io, moved, got, ts);
+  /* Read back from the record (memory the verifier does not follow): each way out of the loops above leaves `got`
+   * with a range of its own, and the verifier would walk the rest once per range. */
+  got = *(volatile __u16 *)&e->captured;
   /* A contiguous buffer's call continues in the records below (an iovec call goes out as one record: gathering
    * iovecs from an offset for each record makes the programs too large for the verifier). */
   if (!is_iov && moved > H2_CAPTURE_BYTES && got == H2_CAPTURE_BYTES)
@@ -975,9 +978,11 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
  */
 static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
+  __u64 len = moved;
+  __u64 iovp = buf;
   if (c->flags & FLAG_H2) {
     if (!c->upgrading || c->sampled != io + 1)
-      return emit_h2(c, skp, io, buf, is_iov, moved, now, ts);
+      goto h2;
     /* The request side's first call after a 101: the client preface, or the connection left HTTP. */
     int h2 = upgraded_to_h2(buf, is_iov);
     c->upgrading = 0;
@@ -990,10 +995,8 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
         red_count(r, 101, r->end_ns);
     }
     if (h2)
-      return emit_h2(c, skp, io, buf, is_iov, moved, now, ts);
+      goto h2;
   }
-  __u64 len = moved;
-  __u64 iovp = buf;
   if (is_iov) {
     /* The first iovec that holds bytes (leading empty ones move nothing): the message's start is there. */
     struct iovec iov = {};
@@ -1031,7 +1034,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (start == START_NONE && (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING) &&
       h2_opening(e->data, head)) {
     c->flags |= FLAG_H2;
-    return emit_h2(c, skp, io, iovp, is_iov, moved, now, ts);
+    goto h2;
   }
   __u8 fidx = io & 1;
   if (red && red_enabled) {
@@ -1064,7 +1067,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     /* 101 Switching Protocols answering a captured request: forwarded whole from here (conn.upgrading). */
     c->flags |= FLAG_H2;
     c->upgrading = 1;
-    return emit_h2(c, skp, io, iovp, is_iov, moved, now, ts);
+    goto h2;
   }
   if (start == START_REQUEST) {
     c->flags |= FLAG_HTTP;
@@ -1111,6 +1114,9 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   else
     count_stat(STAT_HTTP_EVENTS);
   return 0;
+h2:
+  /* The one call site of emit_h2 (each would be a copy of it for the verifier to walk). */
+  return emit_h2(c, skp, io, iovp, is_iov, moved, now, ts);
 }
 
 /* x86_64 syscall numbers whose buffer argument is read from the saved registers. */

@@ -142,10 +142,10 @@ __noinline __u32 head_end(__u64 buf, __u64 len)
   return 0;
 }
 
-/* The body size histogram's bucket of `x` bytes. */
-static __always_inline __u32 red_body_bucket(struct red_body_config_value *cfg, __u64 x)
+/* The body size histogram's bucket of `x` bytes (also stored in `slot`: red_bound_index). */
+static __always_inline __u32 red_body_bucket(struct red_body_config_value *cfg, __u64 x, __u8 *slot)
 {
-  return red_bound_index(cfg->bounds, cfg->nbounds, x);
+  return red_bound_index(cfg->bounds, cfg->nbounds, x, slot);
 }
 
 /* The body sizes of `k` in generation `gen`, created from zero when new; 0 when there is no room. */
@@ -180,12 +180,12 @@ static __always_inline void red_body_count(struct red_conn *r, struct red_body *
     return;
   if (b->req_off != 0 && req_total >= b->req_off) {
     __u64 bytes = req_total - b->req_off;
-    red_add(&v->req, red_body_bucket(cfg, bytes), bytes);
+    red_add(&v->req, red_body_bucket(cfg, bytes, &b->bucket), bytes);
   }
   if (resp_end == 0 || resp_total < resp_off + resp_end)
     return;
   __u64 bytes = resp_total - (resp_off + resp_end);
-  __u64 bucket = red_body_bucket(cfg, bytes);
+  __u64 bucket = red_body_bucket(cfg, bytes, &b->bucket);
   red_add(&v->resp, bucket, bytes);
   b->counted = 1;
   b->gen = r->gen;
@@ -207,8 +207,8 @@ static __always_inline void red_body_move(struct red_conn *r, struct red_body *b
   if (!v)
     return;
   __u64 bytes = b->resp_bytes + n;
-  __u64 bucket = red_body_bucket(cfg, bytes);
   __u64 old = b->bucket;
+  __u64 bucket = red_body_bucket(cfg, bytes, &b->bucket);
   if (bucket >= RED_BUCKETS || old >= RED_BUCKETS)
     return;
   v->resp.sum_ns += n;

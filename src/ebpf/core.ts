@@ -9,6 +9,7 @@ import type { BaseContext } from "../lifecycle/context";
 import type { Config } from "../config/schema";
 import { bytesOf } from "../config/units";
 import type { BpfMapApi, BpfRuntime, EntryCounter } from "../../ffi/types";
+import type { ReadinessWait } from "../../ffi/ring-wait";
 import { EBPF_STATUS, type EbpfSummary, type EbpfView } from "./status";
 import { checkEnvironment, type EnvironmentProbe, type EnvironmentReport } from "./environment";
 import { FeatureProbes } from "./features";
@@ -31,6 +32,8 @@ export interface EbpfDeps {
   openRuntime(env: Record<string, string | undefined>): Promise<BpfRuntime>;
   objectBytes(name: string): Promise<Uint8Array>;
   environment(): EnvironmentProbe;
+  /** The waiter the poll ticker hands the rings to once they are all empty (ffi/ring-wait.ts); without it the ticker polls on its timer alone. */
+  openRingWaiter?(): ReadinessWait;
 }
 
 export type Prepared =
@@ -54,7 +57,7 @@ interface MapView {
 export class EbpfCore {
   readonly processes: ProcessTable;
   /** One poll timer for the ring and perf buffers of every set (wakeups do not grow with the number of rings). */
-  readonly ticker = new PollTicker();
+  readonly ticker: PollTicker;
   readonly #ctx: BaseContext;
   readonly #deps: EbpfDeps;
   readonly #sets = new Map<string, SetRecord>();
@@ -79,6 +82,13 @@ export class EbpfCore {
     this.#ctx = ctx;
     this.#deps = deps;
     this.processes = processes;
+    const openRingWaiter = deps.openRingWaiter;
+    this.ticker = new PollTicker(
+      openRingWaiter && {
+        open: () => openRingWaiter(),
+        onUnavailable: (reason) => ctx.logger.warn("ring buffers are polled on a timer only: no waiting for records", { reason }),
+      },
+    );
     ctx.memory?.subscribe(() => {
       for (const [set, rec] of this.#sets) this.#applyGate(set, rec);
     });

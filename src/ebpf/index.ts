@@ -32,6 +32,10 @@ export const NATIVE_DEPS: EbpfDeps = {
     const ffi = require("../../ffi") as typeof import("../../ffi");
     return systemProbe({ mountFs: ffi.mountFs, memlockLimit: ffi.memlockLimit, raiseMemlock: ffi.raiseMemlock });
   },
+  openRingWaiter() {
+    const ffi = require("../../ffi") as typeof import("../../ffi");
+    return new ffi.RingWaiter();
+  },
 };
 
 /** The eBPF components: the `process` set (default). */

@@ -147,11 +147,9 @@ export class ElfFile implements Disposable {
     return undefined;
   }
 
-  /** Function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of .symtab and .dynsym, by virtual address; names stay bytes until looked up. */
-  symbols(): SymbolTable {
+  /** The symbol sections (.symtab, .dynsym) read with their string tables. */
+  #symbolTables(): Array<{ syms: DataView; size: number; strs: Uint8Array }> {
     const tables: Array<{ syms: DataView; size: number; strs: Uint8Array }> = [];
-    let max = 0;
-    let textBytes = 0;
     for (const s of this.#sections) {
       if (s.type !== SHT_SYMTAB && s.type !== SHT_DYNSYM) continue;
       const strtab = this.#sections[s.link];
@@ -159,8 +157,46 @@ export class ElfFile implements Disposable {
       const syms = pread(this.#fd, s.offset, s.size, this.path);
       const strs = new Uint8Array(pread(this.#fd, strtab.offset, strtab.size, this.path).buffer);
       tables.push({ syms, size: s.size, strs });
-      max += Math.floor(s.size / SYM_BYTES);
-      textBytes += strs.length;
+    }
+    return tables;
+  }
+
+  /**
+   * The function symbols named `names` (those symbols() would list), each at its lowest address (the larger size
+   * first at the same address), as symbols() would find it first. Compares names as bytes in place: no table of
+   * every symbol is built or sorted (an executable such as node carries hundreds of thousands).
+   */
+  functionSymbols(names: readonly string[]): Map<string, { address: number; size: number }> {
+    const wanted = names.map((n) => ({ name: n, bytes: new TextEncoder().encode(n) }));
+    const out = new Map<string, { address: number; size: number }>();
+    for (const { syms, size, strs } of this.#symbolTables()) {
+      for (let o = 0; o + SYM_BYTES <= size; o += SYM_BYTES) {
+        const nameOff = syms.getUint32(o, true);
+        if (nameOff >= strs.length) continue;
+        const first = strs[nameOff];
+        const w = wanted.find(({ bytes }) => bytes[0] === first && strs[nameOff + bytes.length] === 0 && bytes.every((b, i) => strs[nameOff + i] === b));
+        if (!w) continue;
+        const kind = syms.getUint8(o + 4) & 0xf;
+        if (kind !== STT_FUNC && kind !== STT_GNU_IFUNC) continue;
+        if (syms.getUint16(o + 6, true) === 0) continue;
+        const address = Number(syms.getBigUint64(o + 8, true));
+        if (address === 0) continue;
+        const symSize = Number(syms.getBigUint64(o + 16, true));
+        const seen = out.get(w.name);
+        if (!seen || address < seen.address || (address === seen.address && symSize > seen.size)) out.set(w.name, { address, size: symSize });
+      }
+    }
+    return out;
+  }
+
+  /** Function symbols (STT_FUNC, STT_GNU_IFUNC, defined) of .symtab and .dynsym, by virtual address; names stay bytes until looked up. */
+  symbols(): SymbolTable {
+    const tables = this.#symbolTables();
+    let max = 0;
+    let textBytes = 0;
+    for (const t of tables) {
+      max += Math.floor(t.size / SYM_BYTES);
+      textBytes += t.strs.length;
     }
     // The function names back to back in one buffer (grown as needed, then cut): a name is a byte range of it.
     let all = new Uint8Array(Math.max(64, textBytes));

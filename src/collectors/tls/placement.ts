@@ -131,13 +131,8 @@ function vaddrToFileOffset(segments: readonly LoadSegment[], vaddr: number): num
 export function probeSites(path: string, functions: readonly TlsFunction[]): ProbeSite[] {
   try {
     using elf = new ElfFile(path);
-    const table = elf.symbols();
     const symbols = new Map<string, CodeSymbol>();
-    const wanted = new Set<string>(functions);
-    for (let i = 0; i < table.size && symbols.size < wanted.size; i++) {
-      const name = table.nameAt(i);
-      if (wanted.has(name) && !symbols.has(name)) symbols.set(name, { vaddr: table.addressAt(i), size: table.sizeAt(i) });
-    }
+    for (const [name, s] of elf.functionSymbols(functions)) symbols.set(name, { vaddr: s.address, size: s.size });
     const segments = elf.info.segments;
     const fd = openSync(path, "r");
     try {

@@ -60,13 +60,7 @@ export type StaticVerdict =
 /** Which of TLS_FUNCTIONS an ELF file defines (from .symtab and .dynsym). */
 export function tlsFunctionsIn(path: string): TlsFunction[] {
   using elf = new ElfFile(path);
-  const table = elf.symbols();
-  const wanted = new Set<string>(TLS_FUNCTIONS);
-  const found = new Set<TlsFunction>();
-  for (let i = 0; i < table.size && found.size < wanted.size; i++) {
-    const name = table.nameAt(i);
-    if (wanted.has(name)) found.add(name as TlsFunction);
-  }
+  const found = elf.functionSymbols(TLS_FUNCTIONS);
   return TLS_FUNCTIONS.filter((f) => found.has(f));
 }
 

@@ -322,6 +322,10 @@ export class FakeKubeApiServer {
         };
         const timer = timeoutS > 0 ? setTimeout(close, timeoutS * 1000) : undefined;
         entry = { kind, token, filter, send, close };
+        // The API server flushes a watch's headers when it starts; Bun.serve holds a stream's headers until its
+        // first byte, and a watch with nothing to replay would stay unanswered. A blank line is whitespace
+        // between JSON documents (skipped by the agent and by kubectl's decoder).
+        controller.enqueue(encoder.encode("\n"));
         if (expired) {
           send({ type: "ERROR", object: gone });
           close();

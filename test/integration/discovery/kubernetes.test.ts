@@ -38,6 +38,11 @@ describe("kubernetes discovery against our API server", () => {
   let saDir: string;
   let procRoot: string;
 
+  /** Rethrows a wait's timeout with the component's state, the loops' counters and the server's last requests. */
+  const explain = (e: Error): never => {
+    throw new Error(`${e.message}; state ${JSON.stringify(h.status.component("discovery/kubernetes"))}; stats ${JSON.stringify(h.parts.kubernetes.stats())}; server rv ${api.resourceVersion}; last requests ${JSON.stringify(api.requests.slice(-10).map((r) => [r.path, r.query, r.token, r.status]))}`);
+  };
+
   beforeAll(async () => {
     cert = makeSelfSignedCert();
     saDir = serviceAccountDir(cert.cert, "token-1");
@@ -181,19 +186,19 @@ describe("kubernetes discovery against our API server", () => {
     api.put("services", FakeKubeApiServer.service({ name: "late", ports: [8080] }));
     api.compact();
     api.failWith = undefined;
-    await until("re-listed", () => stats().gone > gone && h.view().kubernetes.connected).catch((e: Error) => {
-      throw new Error(`${e.message}; state ${JSON.stringify(h.status.component("discovery/kubernetes"))}; stats ${JSON.stringify(h.parts.kubernetes.stats())}; server rv ${api.resourceVersion}; last requests ${JSON.stringify(api.requests.slice(-10).map((r) => [r.path, r.query, r.status]))}`);
-    });
+    await until("re-listed", () => stats().gone > gone && h.view().kubernetes.connected).catch(explain);
     expect(h.view().discovered_services.some((s) => s.name === "late")).toBe(true);
     api.goneAsHttpStatus = false;
   });
 
   test("token rotation: the new token file is read and used for the next requests", async () => {
+    // Both loops watching: no request sent with the old token is still on its way to the server.
+    await until("pods and services watched", () => api.openWatches("pods") === 1 && api.openWatches("services") === 1 && h.view().kubernetes.connected).catch(explain);
     const from = api.requests.length;
     writeToken(saDir, "token-2");
     api.rotateToken("token-2");
     await until("rewatched with the new token", () => api.requests.slice(from).filter((r) => r.query.watch === "true" && r.token === "token-2").length >= 2);
-    await until("connected", () => h.view().kubernetes.connected);
+    await until("connected", () => h.view().kubernetes.connected).catch(explain);
     expect(api.requests.slice(from).filter((r) => r.token !== "token-2")).toEqual([]);
     api.put("pods", FakeKubeApiServer.pod({ name: "after-rotation", node: NODE, containers: [{ name: "c", id: `containerd://${id("2")}` }] }));
     await until("followed after rotation", () => h.parts.workloads.forContainer(id("2")) !== undefined);

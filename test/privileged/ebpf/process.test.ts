@@ -14,6 +14,7 @@ import { FeatureProbes } from "../../../src/ebpf/features";
 import { NATIVE_DEPS } from "../../../src/ebpf";
 import { DEFAULT_AUTO_RINGBUF_BYTES, loadProgramSet } from "../../../src/ebpf/loader";
 import { PROCESS_SET } from "../../../src/ebpf/sets/process";
+import { WAITING_POLL_INTERVAL_MS } from "../../../src/ebpf/pump";
 import type { ProcessEvent } from "../../../src/ebpf/sets/process-decoder";
 import type { ComponentState } from "../../../src/lifecycle/component";
 import { EbpfViewSchema, EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
@@ -88,6 +89,32 @@ describe("process set", () => {
     await c.shutdown(AbortSignal.timeout(5000));
     core.close();
     await expectReleased(ids);
+  });
+
+  test("an idle ring is waited on (no poll timer) and the kernel's wakeup brings the next exec at once", async () => {
+    const ctx = testContext();
+    const core = new EbpfCore(ctx, NATIVE_DEPS);
+    const states: ComponentState[] = [];
+    const c = new EbpfSetComponent(core, { spec: PROCESS_SET, onEvent: (e) => core.processes.apply(e), onAttached: () => core.processes.seed() });
+    await c.start({ logger: ctx.logger, report: (s, r) => (states.push(s), ctx.status.report(c.id, "ebpf", s, r)) });
+    try {
+      await until(() => states.includes("ok") || states.includes("permanent_error"), "the set to load");
+      expect(ctx.status.component(c.id)).toMatchObject({ state: "ok" });
+      // Other processes on the machine write to the ring too: wait for a quiet spell of the machine.
+      for (let round = 0; round < 5; round++) {
+        await until(() => core.ticker.waiting, "the ticker to wait for records", 30_000);
+        expect(core.ticker.intervalMs).toBe(WAITING_POLL_INTERVAL_MS);
+        const wakeups = core.ticker.wakeups;
+        const child = Bun.spawn(["/bin/true"]);
+        await child.exited;
+        await until(() => core.processes.forPid(child.pid)?.executableName === "true", "the exec of true in the process table");
+        // The wait ended by the kernel's wakeup (an exec, ours or another process's), not by the fallback timer.
+        expect(core.ticker.wakeups).toBeGreaterThan(wakeups);
+      }
+    } finally {
+      await c.shutdown(AbortSignal.timeout(5000));
+      core.close();
+    }
   });
 
   test("perf buffer fallback (as on kernels < 5.8) delivers the same events", async () => {

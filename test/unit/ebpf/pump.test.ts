@@ -7,6 +7,7 @@ import { describe, expect, jest, test } from "bun:test";
 import type { ReaderBinding } from "../../../src/ebpf/loader";
 import {
   batchRecords,
+  EMPTY_TICKS_BEFORE_WAIT,
   IDLE_POLLS_BEFORE_STRETCH,
   idlePollIntervalMs,
   MAX_RECORDS_PER_BATCH,
@@ -16,7 +17,9 @@ import {
   pollIntervalMs,
   RecordPump,
   TURN_BUDGET_MS,
+  WAITING_POLL_INTERVAL_MS,
 } from "../../../src/ebpf/pump";
+import type { ReadinessWait } from "../../../ffi/ring-wait";
 import { FakeRing, record } from "../../helpers/fakes/ring";
 import { advanceTimersByTime, advanceUntil, nextTurn, timerCount } from "../../helpers/fake-timers";
 
@@ -215,5 +218,123 @@ describe("RecordPump", () => {
     expect(batchRecords(1e6)).toBe(MIN_RECORDS_PER_BATCH);
     expect(batchRecords(0)).toBe(MAX_RECORDS_PER_BATCH);
     expect(batchRecords(Number.NaN)).toBe(MAX_RECORDS_PER_BATCH);
+  });
+});
+
+describe("PollTicker: waiting for records once every ring is empty", () => {
+  class FakeWaiter implements ReadinessWait {
+    broken: string | undefined;
+    waits: Array<{ fds: readonly number[]; onReady: () => void }> = [];
+    cancels = 0;
+    wait(fds: readonly number[], onReady: () => void): void {
+      this.waits.push({ fds, onReady });
+    }
+    cancel(): void {
+      this.cancels++;
+    }
+  }
+
+  function pumpWithFd(ring: FakeRing, fd: number | undefined, events: number[]): RecordPump<number> {
+    const reader = ring.consumer;
+    if (fd !== undefined) Object.defineProperty(reader, "pollFd", { value: fd });
+    return new RecordPump(binding(ring), (e) => events.push(e), (e) => {
+      throw e;
+    });
+  }
+
+  test("after EMPTY_TICKS_BEFORE_WAIT empty ticks the rings' fds are handed to the waiter and the timer slows; a wakeup reads at once and polling resumes", async () => {
+    const rings = [new FakeRing(1 << 16), new FakeRing(1 << 16)];
+    const events: number[] = [];
+    const pumps = rings.map((r, i) => pumpWithFd(r, 40 + i, events));
+    const waiter = new FakeWaiter();
+    jest.useFakeTimers();
+    try {
+      const ticker = new PollTicker({ open: () => waiter });
+      for (const p of pumps) p.start(ticker);
+      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
+      expect(ticker.ticks).toBe(EMPTY_TICKS_BEFORE_WAIT);
+      expect(ticker.waiting).toBe(true);
+      expect(waiter.waits.map((w) => w.fds)).toEqual([[40, 41]]);
+      expect(ticker.intervalMs).toBe(WAITING_POLL_INTERVAL_MS);
+      expect(timerCount()).toBe(1);
+      rings[1]!.push(record(7));
+      waiter.waits[0]!.onReady();
+      // Read in the wakeup itself, not at the next tick of the timer.
+      expect(events).toEqual([7]);
+      expect(ticker.waiting).toBe(false);
+      expect(ticker.wakeups).toBe(1);
+      expect(ticker.intervalMs).toBe(Math.min(...pumps.map((p) => p.currentIntervalMs)));
+      // A stale wakeup (the wait already ended) changes nothing.
+      waiter.waits[0]!.onReady();
+      expect(ticker.wakeups).toBe(1);
+      for (const p of pumps) p.close();
+      expect(timerCount()).toBe(0);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  test("a record found by the fallback tick while waiting: the wait is cancelled and polling resumes", () => {
+    const ring = new FakeRing(1 << 16);
+    const events: number[] = [];
+    const pump = pumpWithFd(ring, 9, events);
+    const waiter = new FakeWaiter();
+    jest.useFakeTimers();
+    try {
+      const ticker = new PollTicker({ open: () => waiter });
+      pump.start(ticker);
+      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
+      expect(ticker.waiting).toBe(true);
+      ring.push(record(3));
+      advanceTimersByTime(WAITING_POLL_INTERVAL_MS);
+      expect(events).toEqual([3]);
+      expect(ticker.waiting).toBe(false);
+      expect(waiter.cancels).toBe(1);
+      expect(ticker.intervalMs).toBe(pump.currentIntervalMs);
+      // Adding or removing a pump while waiting cancels the wait too (its fds change).
+      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
+      expect(ticker.waiting).toBe(true);
+      pump.close();
+      expect(waiter.cancels).toBe(2);
+      expect(ticker.waiting).toBe(false);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  test("no waiting where a pump has no fd, where the waiter cannot be opened (said once), or after it broke", () => {
+    jest.useFakeTimers();
+    try {
+      const events: number[] = [];
+      const noFd = new PollTicker({ open: () => new FakeWaiter() });
+      pumpWithFd(new FakeRing(1 << 16), 5, events).start(noFd);
+      pumpWithFd(new FakeRing(1 << 16), undefined, events).start(noFd);
+      for (let i = 0; i < 3 * EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(noFd.intervalMs);
+      expect([noFd.waiting, noFd.waits]).toEqual([false, 0]);
+
+      const reasons: string[] = [];
+      const failing = new PollTicker({
+        open: () => {
+          throw new Error("no TinyCC here");
+        },
+        onUnavailable: (r) => reasons.push(r),
+      });
+      pumpWithFd(new FakeRing(1 << 16), 6, events).start(failing);
+      for (let i = 0; i < 3 * EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(failing.intervalMs);
+      expect([failing.waiting, failing.waits, reasons]).toEqual([false, 0, ["no TinyCC here"]]);
+
+      const waiter = new FakeWaiter();
+      const broken = new PollTicker({ open: () => waiter, onUnavailable: (r) => reasons.push(r) });
+      pumpWithFd(new FakeRing(1 << 16), 7, events).start(broken);
+      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(broken.intervalMs);
+      expect(broken.waiting).toBe(true);
+      waiter.broken = "the waiting thread ended";
+      waiter.waits[0]!.onReady();
+      for (let i = 0; i < 3 * EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(broken.intervalMs);
+      expect([broken.waiting, broken.waits, reasons]).toEqual([false, 1, ["no TinyCC here", "the waiting thread ended"]]);
+      expect(events).toEqual([]);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync, appendFileSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync, appendFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { decodeCount, decodeProfileKey, decodeStack, PROFILE_KEY_BYTES } from "../../../../src/collectors/profiling/decode";
-import { fileOffsetToVaddr } from "../../../../src/collectors/profiling/elf";
+import { ElfFile, fileOffsetToVaddr } from "../../../../src/collectors/profiling/elf";
 import { JitDumpFile, parsePerfMap } from "../../../../src/collectors/profiling/jit-maps";
 import { KernelSymbols } from "../../../../src/collectors/profiling/kallsyms";
 import { encodePprof } from "../../../../src/collectors/profiling/pprof";
@@ -54,6 +54,21 @@ describe("symbol tables", () => {
     expect(k.lookup(0xffffffff81000250n)).toEqual({ name: "do_syscall_64", module: "" });
     expect(k.lookup(0xffffffffc0001004n)).toEqual({ name: "nf_hook", module: "nf_tables" });
     expect(new KernelSymbols("0000000000000000 T hidden\n").size).toBe(0);
+  });
+  // A shared library and executables with and without OpenSSL's symbols (node carries them in both tables).
+  const elfFiles = ["/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/bin/node", "/usr/bin/python3", process.execPath].filter((f) => existsSync(f));
+  test.each(elfFiles)("ELF named function symbols in place: exactly those the sorted table finds first (%s)", (path) => {
+    const names = ["SSL_read", "SSL_write", "SSL_read_ex", "SSL_write_ex", "main", "malloc", "no_such_function_here"];
+    using elf = new ElfFile(path);
+    const table = elf.symbols();
+    const expected = new Map<string, { address: number; size: number }>();
+    for (let i = 0; i < table.size; i++) {
+      const name = table.nameAt(i);
+      if (names.includes(name) && !expected.has(name)) expected.set(name, { address: table.addressAt(i), size: table.sizeAt(i) });
+    }
+    const found = elf.functionSymbols(names);
+    expect(Object.fromEntries([...found].sort())).toEqual(Object.fromEntries([...expected].sort()));
+    expect(found.has("no_such_function_here")).toBe(false);
   });
   test("ELF file offsets map to virtual addresses through PT_LOAD segments", () => {
     const segs = [{ fileOffset: 0, vaddr: 0, fileSize: 0x1000 }, { fileOffset: 0x1000, vaddr: 0x401000, fileSize: 0x2000 }];
