@@ -2,7 +2,8 @@
  * The waiting thread of ffi/ring-wait.ts, compiled at run time by bun:ffi's TinyCC: blocks until the agent hands
  * it an epoll instance (through the eventfd `gate`, as the instance's fd + 1), waits on it until one of its files
  * is readable, calls `ready` (a thread-safe JSCallback: queued to the JavaScript thread) and waits for the next
- * instance. If the gate cannot be read it calls `ready(-2)` and ends. No headers: the few libc declarations it needs are here, so that it compiles on hosts without C
+ * instance; a wait ends after `timeout_ms` without any (`ready(0)`). If the gate cannot be read it calls `ready(-2)`
+ * and ends. No headers: the few libc declarations it needs are here, so that it compiles on hosts without C
  * headers.
  */
 typedef unsigned long size_t;
@@ -24,6 +25,7 @@ extern ssize_t read(int fd, void *buf, size_t count);
 
 static void (*ready)(int);
 static int gate;
+static int timeout_ms;
 
 static void *wait_loop(void *unused)
 {
@@ -39,18 +41,19 @@ static void *wait_loop(void *unused)
       return 0;
     }
     struct epoll_event ev;
-    int n = epoll_wait((int)(handed - 1), &ev, 1, -1);
+    int n = epoll_wait((int)(handed - 1), &ev, 1, timeout_ms);
     ready(n);
   }
   return 0;
 }
 
 /* Starts the thread; 0 on success, else pthread_create's error number. */
-int ring_wait_start(int gate_fd, void (*ready_fn)(int))
+int ring_wait_start(int gate_fd, void (*ready_fn)(int), int wait_timeout_ms)
 {
   unsigned long thread;
   gate = gate_fd;
   ready = ready_fn;
+  timeout_ms = wait_timeout_ms;
   int err = pthread_create(&thread, 0, wait_loop, 0);
   if (err == 0)
     pthread_detach(thread);

@@ -1,12 +1,12 @@
 /**
  * Waits for ring buffers to have records without a timer: a native thread (ffi/ring-wait.c, compiled at run
  * time by bun:ffi's TinyCC from a memfd, as the executable's own filesystem is not one TinyCC can read) blocks in
- * epoll_wait on the ring buffers' map fds, which the kernel reports readable while records wait to be read,
- * and wakes the JavaScript thread through a thread-safe JSCallback. The pumps poll on a timer while records come
- * (src/ebpf/pump.ts) and wait here once every ring stayed empty for a while: an idle agent then takes no
- * wakeup per poll interval (each costs Bun 20-110 µs of CPU here; the idle agent's polling was ~15 ms of CPU
- * per second with 1 MiB rings). The ring buffer programs submit with the kernel's adaptive wakeup (flags 0):
- * a record committed while the reader has caught up wakes the waiters.
+ * epoll_wait on the ring buffers' map fds, and wakes the JavaScript thread through a thread-safe JSCallback when
+ * the kernel wakes it or after the wait's timeout. The agent's programs ask the kernel to wake the reader only
+ * once a ring holds a sixteenth of its size (ffi/bpf/common.h svc_wakeup_flags), so the pumps (src/ebpf/pump.ts)
+ * poll on their timer while records come fast and wait here while they trickle or stop: a quiet ring then costs
+ * one wakeup per timeout instead of one per poll interval (each costs Bun 20-110 µs of CPU here; polling 1 MiB
+ * rings every 2 ms was ~15 ms of CPU per second).
  *
  * One wait at a time: each gets a fresh epoll instance with the rings' fds and the waiter's own eventfd
  * (cancel() writes it), handed to the thread through a second eventfd (the gate). A wait asked for while the
@@ -29,8 +29,11 @@ const THREAD_ENDED = -2;
 
 /** What the poll ticker needs of a waiter (tests give fakes). */
 export interface ReadinessWait {
-  /** Calls `onReady` once (on the JavaScript thread) when one of `fds` is readable; replaces a wait not yet armed. */
-  wait(fds: readonly number[], onReady: () => void): void;
+  /**
+   * Calls `onReady` once (on the JavaScript thread) when the kernel wakes the wait on one of `fds`, or when the
+   * waiter's timeout passes first (`woken` false); replaces a wait not yet armed.
+   */
+  wait(fds: readonly number[], onReady: (woken: boolean) => void): void;
   /** Drops the wanted wait; an armed one ends early without calling its onReady. */
   cancel(): void;
   /** Why waits are no longer possible (the thread ended), or undefined. */
@@ -39,7 +42,7 @@ export interface ReadinessWait {
 
 interface Wanted {
   fds: readonly number[];
-  onReady: () => void;
+  onReady: (woken: boolean) => void;
 }
 
 function u64(n: number): Uint8Array {
@@ -56,8 +59,11 @@ export class RingWaiter implements ReadinessWait {
   #armed: { wanted: Wanted; epoll: number } | undefined;
   broken: string | undefined;
 
-  /** Compiles and starts the waiting thread; throws when that is not possible here (no TinyCC, no memfd). */
-  constructor() {
+  /**
+   * Compiles and starts the waiting thread, whose waits end after `timeoutMs` at the latest; throws when that is
+   * not possible here (no TinyCC, no memfd).
+   */
+  constructor(timeoutMs: number) {
     const libc = nativeLib().libc;
     const gate = libc.eventfd(0, EFD_CLOEXEC);
     if (gate < 0) throw new Error(`eventfd: ${errnoName(lastErrno())}`);
@@ -72,10 +78,10 @@ export class RingWaiter implements ReadinessWait {
       closeSync(cancelFd);
       throw new Error(`memfd_create: ${errnoName(lastErrno())}`);
     }
-    let start: (gate: number, ready: unknown) => number;
+    let start: (gate: number, ready: unknown, timeoutMs: number) => number;
     try {
       writeSync(memfd, source);
-      start = cc({ source: `/proc/self/fd/${memfd}`, symbols: { ring_wait_start: { args: ["i32", "function"], returns: "i32" } } }).symbols.ring_wait_start as never;
+      start = cc({ source: `/proc/self/fd/${memfd}`, symbols: { ring_wait_start: { args: ["i32", "function", "i32"], returns: "i32" } } }).symbols.ring_wait_start as never;
     } catch (e) {
       closeSync(gate);
       closeSync(cancelFd);
@@ -86,7 +92,7 @@ export class RingWaiter implements ReadinessWait {
     this.#gate = gate;
     this.#cancelFd = cancelFd;
     this.#callback = new JSCallback((n: number) => this.#ready(n), { args: ["i32"], returns: "void", threadsafe: true });
-    const err = start(gate, this.#callback.ptr);
+    const err = start(gate, this.#callback.ptr, timeoutMs);
     if (err !== 0) {
       this.#callback.close();
       closeSync(gate);
@@ -95,7 +101,7 @@ export class RingWaiter implements ReadinessWait {
     }
   }
 
-  wait(fds: readonly number[], onReady: () => void): void {
+  wait(fds: readonly number[], onReady: (woken: boolean) => void): void {
     if (this.broken) return;
     this.#wanted = { fds, onReady };
     if (!this.#armed) this.#arm();
@@ -128,7 +134,7 @@ export class RingWaiter implements ReadinessWait {
     writeSync(this.#gate, u64(epoll + 1));
   }
 
-  /** On the JavaScript thread: the armed wait came back (`n` records epoll_wait's result, or THREAD_ENDED). */
+  /** On the JavaScript thread: the armed wait came back (`n`: epoll_wait's result, 0 on its timeout, or THREAD_ENDED). */
   #ready(n: number): void {
     const armed = this.#armed;
     this.#armed = undefined;
@@ -146,7 +152,7 @@ export class RingWaiter implements ReadinessWait {
     if (!wanted) return;
     if (armed && wanted === armed.wanted) {
       this.#wanted = undefined;
-      wanted.onReady();
+      wanted.onReady(n > 0);
     } else {
       this.#arm();
     }
@@ -157,6 +163,6 @@ export class RingWaiter implements ReadinessWait {
     this.broken = reason;
     const wanted = this.#wanted;
     this.#wanted = undefined;
-    wanted?.onReady();
+    wanted?.onReady(false);
   }
 }

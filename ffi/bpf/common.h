@@ -29,6 +29,20 @@ static __always_inline void svc_count_lost(void *lost_map)
 }
 
 /*
+ * The flags of a record's bpf_ringbuf_output into `ring`: the agent's reader is woken only once the ring holds a
+ * sixteenth of its size (SVC_WAKEUP_SHARE). Below that it reads on its own schedule (src/ebpf/pump.ts: its timer
+ * while records come often, else a wait that ends at the latest after a timeout), so a trickle of records costs
+ * no wakeup of the reader each, which the kernel's adaptive default gives every record that finds the reader
+ * caught up.
+ */
+#define SVC_WAKEUP_SHARE 16
+static __always_inline __u64 svc_wakeup_flags(void *ring)
+{
+  __u64 size = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
+  return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= size / SVC_WAKEUP_SHARE ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/*
  * The memory gate (src/memory): a set that produces events declares SVC_MEMORY_GATE; user space sets
  * `svc_gate[0]` to 1 while the agent is above its memory soft limit, and the set's producers then refuse new
  * events, counting them in `svc_gate_refused[reason]` (SVC_GATE_EXCHANGE: an HTTP exchange, one span;

@@ -15,7 +15,7 @@ import { checkEnvironment, type EnvironmentProbe, type EnvironmentReport } from 
 import { FeatureProbes } from "./features";
 import { roundRingbufSize, type LoadedSet } from "./loader";
 import { ProcessTable } from "./process-table";
-import { PollTicker, type RecordPump } from "./pump";
+import { PollTicker, RING_WAIT_TIMEOUT_MS, type RecordPump } from "./pump";
 import type { ProgramSetSpec, ProgramStatus } from "./spec";
 
 export const REFRESH_INTERVAL_MS = 2000;
@@ -33,7 +33,7 @@ export interface EbpfDeps {
   objectBytes(name: string): Promise<Uint8Array>;
   environment(): EnvironmentProbe;
   /** The waiter the poll ticker hands the rings to once they are all empty (ffi/ring-wait.ts); without it the ticker polls on its timer alone. */
-  openRingWaiter?(): ReadinessWait;
+  openRingWaiter?(timeoutMs: number): ReadinessWait;
 }
 
 export type Prepared =
@@ -85,7 +85,7 @@ export class EbpfCore {
     const openRingWaiter = deps.openRingWaiter;
     this.ticker = new PollTicker(
       openRingWaiter && {
-        open: () => openRingWaiter(),
+        open: () => openRingWaiter(RING_WAIT_TIMEOUT_MS),
         onUnavailable: (reason) => ctx.logger.warn("ring buffers are polled on a timer only: no waiting for records", { reason }),
       },
     );

@@ -32,9 +32,9 @@ export const NATIVE_DEPS: EbpfDeps = {
     const ffi = require("../../ffi") as typeof import("../../ffi");
     return systemProbe({ mountFs: ffi.mountFs, memlockLimit: ffi.memlockLimit, raiseMemlock: ffi.raiseMemlock });
   },
-  openRingWaiter() {
+  openRingWaiter(timeoutMs) {
     const ffi = require("../../ffi") as typeof import("../../ffi");
-    return new ffi.RingWaiter();
+    return new ffi.RingWaiter(timeoutMs);
   },
 };
 

@@ -16,10 +16,13 @@
  * them (bench/ringbuf.ts: 20-30 ns per record read, against ~300 ns between records at 3.3M records/s). The ticker's timer runs at the shortest
  * interval any pump wants, so one busy ring is polled as often as it needs and the others come along for free.
  * The timer is one setInterval re-armed only when that interval changes: no timer, closure or promise per poll.
- * Once EMPTY_TICKS_BEFORE_WAIT ticks in a row found every ring empty, the ticker waits for the kernel to say a
- * ring has records (ffi/ring-wait.ts: epoll on the rings' fds in a thread of its own) and its timer only ticks
- * every WAITING_POLL_INTERVAL_MS, as a fallback; the first record wakes it and polling on the timer resumes. An
- * idle agent then takes no timer wakeups for its rings (each wakeup costs Bun 20-110 µs of CPU here).
+ * Once QUIET_TICKS_BEFORE_WAIT ticks in a row found every ring nearly empty (less than IDLE_FILL_FRACTION
+ * pending), the ticker waits instead (ffi/ring-wait.ts: epoll on the rings' fds in a thread of its own): the
+ * kernel wakes the wait once a ring holds a sixteenth of its size (ffi/bpf/common.h svc_wakeup_flags), else it
+ * ends after RING_WAIT_TIMEOUT_MS; each end polls every ring and waits again while they stay quiet, and a ring
+ * found busier brings polling on the timer back. The timer meanwhile ticks every WAITING_POLL_INTERVAL_MS, the
+ * fallback should the waiter stop. A quiet or idle agent then takes a wakeup per RING_WAIT_TIMEOUT_MS instead of
+ * one per poll interval (each wakeup costs Bun 20-110 µs of CPU here).
  */
 import type { ReadinessWait } from "../../ffi/ring-wait";
 import type { ReaderBinding } from "./loader";
@@ -52,9 +55,11 @@ export const IDLE_POLLS_BEFORE_STRETCH = 8;
 const MIN_POLL_INTERVAL_MS = 1;
 const MAX_POLL_INTERVAL_MS = 25;
 const MAX_IDLE_POLL_INTERVAL_MS = 50;
-/** Timed ticks in a row that found every ring empty before the ticker waits for the kernel's wakeup instead. */
-export const EMPTY_TICKS_BEFORE_WAIT = 8;
-/** While waiting for a wakeup the timer still ticks this often (the fallback should a wakeup not come). */
+/** Timed ticks in a row that found every ring nearly empty before the ticker waits instead. */
+export const QUIET_TICKS_BEFORE_WAIT = 4;
+/** The longest a wait lasts when no ring fills to its wakeup share: the latency of a trickle of records. */
+export const RING_WAIT_TIMEOUT_MS = 100;
+/** While waiting the timer still ticks this often (the fallback should the waiter stop). */
 export const WAITING_POLL_INTERVAL_MS = 1000;
 
 /** Base poll interval for a buffer of `sizeBytes`: the time the peak producer takes to fill a third of it. */
@@ -114,8 +119,8 @@ export interface Pollable {
   poll(): boolean;
   /** A follow-up batch right after one that filled; true when this one filled too. */
   followUp(): boolean;
-  /** True when the last poll found no record. */
-  readonly idle: boolean;
+  /** True when the last poll found the ring nearly empty (less than IDLE_FILL_FRACTION of it pending). */
+  readonly quiet: boolean;
   /** A file descriptor epoll reports readable while records wait; without one the ticker never waits. */
   readonly pollFd?: number;
 }
@@ -144,15 +149,17 @@ export class PollTicker {
   ticks = 0;
   /** Waits for records the ticker started (tests, debugging). */
   waits = 0;
-  /** Waits the waiter ended (a ring had records, or the waiter gave up), not the fallback timer. */
+  /** Waits the kernel's wakeup ended (a ring reached its wakeup share). */
   wakeups = 0;
+  /** Waits that ended at the waiter's timeout (or as it gave up). */
+  timeouts = 0;
   readonly #onTimer = (): void => this.#tick();
   readonly #onImmediate = (): void => this.#followUps();
-  readonly #onReady = (): void => this.#ready();
+  readonly #onReady = (woken: boolean): void => this.#ready(woken);
   readonly #waits: TickerWaits | undefined;
   /** The waiter once opened; null when it could not be. */
   #waiter: ReadinessWait | null | undefined;
-  #emptyTicks = 0;
+  #quietTicks = 0;
   #waiting = false;
 
   /** `waits`: how to wait for records once every ring is empty (without it the ticker polls on its timer alone). */
@@ -194,15 +201,15 @@ export class PollTicker {
   #tick(): void {
     this.ticks++;
     const pumps = this.#pumps;
-    let empty = true;
+    let quiet = true;
     for (let i = 0; i < pumps.length; i++) {
       const p = pumps[i]!;
       if (p.poll() && !this.#more.includes(p)) this.#more.push(p);
-      if (!p.idle) empty = false;
+      if (!p.quiet) quiet = false;
     }
-    this.#emptyTicks = empty ? this.#emptyTicks + 1 : 0;
-    if (!empty) this.#stopWaiting();
-    else if (this.#emptyTicks >= EMPTY_TICKS_BEFORE_WAIT) this.#startWaiting();
+    this.#quietTicks = quiet ? this.#quietTicks + 1 : 0;
+    if (!quiet) this.#stopWaiting();
+    else if (this.#quietTicks >= QUIET_TICKS_BEFORE_WAIT) this.#startWaiting();
     this.#arm();
     this.#scheduleFollowUps();
   }
@@ -237,16 +244,17 @@ export class PollTicker {
   #stopWaiting(): void {
     if (!this.#waiting) return;
     this.#waiting = false;
-    this.#emptyTicks = 0;
+    this.#quietTicks = 0;
     this.#waiter?.cancel();
   }
 
-  /** A ring has records (or the waiter gave up): back to polling on the timer, from a tick now. */
-  #ready(): void {
+  /** A wait ended (woken by the kernel, or at its timeout): a tick now, which waits again if every ring is still quiet. */
+  #ready(woken: boolean): void {
     if (!this.#waiting) return;
-    this.wakeups++;
+    if (woken) this.wakeups++;
+    else this.timeouts++;
     this.#waiting = false;
-    this.#emptyTicks = 0;
+    this.#quietTicks = QUIET_TICKS_BEFORE_WAIT - 1;
     if (this.#pumps.length > 0) this.#tick();
   }
 
@@ -302,7 +310,7 @@ export class RecordPump<E> implements Pollable {
   #closed = false;
   #currentIntervalMs: number;
   #idlePolls = 0;
-  #idle = true;
+  #quiet = true;
   #batchRecords = FIRST_BATCH_RECORDS;
   #failedInBatch = 0;
   #handlerErrorReported = false;
@@ -336,8 +344,8 @@ export class RecordPump<E> implements Pollable {
     return this.#currentIntervalMs;
   }
 
-  get idle(): boolean {
-    return this.#idle;
+  get quiet(): boolean {
+    return this.#quiet;
   }
 
   get pollFd(): number | undefined {
@@ -372,7 +380,8 @@ export class RecordPump<E> implements Pollable {
     const reader = this.binding.reader;
     if (reader.pendingBytes) {
       const fraction = reader.pendingBytes() / this.binding.sizeBytes;
-      this.#idlePolls = fraction < IDLE_FILL_FRACTION ? this.#idlePolls + 1 : 0;
+      this.#quiet = fraction < IDLE_FILL_FRACTION;
+      this.#idlePolls = this.#quiet ? this.#idlePolls + 1 : 0;
       this.#currentIntervalMs = nextPollIntervalMs(this.#currentIntervalMs, this.intervalMs, fraction, this.idleIntervalMs, this.#idlePolls);
     }
     return this.#turn();
@@ -394,7 +403,7 @@ export class RecordPump<E> implements Pollable {
       this.onError(e as Error);
     }
     const ms = performance.now() - t0;
-    this.#idle = n === 0;
+    if (n >= batch) this.#quiet = false;
     this.counters.turns++;
     if (ms > this.counters.longestTurnMs) this.counters.longestTurnMs = ms;
     this.onTurn?.(ms, n);

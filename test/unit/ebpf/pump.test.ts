@@ -7,7 +7,6 @@ import { describe, expect, jest, test } from "bun:test";
 import type { ReaderBinding } from "../../../src/ebpf/loader";
 import {
   batchRecords,
-  EMPTY_TICKS_BEFORE_WAIT,
   IDLE_POLLS_BEFORE_STRETCH,
   idlePollIntervalMs,
   MAX_RECORDS_PER_BATCH,
@@ -15,6 +14,7 @@ import {
   nextPollIntervalMs,
   PollTicker,
   pollIntervalMs,
+  QUIET_TICKS_BEFORE_WAIT,
   RecordPump,
   TURN_BUDGET_MS,
   WAITING_POLL_INTERVAL_MS,
@@ -221,12 +221,12 @@ describe("RecordPump", () => {
   });
 });
 
-describe("PollTicker: waiting for records once every ring is empty", () => {
+describe("PollTicker: waiting while every ring is quiet", () => {
   class FakeWaiter implements ReadinessWait {
     broken: string | undefined;
-    waits: Array<{ fds: readonly number[]; onReady: () => void }> = [];
+    waits: Array<{ fds: readonly number[]; onReady: (woken: boolean) => void }> = [];
     cancels = 0;
-    wait(fds: readonly number[], onReady: () => void): void {
+    wait(fds: readonly number[], onReady: (woken: boolean) => void): void {
       this.waits.push({ fds, onReady });
     }
     cancel(): void {
@@ -242,7 +242,10 @@ describe("PollTicker: waiting for records once every ring is empty", () => {
     });
   }
 
-  test("after EMPTY_TICKS_BEFORE_WAIT empty ticks the rings' fds are handed to the waiter and the timer slows; a wakeup reads at once and polling resumes", async () => {
+  /** Records filling `share` of a 64 KiB ring (56-byte payloads, 64 bytes with the header). */
+  const recordsFor = (share: number) => Math.ceil((share * (1 << 16)) / 64);
+
+  test("after QUIET_TICKS_BEFORE_WAIT quiet ticks the rings' fds go to the waiter and the timer slows; each end of a wait reads at once and waits again while quiet", () => {
     const rings = [new FakeRing(1 << 16), new FakeRing(1 << 16)];
     const events: number[] = [];
     const pumps = rings.map((r, i) => pumpWithFd(r, 40 + i, events));
@@ -251,21 +254,29 @@ describe("PollTicker: waiting for records once every ring is empty", () => {
     try {
       const ticker = new PollTicker({ open: () => waiter });
       for (const p of pumps) p.start(ticker);
-      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
-      expect(ticker.ticks).toBe(EMPTY_TICKS_BEFORE_WAIT);
+      for (let i = 0; i < QUIET_TICKS_BEFORE_WAIT; i++) {
+        // A trickle is quiet: a record now and then does not keep the timer going.
+        rings[0]!.push(record(100 + i));
+        advanceTimersByTime(ticker.intervalMs);
+      }
+      expect(ticker.ticks).toBe(QUIET_TICKS_BEFORE_WAIT);
       expect(ticker.waiting).toBe(true);
       expect(waiter.waits.map((w) => w.fds)).toEqual([[40, 41]]);
       expect(ticker.intervalMs).toBe(WAITING_POLL_INTERVAL_MS);
       expect(timerCount()).toBe(1);
+      // The wait's timeout: what trickled in is read, and the ticker waits again at once.
       rings[1]!.push(record(7));
-      waiter.waits[0]!.onReady();
-      // Read in the wakeup itself, not at the next tick of the timer.
-      expect(events).toEqual([7]);
-      expect(ticker.waiting).toBe(false);
-      expect(ticker.wakeups).toBe(1);
+      waiter.waits[0]!.onReady(false);
+      expect(events).toEqual([100, 101, 102, 103, 7]);
+      expect([ticker.waiting, ticker.timeouts, ticker.wakeups, waiter.waits.length]).toEqual([true, 1, 0, 2]);
+      // The kernel's wakeup (a ring reached its share): read at once; a busy ring brings the timer back.
+      for (let i = 0; i < recordsFor(1 / 8); i++) rings[1]!.push(record(1000 + i, 56));
+      waiter.waits[1]!.onReady(true);
+      expect(events.length).toBe(5 + recordsFor(1 / 8));
+      expect([ticker.waiting, ticker.wakeups]).toEqual([false, 1]);
       expect(ticker.intervalMs).toBe(Math.min(...pumps.map((p) => p.currentIntervalMs)));
-      // A stale wakeup (the wait already ended) changes nothing.
-      waiter.waits[0]!.onReady();
+      // A stale end of a wait changes nothing.
+      waiter.waits[1]!.onReady(true);
       expect(ticker.wakeups).toBe(1);
       for (const p of pumps) p.close();
       expect(timerCount()).toBe(0);
@@ -274,7 +285,7 @@ describe("PollTicker: waiting for records once every ring is empty", () => {
     }
   });
 
-  test("a record found by the fallback tick while waiting: the wait is cancelled and polling resumes", () => {
+  test("a busy ring found by the fallback tick while waiting: the wait is cancelled and polling on the timer resumes", () => {
     const ring = new FakeRing(1 << 16);
     const events: number[] = [];
     const pump = pumpWithFd(ring, 9, events);
@@ -283,16 +294,16 @@ describe("PollTicker: waiting for records once every ring is empty", () => {
     try {
       const ticker = new PollTicker({ open: () => waiter });
       pump.start(ticker);
-      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
+      for (let i = 0; i < QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
       expect(ticker.waiting).toBe(true);
-      ring.push(record(3));
+      for (let i = 0; i < recordsFor(1 / 8); i++) ring.push(record(i, 56));
       advanceTimersByTime(WAITING_POLL_INTERVAL_MS);
-      expect(events).toEqual([3]);
+      expect(events.length).toBe(recordsFor(1 / 8));
       expect(ticker.waiting).toBe(false);
       expect(waiter.cancels).toBe(1);
       expect(ticker.intervalMs).toBe(pump.currentIntervalMs);
       // Adding or removing a pump while waiting cancels the wait too (its fds change).
-      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
+      for (let i = 0; i < QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
       expect(ticker.waiting).toBe(true);
       pump.close();
       expect(waiter.cancels).toBe(2);
@@ -309,7 +320,7 @@ describe("PollTicker: waiting for records once every ring is empty", () => {
       const noFd = new PollTicker({ open: () => new FakeWaiter() });
       pumpWithFd(new FakeRing(1 << 16), 5, events).start(noFd);
       pumpWithFd(new FakeRing(1 << 16), undefined, events).start(noFd);
-      for (let i = 0; i < 3 * EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(noFd.intervalMs);
+      for (let i = 0; i < 3 * QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(noFd.intervalMs);
       expect([noFd.waiting, noFd.waits]).toEqual([false, 0]);
 
       const reasons: string[] = [];
@@ -320,17 +331,17 @@ describe("PollTicker: waiting for records once every ring is empty", () => {
         onUnavailable: (r) => reasons.push(r),
       });
       pumpWithFd(new FakeRing(1 << 16), 6, events).start(failing);
-      for (let i = 0; i < 3 * EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(failing.intervalMs);
+      for (let i = 0; i < 3 * QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(failing.intervalMs);
       expect([failing.waiting, failing.waits, reasons]).toEqual([false, 0, ["no TinyCC here"]]);
 
       const waiter = new FakeWaiter();
       const broken = new PollTicker({ open: () => waiter, onUnavailable: (r) => reasons.push(r) });
       pumpWithFd(new FakeRing(1 << 16), 7, events).start(broken);
-      for (let i = 0; i < EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(broken.intervalMs);
+      for (let i = 0; i < QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(broken.intervalMs);
       expect(broken.waiting).toBe(true);
       waiter.broken = "the waiting thread ended";
-      waiter.waits[0]!.onReady();
-      for (let i = 0; i < 3 * EMPTY_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(broken.intervalMs);
+      waiter.waits[0]!.onReady(false);
+      for (let i = 0; i < 3 * QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(broken.intervalMs);
       expect([broken.waiting, broken.waits, reasons]).toEqual([false, 1, ["no TinyCC here", "the waiting thread ended"]]);
       expect(events).toEqual([]);
     } finally {
