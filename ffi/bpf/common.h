@@ -38,8 +38,11 @@ static __always_inline void svc_count_lost(void *lost_map)
 #define SVC_WAKEUP_SHARE 16
 static __always_inline __u64 svc_wakeup_flags(void *ring)
 {
-  __u64 size = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE);
-  return bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= size / SVC_WAKEUP_SHARE ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+  __u64 share = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) / SVC_WAKEUP_SHARE;
+  __u64 avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+  /* Without a branch (the sign of share - 1 - avail; both are below 2^63): a branch here made two paths of everything
+   * after each output for the verifier to walk. */
+  return BPF_RB_NO_WAKEUP + ((share - 1 - avail) >> 63) * (BPF_RB_FORCE_WAKEUP - BPF_RB_NO_WAKEUP);
 }
 
 /*

@@ -921,7 +921,9 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
       __u32 n = gather_iovec(e, buf, i, got, moved, H2_CAPTURE_BYTES, 4095, 8191);
       if (n > H2_CAPTURE_BYTES)
         break;
-      got = n;
+      /* Through the record, as below: one range of `got` for the next iteration, whatever this one took. */
+      e->captured = n;
+      got = *(volatile __u16 *)&e->captured;
     }
   }
   fill_http_header(e, c, skp, io, moved, got, ts);

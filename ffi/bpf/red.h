@@ -235,6 +235,10 @@ static __always_inline int red_request(struct red_conn *r, const struct red_peer
   __u32 mlen = 0;
   struct red_key *k = &r->key;
   k->method = http_method(head, &mlen);
+  /* The method's length goes through memory, as red_bound_index's index does: each method would otherwise be a
+   * path of its own to the end. */
+  r->path[0] = mlen;
+  mlen = *(volatile __u64 *)&r->path[0];
   k->pid = c->pid;
   k->status = 0;
   k->family = c->family;
@@ -262,9 +266,7 @@ static __always_inline int red_request(struct red_conn *r, const struct red_peer
   if (mlen == 0) {
     __builtin_memset(r->path, 0, RED_PATH_BYTES);
   } else {
-    /* Through memory, as red_bound_index does: each method would otherwise be a path of its own to the end. */
-    r->path[0] = mlen + 1;
-    __u64 off = *(volatile __u64 *)&r->path[0];
+    __u64 off = mlen + 1;
     asm volatile("%0 &= 15" : "+r"(off));
     const __u8 *p = head + off;
 #pragma unroll
