@@ -7,7 +7,7 @@
 import type { Signal } from "./config";
 import type { LogRecordItem, MetricPointItem, ProfileItem, Scope, SpanItem } from "./model";
 import type { AttributeValue, Attributes } from "./types";
-import { ProtoWriter, WIRE } from "./wire";
+import { ProtoWriter, WIRE, allocate } from "./wire";
 
 /** Field numbers, by message (see proto/opentelemetry/proto). */
 export const F = {
@@ -155,14 +155,50 @@ function keyField(key: string): Uint8Array {
   return f;
 }
 
+/**
+ * Writes a KeyValue field (number below 16) of an encoded key field (keyField) and a string value when the value
+ * is ASCII and the message is under 128 bytes: every length then takes one byte and is known before writing, so
+ * the message is written in one go (the general path reserves each length byte and patches it). True when
+ * written; false, with nothing written, otherwise.
+ */
+function writeShortStringKeyValue(w: ProtoWriter, field: number, key: Uint8Array, s: string): boolean {
+  const n = s.length;
+  const k = key.length;
+  /* KeyValue body: the key field, then KeyValue.value (tag, length) holding AnyValue.string_value (tag, length, bytes). */
+  const body = k + 4 + n;
+  if (body > 0x7f || field > 15) return false;
+  w.ensure(2 + body);
+  const b = w.buf;
+  const start = w.pos;
+  let p = start + 6 + k;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return false;
+    b[p++] = c;
+  }
+  p = start;
+  b[p++] = (field << 3) | WIRE.LEN;
+  b[p++] = body;
+  for (let i = 0; i < k; i++) b[p++] = key[i]!;
+  b[p++] = (F.KeyValue.value << 3) | WIRE.LEN;
+  b[p++] = 2 + n;
+  b[p++] = (F.AnyValue.string_value << 3) | WIRE.LEN;
+  b[p++] = n;
+  w.pos = p + n;
+  return true;
+}
+
 /** Writes each attribute as a repeated KeyValue field. */
 export function writeAttributes(w: ProtoWriter, field: number, attributes: Attributes | undefined): void {
   if (!attributes) return;
   for (const key in attributes) {
     const v = attributes[key];
     if (v === undefined || v === null) continue;
+    const k = keyField(key);
+    /* Most values are short ASCII strings: written in one go (the general path reserves and patches each length). */
+    if (typeof v === "string" && writeShortStringKeyValue(w, field, k, v)) continue;
     const kv = w.open(field);
-    w.short(keyField(key));
+    w.short(k);
     const av = w.open(F.KeyValue.value);
     writeAnyValue(w, v);
     w.end(av);
@@ -312,7 +348,8 @@ export class ItemEncoder {
   #begin(signal: Signal): Arena {
     let arena = this.#arenas.get(signal);
     if (!arena || arena.buf.length - arena.used < ARENA_BYTES / 8) {
-      arena = { buf: new Uint8Array(ARENA_BYTES), used: 0 };
+      /* Not zero-filled: only bytes written are ever read. */
+      arena = { buf: allocate(ARENA_BYTES), used: 0 };
       this.#arenas.set(signal, arena);
     }
     this.#aw.attach(arena.buf, arena.used);

@@ -19,7 +19,7 @@ const encoder = new TextEncoder();
  * 30 µs per request body here), over memory of its own (allocUnsafeSlow never hands out a slice of Node's shared
  * pool), and a plain Uint8Array (a Buffer's slice() would be a view, not a copy).
  */
-function allocate(bytes: number): Uint8Array {
+export function allocate(bytes: number): Uint8Array {
   const b = Buffer.allocUnsafeSlow(bytes);
   return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 }

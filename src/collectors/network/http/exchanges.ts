@@ -53,16 +53,24 @@ interface Pending<M> {
 }
 
 class ConnectionState<M> {
+  /** The connection's key in the tracker. */
+  readonly key: string;
+  /** The connections used just before and just after this one (the tracker's recency list). */
+  older: ConnectionState<M> | undefined;
+  newer: ConnectionState<M> | undefined;
   readonly pending: Array<Pending<M>> = [];
   /** Messages started and not ended, per direction (Io), oldest first. */
   readonly started: [Array<Started<M>>, Array<Started<M>>] = [[], []];
   /** When the connection last carried a call (caller's clock, ms). */
   lastSeenMs = 0;
+  /** Whether the tracker's #awaiting holds the connection (a response started and not ended). */
+  awaiting = false;
   readonly parsers: [HttpStreamParser<bigint>, HttpStreamParser<bigint>];
   /** Set once the connection is known to speak HTTP/2: the HTTP/1 parsers are then unused. */
   h2: H2Connection<M> | undefined;
 
-  constructor() {
+  constructor(key: string) {
+    this.key = key;
     /* The response side of an exchange is the direction opposite to its request. */
     const bodyless = (responseIo: Io) => () => {
       const pending = this.pending;
@@ -94,10 +102,14 @@ function awaitsExchange<M>(started: ReadonlyArray<Started<M>>): boolean {
 }
 
 export class ExchangeTracker<M = unknown> {
-  /** Connections, least recently used first. */
+  /** Connections by key. */
   readonly #connections = new Map<string, ConnectionState<M>>();
-  /** The connection of the latest call: the last of #connections while it is tracked (no reordering needed). */
-  #lastConnection: string | undefined;
+  /**
+   * The same connections from the least to the most recently used, linked through older/newer (a call moves its
+   * connection to the end with a few assignments, where reinserting it in the map would cost two hash operations).
+   */
+  #oldest: ConnectionState<M> | undefined;
+  #newest: ConnectionState<M> | undefined;
   readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0, unparsed: 0 };
   /** HTTP/2: directions whose HPACK state was lost, streams never answered. */
   readonly h2Counters: H2Counters = { lostDirections: 0, stoppedDirections: 0, unanswered: 0 };
@@ -138,21 +150,19 @@ export class ExchangeTracker<M = unknown> {
       conn = undefined;
     }
     if (conn) {
-      /* Most recently used last. */
-      if (key !== this.#lastConnection) {
-        this.#connections.delete(key);
-        this.#connections.set(key, conn);
+      if (conn !== this.#newest) {
+        this.#unlink(conn);
+        this.#append(conn);
       }
     } else {
-      conn = new ConnectionState<M>();
+      conn = new ConnectionState<M>(key);
       if (this.#connections.size >= this.maxConnections) {
-        const oldest = this.#connections.keys().next().value as string;
-        const evicted = this.close(oldest);
+        const evicted = this.close(this.#oldest!.key);
         if (evicted.length > 0) (done ??= []).push(...evicted);
       }
       this.#connections.set(key, conn);
+      this.#append(conn);
     }
-    this.#lastConnection = key;
     conn.lastSeenMs = nowMs;
     if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters);
     if (conn.h2) {
@@ -201,14 +211,18 @@ export class ExchangeTracker<M = unknown> {
       /* endNs is set when the response ends. */
       started.push({ role, request: req.request, response: m.head, startNs: req.atNs, endNs: 0n, meta: role === "server" ? call.meta : req.meta });
     }
-    const ends = parser.takeEnds();
+    const ends = parser.ends;
     for (let i = 0; i < ends.length; i++) {
       const x = started.shift();
       if (x !== undefined) (done ??= []).push(ended(x, ends[i]!));
     }
     if (upgrade) done = this.#upgrade(conn, call, upgrade.req, upgrade.headEnd, done);
-    if (awaitsExchange(started)) this.#awaiting.add(key);
-    else if (!awaitsExchange(conn.started[1 - call.io]!)) this.#awaiting.delete(key);
+    const awaiting = awaitsExchange(started) || awaitsExchange(conn.started[1 - call.io]!);
+    if (awaiting !== conn.awaiting) {
+      conn.awaiting = awaiting;
+      if (awaiting) this.#awaiting.add(key);
+      else this.#awaiting.delete(key);
+    }
     return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
   }
 
@@ -243,7 +257,10 @@ export class ExchangeTracker<M = unknown> {
       const conn = this.#connections.get(key);
       if (conn && conn.lastSeenMs >= beforeMs) continue;
       this.#awaiting.delete(key);
-      if (conn) done.push(...finishOpen(conn));
+      if (conn) {
+        conn.awaiting = false;
+        done.push(...finishOpen(conn));
+      }
     }
     return done;
   }
@@ -260,14 +277,36 @@ export class ExchangeTracker<M = unknown> {
     this.counters.unanswered += conn.pending.length;
     conn.h2?.close();
     this.#connections.delete(connection);
+    this.#unlink(conn);
     return done;
   }
 
-  /** Forgets every connection whose key starts with `prefix` (e.g. all of a process). */
+  /** Forgets every connection whose key starts with `prefix` (e.g. all of a process), least recently used first. */
   closeMatching(prefix: string): Array<HttpExchange<M>> {
+    const keys: string[] = [];
+    for (let c = this.#oldest; c !== undefined; c = c.newer) if (c.key.startsWith(prefix)) keys.push(c.key);
     const done: Array<HttpExchange<M>> = [];
-    for (const key of [...this.#connections.keys()]) if (key.startsWith(prefix)) done.push(...this.close(key));
+    for (const key of keys) done.push(...this.close(key));
     return done;
+  }
+
+  /** Makes `conn` the most recently used (it is in no list). */
+  #append(conn: ConnectionState<M>): void {
+    conn.older = this.#newest;
+    conn.newer = undefined;
+    if (this.#newest) this.#newest.newer = conn;
+    else this.#oldest = conn;
+    this.#newest = conn;
+  }
+
+  /** Takes `conn` out of the recency list. */
+  #unlink(conn: ConnectionState<M>): void {
+    if (conn.older) conn.older.newer = conn.newer;
+    else this.#oldest = conn.newer;
+    if (conn.newer) conn.newer.older = conn.older;
+    else this.#newest = conn.older;
+    conn.older = undefined;
+    conn.newer = undefined;
   }
 }
 

@@ -282,8 +282,21 @@ function bytesEqualFolded(b: Uint8Array, from: number, to: number, lower: string
 function headerNameBytes(b: Uint8Array, from: number, to: number): (typeof WANTED_HEADERS)[number] | undefined {
   while (from < to && isTrimmedByte(b[from]!)) from++;
   while (to > from && isTrimmedByte(b[to - 1]!)) to--;
-  for (const name of WANTED_HEADERS) if (bytesEqualFolded(b, from, to, name)) return name;
-  return undefined;
+  /* By length first: at most two names to compare. */
+  switch (to - from) {
+    case 4:
+      return bytesEqualFolded(b, from, to, "host") ? "host" : undefined;
+    case 7:
+      return bytesEqualFolded(b, from, to, "upgrade") ? "upgrade" : undefined;
+    case 10:
+      return bytesEqualFolded(b, from, to, "connection") ? "connection" : bytesEqualFolded(b, from, to, "user-agent") ? "user-agent" : undefined;
+    case 14:
+      return bytesEqualFolded(b, from, to, "content-length") ? "content-length" : undefined;
+    case 17:
+      return bytesEqualFolded(b, from, to, "transfer-encoding") ? "transfer-encoding" : undefined;
+    default:
+      return undefined;
+  }
 }
 
 /** `value.toLowerCase().split(",").some((v) => v.trim() === "chunked")` over b[from..to). */
@@ -309,16 +322,22 @@ function includesClose(b: Uint8Array, from: number, to: number): boolean {
 
 /**
  * The end of the head that starts at `from`: just past its empty line (the first line feed followed by carriage
- * returns only and a line feed), or -1 when `b` does not hold it.
+ * returns only and a line feed), or -1 when `b` does not hold it. `lineFeeds`, when given, is emptied and then
+ * holds the offsets of the line feeds of the head it found (every one in b[from..end)), for parseHeadBytes.
  */
-export function headEnd(b: Uint8Array, from: number): number {
+export function headEnd(b: Uint8Array, from: number, lineFeeds?: number[]): number {
   const n = b.length;
+  if (lineFeeds) lineFeeds.length = 0;
   /* indexOf: a native search costs less than a loop over the bytes here. */
   let p = b.indexOf(LF, from);
   while (p >= 0) {
+    lineFeeds?.push(p);
     let q = p + 1;
     while (q < n && b[q] === CR) q++;
-    if (q < n && b[q] === LF) return q + 1;
+    if (q < n && b[q] === LF) {
+      lineFeeds?.push(q);
+      return q + 1;
+    }
     p = b.indexOf(LF, q);
   }
   return -1;
@@ -330,15 +349,62 @@ function find(b: Uint8Array, c: number, from: number, to: number): number {
   return i < 0 || i > to ? to : i;
 }
 
+/** The first `c` in b[from..to), or `to`, for a short search (a loop: a native indexOf call costs more than a few bytes). */
+function findNear(b: Uint8Array, c: number, from: number, to: number): number {
+  let i = from;
+  while (i < to && b[i] !== c) i++;
+  return i < to ? i : to;
+}
+
+/**
+ * pathOfTarget of an origin-form target ("/p?q") at b[from..to), `text` being b decoded, found on the bytes; undefined
+ * for the other forms.
+ */
+function originPath(b: Uint8Array, text: string, from: number, to: number): string | undefined {
+  if (b[from] !== 47) return undefined; // '/'
+  let i = from + 1;
+  while (i < to && b[i] !== 63 && b[i] !== 35) i++; // '?' or '#'
+  return text.slice(from, i);
+}
+
+/** Host and User-Agent values seen, direct-mapped by a hash of their bytes: the last value in each slot. */
+const HEADER_VALUE_SLOTS = 256;
+const headerValues: Array<string | undefined> = new Array<string | undefined>(HEADER_VALUE_SLOTS).fill(undefined);
+
+/**
+ * text.slice(from, to) (`text`: b decoded), as the string kept for the same bytes when there is one: a service sees
+ * few Host and User-Agent values, and a kept string is read (Map keys, encoding) without resolving a new substring.
+ */
+function headerValue(b: Uint8Array, from: number, to: number, text: string): string {
+  const n = to - from;
+  let h = n;
+  for (let i = from; i < to; i++) h = (Math.imul(h, 31) + b[i]!) | 0;
+  const slot = h & (HEADER_VALUE_SLOTS - 1);
+  const kept = headerValues[slot];
+  if (kept !== undefined && kept.length === n) {
+    let i = 0;
+    /* Bytes 0x80-0x9f decode to other characters: never equal here, the value is then sliced again (still right). */
+    while (i < n && kept.charCodeAt(i) === b[from + i]) i++;
+    if (i === n) return kept;
+  }
+  return (headerValues[slot] = text.slice(from, to));
+}
+
+/** lineFeeds[k] when it is before `end`, else `end`. */
+function nextLineFeed(lineFeeds: readonly number[], k: number, end: number): number {
+  const p = k < lineFeeds.length ? lineFeeds[k]! : end;
+  return p < end ? p : end;
+}
+
 const VERSION_1_0 = "1.0";
 const VERSION_1_1 = "1.1";
 
 /**
  * parseHead(withoutFinalEmptyLine(latin1(b[from..to))), true) without decoding what is not kept: `to` is the end
  * of the head (headEnd). Responses are read from the bytes alone; a request decodes `b` once, for the target, Host
- * and User-Agent. Undefined when it is not HTTP/1.x.
+ * and User-Agent. Undefined when it is not HTTP/1.x. `lineFeeds`: the line feeds headEnd found (not searched again).
  */
-export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFields | undefined {
+export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeeds?: readonly number[]): HeadFields | undefined {
   /* withoutFinalEmptyLine, on the bytes. */
   let end = to;
   if (end > from && b[end - 1] === LF) {
@@ -350,7 +416,9 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
       end = e;
     }
   }
-  let nl = find(b, LF, from, end);
+  /* The line feed ending each line: the next of lineFeeds, or searched for; `end` when the line runs to the end. */
+  let lf = 0;
+  let nl = lineFeeds ? nextLineFeed(lineFeeds, lf++, end) : find(b, LF, from, end);
   const lineEnd = nl > from && b[nl - 1] === CR ? nl - 1 : nl;
   let head: HttpHead | undefined;
   let text: string | undefined;
@@ -384,17 +452,17 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
     /* The whole call decoded, not a view of it: a view of a small array costs more than the bytes after the head. */
     text = LATIN1.decode(b);
     const target = text.slice(sp1 + 1, sp2);
-    head = { kind: "request", method, target, path: pathOfTarget(target), version: minor === 49 ? VERSION_1_1 : VERSION_1_0, host: undefined, complete: true };
+    head = { kind: "request", method, target, path: originPath(b, text, sp1 + 1, sp2) ?? pathOfTarget(target), version: minor === 49 ? VERSION_1_1 : VERSION_1_0, host: undefined, complete: true };
   }
   let contentLength: number | undefined;
   let chunked = false;
   let close = false;
   let at = nl + 1;
   while (at < end) {
-    nl = find(b, LF, at, end);
+    nl = lineFeeds ? nextLineFeed(lineFeeds, lf++, end) : find(b, LF, at, end);
     const first = b[at]! | 0x20;
     /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
-    const colon = first === 99 || first === 116 || first === 104 || first === 117 ? find(b, 58, at, nl) : nl;
+    const colon = first === 99 || first === 116 || first === 104 || first === 117 ? findNear(b, 58, at, nl) : nl;
     if (colon > at && colon < nl) {
       {
         const name = headerNameBytes(b, at, colon);
@@ -412,8 +480,8 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
             }
           } else if (name === "transfer-encoding") chunked = listHasChunked(b, vs, ve);
           else if (name === "connection") close = includesClose(b, vs, ve);
-          else if (name === "host" && head.kind === "request") head.host = text!.slice(vs, ve);
-          else if (name === "user-agent" && head.kind === "request") head.userAgent = text!.slice(vs, ve);
+          else if (name === "host" && head.kind === "request") head.host = headerValue(b, vs, ve, text!);
+          else if (name === "user-agent" && head.kind === "request") head.userAgent = headerValue(b, vs, ve, text!);
           else if (name === "upgrade" && head.kind === "request") head.upgrade = text!.slice(vs, ve);
         }
       }
@@ -423,9 +491,11 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number): HeadFie
   return { head, contentLength, chunked, close };
 }
 
-/** What push and takeEnds return when a call started or ended nothing (most calls): shared, read-only. */
+/** The line feeds of the head being parsed (headEnd, parseHeadBytes), one array for every parser (one thread). */
+const LINE_FEEDS: number[] = [];
+
+/** What push returns when a call started nothing (most calls): shared, read-only. */
 const NO_MESSAGES: ReadonlyArray<ParsedMessage<never>> = Object.freeze([]);
-const NO_ENDS: readonly never[] = Object.freeze([]);
 
 /**
  * One direction of one connection. `push` is called in stream order with each captured call; it returns the
@@ -454,8 +524,8 @@ export class HttpStreamParser<T> {
   #open = false;
   /** Value of the previous call (the last one before the current). */
   #prevAt: T | undefined;
-  /** The ends found in the current call (undefined until one is). */
-  #ends: T[] | undefined;
+  /** The ends found in the current call (one array, emptied at each push). */
+  readonly #ends: T[] = [];
   /** Times the parser lost sync (a gap or malformed framing). */
   resyncs = 0;
 
@@ -474,12 +544,12 @@ export class HttpStreamParser<T> {
   /**
    * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
    * `captured` the first of them (captured.length <= length). Returns the messages that started in it (read-only);
-   * the ends found while feeding it are then in `takeEnds()`.
+   * the ends found while feeding it are then in `ends`.
    */
   push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
     this.#callOffset = offset;
     this.#messages = undefined;
-    this.#ends = undefined;
+    this.#ends.length = 0;
     if (this.#expected !== undefined && offset !== this.#expected) {
       if (offset > this.#expected) this.#gap(offset - this.#expected, this.#prevAt as T);
       else this.#loseSync();
@@ -504,11 +574,12 @@ export class HttpStreamParser<T> {
     return this.#messages ?? NO_MESSAGES;
   }
 
-  /** The values of the calls that carried the last byte of messages ended by the latest `push`, in order. */
-  takeEnds(): readonly T[] {
-    const ends = this.#ends ?? NO_ENDS;
-    this.#ends = undefined;
-    return ends;
+  /**
+   * The values of the calls that carried the last byte of messages ended by the latest `push`, in order: an array
+   * the next push empties and refills (read it before).
+   */
+  get ends(): readonly T[] {
+    return this.#ends;
   }
 
   /**
@@ -524,7 +595,7 @@ export class HttpStreamParser<T> {
   #end(at: T): void {
     if (!this.#open) return;
     this.#open = false;
-    (this.#ends ??= []).push(at);
+    this.#ends.push(at);
   }
 
   /** `n` bytes of the call `at` were not seen. */
@@ -578,8 +649,8 @@ export class HttpStreamParser<T> {
         /* A message whose end was not found (framing lost, or until close) ends where this one starts: at the
          * previous call when this one starts at its first byte, else in this call. */
         if (this.#open) this.#end(i === 0 && this.#prevAt !== undefined ? this.#prevAt : at);
+        /* No head parts are held outside the head state (#finishHead and #loseSync empty them). */
         this.#state = HEAD;
-        this.#headParts = [];
         this.#headBytes = 0;
         this.#lineLen = 0;
         this.#headAt = at;
@@ -588,11 +659,11 @@ export class HttpStreamParser<T> {
         if (this.#headParts.length === 0) {
           /* A head starting in this call (at a letter: no line is open). When its empty line is in this call too
            * (the common case), it is parsed from the bytes: nothing is copied, and only what a request keeps is decoded. */
-          const j = headEnd(b, i);
+          const j = headEnd(b, i, LINE_FEEDS);
           if (j >= 0) {
             this.#headAt = undefined;
             this.#headEnd = this.#callOffset + j;
-            this.#completeHead(parseHeadBytes(b, i, j), at, at);
+            this.#completeHead(parseHeadBytes(b, i, j, LINE_FEEDS), at, at);
             return j;
           }
         }

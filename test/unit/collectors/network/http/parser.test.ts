@@ -233,18 +233,25 @@ describe("heads parsed from the bytes", () => {
   const FINAL = ["\r\n\r\n", "\n\n", "\n\r\n", "\r\n\r\r\n", "\n\r\r\r\n"];
   const latin1 = new TextDecoder("latin1" as "utf-8");
 
-  test("equal parseHead of the decoded text, for thousands of drawn heads", () => {
-    /* xorshift32, fixed seed: the same draw every run. */
-    let seed = 0x9e3779b9;
+  /** Heads drawn from the pieces, and the pick they use: xorshift32 from a fixed seed, the same draw every run. */
+  function drawer(seed: number): { pick: <T>(a: readonly T[]) => T; head: () => string } {
     const next = () => ((seed ^= seed << 13), (seed ^= seed >>> 17), (seed ^= seed << 5), seed >>> 0);
     const pick = <T>(a: readonly T[]): T => a[next() % a.length]!;
+    const head = (): string => {
+      let h = pick(STARTS);
+      const lines = pick([0, 1, 2, 3, 5]);
+      for (let l = 0; l < lines; l++) h += pick(ENDS) + (pick([0, 1, 2, 3, 4, 5, 6, 7]) === 0 ? "no colon here" : `${pick(NAMES)}:${pick(VALUES)}`);
+      return h + pick(FINAL) + pick(["", "body", "GET / HTTP/1.1\r\n\r\n"]);
+    };
+    return { pick, head };
+  }
+
+  test("equal parseHead of the decoded text, for thousands of drawn heads", () => {
+    const draw = drawer(0x9e3779b9);
     let requests = 0;
     let responses = 0;
     for (let n = 0; n < 5000; n++) {
-      let head = pick(STARTS);
-      const lines = pick([0, 1, 2, 3, 5]);
-      for (let l = 0; l < lines; l++) head += pick(ENDS) + (pick([0, 1, 2, 3, 4, 5, 6, 7]) === 0 ? "no colon here" : `${pick(NAMES)}:${pick(VALUES)}`);
-      head += pick(FINAL) + pick(["", "body", "GET / HTTP/1.1\r\n\r\n"]);
+      const head = draw.head();
       const bytes = Uint8Array.from(head, (c) => c.charCodeAt(0));
       const text = latin1.decode(bytes);
       const m = /\n\r*\n/.exec(text);
@@ -263,5 +270,27 @@ describe("heads parsed from the bytes", () => {
     /* The draw covers both kinds, and heads that do not parse. */
     expect(requests).toBeGreaterThan(500);
     expect(responses).toBeGreaterThan(500);
+  });
+
+  test("with the line feeds headEnd found: the same heads, and every line feed of the head listed", () => {
+    const draw = drawer(0x2545f491);
+    const lineFeeds: number[] = [];
+    let heads = 0;
+    for (let n = 0; n < 5000; n++) {
+      const head = draw.head();
+      const from = draw.pick([0, 3]);
+      const bytes = new Uint8Array(from + head.length);
+      bytes.set(Uint8Array.from(head, (c) => c.charCodeAt(0)), from);
+      lineFeeds.push(-1);
+      const j = headEnd(bytes, from, lineFeeds);
+      expect(j, JSON.stringify(head)).toBe(headEnd(bytes, from));
+      if (j < 0) continue;
+      const expected: number[] = [];
+      for (let i = from; i < j; i++) if (bytes[i] === 10) expected.push(i);
+      expect(lineFeeds, JSON.stringify(head)).toEqual(expected);
+      expect(parseHeadBytes(bytes, from, j, lineFeeds), JSON.stringify(head)).toEqual(parseHeadBytes(bytes, from, j));
+      heads++;
+    }
+    expect(heads).toBeGreaterThan(4000);
   });
 });
