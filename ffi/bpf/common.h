@@ -29,20 +29,26 @@ static __always_inline void svc_count_lost(void *lost_map)
 }
 
 /*
- * The flags of a record's bpf_ringbuf_output into `ring`: the agent's reader is woken only once the ring holds a
- * sixteenth of its size (SVC_WAKEUP_SHARE). Below that it reads on its own schedule (src/ebpf/pump.ts: its timer
- * while records come often, else a wait that ends at the latest after a timeout), so a trickle of records costs
- * no wakeup of the reader each, which the kernel's adaptive default gives every record that finds the reader
- * caught up.
+ * The flags of a `len`-byte record's bpf_ringbuf_output into `ring`: the agent's reader is woken by the record that
+ * takes the ring's pending bytes across a multiple of a sixteenth of its size (SVC_WAKEUP_SHARE), and by no other.
+ * A trickle that stays below the first sixteenth wakes nobody: the reader reads on its own schedule (src/ebpf/pump.ts:
+ * its timer while records come often, else a wait that ends at the latest after a timeout), where the kernel's
+ * adaptive default woke it for every record that found it caught up. A busy ring wakes it at most 16 times a fill
+ * (forcing a wakeup on every record past the first sixteenth cost ~4 us a request at cap 100000: each is an
+ * irq_work), and a crossing missed by two CPUs writing at once is made up at the next one.
  */
 #define SVC_WAKEUP_SHARE 16
-static __always_inline __u64 svc_wakeup_flags(void *ring)
+#define SVC_RINGBUF_HDR_BYTES 8
+static __always_inline __u64 svc_wakeup_flags(void *ring, __u64 len)
 {
   __u64 share = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) / SVC_WAKEUP_SHARE;
   __u64 avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
-  /* Without a branch (the sign of share - 1 - avail; both are below 2^63): a branch here made two paths of everything
+  /* What the record adds: its header and the padding to 8 bytes. */
+  __u64 after = avail + ((len + SVC_RINGBUF_HDR_BYTES + 7) & ~7ULL);
+  /* share is a power of two: a multiple of it lies between avail and after when they differ at its bit or above.
+   * Without a branch (the sign of share - 1 - x; both are below 2^63): a branch here made two paths of everything
    * after each output for the verifier to walk. */
-  return BPF_RB_NO_WAKEUP + ((share - 1 - avail) >> 63) * (BPF_RB_FORCE_WAKEUP - BPF_RB_NO_WAKEUP);
+  return BPF_RB_NO_WAKEUP + ((share - 1 - (avail ^ after)) >> 63) * (BPF_RB_FORCE_WAKEUP - BPF_RB_NO_WAKEUP);
 }
 
 /*

@@ -444,7 +444,7 @@ static __always_inline void emit_conn(void *ctx, __u64 sk, __u32 kind, struct co
   e->kind = kind;
   e->pad = 0;
   __builtin_memcpy(&e->c, c, sizeof(*c));
-  if (bpf_ringbuf_output(&conn_events, e, sizeof(*e), svc_wakeup_flags(&conn_events)) != 0)
+  if (bpf_ringbuf_output(&conn_events, e, sizeof(*e), svc_wakeup_flags(&conn_events, sizeof(*e))) != 0)
     svc_count_lost(&conn_events_lost);
 }
 
@@ -899,7 +899,7 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     fill_http_header(e, c, skp, io, moved, 0, ts);
     e->flags = HTTP_EVENT_H2_STOPPED;
     /* Lost, the record that would have said so: counted as a connection stopped by a lost record. */
-    if (bpf_ringbuf_output(&http_events, e, offsetof(struct http_event, data), svc_wakeup_flags(&http_events)) != 0) {
+    if (bpf_ringbuf_output(&http_events, e, offsetof(struct http_event, data), svc_wakeup_flags(&http_events, offsetof(struct http_event, data))) != 0) {
       svc_count_lost(&http_events_lost);
       count_stat(STAT_H2_STOPPED_LOST);
     }
@@ -957,7 +957,7 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     asm volatile("%0 &= 8191" : "+r"(total));
     if (total > offsetof(struct http_event, data) + H2_CAPTURE_BYTES)
       return 0;
-    if (bpf_ringbuf_output(&http_events, e, total, svc_wakeup_flags(&http_events)) != 0) {
+    if (bpf_ringbuf_output(&http_events, e, total, svc_wakeup_flags(&http_events, total)) != 0) {
       svc_count_lost(&http_events_lost);
       c->flags |= FLAG_H2_STOPPED;
       count_stat(STAT_H2_STOPPED_LOST);
@@ -1111,7 +1111,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   asm volatile("%0 &= 1023" : "+r"(total));
   if (total > sizeof(*e))
     return 0;
-  if (bpf_ringbuf_output(&http_events, e, total, svc_wakeup_flags(&http_events)) != 0)
+  if (bpf_ringbuf_output(&http_events, e, total, svc_wakeup_flags(&http_events, total)) != 0)
     svc_count_lost(&http_events_lost);
   else
     count_stat(STAT_HTTP_EVENTS);

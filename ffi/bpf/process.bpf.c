@@ -77,7 +77,7 @@ static __always_inline void emit(void *ctx, struct process_event *e)
     bpf_perf_event_output(ctx, &events_perf, BPF_F_CURRENT_CPU, e, sizeof(*e));
     return;
   }
-  if (bpf_ringbuf_output(&events, e, sizeof(*e), svc_wakeup_flags(&events)) != 0)
+  if (bpf_ringbuf_output(&events, e, sizeof(*e), svc_wakeup_flags(&events, sizeof(*e))) != 0)
     svc_count_lost(&events_lost);
 }
 

@@ -525,7 +525,7 @@ static __always_inline int leave(long ret)
   __u32 total = offsetof(struct tls_event, data) + n;
   if (total > sizeof(*e))
     total = sizeof(*e);
-  if (bpf_ringbuf_output(&tls_events, e, total, svc_wakeup_flags(&tls_events)) != 0) {
+  if (bpf_ringbuf_output(&tls_events, e, total, svc_wakeup_flags(&tls_events, total)) != 0) {
     svc_count_lost(&tls_events_lost);
     /* An HTTP/2 record lost (or the record that said it stopped): the connection stops, with no record to say so. */
     if (h2) {
@@ -559,7 +559,7 @@ static __always_inline int leave(long ret)
     asm volatile("%0 &= 8191" : "+r"(ctotal));
     if (ctotal > sizeof(*e))
       return 0;
-    if (bpf_ringbuf_output(&tls_events, e, ctotal, svc_wakeup_flags(&tls_events)) != 0) {
+    if (bpf_ringbuf_output(&tls_events, e, ctotal, svc_wakeup_flags(&tls_events, ctotal)) != 0) {
       svc_count_lost(&tls_events_lost);
       conn->flags |= CONN_H2_STOPPED;
       count_stat(STAT_H2_STOPPED_LOST);
