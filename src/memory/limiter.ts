@@ -13,7 +13,7 @@ import type { Config } from "../config/schema";
 import { msOf } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { cgroupMemoryLimit } from "./cgroup";
-import { residentReader } from "./resident";
+import { residentBytes } from "../telemetry/process-metrics";
 import { resolveLimits, type MemoryLimits } from "./config";
 import type { MemoryGate } from "./gate";
 
@@ -89,7 +89,7 @@ export class MemoryLimiter implements Component {
   constructor(ctx: BaseContext, gate: MemoryGate, o: MemoryLimiterOptions = {}) {
     this.#ctx = ctx;
     this.#gate = gate;
-    this.#resident = o.residentBytes ?? residentReader();
+    this.#resident = o.residentBytes ?? residentBytes;
     this.#cgroupLimit = o.cgroupLimitBytes ?? (() => cgroupMemoryLimit());
     this.#gc = o.collectGarbage ?? (() => Bun.gc(true));
     this.#enabled = ctx.config.agent.memory_limit.enabled;

@@ -35,10 +35,14 @@ const SPACE_BYTE = 0x20;
 const ZERO_BYTE = 0x30;
 const NINE_BYTE = 0x39;
 const statmBuffer = Buffer.alloc(128);
-/** /proc/self/statm kept open: one pread per scrape (~0.7 us) instead of process.memoryUsage.rss() (~4 us). */
+/**
+ * /proc/self/statm kept open: one pread per read (~0.7-1.4 us) instead of process.memoryUsage.rss() (4-11 us: an open,
+ * a read and a close each time). Read on every scrape, and by the memory limiter every check_interval.
+ */
 let statmFd: number | undefined;
 
-function residentBytes(): number {
+/** The process's resident set size in bytes. */
+export function residentBytes(): number {
   try {
     statmFd ??= openSync("/proc/self/statm", "r");
     const n = readSync(statmFd, statmBuffer, 0, statmBuffer.length, 0);
