@@ -32,7 +32,7 @@ export interface EbpfDeps {
   openRuntime(env: Record<string, string | undefined>): Promise<BpfRuntime>;
   objectBytes(name: string): Promise<Uint8Array>;
   environment(): EnvironmentProbe;
-  /** The waiter the poll ticker hands the rings to once they are all empty (ffi/ring-wait.ts); without it the ticker polls on its timer alone. */
+  /** The waiter the poll ticker hands the rings to while they are all quiet (ffi/ring-wait.ts); without it the ticker polls on its timer alone. */
   openRingWaiter?(timeoutMs: number): ReadinessWait;
 }
 

@@ -125,7 +125,7 @@ export interface Pollable {
   readonly pollFd?: number;
 }
 
-/** How the ticker waits for records once every ring is empty. */
+/** How the ticker waits for records while every ring is quiet. */
 export interface TickerWaits {
   /** Opens the waiter at the first wait; a throw (logged through onUnavailable) leaves the ticker on its timer. */
   open(): ReadinessWait;
@@ -162,7 +162,7 @@ export class PollTicker {
   #quietTicks = 0;
   #waiting = false;
 
-  /** `waits`: how to wait for records once every ring is empty (without it the ticker polls on its timer alone). */
+  /** `waits`: how to wait for records while every ring is quiet (without it the ticker polls on its timer alone). */
   constructor(waits?: TickerWaits) {
     this.#waits = waits;
   }
@@ -386,7 +386,6 @@ export class RecordPump<E> implements Pollable {
     }
     return this.#turn();
   }
-
 
   followUp(): boolean {
     return this.#turn();
