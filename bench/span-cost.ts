@@ -180,12 +180,17 @@ function userUs(fn: () => void | Promise<void>): number | Promise<number> {
 }
 
 let sample: SpanItem | undefined;
+function plainSpan(s: SpanItem): SpanItem {
+  const { traceId, spanId, name, kind, startTimeUnixNano, endTimeUnixNano, attributes, status, scope, resource } = s;
+  return { traceId, spanId, name, kind, startTimeUnixNano, endTimeUnixNano, attributes: { ...attributes }, status, scope, resource };
+}
 const submit = pipeline.submit.bind(pipeline);
 const stageEncoder = new ItemEncoder(pipeline.resource.encoder);
 let stageBytes = 0;
 let stageSpans = 0;
 pipeline.submit = (signal, items) => {
-  if (signal === "traces" && !sample) sample = items[0] as SpanItem;
+  /* The reference encodes a plain span object with the same fields and attributes (the path's spans write theirs from the exchange). */
+  if (signal === "traces" && !sample) sample = plainSpan(items[0] as SpanItem);
   if (signal !== "traces" || cut === "full") return submit(signal, items);
   stageSpans += items.length;
   if (cut === "encode") for (const item of items) stageBytes += stageEncoder.encode("traces", item).bytes.length;

@@ -143,7 +143,8 @@ export function writeAnyValue(w: ProtoWriter, v: AttributeValue): void {
 const KEY_FIELDS_KEPT = 4096;
 const keyFields = new Map<string, Uint8Array>();
 
-function keyField(key: string): Uint8Array {
+/** The encoded KeyValue.key field (tag, length, UTF-8) of an attribute name; kept per name (callers may keep it too). */
+export function keyField(key: string): Uint8Array {
   let f = keyFields.get(key);
   if (f === undefined) {
     const w = new ProtoWriter(16 + key.length * 3);
@@ -188,22 +189,61 @@ function writeShortStringKeyValue(w: ProtoWriter, field: number, key: Uint8Array
   return true;
 }
 
+/**
+ * writeShortStringKeyValue for an integer value from 0 to 2^28 - 1 (a varint of at most 4 bytes: ports, status
+ * codes, pids): the KeyValue holds the key field, then KeyValue.value (tag, length) holding AnyValue.int_value (tag, varint).
+ */
+function writeShortIntKeyValue(w: ProtoWriter, field: number, key: Uint8Array, v: number): boolean {
+  if (!(v >= 0 && v < 0x1000_0000 && v === Math.floor(v))) return false;
+  const n = v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x20_0000 ? 3 : 4;
+  const k = key.length;
+  const body = k + 3 + n;
+  if (body > 0x7f || field > 15) return false;
+  w.ensure(2 + body);
+  const b = w.buf;
+  let p = w.pos;
+  b[p++] = (field << 3) | WIRE.LEN;
+  b[p++] = body;
+  for (let i = 0; i < k; i++) b[p++] = key[i]!;
+  b[p++] = (F.KeyValue.value << 3) | WIRE.LEN;
+  b[p++] = 1 + n;
+  b[p++] = (F.AnyValue.int_value << 3) | WIRE.VARINT;
+  while (v > 0x7f) {
+    b[p++] = (v & 0x7f) | 0x80;
+    v >>>= 7;
+  }
+  b[p++] = v;
+  w.pos = p;
+  return true;
+}
+
+/**
+ * Writes one attribute as a KeyValue field: `key` is its encoded key field (keyField). Nothing for an undefined
+ * or null value.
+ */
+export function writeKeyValue(w: ProtoWriter, field: number, key: Uint8Array, v: AttributeValue | undefined | null): void {
+  if (v === undefined || v === null) return;
+  /* Most values are short ASCII strings or small integers: written in one go (the general path reserves and patches each length). */
+  if (typeof v === "string" ? writeShortStringKeyValue(w, field, key, v) : typeof v === "number" && writeShortIntKeyValue(w, field, key, v)) return;
+  const kv = w.open(field);
+  w.short(key);
+  const av = w.open(F.KeyValue.value);
+  writeAnyValue(w, v);
+  w.end(av);
+  w.end(kv);
+}
+
 /** Writes each attribute as a repeated KeyValue field. */
 export function writeAttributes(w: ProtoWriter, field: number, attributes: Attributes | undefined): void {
   if (!attributes) return;
-  for (const key in attributes) {
-    const v = attributes[key];
-    if (v === undefined || v === null) continue;
-    const k = keyField(key);
-    /* Most values are short ASCII strings: written in one go (the general path reserves and patches each length). */
-    if (typeof v === "string" && writeShortStringKeyValue(w, field, k, v)) continue;
-    const kv = w.open(field);
-    w.short(k);
-    const av = w.open(F.KeyValue.value);
-    writeAnyValue(w, v);
-    w.end(av);
-    w.end(kv);
-  }
+  for (const key in attributes) writeKeyValue(w, field, keyField(key), attributes[key]);
+}
+
+/** The KeyValue fields writeAttributes writes for `attributes`, as bytes of their own (to be written again with ProtoWriter.raw). */
+export function encodeAttributeFields(field: number, attributes: Attributes): Uint8Array {
+  const w = new ProtoWriter(256);
+  writeAttributes(w, field, attributes);
+  return w.copy();
 }
 
 export function writeSpan(w: ProtoWriter, s: SpanItem): void {
@@ -216,7 +256,8 @@ export function writeSpan(w: ProtoWriter, s: SpanItem): void {
   if (s.kind) w.varintField(S.kind, s.kind);
   w.fixed64Field(S.start_time_unix_nano, s.startTimeUnixNano);
   w.fixed64Field(S.end_time_unix_nano, s.endTimeUnixNano);
-  writeAttributes(w, S.attributes, s.attributes);
+  if (s.writeAttributes) s.writeAttributes(w, S.attributes);
+  else writeAttributes(w, S.attributes, s.attributes);
   if (s.events)
     for (const e of s.events) {
       const m = w.open(S.events);
