@@ -190,6 +190,29 @@ function writeShortStringKeyValue(w: ProtoWriter, field: number, key: Uint8Array
 }
 
 /**
+ * Writes the framing of a KeyValue field (number below 16) of an encoded key field and a string value of `n`
+ * one-byte (ASCII) characters, when every length takes one byte: returns where the caller writes the `n` bytes
+ * (the writer's position is already past them); -1, with nothing written, when the message is too long.
+ */
+export function beginShortStringKeyValue(w: ProtoWriter, field: number, key: Uint8Array, n: number): number {
+  const k = key.length;
+  const body = k + 4 + n;
+  if (body > 0x7f || field > 15) return -1;
+  w.ensure(2 + body);
+  const b = w.buf;
+  let p = w.pos;
+  b[p++] = (field << 3) | WIRE.LEN;
+  b[p++] = body;
+  for (let i = 0; i < k; i++) b[p++] = key[i]!;
+  b[p++] = (F.KeyValue.value << 3) | WIRE.LEN;
+  b[p++] = 2 + n;
+  b[p++] = (F.AnyValue.string_value << 3) | WIRE.LEN;
+  b[p++] = n;
+  w.pos = p + n;
+  return p;
+}
+
+/**
  * writeShortStringKeyValue for an integer value from 0 to 2^28 - 1 (a varint of at most 4 bytes: ports, status
  * codes, pids): the KeyValue holds the key field, then KeyValue.value (tag, length) holding AnyValue.int_value (tag, varint).
  */

@@ -9,7 +9,7 @@
  */
 import type { AttributeValue, Attributes } from "../../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem, type SpanKindValue, type StatusCodeValue } from "../../../export/model";
-import { encodeAttributeFields, keyField, writeAttributes, writeKeyValue } from "../../../export/encode";
+import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttributes, writeKeyValue } from "../../../export/encode";
 import type { ProtoWriter } from "../../../export/wire";
 import type { HttpExchange } from "./parser";
 
@@ -122,12 +122,50 @@ function splitTarget(target: string): { base: string; query: string | undefined 
   return q < 0 ? { base: t, query: undefined } : { base: t.slice(0, q), query: t.slice(q + 1) };
 }
 
-/** The query of a request target (splitTarget's, without building the base). */
-function queryOf(target: string): string | undefined {
-  const hash = target.indexOf("#");
-  const end = hash < 0 ? target.length : hash;
+/** Where the query of a request target starts (after its "?"; splitTarget's query), or -1 when it has none. */
+function queryStart(target: string): number {
   const q = target.indexOf("?");
-  return q < 0 || q >= end ? undefined : target.slice(q + 1, end);
+  if (q < 0) return -1;
+  const hash = target.indexOf("#");
+  return hash >= 0 && hash < q ? -1 : q + 1;
+}
+
+/** Where the query of a request target that has one (queryStart) ends: at its fragment, or the target's end. */
+function queryEnd(target: string): number {
+  const hash = target.indexOf("#");
+  return hash < 0 ? target.length : hash;
+}
+
+const EQUALS = 61;
+const AMPERSAND = 38;
+
+/**
+ * Writes the KeyValue of `target[from..to)` redacted by rule "all" (redactQuery's), without building the string;
+ * false, with nothing written, when a character outside the values is not ASCII or the KeyValue is too long for
+ * writeShortKeyValue (the caller then writes redactQuery's string).
+ */
+function writeQueryRedactedAll(w: ProtoWriter, field: number, key: Uint8Array, target: string, from: number, to: number): boolean {
+  /* Every value (from "=" to the next "&") becomes "=REDACTED". */
+  let n = 0;
+  for (let i = from; i < to; i++) {
+    const c = target.charCodeAt(i);
+    if (c === EQUALS) {
+      n += REDACTED_VALUE.length;
+      while (i + 1 < to && target.charCodeAt(i + 1) !== AMPERSAND) i++;
+    } else if (c >= 0x80) return false;
+    else n++;
+  }
+  let p = beginShortStringKeyValue(w, field, key, n);
+  if (p < 0) return false;
+  const b = w.buf;
+  for (let i = from; i < to; i++) {
+    const c = target.charCodeAt(i);
+    if (c === EQUALS) {
+      for (let j = 0; j < REDACTED_VALUE.length; j++) b[p++] = REDACTED_VALUE.charCodeAt(j);
+      while (i + 1 < to && target.charCodeAt(i + 1) !== AMPERSAND) i++;
+    } else b[p++] = c;
+  }
+  return true;
 }
 
 /** url.full of a client request: absolute-form targets as sent, others from the Host header or the peer address. */
@@ -285,6 +323,8 @@ const HTTP_KEY_NAMES = new Set([...Object.values(K).map((k) => k.name), ...Objec
 /** Where an HTTP span's attributes go: into an object, or written as KeyValue fields. */
 interface AttributeSink {
   put(k: Key, v: AttributeValue): void;
+  /** The query target[from..to) redacted by `rule`. */
+  putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void;
   /** Every attribute of `a`, in order (a constant object: its fields are encoded once). */
   putConstant(a: Attributes): void;
 }
@@ -293,6 +333,9 @@ class ObjectSink implements AttributeSink {
   constructor(readonly out: Attributes) {}
   put(k: Key, v: AttributeValue): void {
     this.out[k.name] = v;
+  }
+  putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void {
+    this.out[k.name] = redactQuery(target.slice(from, to), rule);
   }
   putConstant(a: Attributes): void {
     for (const name in a) this.out[name] = a[name]!;
@@ -304,6 +347,10 @@ class WriterSink implements AttributeSink {
   field = 0;
   put(k: Key, v: AttributeValue): void {
     writeKeyValue(this.w!, this.field, k.field, v);
+  }
+  putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void {
+    if (rule === "all" && writeQueryRedactedAll(this.w!, this.field, k.field, target, from, to)) return;
+    writeKeyValue(this.w!, this.field, k.field, redactQuery(target.slice(from, to), rule));
   }
   putConstant(a: Attributes): void {
     this.w!.raw(constantFields(a, this.field));
@@ -424,9 +471,9 @@ function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, rule
   if (req.truncated) s.put(K.truncated, req.truncated);
   if (req.userAgent !== undefined) s.put(K.userAgent, req.userAgent);
   if (server) {
-    const query = queryOf(req.target);
+    const query = queryStart(req.target);
     if (req.path !== undefined) s.put(K.urlPath, req.path);
-    if (query !== undefined) s.put(K.urlQuery, redactQuery(query, rule));
+    if (query >= 0) s.putQuery(K.urlQuery, req.target, query, queryEnd(req.target), rule);
     if (route !== undefined) s.put(K.route, route);
     s.put(K.serverAddress, host?.address ?? m.localAddress);
     s.put(K.serverPort, host?.port ?? m.localPort);

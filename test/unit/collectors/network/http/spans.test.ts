@@ -117,7 +117,7 @@ describe("HTTP span attributes written straight by the encoder", () => {
     ];
     const metas: EndpointMeta[] = [meta, { pid: 9, comm: "c", localAddress: "2001:db8::1", localPort: 443, remoteAddress: "2001:db8::a", remotePort: 60000, tls: true }];
     const routes = new RouteTable(["/users/{id}", "/health"]);
-    const targets = ["/users/42?token=abc&debug", "/health", "/", "/p?a=1&b=2#f", "http://user:pw@h.example:81/x?y=1", "db.internal:5432", "*", `/${"x".repeat(150)}?q=${"é".repeat(50)}`];
+    const targets = ["/users/42?token=abc&debug", "/health", "/", "/p?a=1&b=2#f", "http://user:pw@h.example:81/x?y=1", "db.internal:5432", "*", `/${"x".repeat(150)}?q=${"é".repeat(50)}`, "/k?ü=1&a", "/e?a=b=c&&d=&=x&", "/e?", "/f#?x=1", `/g?${"k=v&".repeat(30)}`];
     const hosts = [undefined, "api.local:8080", "[::1]:9090", "other", "ü.example"];
     const agents = [undefined, "curl/8.5.0", `long/${"a".repeat(130)}`];
     const a = new ProtoWriter(1024);
