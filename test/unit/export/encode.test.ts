@@ -373,7 +373,7 @@ test("items written straight into the arenas: small and oversized items interlea
   expect(request.resourceSpans[0].scopeSpans[0].spans.map((s: any) => s.name)).toEqual(Array.from({ length: n }, (_, i) => `op ${i}`));
 });
 
-test("attributes: drawn sets encode as protobufjs encodes them (short strings and small integers written in one go, the rest as nested messages)", () => {
+test("attributes: drawn sets encode as protobufjs encodes them (short strings and small integers written in one go with the key copied by words, the rest as nested messages)", () => {
   const KeyValueList = otlpRoot().lookupType("opentelemetry.proto.common.v1.KeyValueList");
   let seed = 0xa77;
   const rnd = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) % n;
@@ -399,7 +399,7 @@ test("attributes: drawn sets encode as protobufjs encodes them (short strings an
     typeof v === "string" ? { stringValue: v } : typeof v === "boolean" ? { boolValue: v } : Array.isArray(v) ? { arrayValue: { values: v.map((e) => anyValue(e)) } } : Number.isSafeInteger(v) ? { intValue: v } : { doubleValue: v };
   for (let i = 0; i < 5000; i++) {
     const attributes: Attributes = {};
-    for (let n = rnd(8); n > 0; n--) attributes[`k${rnd(1000)}${"x".repeat(pick([0, 5, 40, 120]))}`] = value();
+    for (let n = rnd(8); n > 0; n--) attributes[`${pick(["k", "é", "日本"])}${rnd(1000)}${"x".repeat(pick([0, 1, 2, 3, 5, 40, 120]))}`] = value();
     const w = new ProtoWriter(64);
     writeAttributes(w, 1, attributes);
     const expected = KeyValueList.encode(KeyValueList.fromObject({ values: Object.entries(attributes).map(([key, v]) => ({ key, value: anyValue(v) })) })).finish();

@@ -9,7 +9,7 @@
  */
 import type { AttributeValue, Attributes } from "../../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem, type SpanKindValue, type StatusCodeValue } from "../../../export/model";
-import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttributes, writeKeyValue } from "../../../export/encode";
+import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttributes, writeKeyValue, type KeyField } from "../../../export/encode";
 import type { ProtoWriter } from "../../../export/wire";
 import type { HttpExchange } from "./parser";
 
@@ -144,7 +144,7 @@ const AMPERSAND = 38;
  * false, with nothing written, when a character outside the values is not ASCII or the KeyValue is too long for
  * writeShortKeyValue (the caller then writes redactQuery's string).
  */
-function writeQueryRedactedAll(w: ProtoWriter, field: number, key: Uint8Array, target: string, from: number, to: number): boolean {
+function writeQueryRedactedAll(w: ProtoWriter, field: number, key: KeyField, target: string, from: number, to: number): boolean {
   /* Every value (from "=" to the next "&") becomes "=REDACTED". */
   let n = 0;
   for (let i = from; i < to; i++) {
@@ -288,7 +288,7 @@ function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: strin
 /** An attribute's name and its encoded KeyValue.key field. */
 interface Key {
   readonly name: string;
-  readonly field: Uint8Array;
+  readonly field: KeyField;
 }
 const key = (name: string): Key => ({ name, field: keyField(name) });
 
