@@ -191,37 +191,6 @@ function keyValueHead(w: ProtoWriter, p: number, field: number, body: number, ke
 }
 
 /**
- * Writes a KeyValue field (number below 16) of a key field (keyField) and a string value when the value is ASCII
- * and the message is under 128 bytes: every length then takes one byte and is known before writing, so the
- * message is written in one go (the general path reserves each length byte and patches it). True when written;
- * false, with nothing written, otherwise.
- */
-function writeShortStringKeyValue(w: ProtoWriter, field: number, key: KeyField, s: string): boolean {
-  const n = s.length;
-  const k = key.bytes.length;
-  /* KeyValue body: the key field, then KeyValue.value (tag, length) holding AnyValue.string_value (tag, length, bytes). */
-  const body = k + 4 + n;
-  if (body > 0x7f || field > 15) return false;
-  w.ensure(2 + body + KEY_OVERRUN);
-  const b = w.buf;
-  const start = w.pos;
-  let p = start + 6 + k;
-  for (let i = 0; i < n; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0x80) return false;
-    b[p++] = c;
-  }
-  /* The key's overrun falls on the four bytes written after it. */
-  p = keyValueHead(w, start, field, body, key);
-  b[p++] = (F.KeyValue.value << 3) | WIRE.LEN;
-  b[p++] = 2 + n;
-  b[p++] = (F.AnyValue.string_value << 3) | WIRE.LEN;
-  b[p++] = n;
-  w.pos = p + n;
-  return true;
-}
-
-/**
  * Writes the framing of a KeyValue field (number below 16) of a key field and a string value of `n` one-byte
  * (ASCII) characters, when every length takes one byte: returns where the caller writes the `n` bytes (the
  * writer's position is already past them); -1, with nothing written, when the message is too long.
@@ -238,6 +207,29 @@ export function beginShortStringKeyValue(w: ProtoWriter, field: number, key: Key
   b[p++] = n;
   w.pos = p + n;
   return p;
+}
+
+/**
+ * Writes a KeyValue field (number below 16) of a key field (keyField) and a string value when the value is ASCII
+ * and the message is under 128 bytes: every length then takes one byte and is known before writing, so the
+ * message is written in one go (the general path reserves each length byte and patches it). True when written;
+ * false, with nothing written, otherwise.
+ */
+function writeShortStringKeyValue(w: ProtoWriter, field: number, key: KeyField, s: string): boolean {
+  const n = s.length;
+  const start = w.pos;
+  let p = beginShortStringKeyValue(w, field, key, n);
+  if (p < 0) return false;
+  const b = w.buf;
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) {
+      w.pos = start;
+      return false;
+    }
+    b[p++] = c;
+  }
+  return true;
 }
 
 /**
