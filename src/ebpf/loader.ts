@@ -177,9 +177,10 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
   if (!object) return fail(`loading ${spec.object} failed after excluding optional programs`, new Error("load retries exhausted"));
   try {
     keepSharedMaps(object, spec.sharedMaps ?? []);
+    for (const name of spec.emptiedMaps ?? []) emptyMap(object, name);
   } catch (e) {
     object.close();
-    return fail(`keeping the shared maps of ${spec.object}: ${reasonOf(e)}`, e as Error);
+    return fail(`preparing the shared maps of ${spec.object}: ${reasonOf(e)}`, e as Error);
   }
 
   const links: BpfLinkApi[] = [];
@@ -251,6 +252,13 @@ function keepSharedMaps(object: BpfObjectApi, names: string[]): void {
     const map = object.map(name);
     if (!sharedMapFds.has(name) && map?.keepFd) sharedMapFds.set(name, map.keepFd());
   }
+}
+
+/** Deletes every entry of a hash map of `object` (before its programs attach: nothing of this set adds meanwhile). */
+function emptyMap(object: BpfObjectApi, name: string): void {
+  const map = object.map(name);
+  if (!map?.keys || !map.delete) return;
+  for (const k of map.keys(map.maxEntries)) map.delete(k);
 }
 
 /** Autoload, constants, buffer sizes, and which transport map the kernel creates. Throws on a spec that does not match the object. */

@@ -54,6 +54,12 @@ export interface ProgramSetSpec<E = unknown> {
    * first set loaded creates it, later ones (and reloads) reuse it.
    */
   sharedMaps?: string[];
+  /**
+   * Shared maps whose entries this set's programs add and remove as events come: emptied before its programs attach.
+   * The map outlives the set (a reload, network tracing turned off then on, another agent in the same process): what
+   * an earlier set recorded went stale once no set saw the events that remove it.
+   */
+  emptiedMaps?: string[];
 }
 
 /** The maps of the `network` and `tls` sets that are one kernel map: the agent's own endpoints (common.h) and the RED

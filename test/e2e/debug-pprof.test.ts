@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../helpers/agent-process";
+import { waitUntil } from "../helpers/wait";
 
 const TOKEN = "debug-e2e-token-7Hq2";
 const dir = mkdtempSync(join(tmpdir(), "svc-agent-debug-e2e-"));
@@ -104,18 +105,18 @@ describe("go tool pprof reads the live profiles", () => {
   }, 60_000);
 
   test("a second CPU profile while one runs gets 503 service_unavailable", async () => {
-    const first = fetch(`${agent.url}/debug/pprof/profile?seconds=2`);
-    let second: Response | undefined;
-    // The first request holds the profiler once it is in; poll until the second is refused (bounded).
-    for (let i = 0; i < 50 && second?.status !== 503; i++) {
-      second = await fetch(`${agent.url}/debug/pprof/profile?seconds=1`);
-      if (second.status === 200) await second.arrayBuffer();
-    }
-    expect(second!.status).toBe(503);
-    const body = (await second!.json()) as { error: string; details: { profile: string; busy_until: string } };
+    // Five seconds: time enough for the second to arrive while the first samples, on a loaded machine too.
+    const first = fetch(`${agent.url}/debug/pprof/profile?seconds=5`);
+    // The second is sent once the agent lists the first as an operation in flight: its handler has started, and the
+    // profiler is taken as it starts. Sent at once, the second may reach the agent first (seen after the busy
+    // profile above: the first refused, and every second one then sampling a whole second until the timeout).
+    await waitUntil(async () => (await (await fetch(`${agent.url}/debug/pprof/goroutine?debug=2`)).text()).includes("\nhttp GET /debug/pprof/profile\n"), { what: "the first profile in flight", timeoutMs: 10_000 });
+    const second = await fetch(`${agent.url}/debug/pprof/profile?seconds=1`);
+    expect(second.status).toBe(503);
+    const body = (await second.json()) as { error: string; details: { profile: string; busy_until: string } };
     expect(body.error).toBe("service_unavailable");
     expect(body.details.profile).toBe("profile");
-    expect(second!.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(second.headers.get("retry-after")).toMatch(/^\d+$/);
     expect((await first).status).toBe(200);
   }, 30_000);
 

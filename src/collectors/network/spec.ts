@@ -148,6 +148,8 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
     // The body size maps (preallocated per CPU) take room only while body sizes are counted.
     mapSizes: { conns: socketStorage ? 1 : o.maxConnections, ...(bodySizes ? {} : { red_body_a: 1, red_body_b: 1 }) },
     sharedMaps: EXCHANGE_SHARED_MAPS,
+    // The agent's own endpoints: recorded as its connections open and removed as they close, by this set alone.
+    emptiedMaps: ["svc_self_peers"],
   };
 }
 

@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spansDropped, startTracingAgent, until, type TracingAgent } from "../network/harness";
 import { startNghttpd, type NghttpdServer } from "./harness";
+import { attachedTarget } from "./library-case";
 
 setDefaultTimeout(90_000);
 
@@ -30,8 +31,9 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTP/2 over TLS: the call bound$
     await until(() => t.agent.agent.status.component("ebpf/tls")?.state === "ok", "ebpf/tls ok", 30_000);
     server = await startNghttpd({ hello: "hello\n" });
     port = server.port;
-    /* libssl gets probed once the agent sees it mapped (scans 150 ms, 1.5 s and 5 s after an exec). */
-    await Bun.sleep(3000);
+    /* libssl is probed once the agent has seen it mapped (scans 150 ms, 1.5 s and 5 s after an exec): its attach
+     * state in /status/ebpf says when. */
+    await attachedTarget(t, server.pid, (path) => /\/libssl\.so\.3$/.test(path));
   }, 90_000);
 
   afterAll(async () => {

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "../network/harness";
 import { startNghttpd, type NghttpdServer } from "./harness";
+import { attachedTarget } from "./library-case";
 
 setDefaultTimeout(60_000);
 
@@ -29,8 +30,9 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTP/2 over TLS spans${missing.l
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
     server = await startNghttpd({ hello: "hello\n", "a/b/c": "x".repeat(20_000) });
     port = server.port;
-    /* libssl gets probed once the agent sees it mapped. */
-    await Bun.sleep(3000);
+    /* libssl is probed once the agent has seen it mapped (scans 150 ms, 1.5 s and 5 s after an exec): its attach
+     * state in /status/ebpf says when. */
+    await attachedTarget(t, server.pid, (path) => /\/libssl\.so\.3$/.test(path));
     const base = `https://127.0.0.1:${port}`;
     const nghttp = Bun.spawn(["nghttp", "-n", `${base}/hello?x=1`, `${base}/missing`, `${base}/a/b/c`], { stdout: "ignore", stderr: "inherit" });
     nghttpPid = nghttp.pid;
@@ -51,7 +53,10 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTP/2 over TLS spans${missing.l
     const rows = (list: DecodedSpan[]) => list.map((s) => `${s.attributes["http.request.method"]} ${s.attributes["url.path"]} ${s.attributes["http.response.status_code"]}`).sort();
     /* "/" is the readiness probe's request. */
     const serverOf = () => of(server.pid, "SPAN_KIND_SERVER").filter((s) => s.attributes["url.path"] !== "/");
-    await until(() => ((spans = decodeSpansWithProtoc(t.collected.traceBodies)), serverOf().length >= 4 && of(nghttpPid, "SPAN_KIND_CLIENT").length >= 3 && of(curlPid, "SPAN_KIND_CLIENT").length >= 1), "4 server and 4 client h2 spans", 20_000);
+    await until(() => ((spans = decodeSpansWithProtoc(t.collected.traceBodies)), serverOf().length >= 4 && of(nghttpPid, "SPAN_KIND_CLIENT").length >= 3 && of(curlPid, "SPAN_KIND_CLIENT").length >= 1), "4 server and 4 client h2 spans", 20_000).catch((e: Error) => {
+      const seen = [...serverOf(), ...of(nghttpPid, "SPAN_KIND_CLIENT"), ...of(curlPid, "SPAN_KIND_CLIENT")].map((s) => `${s.attributes["process.pid"]} ${s.kind} ${rows([s])[0]}`);
+      throw new Error(`${e.message}; seen (server ${server.pid}, nghttp ${nghttpPid}, curl ${curlPid}): ${seen.join("; ")}`);
+    });
     await Bun.sleep(300);
     spans = decodeSpansWithProtoc(t.collected.traceBodies);
     expect(rows(serverOf())).toEqual(["GET /a/b/c 200", "GET /hello 200", "GET /hello 200", "GET /missing 404"]);
