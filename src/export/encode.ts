@@ -529,17 +529,18 @@ const FRAMING_BYTES_PER_ITEM = 6;
 const FRAMING_BYTES_PER_REQUEST = 4096;
 
 /**
- * Assembles the Export<Signal>ServiceRequest of a batch. Without `writer`, the request is written into a buffer
- * sized for it and returned without a copy (the caller owns it); with one, a copy of the writer's bytes.
+ * Assembles the Export<Signal>ServiceRequest of a batch into `writer` (emptied first; by default a new one sized
+ * for the batch) and returns a view of the writer's bytes: valid until the writer is written again.
  */
 export function buildRequest(signal: Signal, entries: readonly EncodedItem[], resource: ResourceEncoder, writer?: ProtoWriter): Uint8Array {
   let estimate = FRAMING_BYTES_PER_REQUEST;
-  if (!writer) for (const e of entries) estimate += queuedBytes(e) + FRAMING_BYTES_PER_ITEM;
+  for (const e of entries) estimate += queuedBytes(e) + FRAMING_BYTES_PER_ITEM;
   const w = writer ?? new ProtoWriter(estimate);
   w.reset();
+  w.ensure(estimate);
   if (signal === "profiles") writeProfilesRequest(w, entries, resource);
   else writeGroupedRequest(w, signal, entries, resource);
-  return writer ? w.copy() : w.buf.subarray(0, w.pos);
+  return w.buf.subarray(0, w.pos);
 }
 
 function writeGroupedRequest(w: ProtoWriter, signal: Exclude<Signal, "profiles">, entries: readonly EncodedItem[], resource: ResourceEncoder): void {

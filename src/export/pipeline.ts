@@ -17,6 +17,7 @@ import { ExportChain } from "./chain";
 import { SIGNALS, queueDirectory, type Signal } from "./config";
 import { ItemEncoder, buildRequest, type EncodedItem } from "./encode";
 import { codeName } from "./outcome";
+import { ProtoWriter } from "./wire";
 import { PersistentQueue } from "./persistent-queue";
 import { SignalQueue, type QueueSender, type Queued } from "./queue";
 import { ResourceBuilder } from "./resource";
@@ -54,7 +55,17 @@ interface Lane {
   /** Sum of `dropped`, kept as drops are counted. */
   droppedTotal: number;
   inFlight: number;
+  /**
+   * Request buffers written again by the lane's later batches. A batch holds its buffer until its final outcome
+   * (every retry sends the same bytes) and hands it back only on success, when the transport has sent all of it
+   * (an attempt given up on may still be read by its transport); at most REQUEST_WRITERS_KEPT, each at most
+   * REQUEST_WRITER_KEPT_BYTES.
+   */
+  requestWriters: ProtoWriter[];
 }
+
+const REQUEST_WRITERS_KEPT = 2;
+const REQUEST_WRITER_KEPT_BYTES = 4 * 1024 * 1024;
 
 const zeroDrops = (): Record<DropReason, number> => Object.fromEntries(DROP_REASONS.map((r) => [r, 0])) as Record<DropReason, number>;
 
@@ -90,7 +101,7 @@ export class OtlpPipeline implements TelemetryPipeline {
   #makeLane(signal: Signal): Lane {
     const q = this.#config.queues[signal];
     const queue = q.persistent ? this.#persistentQueue(signal) : new SignalQueue(q.capacity, bytesOf(q, "mem_limit"));
-    const lane = { signal, queue, collected: 0, exported: 0, dropped: zeroDrops(), droppedTotal: 0, inFlight: 0 } as Lane;
+    const lane = { signal, queue, collected: 0, exported: 0, dropped: zeroDrops(), droppedTotal: 0, inFlight: 0, requestWriters: [] as ProtoWriter[] } as Lane;
     // The account link between the batch and retry: counts the batch in flight and settles its outcome.
     const links = this.#chain.lane(signal, queue, { send: (items) => this.#sendBatch(lane, items) });
     lane.queueLink = links.queue;
@@ -353,14 +364,17 @@ export class OtlpPipeline implements TelemetryPipeline {
     this.#metrics.exportQueueSize.set({ signal }, lane.queue.size);
     this.#metrics.exportBatchSize.observe({ signal }, n);
     let result: RetryResult;
+    let writer: ProtoWriter | undefined;
     try {
-      const body = buildRequest(signal, items, this.resource.encoder);
+      writer = lane.requestWriters.pop() ?? new ProtoWriter();
+      const body = buildRequest(signal, items, this.resource.encoder, writer);
       result = await this.#chain.retry.send({ signal, body, items: n });
     } catch (e) {
       this.#logger.error("export batch failed unexpectedly", { signal, error: (e as Error).message });
       result = { kind: "failure", code: 2, message: (e as Error).message };
     }
     lane.inFlight -= n;
+    if (result.kind === "success" && writer && writer.buf.length <= REQUEST_WRITER_KEPT_BYTES && lane.requestWriters.length < REQUEST_WRITERS_KEPT) lane.requestWriters.push(writer);
     // Exported or dropped for good: a persistent queue may forget the batch (not when abandoned at shutdown: sent again at the next start).
     if ((result.kind === "success" || result.kind === "failure") && lane.queue instanceof PersistentQueue) lane.queue.done(items);
     if (result.kind === "success") {

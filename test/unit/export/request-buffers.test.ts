@@ -1,0 +1,89 @@
+/**
+ * The pipeline writes a batch's request into a buffer that later batches write again once that batch was exported:
+ * a batch being retried keeps its own bytes meanwhile, and every request decodes to exactly its batch's spans.
+ */
+import { expect, test } from "bun:test";
+import { parseConfig } from "../../../src/config/load";
+import type { SpanItem } from "../../../src/export/model";
+import { OtlpPipeline } from "../../../src/export/pipeline";
+import { decodeRequest } from "../../../src/export/receiver";
+import { TransportSender } from "../../../src/export/sender";
+import type { Transport } from "../../../src/export/transport";
+import { Logger } from "../../../src/log/logger";
+import { AgentMetrics } from "../../../src/telemetry/metrics";
+import { TaskRegistry } from "../../../src/telemetry/tasks";
+
+function span(id: number): SpanItem {
+  const spanId = new Uint8Array(8);
+  new DataView(spanId.buffer).setUint32(4, id);
+  return {
+    traceId: new Uint8Array(16).fill(0xab),
+    spanId,
+    name: `span ${id}`,
+    kind: 2,
+    startTimeUnixNano: 1_700_000_000_000_000_000n + BigInt(id),
+    endTimeUnixNano: 1_700_000_000_001_000_000n + BigInt(id),
+    attributes: { "http.request.method": "GET", "url.path": `/items/${"x".repeat(id * 37)}` },
+  };
+}
+
+const names = (body: Uint8Array) => (decodeRequest("traces", body) as any).resourceSpans.flatMap((r: any) => r.scopeSpans.flatMap((s: any) => s.spans.map((x: any) => x.name)));
+
+test("a retried batch resends the same bytes while exported batches' buffers are written again", async () => {
+  const config = parseConfig(
+    `
+backoff:
+  initial: 300ms
+  max: 300ms
+queues:
+  traces:
+    batch_size: 2
+    batch_timeout: 1h
+    max_in_flight: 2
+`,
+    {},
+  );
+  const tasks = new TaskRegistry();
+  /** Each attempt: the body handed over (a view), a copy of its bytes then, and the outcome given. */
+  const attempts: Array<{ body: Uint8Array; copy: Uint8Array; names: string[]; retryable: boolean }> = [];
+  const transport: Transport = {
+    async send(_signal, body) {
+      const retryable = attempts.length === 0;
+      attempts.push({ body, copy: body.slice(), names: names(body), retryable });
+      return retryable ? { kind: "retryable", code: 14, message: "down", delayMs: undefined } : { kind: "success", rejected: 0, message: "" };
+    },
+    ready: () => true,
+    close() {},
+  };
+  const pipeline = new OtlpPipeline({ config, metrics: new AgentMetrics("svc", tasks), logger: new Logger({ sink: () => {} }), tasks, random: () => 0.5 });
+  pipeline.connect(new TransportSender(transport));
+  try {
+    expect(pipeline.submit("traces", [span(1), span(2)])).toBe(2);
+    for (let i = 0; i < 50 && attempts.length < 1; i++) await Bun.sleep(1);
+    // While the first batch waits for its retry, three more are exported one after another in the other slot.
+    for (const id of [3, 5, 7]) {
+      const before = attempts.length;
+      expect(pipeline.submit("traces", [span(id), span(id + 1)])).toBe(2);
+      for (let i = 0; i < 200 && attempts.length === before; i++) await Bun.sleep(1);
+    }
+    expect(attempts.map((a) => a.names)).toEqual([
+      ["span 1", "span 2"],
+      ["span 3", "span 4"],
+      ["span 5", "span 6"],
+      ["span 7", "span 8"],
+    ]);
+    // The exported batches' requests were written into the same buffer.
+    expect(attempts[2]!.body.buffer).toBe(attempts[1]!.body.buffer);
+    expect(attempts[3]!.body.buffer).toBe(attempts[1]!.body.buffer);
+    await pipeline.flush(5000);
+    expect(pipeline.accounting().traces.exported).toBe(8);
+    expect(attempts).toHaveLength(5);
+    const [first, , , , retry] = attempts;
+    expect(retry!.names).toEqual(["span 1", "span 2"]);
+    expect(retry!.body).toBe(first!.body);
+    expect(retry!.copy).toEqual(first!.copy);
+    expect(retry!.body.buffer).not.toBe(attempts[1]!.body.buffer);
+  } finally {
+    await pipeline.shutdown(AbortSignal.timeout(5000));
+  }
+});
