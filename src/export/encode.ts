@@ -67,8 +67,13 @@ export const F = {
 const ARENA_BYTES = 256 * 1024;
 
 interface Arena {
+  signal: Signal;
   buf: Uint8Array;
   used: number;
+  /** Items written into it and not yet released (ItemEncoder.release). */
+  live: number;
+  /** No longer written into: written again once `live` is 0 (the signal's spare). */
+  retired: boolean;
 }
 
 /** The scope of items that name none. */
@@ -91,6 +96,8 @@ export interface EncodedItem {
   profile?: ProfileItem;
   /** Bytes the item counts for in queue limits when `bytes` is not its encoding (profiles: estimateProfileBytes). */
   size?: number;
+  /** The ItemEncoder arena `bytes` is a view of, until the item is released (ItemEncoder.release). */
+  arena?: Arena | undefined;
 }
 
 /** Bytes an item counts for in queue limits. */
@@ -419,6 +426,8 @@ export class ItemEncoder {
   readonly #resource: ResourceEncoder;
   /** One arena per signal: a signal's queue is FIFO, so at most two of its arenas hold dead space at any time. */
   readonly #arenas = new Map<Signal, Arena>();
+  /** Per signal, a retired arena whose items were all released: written again instead of a new one. */
+  readonly #spares = new Map<Signal, Arena>();
 
   constructor(resource: ResourceEncoder) {
     this.#resource = resource;
@@ -428,8 +437,16 @@ export class ItemEncoder {
   #begin(signal: Signal): Arena {
     let arena = this.#arenas.get(signal);
     if (!arena || arena.buf.length - arena.used < ARENA_BYTES / 8) {
-      /* Not zero-filled: only bytes written are ever read. */
-      arena = { buf: allocate(ARENA_BYTES), used: 0 };
+      if (arena) this.#retire(arena);
+      arena = this.#spares.get(signal);
+      if (arena) {
+        this.#spares.delete(signal);
+        arena.used = 0;
+        arena.retired = false;
+      } else {
+        /* Not zero-filled: only bytes written are ever read. */
+        arena = { signal, buf: allocate(ARENA_BYTES), used: 0, live: 0, retired: false };
+      }
       this.#arenas.set(signal, arena);
     }
     this.#aw.attach(arena.buf, arena.used);
@@ -446,10 +463,35 @@ export class ItemEncoder {
     const at = arena.used;
     if (w.buf !== arena.buf) {
       this.#arenas.delete(signal);
+      this.#retire(arena);
       return w.buf.slice(at, w.pos);
     }
     arena.used = w.pos;
+    arena.live++;
     return arena.buf.subarray(at, w.pos);
+  }
+
+  /** The arena `bytes` (just returned by #end) is a view of, or undefined for a copy. */
+  static #arenaOf(bytes: Uint8Array, arena: Arena): Arena | undefined {
+    return bytes.buffer === arena.buf.buffer ? arena : undefined;
+  }
+
+  #retire(arena: Arena): void {
+    arena.retired = true;
+    if (arena.live === 0 && !this.#spares.has(arena.signal)) this.#spares.set(arena.signal, arena);
+  }
+
+  /**
+   * The items' bytes will not be read again (their request was assembled): the arenas they were written into may be
+   * written again once every item of theirs is released. Releasing an item twice, or one of another encoder, does nothing.
+   */
+  release(items: readonly EncodedItem[]): void {
+    for (const e of items) {
+      const a = e.arena;
+      if (!a) continue;
+      e.arena = undefined;
+      if (--a.live === 0 && a.retired && !this.#spares.has(a.signal)) this.#spares.set(a.signal, a);
+    }
   }
 
   encode(signal: Signal, item: unknown): EncodedItem {
@@ -458,19 +500,22 @@ export class ItemEncoder {
         const s = item as SpanItem;
         const arena = this.#begin(signal);
         writeSpan(this.#aw, s);
-        return { bytes: this.#end(signal, arena), scope: s.scope, resource: s.resource };
+        const bytes = this.#end(signal, arena);
+        return { bytes, scope: s.scope, resource: s.resource, arena: ItemEncoder.#arenaOf(bytes, arena) };
       }
       case "metrics": {
         const p = item as MetricPointItem;
         const arena = this.#begin(signal);
         writeDataPoint(this.#aw, p);
-        return { bytes: this.#end(signal, arena), scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p) };
+        const bytes = this.#end(signal, arena);
+        return { bytes, scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p), arena: ItemEncoder.#arenaOf(bytes, arena) };
       }
       case "logs": {
         const r = item as LogRecordItem;
         const arena = this.#begin(signal);
         writeLogRecord(this.#aw, r);
-        return { bytes: this.#end(signal, arena), scope: r.scope, resource: r.resource };
+        const bytes = this.#end(signal, arena);
+        return { bytes, scope: r.scope, resource: r.resource, arena: ItemEncoder.#arenaOf(bytes, arena) };
       }
       case "profiles": {
         const p = item as ProfileItem;

@@ -368,6 +368,7 @@ export class OtlpPipeline implements TelemetryPipeline {
     try {
       writer = lane.requestWriters.pop() ?? new ProtoWriter();
       const body = buildRequest(signal, items, this.resource.encoder, writer);
+      this.#encoder.release(items);
       result = await this.#chain.retry.send({ signal, body, items: n });
     } catch (e) {
       this.#logger.error("export batch failed unexpectedly", { signal, error: (e as Error).message });

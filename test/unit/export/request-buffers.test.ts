@@ -1,10 +1,13 @@
 /**
  * The pipeline writes a batch's request into a buffer that later batches write again once that batch was exported:
  * a batch being retried keeps its own bytes meanwhile, and every request decodes to exactly its batch's spans.
+ * Encoded items are views of arenas written again once all of their items were released (their request built).
  */
 import { expect, test } from "bun:test";
 import { parseConfig } from "../../../src/config/load";
+import { ItemEncoder, type EncodedItem } from "../../../src/export/encode";
 import type { SpanItem } from "../../../src/export/model";
+import { ResourceBuilder } from "../../../src/export/resource";
 import { OtlpPipeline } from "../../../src/export/pipeline";
 import { decodeRequest } from "../../../src/export/receiver";
 import { TransportSender } from "../../../src/export/sender";
@@ -86,4 +89,31 @@ queues:
   } finally {
     await pipeline.shutdown(AbortSignal.timeout(5000));
   }
+});
+
+test("an arena is written again only once every item written into it was released", () => {
+  const resource = new ResourceBuilder("unit");
+  const encoder = new ItemEncoder(resource.encoder);
+  const held: Array<{ item: EncodedItem; copy: Uint8Array }> = [];
+  const buffers = new Set<ArrayBufferLike>();
+  let reused = 0;
+  let written = 0;
+  for (let id = 0; id < 6000; id++) {
+    const item = encoder.encode("traces", span(id % 40));
+    if (buffers.has(item.bytes.buffer) && held.every((h) => h.item.bytes.buffer !== item.bytes.buffer || h.item === item)) reused++;
+    buffers.add(item.bytes.buffer);
+    written += item.bytes.length;
+    held.push({ item, copy: item.bytes.slice() });
+    // A batch of the oldest 512 is released (and released again: nothing more happens) once 1,000 are held.
+    if (held.length === 1000) {
+      const batch = held.splice(0, 512).map((h) => h.item);
+      encoder.release(batch);
+      encoder.release(batch);
+    }
+    if (id % 250 === 0) for (const h of held) expect(h.item.bytes).toEqual(h.copy);
+  }
+  for (const h of held) expect(h.item.bytes).toEqual(h.copy);
+  expect(reused).toBeGreaterThan(0);
+  // Fewer arenas than the bytes written would fill (256 KiB each).
+  expect(buffers.size).toBeLessThan(written / (256 * 1024) / 1.5);
 });
