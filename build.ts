@@ -8,17 +8,22 @@
  * Kubernetes client, the diagnostics tar writer, libbpf's bindings ...) in chunks of their own, evaluated only when
  * loaded; bytecode-order.txt lays the bytecode out with the functions a run of the embedded defaults used first, so
  * that the pages the agent touches are few and together. `bun run build.ts --record-bytecode-order [SECONDS]`
- * (root, for eBPF) rewrites it from a run of the built binary with the embedded defaults; a stale entry is
- * ignored (entries are hashes of function contents), so the file only needs refreshing after large changes.
+ * (root, for eBPF) rewrites it from a run of the built binary with the embedded defaults exporting to
+ * `svc-agent receive` on loopback (so that the export path, run every period after start-up, is laid out with the
+ * rest); a stale entry is ignored (entries are hashes of function contents), so the file only needs refreshing
+ * after large changes.
  */
 import { $ } from "bun";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startReceiver } from "./bench/lib/agent";
 import pkg from "./package.json" with { type: "json" };
 
 const OUTFILE = "dist/svc-agent";
 const BYTECODE_ORDER = "bytecode-order.txt";
+/** How long the recording run lasts by default: start-up, then several network metrics periods (15 s) and exports. */
+const RECORD_SECONDS = 60;
 
 async function commitId(): Promise<string> {
   const r = await $`git rev-parse --short=12 HEAD`.nothrow().quiet();
@@ -47,7 +52,7 @@ async function main(): Promise<void> {
   await compile(defineArgs);
   const record = process.argv.indexOf("--record-bytecode-order");
   if (record >= 0) {
-    await recordBytecodeOrder(Number(process.argv[record + 1] ?? 20));
+    await recordBytecodeOrder(Number(process.argv[record + 1] ?? RECORD_SECONDS));
     await compile(defineArgs);
   }
 }
@@ -64,14 +69,18 @@ async function compile(defineArgs: string[]): Promise<void> {
   console.log(`build: ${OUTFILE} (${Math.round(performance.now() - started)} ms)`);
 }
 
-/** Runs the built binary with the embedded defaults (loopback listen, exports refused) for `seconds`, recording the
- * functions it runs in order (BUN_BYTECODE_ORDER_OUT, written at exit) into BYTECODE_ORDER. */
+/** Runs the built binary with the embedded defaults (loopback listen, exports to a receiver of its own on loopback)
+ * for `seconds`, recording the functions it runs in order (BUN_BYTECODE_ORDER_OUT, written at exit) into
+ * BYTECODE_ORDER. */
 async function recordBytecodeOrder(seconds: number): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "svc-build-order-"));
+  const receiver = await startReceiver();
   try {
+    const endpoint = receiver.address;
     const config = join(dir, "config.yaml");
-    const defaults = readFileSync("src/config/default.yaml", "utf8").replace(/listen: "?:19090"?/, "listen: 127.0.0.1:0");
+    const defaults = readFileSync("src/config/default.yaml", "utf8").replace(/listen: "?:19090"?/, "listen: 127.0.0.1:0").replace(/endpoint: 127\.0\.0\.1:4317/, `endpoint: ${endpoint}`);
     if (!defaults.includes("127.0.0.1:0")) throw new Error("src/config/default.yaml: self_telemetry.listen not found");
+    if (!defaults.includes(endpoint)) throw new Error("src/config/default.yaml: otlp.endpoint not found");
     writeFileSync(config, defaults);
     const out = join(dir, "order.txt");
     const proc = Bun.spawn([OUTFILE, "--config", config], { stdout: "ignore", stderr: "ignore", env: { ...process.env, BUN_BYTECODE_ORDER_OUT: out } });
@@ -80,8 +89,9 @@ async function recordBytecodeOrder(seconds: number): Promise<void> {
     await proc.exited;
     if (!existsSync(out)) throw new Error(`no bytecode order written by ${OUTFILE}`);
     writeFileSync(BYTECODE_ORDER, readFileSync(out));
-    console.log(`build: ${BYTECODE_ORDER} recorded from ${seconds} s of ${OUTFILE} with the embedded defaults`);
+    console.log(`build: ${BYTECODE_ORDER} recorded from ${seconds} s of ${OUTFILE} with the embedded defaults, exporting to ${endpoint}`);
   } finally {
+    await receiver.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -11,6 +11,7 @@
  * resource are sent together.
  */
 import type { Attributes } from "./types";
+import type { ProtoWriter } from "./wire";
 
 /** The component that produced an item (OTLP InstrumentationScope). */
 export interface Scope {
@@ -63,6 +64,12 @@ export interface SpanItem extends ItemOrigin {
   startTimeUnixNano: bigint;
   endTimeUnixNano: bigint;
   attributes?: Attributes;
+  /**
+   * Writes the span's attributes as KeyValue fields `field` straight from what they are made of, without building
+   * `attributes`: exactly the bytes writeAttributes (export/encode.ts) writes for `attributes` (HTTP spans,
+   * src/collectors/network/http/spans.ts). The encoder calls it instead of encoding `attributes` when present.
+   */
+  writeAttributes?(w: ProtoWriter, field: number): void;
   events?: SpanEvent[];
   links?: SpanLink[];
   status?: { code: StatusCodeValue; message?: string };

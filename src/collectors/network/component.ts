@@ -109,6 +109,8 @@ export class NetworkCollector implements Component {
   #lastServerPeer = "";
   /** Epoch ns where the current RED interval began. */
   #redStartNs: bigint;
+  /** performance.now() of the current run of records (#turnNowMs); -1 between runs. */
+  #turnMs = -1;
 
   constructor(ctx: AgentContext, core: EbpfCore, selfPid = ownKernelPid()) {
     this.#ctx = ctx;
@@ -234,7 +236,7 @@ export class NetworkCollector implements Component {
     call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
     /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
     call.meta = e;
-    const nowMs = performance.now();
+    const nowMs = this.#turnNowMs();
     let done;
     try {
       done = this.#http.push(call, nowMs);
@@ -246,6 +248,23 @@ export class NetworkCollector implements Component {
     }
     this.#offerExchanges(done, nowMs);
   }
+
+  /**
+   * performance.now(), read once per synchronous run of records (a ring poll's batch) and kept until the next
+   * microtask: the tracker's idle ends (seconds) and the span budget (per second) need no finer time, and a clock
+   * read costs more than handling a record's numbers. A run's records all fall in one budget window.
+   */
+  #turnNowMs(): number {
+    if (this.#turnMs < 0) {
+      this.#turnMs = performance.now();
+      queueMicrotask(this.#endTurn);
+    }
+    return this.#turnMs;
+  }
+
+  readonly #endTurn = (): void => {
+    this.#turnMs = -1;
+  };
 
   /** How exchanges become spans; rebuilt when the configuration changes. */
   #newSpanContext(c: NetworkConfig): SpanContext {

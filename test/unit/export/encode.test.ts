@@ -1,8 +1,8 @@
 /** The encoder: field numbers against the embedded schema, and round trips through protobufjs decoding. */
 import { describe, expect, test } from "bun:test";
-import { DEFAULT_SCOPE, F, ItemEncoder, buildRequest, encodeScope, estimateProfileBytes, queuedBytes, writeSpan } from "../../../src/export/encode";
+import { DEFAULT_SCOPE, F, ItemEncoder, buildRequest, encodeScope, estimateProfileBytes, queuedBytes, writeAttributes, writeSpan } from "../../../src/export/encode";
 import type { LogRecordItem, MetricPointItem, ProfileItem, Scope, SpanItem } from "../../../src/export/model";
-import type { Attributes } from "../../../src/export/types";
+import type { AttributeValue, Attributes } from "../../../src/export/types";
 import { countItems } from "../../../src/export/receiver/count";
 import { decodeRequest } from "../../../src/export/receiver";
 import { ResourceBuilder } from "../../../src/export/resource";
@@ -371,4 +371,38 @@ test("items written straight into the arenas: small and oversized items interlea
   const request = decodeRequest("traces", buildRequest("traces", encoded, resource.encoder)) as any;
   expect(request.resourceSpans).toHaveLength(1);
   expect(request.resourceSpans[0].scopeSpans[0].spans.map((s: any) => s.name)).toEqual(Array.from({ length: n }, (_, i) => `op ${i}`));
+});
+
+test("attributes: drawn sets encode as protobufjs encodes them (short strings and small integers written in one go with the key copied by words, the rest as nested messages)", () => {
+  const KeyValueList = otlpRoot().lookupType("opentelemetry.proto.common.v1.KeyValueList");
+  let seed = 0xa77;
+  const rnd = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) % n;
+  const pick = <T>(xs: readonly T[]): T => xs[rnd(xs.length)]!;
+  const ints = [0, 1, 127, 128, 16_383, 16_384, 2 ** 21 - 1, 2 ** 21, 2 ** 28 - 1, 2 ** 28, 2 ** 31, 2 ** 53 - 1, -1, -(2 ** 31)];
+  const value = (): AttributeValue => {
+    switch (rnd(6)) {
+      case 0:
+        return "v".repeat(rnd(140));
+      case 1:
+        return pick(["é", "ü-x", "日本", "a\u0080b"]).repeat(1 + rnd(30));
+      case 2:
+        return pick(ints);
+      case 3:
+        return pick([0.5, -2.25, 1e300, 2 ** 53 + 2]);
+      case 4:
+        return rnd(2) === 0;
+      default:
+        return pick([["a", "b"], [1, 2 ** 40], []]);
+    }
+  };
+  const anyValue = (v: AttributeValue): object =>
+    typeof v === "string" ? { stringValue: v } : typeof v === "boolean" ? { boolValue: v } : Array.isArray(v) ? { arrayValue: { values: v.map((e) => anyValue(e)) } } : Number.isSafeInteger(v) ? { intValue: v } : { doubleValue: v };
+  for (let i = 0; i < 5000; i++) {
+    const attributes: Attributes = {};
+    for (let n = rnd(8); n > 0; n--) attributes[`${pick(["k", "é", "日本"])}${rnd(1000)}${"x".repeat(pick([0, 1, 2, 3, 5, 40, 120]))}`] = value();
+    const w = new ProtoWriter(64);
+    writeAttributes(w, 1, attributes);
+    const expected = KeyValueList.encode(KeyValueList.fromObject({ values: Object.entries(attributes).map(([key, v]) => ({ key, value: anyValue(v) })) })).finish();
+    expect(Buffer.from(w.copy()).toString("hex")).toBe(Buffer.from(expected).toString("hex"));
+  }
 });

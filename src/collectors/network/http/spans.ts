@@ -7,8 +7,10 @@
  * configured rule (`agent.ebpf.network.http_query_redaction`); user info in a URL always is. A request cut by
  * the capture carries `svc.http.request.truncated` ("url": path and query are the captured prefix; "headers").
  */
-import type { Attributes } from "../../../export/types";
-import { SpanKind, StatusCode, type Scope, type SpanItem } from "../../../export/model";
+import type { AttributeValue, Attributes } from "../../../export/types";
+import { SpanKind, StatusCode, type Scope, type SpanItem, type SpanKindValue, type StatusCodeValue } from "../../../export/model";
+import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttributes, writeKeyValue, type KeyField } from "../../../export/encode";
+import type { ProtoWriter } from "../../../export/wire";
 import type { HttpExchange } from "./parser";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
@@ -120,12 +122,50 @@ function splitTarget(target: string): { base: string; query: string | undefined 
   return q < 0 ? { base: t, query: undefined } : { base: t.slice(0, q), query: t.slice(q + 1) };
 }
 
-/** The query of a request target (splitTarget's, without building the base). */
-function queryOf(target: string): string | undefined {
-  const hash = target.indexOf("#");
-  const end = hash < 0 ? target.length : hash;
+/** Where the query of a request target starts (after its "?"; splitTarget's query), or -1 when it has none. */
+function queryStart(target: string): number {
   const q = target.indexOf("?");
-  return q < 0 || q >= end ? undefined : target.slice(q + 1, end);
+  if (q < 0) return -1;
+  const hash = target.indexOf("#");
+  return hash >= 0 && hash < q ? -1 : q + 1;
+}
+
+/** Where the query of a request target that has one (queryStart) ends: at its fragment, or the target's end. */
+function queryEnd(target: string): number {
+  const hash = target.indexOf("#");
+  return hash < 0 ? target.length : hash;
+}
+
+const EQUALS = 61;
+const AMPERSAND = 38;
+
+/**
+ * Writes the KeyValue of `target[from..to)` redacted by rule "all" (redactQuery's), without building the string;
+ * false, with nothing written, when a character outside the values is not ASCII or the KeyValue is too long for
+ * writeShortKeyValue (the caller then writes redactQuery's string).
+ */
+function writeQueryRedactedAll(w: ProtoWriter, field: number, key: KeyField, target: string, from: number, to: number): boolean {
+  /* Every value (from "=" to the next "&") becomes "=REDACTED". */
+  let n = 0;
+  for (let i = from; i < to; i++) {
+    const c = target.charCodeAt(i);
+    if (c === EQUALS) {
+      n += REDACTED_VALUE.length;
+      while (i + 1 < to && target.charCodeAt(i + 1) !== AMPERSAND) i++;
+    } else if (c >= 0x80) return false;
+    else n++;
+  }
+  let p = beginShortStringKeyValue(w, field, key, n);
+  if (p < 0) return false;
+  const b = w.buf;
+  for (let i = from; i < to; i++) {
+    const c = target.charCodeAt(i);
+    if (c === EQUALS) {
+      for (let j = 0; j < REDACTED_VALUE.length; j++) b[p++] = REDACTED_VALUE.charCodeAt(j);
+      while (i + 1 < to && target.charCodeAt(i + 1) !== AMPERSAND) i++;
+    } else b[p++] = c;
+  }
+  return true;
 }
 
 /** url.full of a client request: absolute-form targets as sent, others from the Host header or the peer address. */
@@ -245,61 +285,238 @@ function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: strin
   return span;
 }
 
+/** An attribute's name and its encoded KeyValue.key field. */
+interface Key {
+  readonly name: string;
+  readonly field: KeyField;
+}
+const key = (name: string): Key => ({ name, field: keyField(name) });
+
+/** Attributes every HTTP/1.x and HTTP/2 span carries with the same values, one after the other. */
+const HTTP_OVER_TCP: Attributes = Object.freeze({ "network.protocol.name": "http", "network.transport": "tcp" });
+
+/** The attributes of HTTP spans (not gRPC), in the order the spans carry them after the process attributes. */
+const K = {
+  method: key("http.request.method"),
+  status: key("http.response.status_code"),
+  peerAddress: key("network.peer.address"),
+  peerPort: key("network.peer.port"),
+  urlScheme: key("url.scheme"),
+  methodOriginal: key("http.request.method_original"),
+  protocolVersion: key("network.protocol.version"),
+  truncated: key("svc.http.request.truncated"),
+  userAgent: key("user_agent.original"),
+  urlPath: key("url.path"),
+  urlQuery: key("url.query"),
+  route: key("http.route"),
+  serverAddress: key("server.address"),
+  serverPort: key("server.port"),
+  clientAddress: key("client.address"),
+  clientPort: key("client.port"),
+  localAddress: key("network.local.address"),
+  localPort: key("network.local.port"),
+  urlFull: key("url.full"),
+  errorType: key("error.type"),
+} as const;
+const HTTP_KEY_NAMES = new Set([...Object.values(K).map((k) => k.name), ...Object.keys(HTTP_OVER_TCP)]);
+
+/** Where an HTTP span's attributes go: into an object, or written as KeyValue fields. */
+interface AttributeSink {
+  put(k: Key, v: AttributeValue): void;
+  /** The query target[from..to) redacted by `rule`. */
+  putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void;
+  /** Every attribute of `a`, in order (a constant object: its fields are encoded once). */
+  putConstant(a: Attributes): void;
+}
+
+class ObjectSink implements AttributeSink {
+  constructor(readonly out: Attributes) {}
+  put(k: Key, v: AttributeValue): void {
+    this.out[k.name] = v;
+  }
+  putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void {
+    this.out[k.name] = redactQuery(target.slice(from, to), rule);
+  }
+  putConstant(a: Attributes): void {
+    for (const name in a) this.out[name] = a[name]!;
+  }
+}
+
+class WriterSink implements AttributeSink {
+  w: ProtoWriter | undefined;
+  field = 0;
+  put(k: Key, v: AttributeValue): void {
+    writeKeyValue(this.w!, this.field, k.field, v);
+  }
+  putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void {
+    if (rule === "all" && writeQueryRedactedAll(this.w!, this.field, k.field, target, from, to)) return;
+    writeKeyValue(this.w!, this.field, k.field, redactQuery(target.slice(from, to), rule));
+  }
+  putConstant(a: Attributes): void {
+    this.w!.raw(constantFields(a, this.field));
+  }
+}
+
+/** The encoded fields of constant attribute objects, by object and field number. */
+const constantFieldsKept = new Map<Attributes, { field: number; bytes: Uint8Array }>();
+
+function constantFields(a: Attributes, field: number): Uint8Array {
+  let f = constantFieldsKept.get(a);
+  if (f === undefined || f.field !== field) constantFieldsKept.set(a, (f = { field, bytes: encodeAttributeFields(field, a) }));
+  return f.bytes;
+}
+/** One writer sink for every span (encoding runs on one thread, never re-entrantly). */
+const WRITER_SINK = new WriterSink();
+
+/**
+ * Process attributes (describe's, one object per process) as KeyValue fields, encoded once per object; `separate`
+ * when none of their names is one of the span's own nor an array index (their fields then simply come first, as
+ * the spread object's keys do; otherwise the span's attributes are written from the object).
+ */
+const processFields = new WeakMap<Attributes, { field: number; bytes: Uint8Array; separate: boolean }>();
+
+function processFieldsOf(attributes: Attributes, field: number): { bytes: Uint8Array; separate: boolean } {
+  let f = processFields.get(attributes);
+  if (f === undefined || f.field !== field) {
+    const names = Object.keys(attributes);
+    const separate = names.every((n) => !HTTP_KEY_NAMES.has(n) && !/^(0|[1-9]\d*)$/.test(n));
+    processFields.set(attributes, (f = { field, bytes: encodeAttributeFields(field, attributes), separate }));
+  }
+  return f;
+}
+
+/**
+ * An HTTP/1.x or HTTP/2 (not gRPC) exchange's span. Its attributes are written by the encoder straight from the
+ * exchange (writeAttributes), the process attributes as bytes encoded once per process; `attributes` builds the
+ * same attributes as an object when read (then the encoder writes that object).
+ */
+class HttpSpan implements SpanItem {
+  readonly traceId: Uint8Array;
+  readonly spanId: Uint8Array;
+  readonly name: string;
+  readonly kind: SpanKindValue;
+  readonly startTimeUnixNano: bigint;
+  readonly endTimeUnixNano: bigint;
+  readonly status: { code: StatusCodeValue };
+  declare scope?: Scope;
+  declare resource?: Attributes;
+  readonly #x: HttpExchange<EndpointMeta>;
+  readonly #process: Attributes;
+  readonly #rule: QueryRedaction;
+  readonly #scheme: string;
+  readonly #route: string | undefined;
+  #attributes: Attributes | undefined;
+
+  constructor(x: HttpExchange<EndpointMeta>, c: SpanContext, process: Attributes, rule: QueryRedaction, scheme: string, route: string | undefined, name: string, server: boolean, error: boolean) {
+    this.traceId = randomId(16);
+    this.spanId = randomId(8);
+    this.name = name;
+    this.kind = server ? SpanKind.SERVER : SpanKind.CLIENT;
+    this.startTimeUnixNano = c.toEpochNs(x.startNs);
+    this.endTimeUnixNano = c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs);
+    this.status = error ? STATUS_ERROR : STATUS_UNSET;
+    this.#x = x;
+    this.#process = process;
+    this.#rule = rule;
+    this.#scheme = scheme;
+    this.#route = route;
+  }
+
+  get attributes(): Attributes {
+    if (this.#attributes === undefined) {
+      const out: Attributes = { ...this.#process };
+      putHttpAttributes(new ObjectSink(out), this.#x, this.#rule, this.#scheme, this.#route);
+      this.#attributes = out;
+    }
+    return this.#attributes;
+  }
+
+  set attributes(a: Attributes) {
+    this.#attributes = a;
+  }
+
+  writeAttributes(w: ProtoWriter, field: number): void {
+    const p = processFieldsOf(this.#process, field);
+    if (this.#attributes !== undefined || !p.separate) {
+      writeAttributes(w, field, this.attributes);
+      return;
+    }
+    w.raw(p.bytes);
+    const sink = WRITER_SINK;
+    sink.w = w;
+    sink.field = field;
+    try {
+      putHttpAttributes(sink, this.#x, this.#rule, this.#scheme, this.#route);
+    } finally {
+      sink.w = undefined;
+    }
+  }
+}
+
+/** The attributes of an HTTP span after the process attributes, in order, into `s`. */
+function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, rule: QueryRedaction, scheme: string, route: string | undefined): void {
+  const m = x.meta;
+  const server = x.role === "server";
+  const req = x.request;
+  const host = req.host ? splitHost(req.host) : undefined;
+  const known = KNOWN_METHODS.has(req.method);
+  s.put(K.method, known ? req.method : "_OTHER");
+  s.put(K.status, x.response.status);
+  s.putConstant(HTTP_OVER_TCP);
+  s.put(K.peerAddress, m.remoteAddress);
+  s.put(K.peerPort, m.remotePort);
+  s.put(K.urlScheme, scheme);
+  if (!known) s.put(K.methodOriginal, req.method);
+  if (req.version !== undefined) s.put(K.protocolVersion, req.version);
+  if (req.truncated) s.put(K.truncated, req.truncated);
+  if (req.userAgent !== undefined) s.put(K.userAgent, req.userAgent);
+  if (server) {
+    const query = queryStart(req.target);
+    if (req.path !== undefined) s.put(K.urlPath, req.path);
+    if (query >= 0) s.putQuery(K.urlQuery, req.target, query, queryEnd(req.target), rule);
+    if (route !== undefined) s.put(K.route, route);
+    s.put(K.serverAddress, host?.address ?? m.localAddress);
+    s.put(K.serverPort, host?.port ?? m.localPort);
+    s.put(K.clientAddress, m.remoteAddress);
+    s.put(K.clientPort, m.remotePort);
+    s.put(K.localAddress, m.localAddress);
+    s.put(K.localPort, m.localPort);
+  } else {
+    if (req.method === "CONNECT") {
+      const authority = splitHost(req.target);
+      s.put(K.serverAddress, authority.address);
+      s.put(K.serverPort, authority.port ?? m.remotePort);
+    } else {
+      s.put(K.urlFull, fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule, scheme));
+      if (req.path !== undefined) s.put(K.urlPath, req.path);
+      s.put(K.serverAddress, host?.address ?? m.remoteAddress);
+      s.put(K.serverPort, host?.port ?? m.remotePort);
+    }
+    s.put(K.localAddress, m.localAddress);
+    s.put(K.localPort, m.localPort);
+  }
+  const status = x.response.status;
+  if (isError(server, status)) s.put(K.errorType, String(status));
+}
+
+/** Whether an HTTP exchange's status is an error for the side that reports it (4xx only for clients). */
+function isError(server: boolean, status: number): boolean {
+  return status >= 500 || (!server && status >= 400);
+}
+
 export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
   if (x.rpc) return rpcSpan(x, c);
   const m = x.meta;
   const server = x.role === "server";
   const who = c.describe(m.pid, m.comm);
   const req = x.request;
-  const rule = c.queryRedaction ?? "all";
-  const host = req.host ? splitHost(req.host) : undefined;
   const known = KNOWN_METHODS.has(req.method);
   // HTTP/2 says its scheme (:scheme); otherwise the capture tells: TLS plaintext is https.
   const scheme = x.scheme ?? (m.tls ? TLS_URL_SCHEME : URL_SCHEME);
-  const attributes: Attributes = {
-    ...who.attributes,
-    "http.request.method": known ? req.method : "_OTHER",
-    "http.response.status_code": x.response.status,
-    "network.protocol.name": "http",
-    "network.transport": "tcp",
-    "network.peer.address": m.remoteAddress,
-    "network.peer.port": m.remotePort,
-    "url.scheme": scheme,
-  };
-  if (!known) attributes["http.request.method_original"] = req.method;
-  if (req.version !== undefined) attributes["network.protocol.version"] = req.version;
-  if (req.truncated) attributes["svc.http.request.truncated"] = req.truncated;
-  if (req.userAgent !== undefined) attributes["user_agent.original"] = req.userAgent;
-  let route: string | undefined;
-  if (server) {
-    const query = queryOf(req.target);
-    if (req.path !== undefined) attributes["url.path"] = req.path;
-    if (query !== undefined) attributes["url.query"] = redactQuery(query, rule);
-    if (req.path !== undefined && req.truncated !== "url") route = c.routes?.match(req.path);
-    if (route !== undefined) attributes["http.route"] = route;
-    attributes["server.address"] = host?.address ?? m.localAddress;
-    attributes["server.port"] = host?.port ?? m.localPort;
-    attributes["client.address"] = m.remoteAddress;
-    attributes["client.port"] = m.remotePort;
-    attributes["network.local.address"] = m.localAddress;
-    attributes["network.local.port"] = m.localPort;
-  } else {
-    if (req.method === "CONNECT") {
-      const authority = splitHost(req.target);
-      attributes["server.address"] = authority.address;
-      attributes["server.port"] = authority.port ?? m.remotePort;
-    } else {
-      attributes["url.full"] = fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule, scheme);
-      if (req.path !== undefined) attributes["url.path"] = req.path;
-      attributes["server.address"] = host?.address ?? m.remoteAddress;
-      attributes["server.port"] = host?.port ?? m.remotePort;
-    }
-    attributes["network.local.address"] = m.localAddress;
-    attributes["network.local.port"] = m.localPort;
-  }
-  const status = x.response.status;
-  const error = status >= 500 || (!server && status >= 400);
-  if (error) attributes["error.type"] = String(status);
+  const route = server && req.path !== undefined && req.truncated !== "url" ? c.routes?.match(req.path) : undefined;
   const method = known ? req.method : "HTTP";
-  return exchangeSpan(x, c, route !== undefined ? `${method} ${route}` : method, server, attributes, error, who.resource);
+  const span = new HttpSpan(x, c, who.attributes, c.queryRedaction ?? "all", scheme, route, route !== undefined ? `${method} ${route}` : method, server, isError(server, x.response.status));
+  if (c.scope) span.scope = c.scope;
+  if (who.resource) span.resource = who.resource;
+  return span;
 }

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
 import type { HttpRequestHead } from "../../../../../src/collectors/network/http/parser";
+import type { Attributes } from "../../../../../src/export/types";
 import { RouteTable, exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../../src/collectors/network/http/spans";
 
 const meta: EndpointMeta = { pid: 7, comm: "app", localAddress: "10.0.0.1", localPort: 8080, remoteAddress: "10.0.0.2", remotePort: 51000 };
@@ -94,5 +95,55 @@ describe("agent.ebpf.network HTTP span keys", () => {
       problems = e.problems.map((p) => p.path);
     }
     expect(problems.sort()).toEqual(["agent.ebpf.network.http_query_redaction", "agent.ebpf.network.http_routes[0]"]);
+  });
+});
+
+describe("HTTP span attributes written straight by the encoder", () => {
+  test("equal the attributes object encoded, for thousands of drawn exchanges and process attributes", async () => {
+    const { writeAttributes } = await import("../../../../../src/export/encode");
+    const { ProtoWriter } = await import("../../../../../src/export/wire");
+    let seed = 0x5eed;
+    const rnd = (n: number) => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8) % n;
+    const pick = <T>(xs: readonly T[]): T => xs[rnd(xs.length)]!;
+    /* Process attributes as describe gives them, also some naming the span's own attributes or an array index (then the object is encoded). */
+    const processes: Attributes[] = [
+      { "process.pid": 7, "process.executable.name": "app" },
+      { "process.pid": 42, "process.executable.name": "shop-server", "container.id": "4f5c1a7e" },
+      { "process.pid": 9, "process.executable.name": "naïve-ünicode" },
+      { "process.pid": 8, "url.scheme": "ftp" },
+      { "process.pid": 8, "server.port": 1 },
+      { "12": "index", "process.pid": 3 },
+      {},
+    ];
+    const metas: EndpointMeta[] = [meta, { pid: 9, comm: "c", localAddress: "2001:db8::1", localPort: 443, remoteAddress: "2001:db8::a", remotePort: 60000, tls: true }];
+    const routes = new RouteTable(["/users/{id}", "/health"]);
+    const targets = ["/users/42?token=abc&debug", "/health", "/", "/p?a=1&b=2#f", "http://user:pw@h.example:81/x?y=1", "db.internal:5432", "*", `/${"x".repeat(150)}?q=${"é".repeat(50)}`, "/k?ü=1&a", "/e?a=b=c&&d=&=x&", "/e?", "/f#?x=1", `/g?${"k=v&".repeat(30)}`];
+    const hosts = [undefined, "api.local:8080", "[::1]:9090", "other", "ü.example"];
+    const agents = [undefined, "curl/8.5.0", `long/${"a".repeat(130)}`];
+    const a = new ProtoWriter(1024);
+    const b = new ProtoWriter(1024);
+    for (let i = 0; i < 5000; i++) {
+      const x = exchange(pick(["server", "client"] as const), pick(["GET", "POST", "CONNECT", "PROPFIND", "HEAD"]), pick(targets), {
+        host: pick(hosts),
+        userAgent: pick(agents),
+        version: pick(["1.1", "1.0", "2", undefined]),
+        truncated: pick([undefined, undefined, "url", "headers"] as const),
+      }, pick([200, 101, 301, 404, 500, 503]));
+      x.meta = pick(metas);
+      if (rnd(4) === 0) x.scheme = pick(["http", "https"]);
+      const process = pick(processes);
+      const c = ctx({ describe: () => ({ attributes: process, resource: undefined }), queryRedaction: pick(["all", "sensitive", "none"] as const), routes });
+      const direct = exchangeToSpan(x, c);
+      const viaObject = exchangeToSpan(x, c);
+      a.reset();
+      b.reset();
+      direct.writeAttributes!(a, 9);
+      writeAttributes(b, 9, viaObject.attributes);
+      expect(Buffer.from(a.copy()).toString("hex")).toBe(Buffer.from(b.copy()).toString("hex"));
+      /* Once read, the object is what is written. */
+      a.reset();
+      viaObject.writeAttributes!(a, 9);
+      expect(Buffer.from(a.copy()).toString("hex")).toBe(Buffer.from(b.copy()).toString("hex"));
+    }
   });
 });
