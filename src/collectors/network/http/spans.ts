@@ -401,6 +401,11 @@ class HttpSpan implements SpanItem {
   declare scope?: Scope;
   declare resource?: Attributes;
   readonly #x: HttpExchange<EndpointMeta>;
+  /**
+   * The exchange's endpoint as it was when the span was made: a TLS connection's endpoint is one object for all its
+   * calls, whose addresses may be corrected later (component.ts #tlsEndpoint), so it is copied; a record is not.
+   */
+  readonly #meta: EndpointMeta;
   readonly #process: Attributes;
   readonly #rule: QueryRedaction;
   readonly #scheme: string;
@@ -416,6 +421,7 @@ class HttpSpan implements SpanItem {
     this.endTimeUnixNano = c.toEpochNs(x.endNs > x.startNs ? x.endNs : x.startNs);
     this.status = error ? STATUS_ERROR : STATUS_UNSET;
     this.#x = x;
+    this.#meta = x.meta.tls ? { ...x.meta } : x.meta;
     this.#process = process;
     this.#rule = rule;
     this.#scheme = scheme;
@@ -425,7 +431,7 @@ class HttpSpan implements SpanItem {
   get attributes(): Attributes {
     if (this.#attributes === undefined) {
       const out: Attributes = { ...this.#process };
-      putHttpAttributes(new ObjectSink(out), this.#x, this.#rule, this.#scheme, this.#route);
+      putHttpAttributes(new ObjectSink(out), this.#x, this.#meta, this.#rule, this.#scheme, this.#route);
       this.#attributes = out;
     }
     return this.#attributes;
@@ -446,7 +452,7 @@ class HttpSpan implements SpanItem {
     sink.w = w;
     sink.field = field;
     try {
-      putHttpAttributes(sink, this.#x, this.#rule, this.#scheme, this.#route);
+      putHttpAttributes(sink, this.#x, this.#meta, this.#rule, this.#scheme, this.#route);
     } finally {
       sink.w = undefined;
     }
@@ -454,8 +460,7 @@ class HttpSpan implements SpanItem {
 }
 
 /** The attributes of an HTTP span after the process attributes, in order, into `s`. */
-function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, rule: QueryRedaction, scheme: string, route: string | undefined): void {
-  const m = x.meta;
+function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, m: EndpointMeta, rule: QueryRedaction, scheme: string, route: string | undefined): void {
   const server = x.role === "server";
   const req = x.request;
   const host = req.host ? splitHost(req.host) : undefined;

@@ -147,3 +147,20 @@ describe("HTTP span attributes written straight by the encoder", () => {
     }
   });
 });
+
+test("a TLS connection's endpoint corrected after the span was made does not change the span (its addresses as of the exchange)", async () => {
+  const { writeAttributes } = await import("../../../../../src/export/encode");
+  const { ProtoWriter } = await import("../../../../../src/export/wire");
+  const endpoint: EndpointMeta = { ...meta, tls: true };
+  const x = { ...exchange("client", "GET", "/pay"), meta: endpoint };
+  const span = exchangeToSpan(x, ctx());
+  const before = exchangeToSpan({ ...x, meta: { ...endpoint } }, ctx()).attributes!;
+  endpoint.remoteAddress = "10.9.9.9";
+  endpoint.remotePort = 9443;
+  const a = new ProtoWriter(256);
+  const b = new ProtoWriter(256);
+  span.writeAttributes!(a, 9);
+  writeAttributes(b, 9, before);
+  expect(Buffer.from(a.copy()).toString("hex")).toBe(Buffer.from(b.copy()).toString("hex"));
+  expect(span.attributes).toMatchObject({ "network.peer.address": "10.0.0.2", "network.peer.port": 51000, "url.full": "https://api.local:8080/pay" });
+});
