@@ -83,7 +83,11 @@ describe("agent -> svc-agent receive", () => {
     expect(resource["service.name"]).toBe("unknown_service");
     expect(resource["host.name"]).toBeString();
     expect(receiverOut).toMatch(/ logs \d+ log_records resources=1 scopes=1 bytes=\d+ encoding=gzip peer=/);
-    const view = (await (await fetch(`${agent.url}/status/export`)).json()) as Record<string, any>;
+    // The receiver writes what it received before it answers; the agent counts an export once the answer is back.
+    const view = await waitUntil(async () => {
+      const v = (await (await fetch(`${agent.url}/status/export`)).json()) as Record<string, any>;
+      return v.queues.logs.exported >= LINES ? v : undefined;
+    }, { what: "the agent counting the log records exported", timeoutMs: 10_000 });
     expect(view.queues.logs.exported).toBeGreaterThanOrEqual(LINES);
     expect(view.connected).toBe(true);
     const metrics = await (await fetch(`${agent.url}/metrics`)).text();
