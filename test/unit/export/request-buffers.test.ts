@@ -7,6 +7,7 @@ import { expect, test } from "bun:test";
 import { parseConfig } from "../../../src/config/load";
 import { ItemEncoder, type EncodedItem } from "../../../src/export/encode";
 import type { SpanItem } from "../../../src/export/model";
+import { spans } from "../../integration/export/harness";
 import { ResourceBuilder } from "../../../src/export/resource";
 import { OtlpPipeline } from "../../../src/export/pipeline";
 import { decodeRequest } from "../../../src/export/receiver";
@@ -16,18 +17,9 @@ import { Logger } from "../../../src/log/logger";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
 
-function span(id: number): SpanItem {
-  const spanId = new Uint8Array(8);
-  new DataView(spanId.buffer).setUint32(4, id);
-  return {
-    traceId: new Uint8Array(16).fill(0xab),
-    spanId,
-    name: `span ${id}`,
-    kind: 2,
-    startTimeUnixNano: 1_700_000_000_000_000_000n + BigInt(id),
-    endTimeUnixNano: 1_700_000_000_001_000_000n + BigInt(id),
-    attributes: { "http.request.method": "GET", "url.path": `/items/${"x".repeat(id * 37)}` },
-  };
+/** A span named `span N` whose url.path grows with `size` (requests and arenas of several sizes). */
+function span(size: number): SpanItem {
+  return spans(1, { "http.request.method": "GET", "url.path": `/items/${"x".repeat(size * 37)}` })[0]!;
 }
 
 const names = (body: Uint8Array) => (decodeRequest("traces", body) as any).resourceSpans.flatMap((r: any) => r.scopeSpans.flatMap((s: any) => s.spans.map((x: any) => x.name)));
@@ -61,20 +53,18 @@ queues:
   const pipeline = new OtlpPipeline({ config, metrics: new AgentMetrics("svc", tasks), logger: new Logger({ sink: () => {} }), tasks, random: () => 0.5 });
   pipeline.connect(new TransportSender(transport));
   try {
-    expect(pipeline.submit("traces", [span(1), span(2)])).toBe(2);
+    const batches = [[span(1), span(2)]];
+    expect(pipeline.submit("traces", batches[0]!)).toBe(2);
     for (let i = 0; i < 50 && attempts.length < 1; i++) await Bun.sleep(1);
     // While the first batch waits for its retry, three more are exported one after another in the other slot.
     for (const id of [3, 5, 7]) {
       const before = attempts.length;
-      expect(pipeline.submit("traces", [span(id), span(id + 1)])).toBe(2);
+      batches.push([span(id), span(id + 1)]);
+      expect(pipeline.submit("traces", batches.at(-1)!)).toBe(2);
       for (let i = 0; i < 200 && attempts.length === before; i++) await Bun.sleep(1);
     }
-    expect(attempts.map((a) => a.names)).toEqual([
-      ["span 1", "span 2"],
-      ["span 3", "span 4"],
-      ["span 5", "span 6"],
-      ["span 7", "span 8"],
-    ]);
+    const batchNames = batches.map((b) => b.map((x) => x.name));
+    expect(attempts.map((a) => a.names)).toEqual(batchNames);
     // The exported batches' requests were written into the same buffer.
     expect(attempts[2]!.body.buffer).toBe(attempts[1]!.body.buffer);
     expect(attempts[3]!.body.buffer).toBe(attempts[1]!.body.buffer);
@@ -82,7 +72,7 @@ queues:
     expect(pipeline.accounting().traces.exported).toBe(8);
     expect(attempts).toHaveLength(5);
     const [first, , , , retry] = attempts;
-    expect(retry!.names).toEqual(["span 1", "span 2"]);
+    expect(retry!.names).toEqual(batchNames[0]!);
     expect(retry!.body).toBe(first!.body);
     expect(retry!.copy).toEqual(first!.copy);
     expect(retry!.body.buffer).not.toBe(attempts[1]!.body.buffer);
