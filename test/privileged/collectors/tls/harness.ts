@@ -14,9 +14,13 @@ import { startOfficialReceiver, type OfficialReceiver, type OfficialRequest } fr
 
 export const ATTEMPTS = 3;
 export const ATTEMPT_WAIT_MS = 10_000;
-/** curl's local ports per attempt: [base + i * n, base + (i + 1) * n), the pid's last digits keeping parallel runs apart. */
+/**
+ * curl's local ports per attempt: [base + i * n, base + (i + 1) * n), the pid keeping parallel runs apart, all
+ * below Linux's default ephemeral range (32768-60999), where the machine's own connections would take them (curl
+ * exits with 7 when it can bind none of its ports).
+ */
 export const ATTEMPT_PORTS = 20;
-export const ATTEMPT_PORT_BASE = 20_000 + (process.pid % 500) * ATTEMPTS * ATTEMPT_PORTS;
+export const ATTEMPT_PORT_BASE = 20_000 + (process.pid % 200) * ATTEMPTS * ATTEMPT_PORTS;
 
 export interface TlsTarget {
   path: string;
