@@ -198,18 +198,30 @@ function keyValueHead(w: ProtoWriter, p: number, field: number, body: number, ke
 }
 
 /**
+ * Writes the framing of a KeyValue field (number below 16) of a key field and an AnyValue of `anyBytes` bytes, when
+ * every length takes one byte: returns where the caller writes the AnyValue's bytes; -1, with nothing written, when
+ * the message is too long. The writer's position is not moved.
+ */
+function beginShortKeyValue(w: ProtoWriter, field: number, key: KeyField, anyBytes: number): number {
+  const body = key.bytes.length + 2 + anyBytes;
+  if (body > 0x7f || field > 15) return -1;
+  w.ensure(2 + body + KEY_OVERRUN);
+  const b = w.buf;
+  const p = keyValueHead(w, w.pos, field, body, key);
+  b[p] = (F.KeyValue.value << 3) | WIRE.LEN;
+  b[p + 1] = anyBytes;
+  return p + 2;
+}
+
+/**
  * Writes the framing of a KeyValue field (number below 16) of a key field and a string value of `n` one-byte
  * (ASCII) characters, when every length takes one byte: returns where the caller writes the `n` bytes (the
  * writer's position is already past them); -1, with nothing written, when the message is too long.
  */
 export function beginShortStringKeyValue(w: ProtoWriter, field: number, key: KeyField, n: number): number {
-  const body = key.bytes.length + 4 + n;
-  if (body > 0x7f || field > 15) return -1;
-  w.ensure(2 + body + KEY_OVERRUN);
+  let p = beginShortKeyValue(w, field, key, 2 + n);
+  if (p < 0) return -1;
   const b = w.buf;
-  let p = keyValueHead(w, w.pos, field, body, key);
-  b[p++] = (F.KeyValue.value << 3) | WIRE.LEN;
-  b[p++] = 2 + n;
   b[p++] = (F.AnyValue.string_value << 3) | WIRE.LEN;
   b[p++] = n;
   w.pos = p + n;
@@ -246,13 +258,9 @@ function writeShortStringKeyValue(w: ProtoWriter, field: number, key: KeyField, 
 function writeShortIntKeyValue(w: ProtoWriter, field: number, key: KeyField, v: number): boolean {
   if (!(v >= 0 && v < 0x1000_0000 && v === Math.floor(v))) return false;
   const n = v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x20_0000 ? 3 : 4;
-  const body = key.bytes.length + 3 + n;
-  if (body > 0x7f || field > 15) return false;
-  w.ensure(2 + body + KEY_OVERRUN);
+  let p = beginShortKeyValue(w, field, key, 1 + n);
+  if (p < 0) return false;
   const b = w.buf;
-  let p = keyValueHead(w, w.pos, field, body, key);
-  b[p++] = (F.KeyValue.value << 3) | WIRE.LEN;
-  b[p++] = 1 + n;
   b[p++] = (F.AnyValue.int_value << 3) | WIRE.VARINT;
   while (v > 0x7f) {
     b[p++] = (v & 0x7f) | 0x80;
