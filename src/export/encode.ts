@@ -486,19 +486,26 @@ export class ItemEncoder {
 
   #retire(arena: Arena): void {
     arena.retired = true;
-    if (arena.live === 0 && !this.#spares.has(arena.signal)) this.#spares.set(arena.signal, arena);
+    this.#spareIfFree(arena);
+  }
+
+  /** A retired arena with no item left becomes its signal's spare (when it has none). */
+  #spareIfFree(arena: Arena): void {
+    if (arena.retired && arena.live === 0 && !this.#spares.has(arena.signal)) this.#spares.set(arena.signal, arena);
   }
 
   /**
    * The items' bytes will not be read again (their request was assembled): the arenas they were written into may be
-   * written again once every item of theirs is released. Releasing an item twice, or one of another encoder, does nothing.
+   * written again once every item of theirs is released. Releasing an item twice, or one that is a copy (no arena),
+   * does nothing. Only items of this encoder may be released here.
    */
   release(items: readonly EncodedItem[]): void {
     for (const e of items) {
       const a = e.arena;
       if (!a) continue;
       e.arena = undefined;
-      if (--a.live === 0 && a.retired && !this.#spares.has(a.signal)) this.#spares.set(a.signal, a);
+      a.live--;
+      this.#spareIfFree(a);
     }
   }
 
