@@ -353,34 +353,27 @@ class WriterSink implements AttributeSink {
     writeKeyValue(this.w!, this.field, k.field, redactQuery(target.slice(from, to), rule));
   }
   putConstant(a: Attributes): void {
-    this.w!.raw(constantFields(a, this.field));
+    this.w!.raw(encodedFieldsOf(a, this.field).bytes);
   }
 }
 
-/** The encoded fields of constant attribute objects, by object and field number. */
-const constantFieldsKept = new Map<Attributes, { field: number; bytes: Uint8Array }>();
-
-function constantFields(a: Attributes, field: number): Uint8Array {
-  let f = constantFieldsKept.get(a);
-  if (f === undefined || f.field !== field) constantFieldsKept.set(a, (f = { field, bytes: encodeAttributeFields(field, a) }));
-  return f.bytes;
-}
 /** One writer sink for every span (encoding runs on one thread, never re-entrantly). */
 const WRITER_SINK = new WriterSink();
 
 /**
- * Process attributes (describe's, one object per process) as KeyValue fields, encoded once per object; `separate`
- * when none of their names is one of the span's own nor an array index (their fields then simply come first, as
- * the spread object's keys do; otherwise the span's attributes are written from the object).
+ * Attribute objects that do not change (constants, and describe's process attributes: one object per process) as
+ * KeyValue fields, encoded once per object; `separate` when none of their names is one of the span's own nor an
+ * array index (process attributes' fields then simply come first, as the spread object's keys do; otherwise the
+ * span's attributes are written from the object).
  */
-const processFields = new WeakMap<Attributes, { field: number; bytes: Uint8Array; separate: boolean }>();
+const encodedFields = new WeakMap<Attributes, { field: number; bytes: Uint8Array; separate: boolean }>();
 
-function processFieldsOf(attributes: Attributes, field: number): { bytes: Uint8Array; separate: boolean } {
-  let f = processFields.get(attributes);
+function encodedFieldsOf(attributes: Attributes, field: number): { bytes: Uint8Array; separate: boolean } {
+  let f = encodedFields.get(attributes);
   if (f === undefined || f.field !== field) {
     const names = Object.keys(attributes);
     const separate = names.every((n) => !HTTP_KEY_NAMES.has(n) && !/^(0|[1-9]\d*)$/.test(n));
-    processFields.set(attributes, (f = { field, bytes: encodeAttributeFields(field, attributes), separate }));
+    encodedFields.set(attributes, (f = { field, bytes: encodeAttributeFields(field, attributes), separate }));
   }
   return f;
 }
@@ -442,7 +435,7 @@ class HttpSpan implements SpanItem {
   }
 
   writeAttributes(w: ProtoWriter, field: number): void {
-    const p = processFieldsOf(this.#process, field);
+    const p = encodedFieldsOf(this.#process, field);
     if (this.#attributes !== undefined || !p.separate) {
       writeAttributes(w, field, this.attributes);
       return;
