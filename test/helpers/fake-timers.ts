@@ -1,19 +1,54 @@
 /**
- * Bun's fake timers (`jest.useFakeTimers()` in bun:test): the runtime has `jest.advanceTimersByTime` and
- * `jest.getTimerCount`, which the bun-types version of the lockfile does not declare yet.
+ * Bun's fake timers (`jest.useFakeTimers()` in bun:test): the runtime has `jest.advanceTimersByTime`, which the
+ * bun-types version of the lockfile does not declare yet.
  */
 import { jest } from "bun:test";
 
-const timers = jest as typeof jest & { advanceTimersByTime(ms: number): void; getTimerCount(): number };
+const timers = jest as typeof jest & { advanceTimersByTime(ms: number): void };
 
 /** Runs the fake timers due in the next `ms` milliseconds. */
 export function advanceTimersByTime(ms: number): void {
   timers.advanceTimersByTime(ms);
 }
 
-/** How many fake timers are pending (timeouts and intervals; setImmediate stays real and is not counted). */
-export function timerCount(): number {
-  return timers.getTimerCount();
+/**
+ * The timers that code in `source` (a path, e.g. "/src/ebpf/pump.ts") creates through the global timer functions
+ * and has not cleared (a timeout also once it ran), from this call until `restore()`. Not the runtime's
+ * `jest.getTimerCount()`: that counts every fake timer of the process, and bun test runs every file in one process;
+ * a real timer another file left (a gRPC subchannel's reconnect backoff after its channel closed, the GC monitor's
+ * interval) that comes due while fake timers are on is armed again as a fake timer, or makes one.
+ */
+export function timersOf(source: string): { count(): number; restore(): void } {
+  const g = globalThis as unknown as Record<"setTimeout" | "setInterval" | "clearTimeout" | "clearInterval", (...a: unknown[]) => unknown>;
+  const original = { setTimeout: g.setTimeout, setInterval: g.setInterval, clearTimeout: g.clearTimeout, clearInterval: g.clearInterval };
+  const live = new Set<unknown>();
+  const fromSource = () => (new Error().stack ?? "").includes(source);
+  g.setInterval = (fn: unknown, ...rest: unknown[]) => {
+    const t = original.setInterval(fn, ...rest);
+    if (fromSource()) live.add(t);
+    return t;
+  };
+  g.setTimeout = (fn: unknown, ...rest: unknown[]) => {
+    if (!fromSource() || typeof fn !== "function") return original.setTimeout(fn, ...rest);
+    const t = original.setTimeout((...args: unknown[]) => {
+      live.delete(t);
+      return (fn as (...a: unknown[]) => unknown)(...args);
+    }, ...rest);
+    live.add(t);
+    return t;
+  };
+  g.clearInterval = (t: unknown) => {
+    live.delete(t);
+    return original.clearInterval(t);
+  };
+  g.clearTimeout = (t: unknown) => {
+    live.delete(t);
+    return original.clearTimeout(t);
+  };
+  return {
+    count: () => live.size,
+    restore: () => void Object.assign(g, original),
+  };
 }
 
 /** Lets pending promise continuations run (timers stay where they are): a few turns of the microtask queue. */

@@ -21,7 +21,7 @@ import {
 } from "../../../src/ebpf/pump";
 import type { ReadinessWait } from "../../../ffi/ring-wait";
 import { FakeRing, record } from "../../helpers/fakes/ring";
-import { advanceTimersByTime, advanceUntil, nextTurn, timerCount } from "../../helpers/fake-timers";
+import { advanceTimersByTime, advanceUntil, nextTurn, timersOf } from "../../helpers/fake-timers";
 
 const decode = (v: DataView, o: number, len: number): number => {
   if (len < 4) throw new RangeError(`short: ${len}`);
@@ -86,10 +86,11 @@ describe("RecordPump", () => {
     pump.onTurn = () => {
       shortestIntervalMs = Math.min(shortestIntervalMs, pump.currentIntervalMs);
     };
+    const own = timersOf("/src/ebpf/pump.ts");
     jest.useFakeTimers();
     try {
       pump.start();
-      expect(timerCount()).toBe(1);
+      expect(own.count()).toBe(1);
       await advanceUntil(() => pump.counters.received === total, "all records", () => pump.currentIntervalMs);
       expect(outOfOrder).toBe(0);
       // 4.5 MB pending (> a quarter of the ring) at the first poll: it halved the interval.
@@ -99,7 +100,7 @@ describe("RecordPump", () => {
       await advanceUntil(() => pump.currentIntervalMs === pump.intervalMs, "interval back to its base once the ring is empty", () => pump.currentIntervalMs);
       pump.close();
       // Closed: no timer left, and a record written later is not read however long the clock runs.
-      expect(timerCount()).toBe(0);
+      expect(own.count()).toBe(0);
       const turns = pump.counters.turns;
       ring.push(record(total));
       advanceTimersByTime(pump.intervalMs * 10);
@@ -109,6 +110,7 @@ describe("RecordPump", () => {
       expect(pump.drain()).toBe(0);
     } finally {
       jest.useRealTimers();
+      own.restore();
     }
   });
 
@@ -161,13 +163,14 @@ describe("RecordPump", () => {
           throw e;
         }),
     );
+    const own = timersOf("/src/ebpf/pump.ts");
     jest.useFakeTimers();
     try {
       for (const p of pumps) p.start(ticker);
       expect(ticker.size).toBe(3);
       expect(ticker.intervalMs).toBe(Math.min(...pumps.map((p) => p.intervalMs)));
       // One timer for the three pumps.
-      expect(timerCount()).toBe(1);
+      expect(own.count()).toBe(1);
       await advanceUntil(() => pumps.every((p, r) => p.counters.received === totals[r]), "all records of every ring", () => ticker.intervalMs);
       expect(outOfOrder).toBe(0);
       // The big ring needed follow-ups (70,000 records > one batch); every pump was polled at each timed tick.
@@ -178,7 +181,7 @@ describe("RecordPump", () => {
       for (const p of pumps) p.close();
       expect(ticker.size).toBe(0);
       expect(ticker.intervalMs).toBe(0);
-      expect(timerCount()).toBe(0);
+      expect(own.count()).toBe(0);
       const ticks = ticker.ticks;
       rings[2]!.push(record(0, 56));
       advanceTimersByTime(pumps[2]!.intervalMs * 10);
@@ -187,6 +190,7 @@ describe("RecordPump", () => {
       expect(pumps[2]!.counters.received).toBe(0);
     } finally {
       jest.useRealTimers();
+      own.restore();
     }
   });
 
@@ -250,6 +254,7 @@ describe("PollTicker: waiting while every ring is quiet", () => {
     const events: number[] = [];
     const pumps = rings.map((r, i) => pumpWithFd(r, 40 + i, events));
     const waiter = new FakeWaiter();
+    const own = timersOf("/src/ebpf/pump.ts");
     jest.useFakeTimers();
     try {
       const ticker = new PollTicker({ open: () => waiter });
@@ -263,7 +268,7 @@ describe("PollTicker: waiting while every ring is quiet", () => {
       expect(ticker.waiting).toBe(true);
       expect(waiter.waits.map((w) => w.fds)).toEqual([[40, 41]]);
       expect(ticker.intervalMs).toBe(WAITING_POLL_INTERVAL_MS);
-      expect(timerCount()).toBe(1);
+      expect(own.count()).toBe(1);
       // The wait's timeout: what trickled in is read, and the ticker waits again at once.
       rings[1]!.push(record(7));
       waiter.waits[0]!.onReady(false);
@@ -279,9 +284,10 @@ describe("PollTicker: waiting while every ring is quiet", () => {
       waiter.waits[1]!.onReady(true);
       expect(ticker.wakeups).toBe(1);
       for (const p of pumps) p.close();
-      expect(timerCount()).toBe(0);
+      expect(own.count()).toBe(0);
     } finally {
       jest.useRealTimers();
+      own.restore();
     }
   });
 
@@ -314,12 +320,18 @@ describe("PollTicker: waiting while every ring is quiet", () => {
   });
 
   test("no waiting where a pump has no fd, where the waiter cannot be opened (said once), or after it broke", () => {
+    // Closed at the end: a pump left started keeps its ticker's timer.
+    const pumps: RecordPump<number>[] = [];
+    const started = (p: RecordPump<number>, ticker: PollTicker) => {
+      pumps.push(p);
+      p.start(ticker);
+    };
     jest.useFakeTimers();
     try {
       const events: number[] = [];
       const noFd = new PollTicker({ open: () => new FakeWaiter() });
-      pumpWithFd(new FakeRing(1 << 16), 5, events).start(noFd);
-      pumpWithFd(new FakeRing(1 << 16), undefined, events).start(noFd);
+      started(pumpWithFd(new FakeRing(1 << 16), 5, events), noFd);
+      started(pumpWithFd(new FakeRing(1 << 16), undefined, events), noFd);
       for (let i = 0; i < 3 * QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(noFd.intervalMs);
       expect([noFd.waiting, noFd.waits]).toEqual([false, 0]);
 
@@ -330,13 +342,13 @@ describe("PollTicker: waiting while every ring is quiet", () => {
         },
         onUnavailable: (r) => reasons.push(r),
       });
-      pumpWithFd(new FakeRing(1 << 16), 6, events).start(failing);
+      started(pumpWithFd(new FakeRing(1 << 16), 6, events), failing);
       for (let i = 0; i < 3 * QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(failing.intervalMs);
       expect([failing.waiting, failing.waits, reasons]).toEqual([false, 0, ["no TinyCC here"]]);
 
       const waiter = new FakeWaiter();
       const broken = new PollTicker({ open: () => waiter, onUnavailable: (r) => reasons.push(r) });
-      pumpWithFd(new FakeRing(1 << 16), 7, events).start(broken);
+      started(pumpWithFd(new FakeRing(1 << 16), 7, events), broken);
       for (let i = 0; i < QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(broken.intervalMs);
       expect(broken.waiting).toBe(true);
       waiter.broken = "the waiting thread ended";
@@ -345,6 +357,7 @@ describe("PollTicker: waiting while every ring is quiet", () => {
       expect([broken.waiting, broken.waits, reasons]).toEqual([false, 1, ["no TinyCC here", "the waiting thread ended"]]);
       expect(events).toEqual([]);
     } finally {
+      for (const p of pumps) p.close();
       jest.useRealTimers();
     }
   });
