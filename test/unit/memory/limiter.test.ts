@@ -4,7 +4,7 @@
  * the same with the process's real resident memory, grown and shrunk by a large buffer. Limits resolve from the
  * configuration and the cgroup.
  */
-import { describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,6 +40,17 @@ function context(memoryLimit: Partial<ConfigDocument["agent"]["memory_limit"]>) 
   return { ctx, gate, status, host, states };
 }
 
+/** Limiters the tests started, shut down after each test: one whose test failed before its shutdown would keep checking for the rest of the run. */
+const running: MemoryLimiter[] = [];
+afterEach(async () => {
+  for (const l of running.splice(0)) await l.shutdown();
+});
+function limiterOf(...args: ConstructorParameters<typeof MemoryLimiter>): MemoryLimiter {
+  const limiter = new MemoryLimiter(...args);
+  running.push(limiter);
+  return limiter;
+}
+
 const dropped = async (ctx: BaseContext, signal: string) => {
   const text = await ctx.metrics.render();
   return Number(new RegExp(`svc_${signal}_dropped_total\\{reason="memory_limit"\\} (\\d+)`).exec(text)?.[1]);
@@ -50,7 +61,7 @@ describe("memory limiter", () => {
     const { ctx, gate, status, host } = context({ limit: "100MiB", soft_limit: "80MiB" });
     let rss = 50 * MIB;
     let collections = 0;
-    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => collections++ });
+    const limiter = limiterOf(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => collections++ });
     const pipeline = new OtlpPipeline({ config: ctx.config, metrics: ctx.metrics, logger: ctx.logger, gate });
     await limiter.start(host);
     expect(status.readiness().checks.memory).toBe("ok");
@@ -88,7 +99,7 @@ describe("memory limiter", () => {
   test("a refusal is reported when it begins and when its kind changes, not at every check while memory moves", async () => {
     const { ctx, gate, host, states } = context({ limit: "100MiB", soft_limit: "80MiB" });
     let rss = 50 * MIB;
-    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => undefined });
+    const limiter = limiterOf(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => undefined });
     await limiter.start(host);
     states.length = 0;
     for (const mib of [85, 86, 87, 88, 81]) {
@@ -114,7 +125,7 @@ describe("memory limiter", () => {
     const { ctx, gate, host } = context({ limit: "1GiB" });
     let rss = 50 * MIB;
     let collections = 0;
-    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => collections++ });
+    const limiter = limiterOf(ctx, gate, { residentBytes: () => rss, cgroupLimitBytes: () => undefined, collectGarbage: () => collections++ });
     await limiter.start(host);
     limiter.check();
     expect(collections).toBe(0);
@@ -150,7 +161,7 @@ describe("memory limiter", () => {
     // may go back to the system before the check (measured: more than 64 MiB in a whole-suite run).
     const base = process.memoryUsage.rss();
     const { ctx, gate, host } = context({ limit: base + 640 * MIB, soft_limit: base + 96 * MIB });
-    const limiter = new MemoryLimiter(ctx, gate, { cgroupLimitBytes: () => undefined });
+    const limiter = limiterOf(ctx, gate, { cgroupLimitBytes: () => undefined });
     await limiter.start(host);
     expect(gate.refusing).toBe(false);
     let big: Uint8Array | undefined = new Uint8Array(384 * MIB).fill(7);
