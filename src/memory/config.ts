@@ -30,7 +30,10 @@ export const MemoryLimitSchema = Type.Object(
     soft_limit: AutoOrSize(
       `Above this resident memory the agent refuses new data, in the kernel and in user space, counted as dropped with reason memory_limit, until it falls below 90% of it (size, or auto: ${SOFT_LIMIT_FRACTION * 100}% of limit).`,
     ),
-    check_interval: Duration("10ms", "How often resident memory is compared with the limits (reading it costs a few microseconds)."),
+    check_interval: Duration(
+      "10ms",
+      "How often resident memory is compared with the limits (reading it costs a few microseconds) while within 8 MiB of the soft limit or refusing; with more headroom one interval more per 8 MiB, up to 10 intervals.",
+    ),
   },
   { additionalProperties: false, default: {} },
 );

@@ -5,5 +5,5 @@
  */
 export { MemoryLimitSchema, validateMemoryLimit, resolveLimits, deploymentMemory, DEFAULT_HARD_LIMIT_BYTES, CGROUP_LIMIT_FRACTION, SOFT_LIMIT_FRACTION, type MemoryLimits } from "./config";
 export { MemoryGate, MEMORY_LIMIT_REASON } from "./gate";
-export { MemoryLimiter, createMemoryLimiter, type MemoryLimiterOptions } from "./limiter";
+export { MemoryLimiter, createMemoryLimiter, checkDelayMs, GROWTH_PER_CHECK_BYTES, MAX_CHECK_STRETCH, type MemoryLimiterOptions } from "./limiter";
 export { cgroupMemoryLimit } from "./cgroup";

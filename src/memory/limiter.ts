@@ -1,6 +1,6 @@
 /**
  * Component `memory/limiter` (readiness `memory`): every `check_interval` compares the agent's resident memory
- * with the soft and hard limits of `agent.memory_limit`. At or above the soft limit it closes the memory gate:
+ * with the soft and hard limits of `agent.memory_limit` (further apart while far below the soft limit: checkDelayMs). At or above the soft limit it closes the memory gate:
  * the export pipeline drops what collectors submit (reason `memory_limit`), producers that can wait (the log
  * tailer) pause, and the eBPF program sets refuse new events in the kernel; `/ready` says `memory: failed: ...`
  * and `/status` shows `memory.refusing`. Below RESUME_FRACTION of the soft limit it opens the gate again.
@@ -42,6 +42,23 @@ export const GC_ON_GROWTH_EVERY_MS = 2000;
 /** ... and at most this often once RSS is past half-way from the soft to the hard limit; above the hard limit, at every check. */
 export const GC_NEAR_HARD_LIMIT_EVERY_MS = 100;
 
+/**
+ * The resident memory the agent is taken to gain at most in one `check_interval` (800 MB/s at 10 ms). While RSS is
+ * further than this below the soft limit the next check may come later, one `check_interval` more per this much
+ * headroom, up to MAX_CHECK_STRETCH of them: memory growing slower than this rate cannot pass the soft limit between
+ * two checks, as with checks every interval. An idle agent (75 MB against a 320 MiB soft limit) checks every 100 ms
+ * instead of every 10 (each timer wakeup costs tens of microseconds of CPU here).
+ */
+export const GROWTH_PER_CHECK_BYTES = 8 * 2 ** 20;
+export const MAX_CHECK_STRETCH = 10;
+
+/** Milliseconds to the next check: `intervalMs` while refusing or within GROWTH_PER_CHECK_BYTES of the soft limit, else stretched by the headroom. */
+export function checkDelayMs(intervalMs: number, residentBytes: number, softBytes: number, refusing: boolean): number {
+  if (refusing) return intervalMs;
+  const steps = Math.floor((softBytes - residentBytes) / GROWTH_PER_CHECK_BYTES);
+  return intervalMs * Math.min(MAX_CHECK_STRETCH, Math.max(1, steps));
+}
+
 export interface MemoryLimiterOptions {
   /** Resident memory in bytes now (default: the process's RSS). */
   residentBytes?(): number;
@@ -77,7 +94,8 @@ export class MemoryLimiter implements Component {
   #limits: MemoryLimits;
   #enabled: boolean;
   #host: ComponentHost | undefined;
-  #timer: ReturnType<typeof setInterval> | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #intervalMs = 0;
   #lastResident = 0;
   #refusals = 0;
   /** The kind of refusal last reported (above the soft limit, or not yet back below it); undefined while accepting. */
@@ -162,12 +180,20 @@ export class MemoryLimiter implements Component {
   #startTimer(c: Config): void {
     this.#stopTimer();
     if (!this.#enabled) return;
-    this.#timer = setInterval(() => this.check(), msOf(c.agent.memory_limit, "check_interval"));
+    this.#intervalMs = msOf(c.agent.memory_limit, "check_interval");
+    this.#schedule(this.#intervalMs);
+  }
+
+  #schedule(delayMs: number): void {
+    this.#timer = setTimeout(() => {
+      const refusing = this.check();
+      this.#schedule(checkDelayMs(this.#intervalMs, this.#lastResident, this.#limits.softBytes, refusing));
+    }, delayMs);
     this.#timer.unref?.();
   }
 
   #stopTimer(): void {
-    if (this.#timer) clearInterval(this.#timer);
+    if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
   }
 

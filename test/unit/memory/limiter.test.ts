@@ -14,7 +14,7 @@ import { ConfigSchema, validateDocument, type ConfigDocument } from "../../../sr
 import { OtlpPipeline } from "../../../src/export/pipeline";
 import type { ComponentState } from "../../../src/lifecycle/component";
 import { Logger } from "../../../src/log/logger";
-import { cgroupMemoryLimit, DEFAULT_HARD_LIMIT_BYTES, deploymentMemory, MemoryGate, MemoryLimiter, resolveLimits } from "../../../src/memory";
+import { cgroupMemoryLimit, checkDelayMs, DEFAULT_HARD_LIMIT_BYTES, deploymentMemory, GROWTH_PER_CHECK_BYTES, MAX_CHECK_STRETCH, MemoryGate, MemoryLimiter, resolveLimits } from "../../../src/memory";
 import { StatusAggregator } from "../../../src/status/aggregator";
 import { AgentMetrics } from "../../../src/telemetry/metrics";
 import { TaskRegistry } from "../../../src/telemetry/tasks";
@@ -140,6 +140,40 @@ describe("memory limiter", () => {
     expect(collections).toBe(1);
     expect(gate.refusing).toBe(false);
     await limiter.shutdown();
+  });
+
+  test("checks come every check_interval near the soft limit and while refusing, further apart with headroom", () => {
+    const soft = 320 * MIB;
+    expect(checkDelayMs(10, soft - GROWTH_PER_CHECK_BYTES / 2, soft, false)).toBe(10);
+    expect(checkDelayMs(10, soft + MIB, soft, false)).toBe(10);
+    expect(checkDelayMs(10, soft - 3 * GROWTH_PER_CHECK_BYTES, soft, false)).toBe(30);
+    expect(checkDelayMs(10, 75 * MIB, soft, false)).toBe(10 * MAX_CHECK_STRETCH);
+    expect(checkDelayMs(10, 75 * MIB, soft, true)).toBe(10);
+    // Growing at GROWTH_PER_CHECK_BYTES per interval or slower, RSS cannot pass the soft limit before the next check.
+    for (let headroom = 0; headroom < 200 * MIB; headroom += 3 * MIB) {
+      expect(checkDelayMs(10, soft - headroom, soft, false) / 10 * GROWTH_PER_CHECK_BYTES).toBeLessThanOrEqual(Math.max(GROWTH_PER_CHECK_BYTES, headroom));
+    }
+  });
+
+  test("the timer's checks close the gate when memory rises from far below the soft limit, and open it again", async () => {
+    const { ctx, gate, host } = context({ limit: "400MiB", soft_limit: "320MiB", check_interval: "1ms" });
+    let rss = 50 * MIB;
+    let reads = 0;
+    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => (reads++, rss), cgroupLimitBytes: () => undefined, collectGarbage: () => undefined });
+    await limiter.start(host);
+    const until = async (done: () => boolean) => {
+      while (!done()) await new Promise((resolve) => setTimeout(resolve, 1));
+    };
+    const before = reads;
+    await until(() => reads > before + 2);
+    rss = 330 * MIB;
+    await until(() => gate.refusing);
+    rss = 50 * MIB;
+    await until(() => !gate.refusing);
+    await limiter.shutdown();
+    const after = reads;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(reads).toBe(after);
   });
 
   test("the gate's listeners hear each change once", () => {
