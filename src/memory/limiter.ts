@@ -94,8 +94,10 @@ export class MemoryLimiter implements Component {
   #limits: MemoryLimits;
   #enabled: boolean;
   #host: ComponentHost | undefined;
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timer: ReturnType<typeof setInterval> | undefined;
   #intervalMs = 0;
+  /** The timer's interval now (checkDelayMs of the last check). */
+  #timerMs = 0;
   #lastResident = 0;
   #refusals = 0;
   /** The kind of refusal last reported (above the soft limit, or not yet back below it); undefined while accepting. */
@@ -184,16 +186,22 @@ export class MemoryLimiter implements Component {
     this.#schedule(this.#intervalMs);
   }
 
+  /**
+   * Checks every `delayMs` from now. One interval timer, set again only when checkDelayMs changes (an idle agent's
+   * stays as it is): no new timer per check.
+   */
   #schedule(delayMs: number): void {
-    this.#timer = setTimeout(() => {
-      const refusing = this.check();
-      this.#schedule(checkDelayMs(this.#intervalMs, this.#lastResident, this.#limits.softBytes, refusing));
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timerMs = delayMs;
+    this.#timer = setInterval(() => {
+      const next = checkDelayMs(this.#intervalMs, this.#lastResident, this.#limits.softBytes, this.check());
+      if (next !== this.#timerMs && this.#timer) this.#schedule(next);
     }, delayMs);
     this.#timer.unref?.();
   }
 
   #stopTimer(): void {
-    if (this.#timer) clearTimeout(this.#timer);
+    if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
   }
 
