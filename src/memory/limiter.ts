@@ -1,9 +1,10 @@
 /**
- * Component `memory/limiter` (readiness `memory`): every `check_interval` compares the agent's resident memory
- * with the soft and hard limits of `agent.memory_limit` (further apart while far below the soft limit: checkDelayMs). At or above the soft limit it closes the memory gate:
- * the export pipeline drops what collectors submit (reason `memory_limit`), producers that can wait (the log
- * tailer) pause, and the eBPF program sets refuse new events in the kernel; `/ready` says `memory: failed: ...`
- * and `/status` shows `memory.refusing`. Below RESUME_FRACTION of the soft limit it opens the gate again.
+ * Component `memory/limiter` (readiness `memory`): every `check_interval` (further apart while far below the soft
+ * limit: checkDelayMs) compares the agent's resident memory with the soft and hard limits of `agent.memory_limit`.
+ * At or above the soft limit it closes the memory gate: the export pipeline drops what collectors submit (reason
+ * `memory_limit`), producers that can wait (the log tailer) pause, and the eBPF program sets refuse new events in
+ * the kernel; `/ready` says `memory: failed: ...` and `/status` shows `memory.refusing`. Below RESUME_FRACTION of
+ * the soft limit it opens the gate again.
  * It also collects garbage once RSS has grown by GC_ON_GROWTH_BYTES since the last collection. While refusing, and at
  * once above the hard limit, it collects garbage, so that what was freed is given back. Modelled on the
  * OpenTelemetry Collector's memory_limiter processor.
