@@ -159,7 +159,7 @@ describe("memory limiter", () => {
     const { ctx, gate, host } = context({ limit: "400MiB", soft_limit: "320MiB", check_interval: "1ms" });
     let rss = 50 * MIB;
     let reads = 0;
-    const limiter = new MemoryLimiter(ctx, gate, { residentBytes: () => (reads++, rss), cgroupLimitBytes: () => undefined, collectGarbage: () => undefined });
+    const limiter = limiterOf(ctx, gate, { residentBytes: () => (reads++, rss), cgroupLimitBytes: () => undefined, collectGarbage: () => undefined });
     await limiter.start(host);
     const until = async (done: () => boolean) => {
       while (!done()) await new Promise((resolve) => setTimeout(resolve, 1));
