@@ -10,11 +10,15 @@
  * per exchange; the reference, measured in the same run and rounds, is the same count of bare encodes: one span
  * as the path built it, encoded by the pipeline's encoder and assembled into requests of the same batch size.
  * Target: <= 5 us per exchange. Every exchange must reach the transport as a span (checked).
+ * The rounds are the steady state: the warm-up (200,000 exchanges by default) lasts until JSC's compiler threads
+ * have compiled the path (their CPU counts in process.cpuUsage: over the first 20,000 exchanges it adds 2 to 8 us per
+ * exchange, a one-off cost a long-running agent pays once). The warm-up's own cost per exchange and the compiler
+ * threads' CPU during the rounds are reported beside the figure.
  * Each round also runs the path cut short, for the cost of each stage (cumulative): decoding the records only;
  * decode, pairing, parsing and span building (the spans handed to the pipeline are dropped); the same with each
  * span encoded by an encoder of its own (no queue); the whole path.
  *
- * Usage: bun bench/span-cost.ts [--exchanges N] [--rounds R] [--cpuprofile]
+ * Usage: bun bench/span-cost.ts [--exchanges N] [--rounds R] [--warmup N] [--cpuprofile]
  */
 import { report } from "./lib/report";
 import { median } from "./lib/stats";
@@ -36,10 +40,11 @@ import { decodeHttpEventInPlace, HTTP_EVENT_HEADER_BYTES } from "../src/collecto
 import type { AgentContext } from "../src/collectors/context";
 import { argNumber } from "./lib/args";
 import { loadavg } from "node:os";
+import { threadCpuSeconds } from "./lib/proc";
 
 const EXCHANGES = argNumber("exchanges", 50_000);
 const ROUNDS = argNumber("rounds", 7);
-const WARMUP = 20_000;
+const WARMUP = argNumber("warmup", 200_000);
 /** Exchanges handled between two turns of the event loop (a ring buffer poll hands over a batch of records). */
 const POLL_BATCH = 64;
 const CONNECTIONS = 64;
@@ -217,17 +222,23 @@ const STAGES = ["decode", "build", "encode"] as const;
 const stageNames: Record<(typeof STAGES)[number], string> = { decode: "decode 2 records", build: "+ pair, parse, build span", encode: "+ encode" };
 const stages: Record<(typeof STAGES)[number], number[]> = { decode: [], build: [], encode: [] };
 
-await feed(WARMUP);
+const jitSeconds = () => threadCpuSeconds(process.pid, "JITWorker");
+const warmupJit0 = jitSeconds();
+const warmupUs = (await userUs(() => feed(WARMUP))) / WARMUP;
+const warmupJitUs = ((jitSeconds() - warmupJit0) * 1e6) / WARMUP;
 if (!sample) throw new Error("no span reached the pipeline");
 bareEncodes(WARMUP, sample);
 for (const at of STAGES) await stageUs(at, WARMUP);
 const agentUs: number[] = [];
 const refUs: number[] = [];
 const sysUs: number[] = [];
+const jitUs: number[] = [];
 for (let r = 0; r < ROUNDS; r++) {
   const before = pipeline.accounting().traces.exported;
   const s0 = process.cpuUsage().system;
+  const j0 = jitSeconds();
   agentUs.push((await userUs(() => feed(EXCHANGES))) / EXCHANGES);
+  jitUs.push(((jitSeconds() - j0) * 1e6) / EXCHANGES);
   sysUs.push((process.cpuUsage().system - s0) / EXCHANGES);
   const exported = pipeline.accounting().traces.exported - before;
   if (exported !== EXCHANGES) throw new Error(`round ${r}: ${exported} spans exported of ${EXCHANGES} exchanges (dropped ${pipeline.accounting().traces.droppedTotal})`);
@@ -246,6 +257,7 @@ report({
   ],
   notes: [
     `${ROUNDS} rounds of ${EXCHANGES.toLocaleString("en-US")} exchanges after ${WARMUP.toLocaleString("en-US")} of warm-up, ${CONNECTIONS} keep-alive connections, ${POLL_BATCH} exchanges per event-loop turn, batch_size ${BATCH_SIZE}`,
+    `warm-up: ${warmupUs.toFixed(2)} us per exchange, of which JSC's compiler threads ${warmupJitUs.toFixed(2)} (CPU read from /proc in clock ticks of 10 ms); during the rounds the compiler threads took ${median(jitUs).toFixed(2)} us per exchange (median; included in the figure)`,
     `per round, us per exchange: path ${agentUs.map((x) => x.toFixed(2)).join(", ")}; reference ${refUs.map((x) => x.toFixed(2)).join(", ")}; system time of the path ${median(sysUs).toFixed(2)} us (median)`,
     `stages, cumulative us per exchange (the stage's own in parentheses), medians: ${stageText}; + queue, batch, request assembly = the path ${a.toFixed(2)} (${(a - stageMedians[2]!).toFixed(2)})`,
     `load average while it ran (1, 5, 15 min): ${loadavg().map((x) => x.toFixed(2)).join(", ")}`,
