@@ -291,11 +291,11 @@ export class NetworkCollector implements Component {
       /* The span's ids become the exemplar of the RED series that counted its exchange. */
       const method = redMethod(x.request.method);
       const server = x.role === "server";
-      const scheme = x.meta.tls ? ({ scheme: "https" } as const) : {};
+      const scheme = x.meta.tls ? "https" : undefined;
       this.#red.exemplar(
         server
-          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, ...scheme }
-          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, ...scheme },
+          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, scheme }
+          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, scheme },
         { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
       );
     }
