@@ -48,8 +48,7 @@ import type { AgentContext } from "../src/collectors/context";
 import { argNumber } from "./lib/args";
 import { loadavg } from "node:os";
 import { threadCpuSeconds } from "./lib/proc";
-import { RedAggregator } from "../src/collectors/network/http/red";
-import { RouteTemplater } from "../src/collectors/network/http/routes";
+import { RedAggregator, redOptionsOf } from "../src/collectors/network/http/red";
 import { ProcessLabeler } from "../src/collectors/network/labels";
 import { networkOf } from "../src/collectors/network/config";
 import { Role } from "../src/collectors/network/red-maps";
@@ -238,13 +237,13 @@ const PATH_OF = (() => {
 /* The exemplar step, with the RED aggregator the network component builds from the same configuration. */
 const net = networkOf(config);
 const labeler = new ProcessLabeler(ebpf.processes, workloads);
-const red = new RedAggregator({
-  routes: new RouteTemplater({ templates: net.http_routes, byService: net.http_routes_by_service, maxRoutes: net.http_max_routes }),
-  boundsSeconds: net.http_duration_buckets,
-  describe: (pid) => labeler.describe(pid, ""),
-  /* The kernel's path hash 1 is the request's path. */
-  path: (hash) => (hash === 1n ? { path: PATH_OF.line.slice(PATH_OF.from, PATH_OF.to), truncated: false } : undefined),
-});
+const red = new RedAggregator(
+  redOptionsOf(net, {
+    describe: (pid) => labeler.describe(pid, ""),
+    /* The kernel's path hash 1 is the request's path. */
+    path: (hash) => (hash === 1n ? { path: PATH_OF.line.slice(PATH_OF.from, PATH_OF.to), truncated: false } : undefined),
+  }),
+);
 red.add(PIDS.map((pid) => ({ key: { pathHash: 1n, pid, status: 200, method: "GET", role: Role.SERVER, peer: "10.0.0.2", peerPort: 8080 }, count: 1, sumNs: 100_000, buckets: [1] })));
 /** User us per exchange of `n` exemplars kept as the component keeps them (each path a fresh string, as parsed). */
 function exemplarUs(n: number): number {

@@ -26,8 +26,7 @@ import { ExchangeTracker, type CapturedCall } from "./http/exchanges";
 import type { HttpExchange } from "./http/parser";
 import { RpcMetrics } from "./http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
-import { RedAggregator, addressClass } from "./http/red";
-import { RouteTemplater } from "./http/routes";
+import { RedAggregator, addressClass, redOptionsOf } from "./http/red";
 import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
@@ -129,15 +128,14 @@ export class NetworkCollector implements Component {
 
   #newRed(c: NetworkConfig): RedAggregator {
     const workloads = this.#ctx.workloads;
-    return new RedAggregator({
-      routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
-      boundsSeconds: c.http_duration_buckets,
-      ...(c.http_body_sizes ? { bodyBoundsBytes: c.http_body_size_buckets } : {}),
-      describe: (pid) => this.#labeler.describe(pid, ""),
-      path: (hash) => this.#redMaps?.path(hash),
-      serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
-      scope: SCOPE,
-    });
+    return new RedAggregator(
+      redOptionsOf(c, {
+        describe: (pid) => this.#labeler.describe(pid, ""),
+        path: (hash) => this.#redMaps?.path(hash),
+        serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
+        scope: SCOPE,
+      }),
+    );
   }
 
   /** Takes what the kernel counted since the last take into the aggregator. */

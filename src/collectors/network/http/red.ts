@@ -18,7 +18,8 @@ import { bucketIndex } from "../connections";
 import type { ProcessLabels } from "../labels";
 import { ResourceKeys } from "../resource-keys";
 import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedBodyEntry, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
-import { OVERFLOW_ROUTE, type RouteTemplater } from "./routes";
+import { OVERFLOW_ROUTE, RouteTemplater } from "./routes";
+import type { NetworkConfig } from "../config";
 
 export const METRIC_SERVER_DURATION = "http.server.request.duration";
 export const METRIC_CLIENT_DURATION = "http.client.request.duration";
@@ -75,6 +76,16 @@ export interface RedOptions {
   maxPeersPerService?: number;
   /** Body size histogram bounds (bytes) when body sizes are counted (addBodies). */
   bodyBoundsBytes?: readonly number[];
+}
+
+/** A RedAggregator's options from the network configuration (routes, bounds), the rest as given. */
+export function redOptionsOf(c: NetworkConfig, o: Pick<RedOptions, "describe" | "path" | "serviceAt" | "scope">): RedOptions {
+  return {
+    routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
+    boundsSeconds: c.http_duration_buckets,
+    ...(c.http_body_sizes ? { bodyBoundsBytes: c.http_body_size_buckets } : {}),
+    ...o,
+  };
 }
 
 interface Series {
