@@ -11,6 +11,23 @@ export function cpuSeconds(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
 }
 
+/** Threads of process `pid` whose name starts with `prefix` (JSC's compiler threads: "JITWorker"): their utime + stime in seconds. */
+export function threadCpuSeconds(pid: number, prefix: string): number {
+  let ticks = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+    } catch {
+      continue; // the thread ended
+    }
+    if (!stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).startsWith(prefix)) continue;
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    ticks += Number(f[11]) + Number(f[12]);
+  }
+  return ticks / CLOCK_TICKS_PER_SECOND;
+}
+
 /** Sets the nice value of every thread of process `pid` (renice of the pid alone moves its main thread only). */
 export function reniceAll(pid: number, nice: number): void {
   for (const tid of readdirSync(`/proc/${pid}/task`)) Bun.spawnSync(["renice", "-n", String(nice), "-p", tid], { stdout: "ignore", stderr: "ignore" });

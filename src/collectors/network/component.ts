@@ -26,8 +26,7 @@ import { ExchangeTracker, type CapturedCall } from "./http/exchanges";
 import type { HttpExchange } from "./http/parser";
 import { RpcMetrics } from "./http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
-import { RedAggregator, addressClass } from "./http/red";
-import { RouteTemplater } from "./http/routes";
+import { RedAggregator, addressClass, redOptionsOf } from "./http/red";
 import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
@@ -129,15 +128,14 @@ export class NetworkCollector implements Component {
 
   #newRed(c: NetworkConfig): RedAggregator {
     const workloads = this.#ctx.workloads;
-    return new RedAggregator({
-      routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
-      boundsSeconds: c.http_duration_buckets,
-      ...(c.http_body_sizes ? { bodyBoundsBytes: c.http_body_size_buckets } : {}),
-      describe: (pid) => this.#labeler.describe(pid, ""),
-      path: (hash) => this.#redMaps?.path(hash),
-      serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
-      scope: SCOPE,
-    });
+    return new RedAggregator(
+      redOptionsOf(c, {
+        describe: (pid) => this.#labeler.describe(pid, ""),
+        path: (hash) => this.#redMaps?.path(hash),
+        serviceAt: (address, port) => workloads?.serviceAt?.(address, port),
+        scope: SCOPE,
+      }),
+    );
   }
 
   /** Takes what the kernel counted since the last take into the aggregator. */
@@ -291,11 +289,11 @@ export class NetworkCollector implements Component {
       /* The span's ids become the exemplar of the RED series that counted its exchange. */
       const method = redMethod(x.request.method);
       const server = x.role === "server";
-      const scheme = x.meta.tls ? ({ scheme: "https" } as const) : {};
+      const scheme = x.meta.tls ? "https" : undefined;
       this.#red.exemplar(
         server
-          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, ...scheme }
-          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, ...scheme },
+          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, scheme }
+          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, scheme },
         { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
       );
     }

@@ -18,7 +18,8 @@ import { bucketIndex } from "../connections";
 import type { ProcessLabels } from "../labels";
 import { ResourceKeys } from "../resource-keys";
 import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedBodyEntry, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
-import { OVERFLOW_ROUTE, type RouteTemplater } from "./routes";
+import { OVERFLOW_ROUTE, RouteTemplater } from "./routes";
+import type { NetworkConfig } from "../config";
 
 export const METRIC_SERVER_DURATION = "http.server.request.duration";
 export const METRIC_CLIENT_DURATION = "http.client.request.duration";
@@ -77,6 +78,16 @@ export interface RedOptions {
   bodyBoundsBytes?: readonly number[];
 }
 
+/** A RedAggregator's options from the network configuration (routes, bounds), the rest as given. */
+export function redOptionsOf(c: NetworkConfig, o: Pick<RedOptions, "describe" | "path" | "serviceAt" | "scope">): RedOptions {
+  return {
+    routes: new RouteTemplater({ templates: c.http_routes, byService: c.http_routes_by_service, maxRoutes: c.http_max_routes }),
+    boundsSeconds: c.http_duration_buckets,
+    ...(c.http_body_sizes ? { bodyBoundsBytes: c.http_body_size_buckets } : {}),
+    ...o,
+  };
+}
+
 interface Series {
   name: string;
   attributes: Attributes;
@@ -130,6 +141,46 @@ interface SeriesIdentity {
   peerOverflow: boolean;
 }
 
+/** Series found for exemplars, direct-mapped by the span's fields (a power of two). */
+const EXEMPLAR_SLOTS = 256;
+
+/** What an exemplar's series was found from: the span's fields, and what the lookup read besides them. */
+interface ExemplarSlot {
+  readonly ref: SeriesRef;
+  /** describe(pid).resource when found. */
+  readonly resource: Attributes | undefined;
+  /** The aggregator's and the route templater's versions when found. */
+  readonly version: number;
+  readonly routes: number;
+  readonly series: Series;
+}
+
+/** The exemplar slot of a series ref: a hash of its numbers and of its path's or peer's length and two characters. */
+function exemplarSlotOf(r: SeriesRef): number {
+  const s = r.path ?? r.peer ?? "";
+  const n = s.length;
+  let h = Math.imul(r.pid ^ (r.status << 20), 0x9e3779b1) ^ Math.imul((r.peerPort ?? 0) | (r.role << 16), 0x85ebca6b) ^ Math.imul(n, 0xc2b2ae35);
+  if (n > 0) h ^= Math.imul(s.charCodeAt(n - 1) | (s.charCodeAt(n >> 1) << 8), 0x27d4eb2f);
+  h ^= h >>> 15;
+  return h & (EXEMPLAR_SLOTS - 1);
+}
+
+/** Whether two refs name the same series under the same workload, route table and peers. */
+function sameRef(a: SeriesRef, b: SeriesRef): boolean {
+  return (
+    a.pid === b.pid &&
+    a.role === b.role &&
+    a.method === b.method &&
+    a.status === b.status &&
+    a.peerPort === b.peerPort &&
+    a.path === b.path &&
+    a.peer === b.peer &&
+    a.truncated === b.truncated &&
+    a.overflow === b.overflow &&
+    a.scheme === b.scheme
+  );
+}
+
 const serviceName = (r: Attributes | undefined) => (typeof r?.["service.name"] === "string" ? (r["service.name"] as string) : UNKNOWN_SERVICE);
 
 export class RedAggregator {
@@ -144,6 +195,14 @@ export class RedAggregator {
   #pending = new Map<string, RedEntry & { path?: string }>();
   /** The pending entry the last exchange of each role went to (by RoleValue: a host's traced clients and servers take turns). */
   readonly #lastPending: Array<(RedEntry & { path?: string }) | undefined> = [undefined, undefined, undefined];
+  /**
+   * Series found for exemplars (exemplar): a span like one before finds its series here without #seriesOf's
+   * strings and lookups. A slot holds while its pid's workload, the route templater (RouteTemplater.version) and
+   * this aggregator's series and peers (#version) are as they were when it was filled.
+   */
+  readonly #exemplarSlots = new Array<ExemplarSlot | undefined>(EXEMPLAR_SLOTS).fill(undefined);
+  /** Changes whenever a series lookup may find another series than before for the same ref: a new interval, a new peer. */
+  #version = 0;
 
   constructor(private readonly o: RedOptions) {}
 
@@ -175,7 +234,10 @@ export class RedAggregator {
     if (!peers) this.#peers.set(service, (peers = new Set()));
     const peer = `${k.peer}:${k.peerPort}`;
     if (!peers.has(peer) && peers.size >= (this.o.maxPeersPerService ?? DEFAULT_MAX_PEERS)) return { key: `${head}\u0000overflow`, name, resource, service, peerOverflow: true };
-    if (!peek) peers.add(peer);
+    if (!peek && !peers.has(peer)) {
+      peers.add(peer);
+      this.#version++;
+    }
     return { key: `${head}${peer}`, name, resource, service, peerOverflow: false };
   }
 
@@ -337,13 +399,22 @@ export class RedAggregator {
   }
 
   /**
-   * Keeps a sampled span's ids as the exemplar of its series (the latest one per interval). The span's path takes
-   * no route: spans are sampled from all exchanges, also those the kernel counted under its overflow key, and a route
+   * Keeps a sampled span's ids as the exemplar of its series (the latest one per interval); `ref` is kept (read-only,
+   * as the lookup's key: pass a new object for each). The span's path takes no route: spans are sampled from all exchanges, also those the kernel counted under its overflow key, and a route
    * taken for one of those would be a route without counts that leaves the service's counted paths none.
    */
   exemplar(ref: SeriesRef, e: Exemplar): void {
+    const resource = this.o.describe(ref.pid).resource;
+    const at = exemplarSlotOf(ref);
+    const slot = this.#exemplarSlots[at];
+    const routes = this.o.routes.version;
+    if (slot !== undefined && slot.version === this.#version && slot.routes === routes && slot.resource === resource && sameRef(slot.ref, ref)) {
+      slot.series.exemplar = e;
+      return;
+    }
     const { s } = this.#seriesOf(ref, true);
     s.exemplar = e;
+    this.#exemplarSlots[at] = { ref, resource, version: this.#version, routes, series: s };
   }
 
   /** The body size points of series `s` (request's and response's, those with something counted). */
@@ -412,6 +483,7 @@ export class RedAggregator {
     }
     this.#series = new Map();
     this.#edges = new Map();
+    this.#version++;
     return out;
   }
 }

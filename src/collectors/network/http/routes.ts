@@ -59,6 +59,8 @@ export class RouteTemplater {
   readonly #services = new Map<string, ServiceRoutes>();
   /** Paths counted under OVERFLOW_ROUTE since creation (per lookup of a path not yet cached). */
   overflowed = 0;
+  /** Changes whenever route or peek may answer otherwise than before for some path (a route or a cached path added). */
+  version = 0;
 
   constructor(private readonly o: RouteTemplaterOptions) {
     this.#global = new RouteTable(o.templates);
@@ -87,6 +89,7 @@ export class RouteTemplater {
     }
     if (s.cache.size >= MAX_CACHED_PATHS) s.cache.clear();
     s.cache.set(cacheKey, route);
+    this.version++;
     return route;
   }
 

@@ -273,6 +273,77 @@ describe("RedAggregator", () => {
     expect(p!.exemplars).toEqual([{ timeUnixNano: 5n, value: 0.001, traceId, spanId }]);
   });
 
+  describe("exemplars of spans like earlier ones (the aggregator's cache of series found)", () => {
+    const ids = (n: number) => ({ timeUnixNano: BigInt(n), value: 0.001, traceId: new Uint8Array(16).fill(n), spanId: new Uint8Array(8).fill(n) });
+    const server = (path: string, pid = 10) => ({ pid, role: Role.SERVER, method: "GET", status: 200, path, peerPort: 8080 });
+    const points = (red: RedAggregator) => (red.collect(1n, 2n) as HistogramPointItem[]).filter((p) => p.name === "http.server.request.duration");
+
+    test("the latest span of a series is its exemplar, each in its own interval", () => {
+      const red = make();
+      red.add([entry({ role: Role.SERVER, pathHash: 11n }, 1)]);
+      red.exemplar(server("/users/7"), ids(1));
+      red.exemplar(server("/users/7"), ids(2));
+      expect(points(red)[0]!.exemplars).toEqual([ids(2)]);
+      // A new interval: the same span fields now belong to the new interval's series.
+      red.exemplar(server("/users/7"), ids(3));
+      red.add([entry({ role: Role.SERVER, pathHash: 11n }, 1)]);
+      const next = points(red);
+      expect(next.map((p) => [p.count, p.exemplars])).toEqual([[1, [ids(3)]]]);
+    });
+
+    test("a route taken by counts after a span was seen moves the next like span to the series it now belongs to", () => {
+      const red = make(1);
+      // The service has room for one route: /health would be its own route.
+      red.exemplar(server("/health"), ids(1));
+      // The kernel's counts take that room for /users/{id} and count /health under the overflow key.
+      red.add([entry({ role: Role.SERVER, pathHash: 11n }, 2), entry({ role: Role.SERVER, pathHash: RED_PATH_OVERFLOW }, 3)]);
+      red.exemplar(server("/health"), ids(2));
+      const byRoute = Object.fromEntries(points(red).map((p) => [p.attributes?.["http.route"], p.exemplars]));
+      expect(byRoute).toEqual({ "/users/{id}": undefined, [OVERFLOW_ROUTE]: [ids(2)] });
+    });
+
+    test("a process whose workload changed puts the next like span under its new resource", () => {
+      const web = { "service.name": "web" };
+      const shop = { "service.name": "shop" };
+      let resource: Record<string, string> = web;
+      const red = new RedAggregator({
+        routes: new RouteTemplater({ templates: [], maxRoutes: 100 }),
+        boundsSeconds: DEFAULT_DURATION_BOUNDS_SECONDS,
+        describe: () => ({ name: "x", attributes: {}, resource }),
+        path: (h) => (paths.has(h) ? { path: paths.get(h)!, truncated: false } : undefined),
+      });
+      // Counts of the same pid under each resource (both routes learnt before any span).
+      red.add([entry({ role: Role.SERVER, pathHash: 13n }, 1)]);
+      resource = shop;
+      red.add([entry({ role: Role.SERVER, pathHash: 13n }, 1)]);
+      resource = web;
+      red.exemplar(server("/health"), ids(1));
+      resource = shop;
+      red.exemplar(server("/health"), ids(2));
+      const byService = Object.fromEntries(points(red).map((p) => [p.resource?.["service.name"], p.exemplars]));
+      expect(byService).toEqual({ web: [ids(1)], shop: [ids(2)] });
+    });
+
+    test("a client's peer counted into the overflow series after a span was seen moves the next like span there", () => {
+      const red = new RedAggregator({
+        routes: new RouteTemplater({ templates: [], maxRoutes: 100 }),
+        boundsSeconds: DEFAULT_DURATION_BOUNDS_SECONDS,
+        describe: (pid) => ({ name: "x", attributes: {}, resource: resources[pid] }),
+        path: () => undefined,
+        maxPeersPerService: 1,
+      });
+      const client = (peer: string) => ({ pid: 20, role: Role.CLIENT, method: "GET", status: 200, peer, peerPort: 5432 });
+      // Seen before any count: the service has room for this peer.
+      red.exemplar(client("10.9.9.9"), ids(1));
+      // Counts take the one peer's room for another; this one's count goes to the overflow series.
+      red.add([entry({ role: Role.CLIENT, pid: 20, peer: "10.1.1.1", peerPort: 5432 }, 1), entry({ role: Role.CLIENT, pid: 20, peer: "10.9.9.9", peerPort: 5432 }, 2)]);
+      red.exemplar(client("10.9.9.9"), ids(2));
+      const clients = (red.collect(1n, 2n) as HistogramPointItem[]).filter((p) => p.name === "http.client.request.duration");
+      const overflow = clients.find((p) => p.attributes?.["otel.metric.overflow"] === true)!;
+      expect([overflow.count, overflow.exemplars]).toEqual([2, [ids(2)]]);
+    });
+  });
+
   test("sampled spans' paths take no routes: the service's counted paths keep theirs, exemplars still attach", () => {
     const red = make(1);
     const ids = (n: number) => ({ timeUnixNano: BigInt(n), value: 0.001, traceId: new Uint8Array(16).fill(n), spanId: new Uint8Array(8).fill(n) });
