@@ -479,9 +479,9 @@ export class ItemEncoder {
     return arena.buf.subarray(at, w.pos);
   }
 
-  /** The arena `bytes` (just returned by #end) is a view of, or undefined for a copy. */
-  static #arenaOf(bytes: Uint8Array, arena: Arena): Arena | undefined {
-    return bytes.buffer === arena.buf.buffer ? arena : undefined;
+  /** `arena` when the item #end just returned is a view of it, undefined for a copy (the writer outgrew the arena). */
+  #arenaOfLast(arena: Arena): Arena | undefined {
+    return this.#aw.buf === arena.buf ? arena : undefined;
   }
 
   #retire(arena: Arena): void {
@@ -516,21 +516,21 @@ export class ItemEncoder {
         const arena = this.#begin(signal);
         writeSpan(this.#aw, s);
         const bytes = this.#end(signal, arena);
-        return { bytes, scope: s.scope, resource: s.resource, arena: ItemEncoder.#arenaOf(bytes, arena) };
+        return { bytes, scope: s.scope, resource: s.resource, arena: this.#arenaOfLast(arena) };
       }
       case "metrics": {
         const p = item as MetricPointItem;
         const arena = this.#begin(signal);
         writeDataPoint(this.#aw, p);
         const bytes = this.#end(signal, arena);
-        return { bytes, scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p), arena: ItemEncoder.#arenaOf(bytes, arena) };
+        return { bytes, scope: p.scope, resource: p.resource, metric: p, metricKey: metricKey(p), arena: this.#arenaOfLast(arena) };
       }
       case "logs": {
         const r = item as LogRecordItem;
         const arena = this.#begin(signal);
         writeLogRecord(this.#aw, r);
         const bytes = this.#end(signal, arena);
-        return { bytes, scope: r.scope, resource: r.resource, arena: ItemEncoder.#arenaOf(bytes, arena) };
+        return { bytes, scope: r.scope, resource: r.resource, arena: this.#arenaOfLast(arena) };
       }
       case "profiles": {
         const p = item as ProfileItem;
