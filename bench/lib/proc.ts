@@ -4,11 +4,15 @@ import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 /** Clock ticks per second of /proc/<pid>/stat's utime and stime (USER_HZ: 100 on Linux). */
 export const CLOCK_TICKS_PER_SECOND = 100;
 
-/** utime + stime of process `pid` (every thread) in seconds. The fields are counted after the `(comm)` field's last `)`. */
-export function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+/** utime + stime, in clock ticks, of a /proc stat line (the fields are counted after the `(comm)` field's last `)`). */
+function statTicks(stat: string): number {
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / CLOCK_TICKS_PER_SECOND;
+  return Number(f[11]) + Number(f[12]);
+}
+
+/** utime + stime of process `pid` (every thread) in seconds. */
+export function cpuSeconds(pid: number): number {
+  return statTicks(readFileSync(`/proc/${pid}/stat`, "utf8")) / CLOCK_TICKS_PER_SECOND;
 }
 
 /** Threads of process `pid` whose name starts with `prefix` (JSC's compiler threads: "JITWorker"): their utime + stime in seconds. */
@@ -21,9 +25,7 @@ export function threadCpuSeconds(pid: number, prefix: string): number {
     } catch {
       continue; // the thread ended
     }
-    if (!stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).startsWith(prefix)) continue;
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    ticks += Number(f[11]) + Number(f[12]);
+    if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).startsWith(prefix)) ticks += statTicks(stat);
   }
   return ticks / CLOCK_TICKS_PER_SECOND;
 }
