@@ -92,12 +92,18 @@ static __always_inline __u64 svc_wakeup_flags(void *ring, __u64 len)
  * agent's exports): its exchanges are not traced, or each export would give a span that goes out in the next
  * export. Looked up once per connection (at its first sight), never per call. Endpoints are kept as IPv6
  * (IPv4 as ::ffff:a.b.c.d), so a dual-stack server's view of an IPv4 client matches.
+ *
+ * A loopback endpoint (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) exists once per network namespace: the key holds
+ * the namespace of the socket (its inode number, as /proc/<pid>/ns/net shows it), so that a loopback connection
+ * in another namespace (a pod's sidecar proxy and its application) from the same address and port as the agent's
+ * own is traced. Any other address keeps 0 there and matches across namespaces: the agent on the host exporting
+ * to a collector in a container or pod at its own address is seen there from the host's address and port.
  */
 struct svc_endpoint {
   __u8 addr[16];
   __u16 port;  /* host order */
   __u16 pad;
-  __u32 pad2;
+  __u32 netns; /* inode number of the socket's network namespace for a loopback address, else 0 */
 };
 
 #define SVC_SELF_PEERS                                    \
@@ -108,8 +114,28 @@ struct svc_endpoint {
     __type(value, __u8);                                  \
   } svc_self_peers SEC(".maps")
 
-/* The endpoint (address of `family`: 4 or 16 bytes used, port in host order) as a key. */
-static __always_inline void svc_endpoint_of(struct svc_endpoint *k, __u16 family, const __u8 *addr, __u16 port)
+/* Whether the key's address (IPv6 or IPv4-mapped) is a loopback address. */
+static __always_inline int svc_endpoint_loopback(const struct svc_endpoint *k)
+{
+  __u32 w[4];
+  __builtin_memcpy(w, k->addr, 16);
+  if (w[0] | w[1])
+    return 0;
+  if (w[2] == 0)
+    return w[3] == bpf_htonl(1);
+  return w[2] == bpf_htonl(0xffff) && k->addr[12] == 127;
+}
+
+/* The inode number of the network namespace of `sk` (0 on a kernel built without network namespaces). */
+static __always_inline __u32 svc_netns_of(struct sock *sk)
+{
+  if (!bpf_core_field_exists(sk->__sk_common.skc_net.net))
+    return 0;
+  return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+}
+
+/* The endpoint (address of `family`: 4 or 16 bytes used, port in host order) of a socket `sk` as a key. */
+static __always_inline void svc_endpoint_of(struct svc_endpoint *k, void *sk, __u16 family, const __u8 *addr, __u16 port)
 {
   __builtin_memset(k, 0, sizeof(*k));
   k->port = port;
@@ -120,29 +146,31 @@ static __always_inline void svc_endpoint_of(struct svc_endpoint *k, __u16 family
   } else {
     __builtin_memcpy(k->addr, addr, 16);
   }
+  if (svc_endpoint_loopback(k))
+    k->netns = svc_netns_of((struct sock *)sk);
 }
 
-/* Records an endpoint of the agent's own connection (`map`: svc_self_peers). */
-static __always_inline void svc_self_endpoint_add(void *map, __u16 family, const __u8 *addr, __u16 port)
+/* Records the local endpoint of the agent's own connection on socket `sk` (`map`: svc_self_peers). */
+static __always_inline void svc_self_endpoint_add(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port)
 {
   struct svc_endpoint k;
-  svc_endpoint_of(&k, family, addr, port);
+  svc_endpoint_of(&k, sk, family, addr, port);
   __u8 one = 1;
   bpf_map_update_elem(map, &k, &one, BPF_ANY);
 }
 
-static __always_inline void svc_self_endpoint_del(void *map, __u16 family, const __u8 *addr, __u16 port)
+static __always_inline void svc_self_endpoint_del(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port)
 {
   struct svc_endpoint k;
-  svc_endpoint_of(&k, family, addr, port);
+  svc_endpoint_of(&k, sk, family, addr, port);
   bpf_map_delete_elem(map, &k);
 }
 
-/* Whether the peer (`addr`, `port`) of a socket is an endpoint of the agent's own connection. */
-static __always_inline int svc_is_self_peer(void *map, __u16 family, const __u8 *addr, __u16 port)
+/* Whether the peer (`addr`, `port`) of socket `sk` is an endpoint of the agent's own connection. */
+static __always_inline int svc_is_self_peer(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port)
 {
   struct svc_endpoint k;
-  svc_endpoint_of(&k, family, addr, port);
+  svc_endpoint_of(&k, sk, family, addr, port);
   return bpf_map_lookup_elem(map, &k) != 0;
 }
 

@@ -43,8 +43,8 @@
  * whose syscall exits have no socket pointer) keep them in the `conns` hash keyed by the struct sock address.
  *
  * The agent's own process (`self_tgid`) is never traced, nor the exchanges of the other end of its connections on
- * this host (common.h, svc_self_peers: a local receiver of its exports), whose connections still count. Layouts are mirrored by
- * src/collectors/network/decoders.ts.
+ * this host (common.h, svc_self_peers: a local receiver of its exports; a loopback one in the agent connection's own
+ * network namespace only), whose connections still count. Layouts are mirrored by src/collectors/network/decoders.ts.
  */
 #include "common.h"
 #include <bpf/bpf_endian.h>
@@ -415,13 +415,14 @@ static __always_inline __u64 coarse_now(void)
 SVC_MEMORY_GATE;
 SVC_SELF_PEERS;
 
-/* The agent's own connection `c` (FLAG_IGNORED), its local endpoint known: recorded in svc_self_peers. */
-static __always_inline void record_self_endpoint(struct conn *c)
+/* The agent's own connection `c` (FLAG_IGNORED) of socket `sk`, its local endpoint known: recorded in svc_self_peers
+ * (a loopback endpoint with the socket's network namespace). */
+static __always_inline void record_self_endpoint(struct conn *c, void *sk)
 {
   if (c->sport == 0 || (c->flags & FLAG_SELF_ENDPOINT))
     return;
   c->flags |= FLAG_SELF_ENDPOINT;
-  svc_self_endpoint_add(&svc_self_peers, c->family, c->saddr, c->sport);
+  svc_self_endpoint_add(&svc_self_peers, sk, c->family, c->saddr, c->sport);
 }
 
 static __always_inline void count_stat(__u32 idx)
@@ -601,7 +602,7 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
       c->flags |= FLAG_OPEN_REPORTED;
       emit_conn(ctx, (__u64)sk, CONN_OPEN, c);
     } else {
-      record_self_endpoint(c);
+      record_self_endpoint(c, sk);
     }
     return 0;
   }
@@ -619,7 +620,7 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
     if (c->sport == 0)
       c->sport = tp ? tp->sport : bpf_ntohs(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
     if (c->flags & FLAG_SELF_ENDPOINT)
-      svc_self_endpoint_del(&svc_self_peers, c->family, c->saddr, c->sport);
+      svc_self_endpoint_del(&svc_self_peers, sk, c->family, c->saddr, c->sport);
     if (!(c->flags & FLAG_IGNORED)) {
       __u32 kind = (c->direction == DIR_OUTBOUND && c->established_ns == 0) ? CONN_FAILED : CONN_CLOSED;
       emit_conn(ctx, (__u64)sk, kind, c);
@@ -668,8 +669,8 @@ static __always_inline struct conn *conn_for_io(void *ctx, __u32 store, void *sk
     if (c->flags & FLAG_IGNORED) {
       /* The agent's own connection older than the agent's programs. */
       if (c->flags & FLAG_PREEXISTING)
-        record_self_endpoint(c);
-    } else if (c->direction != DIR_OUTBOUND && svc_is_self_peer(&svc_self_peers, c->family, c->daddr, c->dport)) {
+        record_self_endpoint(c, sk);
+    } else if (c->direction != DIR_OUTBOUND && svc_is_self_peer(&svc_self_peers, sk, c->family, c->daddr, c->dport)) {
       c->flags |= FLAG_SELF_PEER;
     }
     if (c->direction == DIR_INBOUND && !(c->flags & FLAG_IGNORED)) {

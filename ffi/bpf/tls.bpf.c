@@ -42,7 +42,7 @@
  * the socket found by its cookie in `tls_socks`) counts with status 0, a transport error, as for cleartext.
  *
  * The agent's own process (`self_tgid`) is never traced, nor the other end of its connections on this host
- * (svc_self_peers, common.h). The layout is mirrored by src/collectors/tls/decoder.ts.
+ * (svc_self_peers, common.h: a loopback one in the agent connection's own network namespace only). The layout is mirrored by src/collectors/tls/decoder.ts.
  */
 #include "common.h"
 #include <bpf/bpf_endian.h>
@@ -311,7 +311,7 @@ static __always_inline void conn_bind(struct tls_conn *conn, const struct tls_co
   conn->sk = sk;
   conn->cookie = cookie;
   svc_addrs_from_sk((struct sock *)sk, &conn->family, &conn->sport, &conn->dport, conn->saddr, conn->daddr);
-  if (svc_is_self_peer(&svc_self_peers, conn->family, conn->daddr, conn->dport))
+  if (svc_is_self_peer(&svc_self_peers, (void *)sk, conn->family, conn->daddr, conn->dport))
     conn->flags |= CONN_SELF_PEER;
   if (red_enabled)
     bpf_map_update_elem(&tls_socks, &cookie, key, BPF_ANY);

@@ -118,6 +118,8 @@ export interface TracingAgent {
   agent: InProcessAgent;
   receiver: OtlpReceiver;
   collected: Collected;
+  /** The receiver's loopback port (the agent's exports go to 127.0.0.1 at it). */
+  port: number;
   stop(): Promise<void>;
   /** Rewrites the configuration with another agent.ebpf section and reloads; resolves with the reload outcome. */
   reconfigure(ebpfYaml: string): Promise<unknown>;
@@ -134,6 +136,7 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
     agent,
     receiver,
     collected,
+    port,
     async reconfigure(ebpfYaml: string) {
       agent.writeConfig(agentYaml(port, ebpfYaml, dockerYaml));
       return agent.agent.reload("test");
