@@ -2,8 +2,8 @@
  * Cost per span (issue 22): user-space CPU to decode, pair, build and export one HTTP/1.1 exchange, from the
  * kernel's `http_events` records to the encoded OTLP request handed to the transport. No eBPF: records laid out as
  * ffi/bpf/network.bpf.c writes them (a request read and its response written on keep-alive server connections of
- * two live processes, this one and its parent) go through the real path in process: decodeHttpEventInPlace (the
- * decoder of the agent's http_events ring: the captured bytes are a view of the record, not a copy), the network
+ * two live processes, this one and its parent) go through the real path in process: decodeHttpEventReused (the
+ * decoder of the agent's http_events ring: one record object refilled, the captured bytes a view of the record), the network
  * component (exchange pairing, span budget, span build, process and workload labels from the process table and
  * the workload registry), the export pipeline (item encoding, queue, batcher, request assembly) and a transport
  * that only counts the bytes handed to it. CPU is the process's user time (process.cpuUsage) over each round,
@@ -43,7 +43,7 @@ import type { SpanItem } from "../src/export/model";
 import { WorkloadRegistry } from "../src/workloads";
 import { ContainerDirectory } from "../src/discovery/directory";
 import { NetworkCollector } from "../src/collectors/network/component";
-import { decodeHttpEventInPlace, HTTP_EVENT_HEADER_BYTES } from "../src/collectors/network/decoders";
+import { decodeHttpEventReused, HTTP_EVENT_HEADER_BYTES } from "../src/collectors/network/decoders";
 import type { AgentContext } from "../src/collectors/context";
 import { argNumber } from "./lib/args";
 import { loadavg } from "node:os";
@@ -161,13 +161,13 @@ async function feed(n: number): Promise<void> {
     ring.setBigUint64(rq, (clock += 20_000n), true);
     setOffset(rq, offsets[2 * c]!);
     offsets[2 * c]! += reqBytes.length;
-    const request = decodeHttpEventInPlace(ring, rq, reqSlot);
+    const request = decodeHttpEventReused(ring, rq, reqSlot);
     if (decodeOnly) decodedBytes += request.data.length;
     else collector.handle(request);
     ring.setBigUint64(rs, (clock += 80_000n), true);
     setOffset(rs, offsets[2 * c + 1]!);
     offsets[2 * c + 1]! += resBytes.length;
-    const response = decodeHttpEventInPlace(ring, rs, resSlot);
+    const response = decodeHttpEventReused(ring, rs, resSlot);
     if (decodeOnly) decodedBytes += response.data.length;
     else collector.handle(response);
     if (i % POLL_BATCH === POLL_BATCH - 1) await Promise.resolve();
