@@ -266,6 +266,9 @@ class EndpointFields {
  * per connection while its records say the same (HttpEvent.endpointOr), so the strings are made once per connection.
  */
 export class HttpEndpoint extends EndpointFields {
+  /** What the span writer (http/spans.ts) keeps of this endpoint for its next spans: the endpoint never changes. */
+  spanCache: unknown = undefined;
+
   constructor(of: EndpointFields) {
     super();
     this.copyEndpoint(of);

@@ -10,7 +10,8 @@
 import type { AttributeValue, Attributes } from "../../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem, type SpanKindValue, type StatusCodeValue } from "../../../export/model";
 import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttributes, writeKeyValue, type KeyField } from "../../../export/encode";
-import type { ProtoWriter } from "../../../export/wire";
+import { ProtoWriter } from "../../../export/wire";
+import { HttpEndpoint } from "../decoders";
 import type { HttpExchange } from "./parser";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
@@ -327,6 +328,27 @@ interface AttributeSink {
   putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void;
   /** Every attribute of `a`, in order (a constant object: its fields are encoded once). */
   putConstant(a: Attributes): void;
+  /** The attributes of the endpoint alone (putEndpointAttributes). */
+  putEndpoint(m: EndpointMeta, server: boolean): void;
+}
+
+/** The attributes an endpoint gives a span of either role by itself, in order: peer, client (server spans) and local address and port. */
+function putEndpointAttributes(s: AttributeSink, m: EndpointMeta, server: boolean): void {
+  s.put(K.peerAddress, m.remoteAddress);
+  s.put(K.peerPort, m.remotePort);
+  if (server) {
+    s.put(K.clientAddress, m.remoteAddress);
+    s.put(K.clientPort, m.remotePort);
+  }
+  s.put(K.localAddress, m.localAddress);
+  s.put(K.localPort, m.localPort);
+}
+
+/** An endpoint's attributes as KeyValue fields, kept on a connection's endpoint (HttpEndpoint.spanCache) for its next spans. */
+interface EncodedEndpoint {
+  readonly field: number;
+  readonly server: boolean;
+  readonly bytes: Uint8Array;
 }
 
 class ObjectSink implements AttributeSink {
@@ -339,6 +361,9 @@ class ObjectSink implements AttributeSink {
   }
   putConstant(a: Attributes): void {
     for (const name in a) this.out[name] = a[name]!;
+  }
+  putEndpoint(m: EndpointMeta, server: boolean): void {
+    putEndpointAttributes(this, m, server);
   }
 }
 
@@ -354,6 +379,26 @@ class WriterSink implements AttributeSink {
   }
   putConstant(a: Attributes): void {
     this.w!.raw(encodedFieldsOf(a, this.field).bytes);
+  }
+  /**
+   * A connection's endpoint (HttpEndpoint: one object while its records say the same, never changed) has its
+   * attributes encoded once and copied into each of its spans; other endpoints (TLS ones, whose addresses may be
+   * corrected) are written attribute by attribute.
+   */
+  putEndpoint(m: EndpointMeta, server: boolean): void {
+    if (!(m instanceof HttpEndpoint)) {
+      putEndpointAttributes(this, m, server);
+      return;
+    }
+    let e = m.spanCache as EncodedEndpoint | undefined;
+    if (e === undefined || e.field !== this.field || e.server !== server) {
+      const sink = new WriterSink();
+      sink.w = new ProtoWriter(256);
+      sink.field = this.field;
+      putEndpointAttributes(sink, m, server);
+      m.spanCache = e = { field: this.field, server, bytes: sink.w.copy() };
+    }
+    this.w!.raw(e.bytes);
   }
 }
 
@@ -461,8 +506,7 @@ function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, m: E
   s.put(K.method, known ? req.method : "_OTHER");
   s.put(K.status, x.response.status);
   s.putConstant(HTTP_OVER_TCP);
-  s.put(K.peerAddress, m.remoteAddress);
-  s.put(K.peerPort, m.remotePort);
+  s.putEndpoint(m, server);
   s.put(K.urlScheme, scheme);
   if (!known) s.put(K.methodOriginal, req.method);
   if (req.version !== undefined) s.put(K.protocolVersion, req.version);
@@ -475,10 +519,6 @@ function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, m: E
     if (route !== undefined) s.put(K.route, route);
     s.put(K.serverAddress, host?.address ?? m.localAddress);
     s.put(K.serverPort, host?.port ?? m.localPort);
-    s.put(K.clientAddress, m.remoteAddress);
-    s.put(K.clientPort, m.remotePort);
-    s.put(K.localAddress, m.localAddress);
-    s.put(K.localPort, m.localPort);
   } else {
     if (req.method === "CONNECT") {
       const authority = splitHost(req.target);
@@ -490,8 +530,6 @@ function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, m: E
       s.put(K.serverAddress, host?.address ?? m.remoteAddress);
       s.put(K.serverPort, host?.port ?? m.remotePort);
     }
-    s.put(K.localAddress, m.localAddress);
-    s.put(K.localPort, m.localPort);
   }
   const status = x.response.status;
   if (isError(server, status)) s.put(K.errorType, String(status));

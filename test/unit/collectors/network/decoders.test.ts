@@ -52,7 +52,7 @@ describe("network record decoders", () => {
   test("http_event reused (the network set's decoder): one record refilled per call; endpoints kept beyond it, the same one while records agree", () => {
     const spec = networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 250, maxConnections: 1024 });
     expect(spec.ringBuffers.find((r) => r.map === "http_events")?.decode).toBe(decodeHttpEventReused);
-    const fields = { ts: 5n, sk: 9n, off: 160, pid: 31, len: 4096, io: 1, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "HTTP/1.1 200 OK\r\n" } as const;
+    const fields = { ts: 5n, sk: 9n, off: 160, pid: 31, len: 4096, io: 1, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "HTTP/1.1 200 OK\r\n" };
     const v = httpRecord(fields);
     const e = decodeHttpEventReused(v, 0, v.byteLength);
     expect(e).toMatchObject({ type: "http", timestampNs: 5n, sk: 9n, streamOffset: 160, pid: 31, localAddress: "127.0.0.1", remoteAddress: "127.0.0.2", comm: "server" });
