@@ -289,7 +289,7 @@ class HttpEventRecord extends EndpointFields implements HttpEvent {
   length = 0;
   io: 0 | 1 = 0;
   direction: DirectionValue = Direction.UNKNOWN;
-  /** The captured bytes: a copy (decodeHttpEvent), or the record's own bytes (decodeHttpEventInPlace, decodeHttpEventReused). */
+  /** The captured bytes: a copy (decodeHttpEvent), or the record's own bytes (decodeHttpEventReused). */
   data: Uint8Array = NO_DATA;
   flags = 0;
   /** The cgroup id as read, its low and high words (made a bigint only when asked for: the span path never does). */
@@ -365,22 +365,15 @@ export function decodeHttpEvent(view: DataView, offset: number, length: number):
   return new HttpEventRecord(view, offset, bytesOf(view), checkedCapture(view, offset, length), true);
 }
 
-/**
- * Decodes an http_event whose `data` is the record's own bytes in the ring buffer, not a copy: valid only while the
- * record is handled (the ring's pump hands each record to its handler during the walk, before the ring's consumer
- * position moves past it).
- */
-export function decodeHttpEventInPlace(view: DataView, offset: number, length: number): HttpEvent {
-  return new HttpEventRecord(view, offset, bytesOf(view), checkedCapture(view, offset, length), false);
-}
-
 /** The one record decodeHttpEventReused fills. */
 const reused = new HttpEventRecord();
 
 /**
- * decodeHttpEventInPlace into one record object for every call: the record, not only its data, is valid only until
- * the next call. The network component's http_events decoder: it feeds the bytes to the HTTP parsers, which copy what
- * they keep, and keeps the endpoint per connection (HttpEvent.endpointOr), never the record (no object per record).
+ * Decodes an http_event into one record object for every call, its `data` the record's own bytes in the ring
+ * buffer, not a copy: the record is valid only until the next call, its bytes only while the record is handled (the
+ * ring's pump hands each record to its handler during the walk, before the ring's consumer position moves past it).
+ * The network component's http_events decoder: it feeds the bytes to the HTTP parsers, which copy what they keep, and
+ * keeps the endpoint per connection (HttpEvent.endpointOr), never the record (no object per record).
  */
 export function decodeHttpEventReused(view: DataView, offset: number, length: number): HttpEvent {
   return reused.fill(view, offset, bytesOf(view), checkedCapture(view, offset, length), false);

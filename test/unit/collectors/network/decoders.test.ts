@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { formatAddress } from "../../../../src/collectors/network/addresses";
-import { CONN_EVENT_BYTES, ConnKind, decodeConnEvent, decodeHttpEvent, decodeHttpEventInPlace, decodeHttpEventReused, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag, releaseData } from "../../../../src/collectors/network/decoders";
+import { CONN_EVENT_BYTES, ConnKind, decodeConnEvent, decodeHttpEvent, decodeHttpEventReused, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag, releaseData } from "../../../../src/collectors/network/decoders";
 import { networkSetSpec } from "../../../../src/collectors/network/spec";
 import { connRecord, httpRecord } from "./records";
 
@@ -37,13 +37,13 @@ describe("network record decoders", () => {
     expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
   });
 
-  test("http_event in place (the network set's decoder): the same fields, the data the record's own bytes until released", () => {
+  test("http_event in place: the same fields, the data the record's own bytes until released", () => {
     const v = httpRecord({ ts: 5n, sk: 9n, off: 160, pid: 31, len: 4096, io: 1, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "HTTP/1.1 200 OK\r\n" });
-    const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+    const e = decodeHttpEventReused(v, 0, v.byteLength);
     expect(e).toMatchObject({ type: "http", timestampNs: 5n, sk: 9n, streamOffset: 160, pid: 31, tid: 31, length: 4096, io: 1, localPort: 8080, remotePort: 51000, localAddress: "127.0.0.1", remoteAddress: "127.0.0.2", comm: "server", flags: 0 });
     expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
     expect(e.data.buffer).toBe(v.buffer);
-    expect(() => decodeHttpEventInPlace(v, 0, HTTP_EVENT_HEADER_BYTES + 3)).toThrow(RangeError);
+    expect(() => decodeHttpEventReused(v, 0, HTTP_EVENT_HEADER_BYTES + 3)).toThrow(RangeError);
     releaseData(e);
     expect(e.data.length).toBe(0);
     expect(e.localAddress).toBe("127.0.0.1");
@@ -86,7 +86,7 @@ describe("network record decoders", () => {
 
   test("http_event: the socket address as its two words and as a BigInt", () => {
     const v = httpRecord({ ts: 1n, sk: 0xffff888812345678n, off: 0, pid: 7, len: 1, io: 0, sport: 1, dport: 2, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 1], comm: "x", data: "x" });
-    const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+    const e = decodeHttpEventReused(v, 0, v.byteLength);
     expect([e.skLow, e.skHigh, e.sk]).toEqual([0x12345678, 0xffff8888, 0xffff888812345678n]);
   });
 
