@@ -2,8 +2,8 @@
  * Cost per span (issue 22): user-space CPU to decode, pair, build and export one HTTP/1.1 exchange, from the
  * kernel's `http_events` records to the encoded OTLP request handed to the transport. No eBPF: records laid out as
  * ffi/bpf/network.bpf.c writes them (a request read and its response written on keep-alive server connections of
- * two live processes, this one and its parent) go through the real path in process: decodeHttpEventInPlace (the
- * decoder of the agent's http_events ring: the captured bytes are a view of the record, not a copy), the network
+ * two live processes, this one and its parent) go through the real path in process: decodeHttpEventReused (the
+ * decoder of the agent's http_events ring: one record object refilled, the captured bytes a view of the record), the network
  * component (exchange pairing, span budget, span build, process and workload labels from the process table and
  * the workload registry), the export pipeline (item encoding, queue, batcher, request assembly) and a transport
  * that only counts the bytes handed to it. CPU is the process's user time (process.cpuUsage) over each round,
@@ -43,7 +43,7 @@ import type { SpanItem } from "../src/export/model";
 import { WorkloadRegistry } from "../src/workloads";
 import { ContainerDirectory } from "../src/discovery/directory";
 import { NetworkCollector } from "../src/collectors/network/component";
-import { decodeHttpEventInPlace, HTTP_EVENT_HEADER_BYTES } from "../src/collectors/network/decoders";
+import { decodeHttpEventReused, HTTP_EVENT_HEADER_BYTES } from "../src/collectors/network/decoders";
 import type { AgentContext } from "../src/collectors/context";
 import { argNumber } from "./lib/args";
 import { loadavg } from "node:os";
@@ -161,13 +161,13 @@ async function feed(n: number): Promise<void> {
     ring.setBigUint64(rq, (clock += 20_000n), true);
     setOffset(rq, offsets[2 * c]!);
     offsets[2 * c]! += reqBytes.length;
-    const request = decodeHttpEventInPlace(ring, rq, reqSlot);
+    const request = decodeHttpEventReused(ring, rq, reqSlot);
     if (decodeOnly) decodedBytes += request.data.length;
     else collector.handle(request);
     ring.setBigUint64(rs, (clock += 80_000n), true);
     setOffset(rs, offsets[2 * c + 1]!);
     offsets[2 * c + 1]! += resBytes.length;
-    const response = decodeHttpEventInPlace(ring, rs, resSlot);
+    const response = decodeHttpEventReused(ring, rs, resSlot);
     if (decodeOnly) decodedBytes += response.data.length;
     else collector.handle(response);
     if (i % POLL_BATCH === POLL_BATCH - 1) await Promise.resolve();
@@ -189,6 +189,18 @@ function bareEncodes(n: number, span: SpanItem): number {
     }
   }
   return bytes;
+}
+
+/**
+ * A fixed loop of integer arithmetic on registers (no memory traffic): its CPU time tells whether the core itself ran
+ * slower in a round. On this VM the rounds of memory-heavy code (the path, the reference) slow down by up to 2x in
+ * some spells while this loop does not: the host's other work competes for caches and memory, not for the core.
+ */
+const SPIN_STEPS = 20_000_000;
+function spin(n: number): number {
+  let x = 1;
+  for (let i = 0; i < n; i++) x = (Math.imul(x, 1103515245) + 12345) | 0;
+  return x;
 }
 
 function userUs(fn: () => void): number;
@@ -269,10 +281,12 @@ const warmupUs = (await userUs(() => feed(WARMUP))) / WARMUP;
 const warmupJitUs = ((jitSeconds() - warmupJit0) * 1e6) / WARMUP;
 if (!sample) throw new Error("no span reached the pipeline");
 bareEncodes(WARMUP, sample);
+spin(SPIN_STEPS);
 for (const at of STAGES) await stageUs(at, WARMUP);
 exemplarUs(WARMUP);
 const agentUs: number[] = [];
 const refUs: number[] = [];
+const spinMs: number[] = [];
 const sysUs: number[] = [];
 const jitUs: number[] = [];
 const exemplarRounds: number[] = [];
@@ -286,6 +300,7 @@ for (let r = 0; r < ROUNDS; r++) {
   const exported = pipeline.accounting().traces.exported - before;
   if (exported !== EXCHANGES) throw new Error(`round ${r}: ${exported} spans exported of ${EXCHANGES} exchanges (dropped ${pipeline.accounting().traces.droppedTotal})`);
   refUs.push(userUs(() => void bareEncodes(EXCHANGES, sample!)) / EXCHANGES);
+  spinMs.push(userUs(() => void spin(SPIN_STEPS)) / 1000);
   for (const at of STAGES) stages[at].push(await stageUs(at, EXCHANGES));
   exemplarRounds.push(exemplarUs(EXCHANGES));
 }
@@ -317,6 +332,7 @@ report({
     `${ROUNDS} rounds of ${EXCHANGES.toLocaleString("en-US")} exchanges after ${WARMUP.toLocaleString("en-US")} of warm-up, ${CONNECTIONS} keep-alive connections, ${POLL_BATCH} exchanges per event-loop turn, batch_size ${BATCH_SIZE}`,
     `warm-up: ${warmupUs.toFixed(2)} us per exchange, of which JSC's compiler threads ${warmupJitUs.toFixed(2)} (CPU read from /proc in clock ticks of 10 ms); during the rounds the compiler threads took ${median(jitUs).toFixed(2)} us per exchange (median; included in the figure)`,
     `per round, us per exchange: path + exemplar ${totalUs.map((x) => x.toFixed(2)).join(", ")}; path ${agentUs.map((x) => x.toFixed(2)).join(", ")}; reference ${refUs.map((x) => x.toFixed(2)).join(", ")}; system time of the path ${median(sysUs).toFixed(2)} us (median)`,
+    `per round, ms of CPU for ${SPIN_STEPS.toLocaleString("en-US")} steps of register-only integer arithmetic (the core's own speed; memory-heavy code slows in this VM's spells while it does not): ${spinMs.map((x) => x.toFixed(1)).join(", ")}`,
     `stages, cumulative us per exchange (the stage's own in parentheses), medians: ${stageText}; + queue, batch, request assembly = the path ${pathUs.toFixed(2)} (${(pathUs - stageMedians[2]!).toFixed(2)}); the RED exemplar step apart ${median(exemplarRounds).toFixed(2)}`,
     `not in the figure: the default transport's gzip (otlp.compression_level ${level}) of a ${lastFullBody?.length.toLocaleString("en-US")}-byte request, ${median(gzipRounds).toFixed(2)} us per span (median of 5 samples of ${GZIPS}, synchronous zlib); bench/export.ts measures whole requests through the gRPC and HTTP transports`,
     `load average while it ran (1, 5, 15 min): ${loadavg().map((x) => x.toFixed(2)).join(", ")}`,

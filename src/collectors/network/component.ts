@@ -31,7 +31,7 @@ import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
 import { ConnectionTelemetry } from "./connections";
-import { ConnKind, HttpEventFlag, releaseData, type ConnEvent, type HttpEvent, type NetworkEvent } from "./decoders";
+import { ConnKind, HttpEventFlag, releaseData, type ConnEvent, type HttpEndpoint, type HttpEvent, type NetworkEvent } from "./decoders";
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
@@ -49,6 +49,15 @@ const HTTP_IDLE_END_MS = 5000;
 
 /** What the reused call holds between records (nothing of the last one). */
 const NO_BYTES = new Uint8Array(0);
+/** A socket's connection as #onHttp keeps it: the tracker's key, and the endpoint its records last described. */
+interface HttpConnection {
+  readonly pid: number;
+  /** The socket address's high word (the map is keyed by the low 53 bits). */
+  readonly high: number;
+  readonly key: string;
+  endpoint: HttpEndpoint | undefined;
+}
+
 const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress: "", localPort: 0, remoteAddress: "", remotePort: 0 });
 
 /** What the kernel side is built with: a change needs the set reloaded. */
@@ -75,8 +84,8 @@ export class NetworkCollector implements Component {
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
   /** The call #onHttp hands the tracker, refilled for each record. */
   readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, meta: NO_ENDPOINT };
-  /** The tracker's connection keys by socket address (bounded: emptied when it holds twice the connections tracked). */
-  readonly #connectionKeys = new Map<number, { pid: number; high: number; key: string }>();
+  /** The tracker's connection keys and endpoints by socket address (bounded: emptied when it holds twice the connections tracked). */
+  readonly #httpConnections = new Map<number, HttpConnection>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
   readonly #tlsEndpoints = new Map<string, EndpointMeta>();
   readonly #budget: PerSecondBudget;
@@ -208,32 +217,36 @@ export class NetworkCollector implements Component {
     }
   }
 
-  /** The exchange tracker's key of a socket's connection in a process: `pid:sk`, made once per connection. */
-  #connectionKey(e: HttpEvent): string {
+  /**
+   * The connection of a socket in a process: the exchange tracker's key (`pid:sk`, made once per connection) and the
+   * endpoint its records last described (kept while they say the same: its strings are made once per connection).
+   */
+  #connectionOf(e: HttpEvent): HttpConnection {
     const high = e.skHigh;
     /* The low 53 bits of the address: the map's key; the high word tells apart the rest. */
     const id = e.skLow + (high & 0x1f_ffff) * 2 ** 32;
-    const known = this.#connectionKeys.get(id);
-    if (known !== undefined && known.pid === e.pid && known.high === high) return known.key;
-    if (this.#connectionKeys.size >= MAX_HTTP_CONNECTIONS * 2) this.#connectionKeys.clear();
-    const key = `${e.pid}:${e.sk}`;
-    this.#connectionKeys.set(id, { pid: e.pid, high, key });
-    return key;
+    const known = this.#httpConnections.get(id);
+    if (known !== undefined && known.pid === e.pid && known.high === high) return known;
+    if (this.#httpConnections.size >= MAX_HTTP_CONNECTIONS * 2) this.#httpConnections.clear();
+    const c: HttpConnection = { pid: e.pid, high, key: `${e.pid}:${e.sk}`, endpoint: undefined };
+    this.#httpConnections.set(id, c);
+    return c;
   }
 
   #onHttp(e: HttpEvent): void {
     if (e.pid === this.#selfPid) return;
     /* One call object for every record (the tracker keeps what it needs of it, never the object). */
     const call = this.#call;
-    call.connection = this.#connectionKey(e);
+    const connection = this.#connectionOf(e);
+    call.connection = connection.key;
     call.io = e.io;
     call.timestampNs = e.timestampNs;
     call.streamOffset = e.streamOffset;
     call.length = e.length;
     call.data = e.data;
     call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
-    /* The record is the endpoint: its task name and addresses are decoded only for the calls that become spans. */
-    call.meta = e;
+    /* The connection's endpoint while its records say the same: its task name and addresses are decoded only for the calls that become spans. */
+    call.meta = connection.endpoint = e.endpointOr(connection.endpoint);
     const nowMs = this.#turnNowMs();
     let done;
     try {
@@ -241,7 +254,7 @@ export class NetworkCollector implements Component {
     } finally {
       call.data = NO_BYTES;
       call.meta = NO_ENDPOINT;
-      /* The bytes may be the ring's own (decodeHttpEventInPlace): the record may live on as an endpoint, they may not. */
+      /* The bytes may be the ring's own (decodeHttpEventReused): a caller may keep the record, not them. */
       releaseData(e);
     }
     this.#offerExchanges(done, nowMs);

@@ -76,6 +76,8 @@ export interface CapturedCall {
 
 export interface HttpEvent extends CapturedCall {
   readonly type: "http";
+  /** `known` when this record's endpoint (process, task name, addresses, ports) is the same, else a new one, kept beyond the record. */
+  endpointOr(known: HttpEndpoint | undefined): HttpEndpoint;
   timestampNs: bigint;
   sk: bigint;
   /** sk's low and high 32-bit words (a key without a BigInt). */
@@ -140,6 +142,9 @@ export function decodeConnEvent(view: DataView, offset: number, length: number):
   };
 }
 
+/** The data of a record with none (or no more: releaseData). */
+const NO_DATA = new Uint8Array(0);
+
 /** The text of IPv4 addresses seen (a host talks with few; emptied when full). */
 const DOTTED_QUADS_KEPT = 4096;
 const dottedQuads = new Map<number, string>();
@@ -182,46 +187,123 @@ function commOf(w0: number, w1: number, w2: number, w3: number): string {
 }
 
 /**
- * An http_event: numbers are read eagerly from the record as delivered, the captured bytes copied; the address and
+ * What an http_event says about its socket's endpoint: process, task name, addresses and ports. The address and
  * task-name strings are made only when first asked for, then kept (most records never become spans; a span reads
  * the addresses several times).
  */
-class HttpEventRecord implements HttpEvent {
-  readonly type = "http";
-  readonly timestampNs: bigint;
-  readonly skLow: number;
-  readonly skHigh: number;
-  readonly streamOffset: number;
-  readonly pid: number;
-  readonly tid: number;
-  readonly length: number;
-  readonly io: 0 | 1;
-  readonly direction: DirectionValue;
-  readonly localPort: number;
-  readonly remotePort: number;
-  readonly family: number;
-  /** The captured bytes: a copy (decodeHttpEvent), or the record's own bytes (decodeHttpEventInPlace). */
-  data: Uint8Array;
-  readonly flags: number;
+class EndpointFields {
+  pid = 0;
+  localPort = 0;
+  remotePort = 0;
+  family = 0;
+  /** IPv4: the addresses as read (network byte order, as a big-endian number). */
+  protected saddr4 = 0;
+  protected daddr4 = 0;
+  /** Other families: saddr and daddr (16 bytes each), in an array of the object's own. */
+  protected addresses: Uint8Array | undefined;
+  /** The task name's 16 bytes as four little-endian words. */
+  protected comm0 = 0;
+  protected comm1 = 0;
+  protected comm2 = 0;
+  protected comm3 = 0;
   #localAddress: string | undefined;
   #remoteAddress: string | undefined;
   #comm: string | undefined;
-  /** IPv4: the addresses as read (network byte order, as a big-endian number). */
-  readonly #saddr4: number;
-  readonly #daddr4: number;
-  /** Other families: a copy of saddr and daddr (16 bytes each). */
-  readonly #addresses: Uint8Array | undefined;
+
+  get localAddress(): string {
+    return (this.#localAddress ??= this.family !== AF_INET && this.addresses ? formatAddress(this.addresses.subarray(0, 16), this.family) : dottedQuad(this.saddr4));
+  }
+
+  get remoteAddress(): string {
+    return (this.#remoteAddress ??= this.family !== AF_INET && this.addresses ? formatAddress(this.addresses.subarray(16, 32), this.family) : dottedQuad(this.daddr4));
+  }
+
+  /** As cString: the bytes up to the first NUL, one character each. */
+  get comm(): string {
+    return (this.#comm ??= commOf(this.comm0, this.comm1, this.comm2, this.comm3));
+  }
+
+  /** Forgets the strings made (the fields were read again). */
+  protected forgetStrings(): void {
+    this.#localAddress = undefined;
+    this.#remoteAddress = undefined;
+    this.#comm = undefined;
+  }
+
+  /** Sets the endpoint fields to `o`'s (its strings too, when made). */
+  protected copyEndpoint(o: EndpointFields): void {
+    this.pid = o.pid;
+    this.localPort = o.localPort;
+    this.remotePort = o.remotePort;
+    this.family = o.family;
+    this.saddr4 = o.saddr4;
+    this.daddr4 = o.daddr4;
+    this.addresses = o.family !== AF_INET ? o.addresses?.slice() : undefined;
+    this.comm0 = o.comm0;
+    this.comm1 = o.comm1;
+    this.comm2 = o.comm2;
+    this.comm3 = o.comm3;
+    this.#localAddress = o.#localAddress;
+    this.#remoteAddress = o.#remoteAddress;
+    this.#comm = o.#comm;
+  }
+
+  /** Whether `o` has the same endpoint fields. */
+  sameEndpoint(o: EndpointFields): boolean {
+    if (o.pid !== this.pid || o.localPort !== this.localPort || o.remotePort !== this.remotePort || o.family !== this.family) return false;
+    if (o.comm0 !== this.comm0 || o.comm1 !== this.comm1 || o.comm2 !== this.comm2 || o.comm3 !== this.comm3) return false;
+    if (this.family === AF_INET) return o.saddr4 === this.saddr4 && o.daddr4 === this.daddr4;
+    const a = this.addresses;
+    const b = o.addresses;
+    if (a === undefined || b === undefined) return a === b;
+    for (let i = 0; i < 32; i++) if (a[i] !== b[i]) return false;
+    return true;
+  }
+}
+
+/**
+ * The endpoint of a connection's records, kept beyond them (an exchange's meta): the network component keeps one
+ * per connection while its records say the same (HttpEvent.endpointOr), so the strings are made once per connection.
+ */
+export class HttpEndpoint extends EndpointFields {
+  /** What the span writer (http/spans.ts) keeps of this endpoint for its next spans: the endpoint never changes. */
+  spanCache: unknown = undefined;
+
+  constructor(of: EndpointFields) {
+    super();
+    this.copyEndpoint(of);
+  }
+}
+
+/**
+ * An http_event: numbers are read eagerly from the record as delivered, the captured bytes copied or viewed in place;
+ * the endpoint's strings are made only when first asked for.
+ */
+class HttpEventRecord extends EndpointFields implements HttpEvent {
+  readonly type = "http";
+  timestampNs = 0n;
+  skLow = 0;
+  skHigh = 0;
+  streamOffset = 0;
+  tid = 0;
+  length = 0;
+  io: 0 | 1 = 0;
+  direction: DirectionValue = Direction.UNKNOWN;
+  /** The captured bytes: a copy (decodeHttpEvent), or the record's own bytes (decodeHttpEventReused). */
+  data: Uint8Array = NO_DATA;
+  flags = 0;
   /** The cgroup id as read, its low and high words (made a bigint only when asked for: the span path never does). */
-  readonly #cgroupLow: number;
-  readonly #cgroupHigh: number;
-  /** The task name's 16 bytes as four little-endian words. */
-  readonly #comm0: number;
-  readonly #comm1: number;
-  readonly #comm2: number;
-  readonly #comm3: number;
+  #cgroupLow = 0;
+  #cgroupHigh = 0;
 
   /** The record at `offset` of `view` (`bytes`: the same memory as bytes), with `captured` bytes of data (copied when `copy`). */
-  constructor(view: DataView, offset: number, bytes: Uint8Array, captured: number, copy: boolean) {
+  constructor(view?: DataView, offset = 0, bytes?: Uint8Array, captured = 0, copy = false) {
+    super();
+    if (view && bytes) this.fill(view, offset, bytes, captured, copy);
+  }
+
+  /** Reads the record at `offset` of `view` into this object (see the constructor). */
+  fill(view: DataView, offset: number, bytes: Uint8Array, captured: number, copy: boolean): this {
     this.timestampNs = view.getBigUint64(offset + HTTP.timestampNs, true);
     this.skLow = view.getUint32(offset + HTTP.sk, true);
     this.skHigh = view.getUint32(offset + HTTP.sk + 4, true);
@@ -238,15 +320,17 @@ class HttpEventRecord implements HttpEvent {
     this.family = view.getUint16(offset + HTTP.family, true);
     this.flags = view.getUint16(offset + HTTP.flags, true);
     const v4 = this.family === AF_INET;
-    this.#saddr4 = v4 ? view.getUint32(offset + HTTP.saddr, false) : 0;
-    this.#daddr4 = v4 ? view.getUint32(offset + HTTP.daddr, false) : 0;
+    this.saddr4 = v4 ? view.getUint32(offset + HTTP.saddr, false) : 0;
+    this.daddr4 = v4 ? view.getUint32(offset + HTTP.daddr, false) : 0;
     const at = view.byteOffset + offset;
-    this.#addresses = v4 ? undefined : bytes.slice(at + HTTP.saddr, at + HTTP.daddr + 16);
-    this.#comm0 = view.getUint32(offset + HTTP.comm, true);
-    this.#comm1 = view.getUint32(offset + HTTP.comm + 4, true);
-    this.#comm2 = view.getUint32(offset + HTTP.comm + 8, true);
-    this.#comm3 = view.getUint32(offset + HTTP.comm + 12, true);
+    if (!v4) (this.addresses ??= new Uint8Array(32)).set(bytes.subarray(at + HTTP.saddr, at + HTTP.daddr + 16));
+    this.comm0 = view.getUint32(offset + HTTP.comm, true);
+    this.comm1 = view.getUint32(offset + HTTP.comm + 4, true);
+    this.comm2 = view.getUint32(offset + HTTP.comm + 8, true);
+    this.comm3 = view.getUint32(offset + HTTP.comm + 12, true);
     this.data = copy ? bytes.slice(at + HTTP.data, at + HTTP.data + captured) : bytes.subarray(at + HTTP.data, at + HTTP.data + captured);
+    this.forgetStrings();
+    return this;
   }
 
   /** Made only when asked for (the component keys connections by skLow and skHigh). */
@@ -258,17 +342,8 @@ class HttpEventRecord implements HttpEvent {
     return (BigInt(this.#cgroupHigh) << 32n) | BigInt(this.#cgroupLow);
   }
 
-  get localAddress(): string {
-    return (this.#localAddress ??= this.#addresses ? formatAddress(this.#addresses.subarray(0, 16), this.family) : dottedQuad(this.#saddr4));
-  }
-
-  get remoteAddress(): string {
-    return (this.#remoteAddress ??= this.#addresses ? formatAddress(this.#addresses.subarray(16, 32), this.family) : dottedQuad(this.#daddr4));
-  }
-
-  /** As cString: the bytes up to the first NUL, one character each. */
-  get comm(): string {
-    return (this.#comm ??= commOf(this.#comm0, this.#comm1, this.#comm2, this.#comm3));
+  endpointOr(known: HttpEndpoint | undefined): HttpEndpoint {
+    return known !== undefined && this.sameEndpoint(known) ? known : new HttpEndpoint(this);
   }
 }
 
@@ -290,21 +365,24 @@ export function decodeHttpEvent(view: DataView, offset: number, length: number):
   return new HttpEventRecord(view, offset, bytesOf(view), checkedCapture(view, offset, length), true);
 }
 
+/** The one record decodeHttpEventReused fills. */
+const reused = new HttpEventRecord();
+
 /**
- * Decodes an http_event whose `data` is the record's own bytes in the ring buffer, not a copy: valid only while the
- * record is handled (the ring's pump hands each record to its handler during the walk, before the ring's consumer
- * position moves past it). The network component's http_events decoder: it feeds the bytes to the HTTP parsers,
- * which copy what they keep, then drops them from the record (releaseData).
+ * Decodes an http_event into one record object for every call, its `data` the record's own bytes in the ring
+ * buffer, not a copy: the record is valid only until the next call, its bytes only while the record is handled (the
+ * ring's pump hands each record to its handler during the walk, before the ring's consumer position moves past it).
+ * The network component's http_events decoder: it feeds the bytes to the HTTP parsers, which copy what they keep, and
+ * keeps the endpoint per connection (HttpEvent.endpointOr), never the record (no object per record).
  */
-export function decodeHttpEventInPlace(view: DataView, offset: number, length: number): HttpEvent {
-  return new HttpEventRecord(view, offset, bytesOf(view), checkedCapture(view, offset, length), false);
+export function decodeHttpEventReused(view: DataView, offset: number, length: number): HttpEvent {
+  return reused.fill(view, offset, bytesOf(view), checkedCapture(view, offset, length), false);
 }
 
-/** Empties the data of a record decoded in place once it was handled (the record may live on as an exchange's endpoint). */
+/** Empties the data of a record decoded in place once it was handled (a test may keep the record; the ring's bytes it may not). */
 export function releaseData(e: HttpEvent): void {
   e.data = NO_DATA;
 }
-const NO_DATA = new Uint8Array(0);
 
 /** The captured byte count of the http_event at `offset`, checked against the record's length. */
 function checkedCapture(view: DataView, offset: number, length: number): number {
@@ -317,4 +395,4 @@ function checkedCapture(view: DataView, offset: number, length: number): number 
 }
 
 /** Size of the records each ring buffer carries, by map name, for the spec. */
-export const NETWORK_DECODERS = { conn_events: decodeConnEvent, http_events: decodeHttpEventInPlace } as const;
+export const NETWORK_DECODERS = { conn_events: decodeConnEvent, http_events: decodeHttpEventReused } as const;

@@ -11,7 +11,7 @@
 import { existsSync } from "node:fs";
 import type { NetworkConfig } from "./config";
 import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
-import { decodeConnEvent, decodeHttpEventInPlace, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
+import { decodeConnEvent, decodeHttpEventReused, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
 
 /** Ring records one captured exchange takes on average (request, its continuation, the response's last call). */
 const HTTP_RECORDS_PER_EXCHANGE = 4;
@@ -133,7 +133,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
     programs: [...lifecyclePrograms(socketStorage), ...(syscallCapture ? HTTP_PROGRAMS : [])],
     ringBuffers: [
       { map: "conn_events", lostMap: "conn_events_lost", decode: decodeConnEvent },
-      { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEventInPlace, autoSizeBytes: o.http ? httpRingAutoBytes(o.httpExchangesPerSecond, o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND) : 4096 },
+      { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEventReused, autoSizeBytes: o.http ? httpRingAutoBytes(o.httpExchangesPerSecond, o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND) : 4096 },
     ],
     constants: {
       self_tgid: o.selfPid,

@@ -10,7 +10,8 @@
 import type { AttributeValue, Attributes } from "../../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem, type SpanKindValue, type StatusCodeValue } from "../../../export/model";
 import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttributes, writeKeyValue, type KeyField } from "../../../export/encode";
-import type { ProtoWriter } from "../../../export/wire";
+import { ProtoWriter } from "../../../export/wire";
+import { HttpEndpoint } from "../decoders";
 import type { HttpExchange } from "./parser";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
@@ -327,6 +328,51 @@ interface AttributeSink {
   putQuery(k: Key, target: string, from: number, to: number, rule: QueryRedaction): void;
   /** Every attribute of `a`, in order (a constant object: its fields are encoded once). */
   putConstant(a: Attributes): void;
+  /** The attributes a span's connection gives it (putConnectionAttributes). */
+  putConnection(m: EndpointMeta, c: ConnectionFields): void;
+}
+
+/**
+ * What a span's attributes take from its connection besides the endpoint: its role, and the request fields a
+ * connection repeats from request to request (the scheme, the protocol version, User-Agent and Host).
+ */
+interface ConnectionFields {
+  server: boolean;
+  scheme: string;
+  version: string | undefined;
+  userAgent: string | undefined;
+  host: string | undefined;
+  /** A CONNECT request: server.address and server.port come from its target (written apart). */
+  connect: boolean;
+}
+
+/**
+ * The attributes a span takes from its connection, in order: network.peer.*, client.* (server spans) and
+ * network.local.* of the endpoint, url.scheme, network.protocol.version, user_agent.original, and server.address
+ * and server.port (from Host, else the endpoint; not for CONNECT).
+ */
+function putConnectionAttributes(s: AttributeSink, m: EndpointMeta, c: ConnectionFields): void {
+  s.put(K.peerAddress, m.remoteAddress);
+  s.put(K.peerPort, m.remotePort);
+  if (c.server) {
+    s.put(K.clientAddress, m.remoteAddress);
+    s.put(K.clientPort, m.remotePort);
+  }
+  s.put(K.localAddress, m.localAddress);
+  s.put(K.localPort, m.localPort);
+  s.put(K.urlScheme, c.scheme);
+  if (c.version !== undefined) s.put(K.protocolVersion, c.version);
+  if (c.userAgent !== undefined) s.put(K.userAgent, c.userAgent);
+  if (c.connect) return;
+  const host = c.host ? splitHost(c.host) : undefined;
+  s.put(K.serverAddress, host?.address ?? (c.server ? m.localAddress : m.remoteAddress));
+  s.put(K.serverPort, host?.port ?? (c.server ? m.localPort : m.remotePort));
+}
+
+/** A connection's attributes as KeyValue fields, kept on its endpoint (HttpEndpoint.spanCache) for its next spans with the same fields. */
+interface EncodedConnection extends ConnectionFields {
+  readonly field: number;
+  readonly bytes: Uint8Array;
 }
 
 class ObjectSink implements AttributeSink {
@@ -339,6 +385,9 @@ class ObjectSink implements AttributeSink {
   }
   putConstant(a: Attributes): void {
     for (const name in a) this.out[name] = a[name]!;
+  }
+  putConnection(m: EndpointMeta, c: ConnectionFields): void {
+    putConnectionAttributes(this, m, c);
   }
 }
 
@@ -354,6 +403,26 @@ class WriterSink implements AttributeSink {
   }
   putConstant(a: Attributes): void {
     this.w!.raw(encodedFieldsOf(a, this.field).bytes);
+  }
+  /**
+   * A connection's endpoint (HttpEndpoint: one object while its records say the same, never changed) keeps its
+   * attributes encoded for the last fields seen, copied into each span with the same fields; other endpoints (TLS
+   * ones, whose addresses may be corrected) are written attribute by attribute.
+   */
+  putConnection(m: EndpointMeta, c: ConnectionFields): void {
+    if (!(m instanceof HttpEndpoint)) {
+      putConnectionAttributes(this, m, c);
+      return;
+    }
+    let e = m.spanCache as EncodedConnection | undefined;
+    if (e === undefined || e.field !== this.field || e.server !== c.server || e.scheme !== c.scheme || e.version !== c.version || e.userAgent !== c.userAgent || e.host !== c.host || e.connect !== c.connect) {
+      const sink = new WriterSink();
+      sink.w = new ProtoWriter(512);
+      sink.field = this.field;
+      putConnectionAttributes(sink, m, c);
+      m.spanCache = e = { ...c, field: this.field, bytes: sink.w.copy() };
+    }
+    this.w!.raw(e.bytes);
   }
 }
 
@@ -456,46 +525,40 @@ class HttpSpan implements SpanItem {
 function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, m: EndpointMeta, rule: QueryRedaction, scheme: string, route: string | undefined): void {
   const server = x.role === "server";
   const req = x.request;
-  const host = req.host ? splitHost(req.host) : undefined;
   const known = KNOWN_METHODS.has(req.method);
+  const connect = !server && req.method === "CONNECT";
   s.put(K.method, known ? req.method : "_OTHER");
   s.put(K.status, x.response.status);
   s.putConstant(HTTP_OVER_TCP);
-  s.put(K.peerAddress, m.remoteAddress);
-  s.put(K.peerPort, m.remotePort);
-  s.put(K.urlScheme, scheme);
+  const c = CONNECTION_FIELDS;
+  c.server = server;
+  c.scheme = scheme;
+  c.version = req.version;
+  c.userAgent = req.userAgent;
+  c.host = req.host;
+  c.connect = connect;
+  s.putConnection(m, c);
   if (!known) s.put(K.methodOriginal, req.method);
-  if (req.version !== undefined) s.put(K.protocolVersion, req.version);
   if (req.truncated) s.put(K.truncated, req.truncated);
-  if (req.userAgent !== undefined) s.put(K.userAgent, req.userAgent);
   if (server) {
     const query = queryStart(req.target);
     if (req.path !== undefined) s.put(K.urlPath, req.path);
     if (query >= 0) s.putQuery(K.urlQuery, req.target, query, queryEnd(req.target), rule);
     if (route !== undefined) s.put(K.route, route);
-    s.put(K.serverAddress, host?.address ?? m.localAddress);
-    s.put(K.serverPort, host?.port ?? m.localPort);
-    s.put(K.clientAddress, m.remoteAddress);
-    s.put(K.clientPort, m.remotePort);
-    s.put(K.localAddress, m.localAddress);
-    s.put(K.localPort, m.localPort);
+  } else if (connect) {
+    const authority = splitHost(req.target);
+    s.put(K.serverAddress, authority.address);
+    s.put(K.serverPort, authority.port ?? m.remotePort);
   } else {
-    if (req.method === "CONNECT") {
-      const authority = splitHost(req.target);
-      s.put(K.serverAddress, authority.address);
-      s.put(K.serverPort, authority.port ?? m.remotePort);
-    } else {
-      s.put(K.urlFull, fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule, scheme));
-      if (req.path !== undefined) s.put(K.urlPath, req.path);
-      s.put(K.serverAddress, host?.address ?? m.remoteAddress);
-      s.put(K.serverPort, host?.port ?? m.remotePort);
-    }
-    s.put(K.localAddress, m.localAddress);
-    s.put(K.localPort, m.localPort);
+    s.put(K.urlFull, fullUrl(req.target, req.host, m.remoteAddress, m.remotePort, rule, scheme));
+    if (req.path !== undefined) s.put(K.urlPath, req.path);
   }
   const status = x.response.status;
   if (isError(server, status)) s.put(K.errorType, String(status));
 }
+
+/** The connection fields putHttpAttributes hands its sink, one object refilled per span (sinks copy what they keep). */
+const CONNECTION_FIELDS: ConnectionFields = { server: false, scheme: "", version: undefined, userAgent: undefined, host: undefined, connect: false };
 
 /** Whether an HTTP exchange's status is an error for the side that reports it (4xx only for clients). */
 function isError(server: boolean, status: number): boolean {

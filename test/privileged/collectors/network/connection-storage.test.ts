@@ -10,7 +10,11 @@ import { describe, expect, test } from "bun:test";
 import { embeddedObject, openBpfRuntime } from "../../../../ffi";
 import { loadProgramSet } from "../../../../src/ebpf/loader";
 import { FeatureProbes } from "../../../../src/ebpf/features";
-import { AF_INET, AF_INET6, ConnKind, Direction, type ConnEvent, type HttpEvent, type NetworkEvent } from "../../../../src/collectors/network/decoders";
+import { AF_INET, AF_INET6, ConnKind, decodeHttpEvent, Direction, type ConnEvent, type HttpEvent, type NetworkEvent } from "../../../../src/collectors/network/decoders";
+import type { RecordDecoderFn } from "../../../../ffi/types";
+
+/** The set's decoder of a ring, or for http_events the copying one: the set's refills one record per call (decodeHttpEventReused), these records are kept. */
+const keeping = (r: { map: string; decode: RecordDecoderFn<unknown> }): RecordDecoderFn<unknown> => (r.map === "http_events" ? decodeHttpEvent : r.decode);
 import { lifecyclePrograms, NetworkStat, networkSetSpec } from "../../../../src/collectors/network/spec";
 import { expectReleased, until } from "../../ebpf/helpers";
 
@@ -56,7 +60,7 @@ describe("network set, both connection storages", () => {
         expect(await new Response(curl.stdout).text()).toBe(BODY);
         const events: NetworkEvent[] = [];
         const drain = () => {
-          for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(r.decode(v, o, len) as NetworkEvent));
+          for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(keeping(r)(v, o, len) as NetworkEvent));
         };
         const http = () => events.filter((e): e is HttpEvent => e.type === "http" && e.pid === process.pid);
         const text = (e: NetworkEvent) => (e.type === "http" ? new TextDecoder().decode(e.data) : "");
@@ -188,7 +192,7 @@ c.close(); s.close(); srv.close()
         expect(retransSegs).toBeGreaterThanOrEqual(total!);
         const events: NetworkEvent[] = [];
         const closed = () => {
-          for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(r.decode(v, o, len) as NetworkEvent));
+          for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(keeping(r)(v, o, len) as NetworkEvent));
           return events.find((e): e is ConnEvent => e.type === "conn" && e.kind === ConnKind.CLOSED && e.pid === py.pid && e.localPort === clientPort && e.remotePort === serverPort);
         };
         await until(() => closed() !== undefined, "the client's CLOSED record", 10_000);
@@ -218,7 +222,7 @@ c.close(); s.close(); srv.close()
       expect(await new Response(curl.stdout).text()).toBe(BODY.repeat(REQUESTS));
       const elapsedS = (performance.now() - started) / 1000;
       const events: NetworkEvent[] = [];
-      for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(r.decode(v, o, len) as NetworkEvent));
+      for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(keeping(r)(v, o, len) as NetworkEvent));
       const text = (e: HttpEvent) => new TextDecoder().decode(e.data);
       const ours = events.filter((e): e is HttpEvent => e.type === "http" && e.pid === process.pid && e.localPort === server.port);
       const requests = ours.filter((e) => e.io === 0 && text(e).startsWith("GET /budget/"));

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { NetworkCollector } from "../../../../src/collectors/network/component";
-import { decodeConnEvent, decodeHttpEvent, decodeHttpEventInPlace, ConnKind, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag } from "../../../../src/collectors/network/decoders";
+import { decodeConnEvent, decodeHttpEvent, decodeHttpEventReused, ConnKind, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag } from "../../../../src/collectors/network/decoders";
 import { fakeContext, recordingHost } from "../../../helpers/fakes/collectors";
 import { connRecord, httpRecord } from "./records";
 
@@ -93,7 +93,7 @@ agent:
     ] as const;
     for (const [io, data, ts] of records) {
       const v = httpRecord({ ts, sk: 5n, off: 0, pid: 42, len: data.length, io, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
-      const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+      const e = decodeHttpEventReused(v, 0, v.byteLength);
       c.handle(e);
       expect(e.data.length).toBe(0);
       /* The ring reuses the memory. */
@@ -112,7 +112,7 @@ agent:
     const calls = [[0, 0, "GET /a HTTP/1.1\r\n\r\n", 1_000n], [1, 0, "GET /b HTTP/1.1\r\n\r\n", 1_500n], [0, 1, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 2_000n], [1, 1, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", 2_500n]] as const;
     for (const [which, io, data, ts] of calls) {
       const v = httpRecord({ ts, sk: sks[which]!, off: 0, pid: 42, len: data.length, io, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data });
-      c.handle(decodeHttpEventInPlace(v, 0, v.byteLength));
+      c.handle(decodeHttpEventReused(v, 0, v.byteLength));
     }
     await Promise.resolve();
     expect(ctx.pipeline.accepted.traces.map((s) => [s.attributes!["url.path"], s.attributes!["http.response.status_code"]])).toEqual([["/a", 200], ["/b", 404]]);

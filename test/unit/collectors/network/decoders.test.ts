@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { formatAddress } from "../../../../src/collectors/network/addresses";
-import { CONN_EVENT_BYTES, ConnKind, decodeConnEvent, decodeHttpEvent, decodeHttpEventInPlace, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag, releaseData } from "../../../../src/collectors/network/decoders";
+import { CONN_EVENT_BYTES, ConnKind, decodeConnEvent, decodeHttpEvent, decodeHttpEventReused, Direction, HTTP_EVENT_HEADER_BYTES, HttpEventFlag, releaseData } from "../../../../src/collectors/network/decoders";
 import { networkSetSpec } from "../../../../src/collectors/network/spec";
 import { connRecord, httpRecord } from "./records";
 
@@ -37,23 +37,56 @@ describe("network record decoders", () => {
     expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
   });
 
-  test("http_event in place (the network set's decoder): the same fields, the data the record's own bytes until released", () => {
+  test("http_event in place: the same fields, the data the record's own bytes until released", () => {
     const v = httpRecord({ ts: 5n, sk: 9n, off: 160, pid: 31, len: 4096, io: 1, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "HTTP/1.1 200 OK\r\n" });
-    const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+    const e = decodeHttpEventReused(v, 0, v.byteLength);
     expect(e).toMatchObject({ type: "http", timestampNs: 5n, sk: 9n, streamOffset: 160, pid: 31, tid: 31, length: 4096, io: 1, localPort: 8080, remotePort: 51000, localAddress: "127.0.0.1", remoteAddress: "127.0.0.2", comm: "server", flags: 0 });
     expect(new TextDecoder().decode(e.data)).toBe("HTTP/1.1 200 OK\r\n");
     expect(e.data.buffer).toBe(v.buffer);
-    expect(() => decodeHttpEventInPlace(v, 0, HTTP_EVENT_HEADER_BYTES + 3)).toThrow(RangeError);
+    expect(() => decodeHttpEventReused(v, 0, HTTP_EVENT_HEADER_BYTES + 3)).toThrow(RangeError);
     releaseData(e);
     expect(e.data.length).toBe(0);
     expect(e.localAddress).toBe("127.0.0.1");
+  });
+
+  test("http_event reused (the network set's decoder): one record refilled per call; endpoints kept beyond it, the same one while records agree", () => {
     const spec = networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 250, maxConnections: 1024 });
-    expect(spec.ringBuffers.find((r) => r.map === "http_events")?.decode).toBe(decodeHttpEventInPlace);
+    expect(spec.ringBuffers.find((r) => r.map === "http_events")?.decode).toBe(decodeHttpEventReused);
+    const fields = { ts: 5n, sk: 9n, off: 160, pid: 31, len: 4096, io: 1, sport: 8080, dport: 51000, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 2], comm: "server", data: "HTTP/1.1 200 OK\r\n" };
+    const v = httpRecord(fields);
+    const e = decodeHttpEventReused(v, 0, v.byteLength);
+    expect(e).toMatchObject({ type: "http", timestampNs: 5n, sk: 9n, streamOffset: 160, pid: 31, localAddress: "127.0.0.1", remoteAddress: "127.0.0.2", comm: "server" });
+    expect(e.data.buffer).toBe(v.buffer);
+    const endpoint = e.endpointOr(undefined);
+    expect(endpoint).toMatchObject({ pid: 31, comm: "server", localAddress: "127.0.0.1", localPort: 8080, remoteAddress: "127.0.0.2", remotePort: 51000 });
+    /* Another record of the same socket: the same endpoint. Every field of the endpoint told apart: a new one, the kept one unchanged. */
+    const again = httpRecord({ ...fields, ts: 9n, off: 200, io: 0 });
+    expect(decodeHttpEventReused(again, 0, again.byteLength).endpointOr(endpoint)).toBe(endpoint);
+    const changes = [{ pid: 32 }, { sport: 8081 }, { dport: 51001 }, { saddr: [127, 0, 0, 3] }, { daddr: [127, 0, 0, 4] }, { comm: "server-2" }, { family: 10, saddr: mapped([127, 0, 0, 1]), daddr: mapped([127, 0, 0, 2]) }];
+    for (const change of changes) {
+      const other = httpRecord({ ...fields, ...change });
+      const r = decodeHttpEventReused(other, 0, other.byteLength);
+      expect(r, JSON.stringify(change)).toBe(e);
+      const next = r.endpointOr(endpoint);
+      expect(next, JSON.stringify(change)).not.toBe(endpoint);
+      expect(next, JSON.stringify(change)).toMatchObject({ pid: r.pid, comm: r.comm, localAddress: r.localAddress, localPort: r.localPort, remoteAddress: r.remoteAddress, remotePort: r.remotePort });
+    }
+    expect(endpoint).toMatchObject({ pid: 31, comm: "server", localAddress: "127.0.0.1", localPort: 8080, remoteAddress: "127.0.0.2", remotePort: 51000 });
+    /* IPv6: the same 32 address bytes keep the endpoint, one byte apart does not; the endpoint owns a copy of them. */
+    const six = { ...fields, family: 10, saddr: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], daddr: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2] };
+    const v6 = httpRecord(six);
+    const e6 = decodeHttpEventReused(v6, 0, v6.byteLength).endpointOr(undefined);
+    new Uint8Array(v6.buffer).fill(0);
+    expect(e6).toMatchObject({ localAddress: "fd00::1", remoteAddress: "fd00::2" });
+    const v6b = httpRecord(six);
+    expect(decodeHttpEventReused(v6b, 0, v6b.byteLength).endpointOr(e6)).toBe(e6);
+    const v6c = httpRecord({ ...six, daddr: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3] });
+    expect(decodeHttpEventReused(v6c, 0, v6c.byteLength).endpointOr(e6)).toMatchObject({ remoteAddress: "fd00::3" });
   });
 
   test("http_event: the socket address as its two words and as a BigInt", () => {
     const v = httpRecord({ ts: 1n, sk: 0xffff888812345678n, off: 0, pid: 7, len: 1, io: 0, sport: 1, dport: 2, family: 2, saddr: [127, 0, 0, 1], daddr: [127, 0, 0, 1], comm: "x", data: "x" });
-    const e = decodeHttpEventInPlace(v, 0, v.byteLength);
+    const e = decodeHttpEventReused(v, 0, v.byteLength);
     expect([e.skLow, e.skHigh, e.sk]).toEqual([0x12345678, 0xffff8888, 0xffff888812345678n]);
   });
 

@@ -115,7 +115,15 @@ describe("HTTP span attributes written straight by the encoder", () => {
       { "12": "index", "process.pid": 3 },
       {},
     ];
-    const metas: EndpointMeta[] = [meta, { pid: 9, comm: "c", localAddress: "2001:db8::1", localPort: 443, remoteAddress: "2001:db8::a", remotePort: 60000, tls: true }];
+    /* Also connection endpoints as the network component keeps them (their attributes encoded once, whatever the role and field). */
+    const { decodeHttpEvent } = await import("../../../../../src/collectors/network/decoders");
+    const { httpRecord } = await import("../records");
+    const endpointOf = (family: number, saddr: number[], daddr: number[]) => {
+      const v = httpRecord({ ts: 1n, sk: 1n, off: 0, pid: 11, len: 1, io: 0, sport: 8443, dport: 40001, family, saddr, daddr, comm: "conn", data: "G" });
+      return decodeHttpEvent(v, 0, v.byteLength).endpointOr(undefined);
+    };
+    const six = (last: number) => [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last];
+    const metas: EndpointMeta[] = [meta, { pid: 9, comm: "c", localAddress: "2001:db8::1", localPort: 443, remoteAddress: "2001:db8::a", remotePort: 60000, tls: true }, endpointOf(2, [10, 1, 2, 3], [10, 1, 2, 4]), endpointOf(10, six(1), six(2))];
     const routes = new RouteTable(["/users/{id}", "/health"]);
     const targets = ["/users/42?token=abc&debug", "/health", "/", "/p?a=1&b=2#f", "http://user:pw@h.example:81/x?y=1", "db.internal:5432", "*", `/${"x".repeat(150)}?q=${"é".repeat(50)}`, "/k?ü=1&a", "/e?a=b=c&&d=&=x&", "/e?", "/f#?x=1", `/g?${"k=v&".repeat(30)}`];
     const hosts = [undefined, "api.local:8080", "[::1]:9090", "other", "ü.example"];
@@ -135,14 +143,15 @@ describe("HTTP span attributes written straight by the encoder", () => {
       const c = ctx({ describe: () => ({ attributes: process, resource: undefined }), queryRedaction: pick(["all", "sensitive", "none"] as const), routes });
       const direct = exchangeToSpan(x, c);
       const viaObject = exchangeToSpan(x, c);
+      const field = pick([9, 9, 9, 3]);
       a.reset();
       b.reset();
-      direct.writeAttributes!(a, 9);
-      writeAttributes(b, 9, viaObject.attributes);
+      direct.writeAttributes!(a, field);
+      writeAttributes(b, field, viaObject.attributes);
       expect(Buffer.from(a.copy()).toString("hex")).toBe(Buffer.from(b.copy()).toString("hex"));
       /* Once read, the object is what is written. */
       a.reset();
-      viaObject.writeAttributes!(a, 9);
+      viaObject.writeAttributes!(a, field);
       expect(Buffer.from(a.copy()).toString("hex")).toBe(Buffer.from(b.copy()).toString("hex"));
     }
   });
