@@ -9,9 +9,14 @@ export function quantile(xs: readonly number[], f: number): number {
   return s[Math.min(s.length - 1, Math.floor(f * s.length))]!;
 }
 
-/** The median of `xs` (the upper one of the two middle values for an even count); `xs` is not reordered. */
+/**
+ * The median of `xs`: the middle value, or the mean of the two middle values for an even count (the upper one alone
+ * would favour ratios judged against a ">=" target); `xs` is not reordered.
+ */
 export function median(xs: readonly number[]): number {
-  return quantile(xs, 0.5);
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 === 1 ? s[(n - 1) / 2]! : (s[n / 2 - 1]! + s[n / 2]!) / 2;
 }
 
 /** The arithmetic mean of `xs`. */
