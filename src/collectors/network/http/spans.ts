@@ -416,8 +416,8 @@ class WriterSink implements AttributeSink {
     }
     let e = m.spanCache as EncodedConnection | undefined;
     if (e === undefined || e.field !== this.field || e.server !== c.server || e.scheme !== c.scheme || e.version !== c.version || e.userAgent !== c.userAgent || e.host !== c.host || e.connect !== c.connect) {
-      const sink = new WriterSink();
-      sink.w = new ProtoWriter(512);
+      const sink = CONNECTION_SINK;
+      (sink.w ??= new ProtoWriter(512)).reset();
       sink.field = this.field;
       putConnectionAttributes(sink, m, c);
       m.spanCache = e = { ...c, field: this.field, bytes: sink.w.copy() };
@@ -425,6 +425,9 @@ class WriterSink implements AttributeSink {
     this.w!.raw(e.bytes);
   }
 }
+
+/** The sink a connection's attributes are encoded with before a copy is kept (WriterSink.putConnection; its writer reused). */
+const CONNECTION_SINK = new WriterSink();
 
 /** One writer sink for every span (encoding runs on one thread, never re-entrantly). */
 const WRITER_SINK = new WriterSink();
