@@ -393,6 +393,3 @@ function checkedCapture(view: DataView, offset: number, length: number): number 
   }
   return captured;
 }
-
-/** Size of the records each ring buffer carries, by map name, for the spec. */
-export const NETWORK_DECODERS = { conn_events: decodeConnEvent, http_events: decodeHttpEventReused } as const;
