@@ -371,24 +371,49 @@ function originPath(b: Uint8Array, text: string, from: number, to: number): stri
 const HEADER_VALUE_SLOTS = 256;
 const headerValues: Array<string | undefined> = new Array<string | undefined>(HEADER_VALUE_SLOTS).fill(undefined);
 
-/**
- * text.slice(from, to) (`text`: b decoded), as the string kept for the same bytes when there is one: a service sees
- * few Host and User-Agent values, and a kept string is read (Map keys, encoding) without resolving a new substring.
- */
-function headerValue(b: Uint8Array, from: number, to: number, text: string): string {
-  const n = to - from;
-  let h = n;
+/** A hash of b[from..to). */
+function hashBytes(b: Uint8Array, from: number, to: number): number {
+  let h = to - from;
   for (let i = from; i < to; i++) h = (Math.imul(h, 31) + b[i]!) | 0;
-  const slot = h & (HEADER_VALUE_SLOTS - 1);
-  const kept = headerValues[slot];
-  if (kept !== undefined && kept.length === n) {
-    let i = 0;
-    /* Bytes 0x80-0x9f decode to other characters: never equal here, the value is then sliced again (still right). */
-    while (i < n && kept.charCodeAt(i) === b[from + i]) i++;
-    if (i === n) return kept;
-  }
-  return (headerValues[slot] = text.slice(from, to));
+  return h;
 }
+
+/**
+ * Whether `kept` is b[from..to) decoded. Bytes 0x80-0x9f decode to other characters: never equal here (the bytes are
+ * then decoded again, still right).
+ */
+function keptIs(kept: string, b: Uint8Array, from: number, to: number): boolean {
+  const n = to - from;
+  if (kept.length !== n) return false;
+  for (let i = 0; i < n; i++) if (kept.charCodeAt(i) !== b[from + i]) return false;
+  return true;
+}
+
+/**
+ * The string kept for the Host or User-Agent value b[from..to), or undefined: a service sees few of them, and a kept
+ * string is read (Map keys, encoding) without resolving a new substring.
+ */
+function keptHeaderValue(b: Uint8Array, from: number, to: number): string | undefined {
+  const kept = headerValues[hashBytes(b, from, to) & (HEADER_VALUE_SLOTS - 1)];
+  return kept !== undefined && keptIs(kept, b, from, to) ? kept : undefined;
+}
+
+/** Keeps `value`, the Host or User-Agent value b[from..to) decoded, for keptHeaderValue; returns it. */
+function keepHeaderValue(b: Uint8Array, from: number, to: number, value: string): string {
+  return (headerValues[hashBytes(b, from, to) & (HEADER_VALUE_SLOTS - 1)] = value);
+}
+
+/**
+ * Request targets seen and their paths, direct-mapped by a hash of the target's bytes: the last in each slot. A
+ * target found here is not decoded again (most requests of a service repeat a target: health checks, list calls).
+ * Targets longer than TARGET_KEPT_CHARS are not kept.
+ */
+const TARGET_SLOTS = 256;
+const TARGET_KEPT_CHARS = 256;
+const keptTargets: Array<string | undefined> = new Array<string | undefined>(TARGET_SLOTS).fill(undefined);
+const keptPaths: Array<string | undefined> = new Array<string | undefined>(TARGET_SLOTS).fill(undefined);
+/** The whole hash of each kept target (a different target in the slot is told apart without reading its string). */
+const keptTargetHashes = new Int32Array(TARGET_SLOTS);
 
 /** lineFeeds[k] when it is before `end`, else `end`. */
 function nextLineFeed(lineFeeds: readonly number[], k: number, end: number): number {
@@ -401,8 +426,8 @@ const VERSION_1_1 = "1.1";
 
 /**
  * parseHead(withoutFinalEmptyLine(latin1(b[from..to))), true) without decoding what is not kept: `to` is the end
- * of the head (headEnd). Responses are read from the bytes alone; a request decodes `b` once, for the target, Host
- * and User-Agent. Undefined when it is not HTTP/1.x. `lineFeeds`: the line feeds headEnd found (not searched again).
+ * of the head (headEnd). Responses are read from the bytes alone; a request decodes `b` (once at most) only for a
+ * target, Host or User-Agent value not kept from an earlier head, or an Upgrade value. Undefined when it is not HTTP/1.x. `lineFeeds`: the line feeds headEnd found (not searched again).
  */
 export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeeds?: readonly number[]): HeadFields | undefined {
   /* withoutFinalEmptyLine, on the bytes. */
@@ -449,10 +474,26 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
     const minor = b[sp2 + 8];
     if (minor !== 48 && minor !== 49) return undefined;
     if (find(b, SP, sp1 + 1, sp2) !== sp2) return undefined;
-    /* The whole call decoded, not a view of it: a view of a small array costs more than the bytes after the head. */
-    text = LATIN1.decode(b);
-    const target = text.slice(sp1 + 1, sp2);
-    head = { kind: "request", method, target, path: originPath(b, text, sp1 + 1, sp2) ?? pathOfTarget(target), version: minor === 49 ? VERSION_1_1 : VERSION_1_0, host: undefined, complete: true };
+    let target: string;
+    let path: string | undefined;
+    const hash = sp2 - sp1 - 1 <= TARGET_KEPT_CHARS ? hashBytes(b, sp1 + 1, sp2) : 0;
+    const slot = sp2 - sp1 - 1 <= TARGET_KEPT_CHARS ? hash & (TARGET_SLOTS - 1) : -1;
+    const kept = slot >= 0 && keptTargetHashes[slot] === hash ? keptTargets[slot] : undefined;
+    if (kept !== undefined && keptIs(kept, b, sp1 + 1, sp2)) {
+      target = kept;
+      path = keptPaths[slot];
+    } else {
+      /* The whole call decoded, not a view of it: a view of a small array costs more than the bytes after the head. */
+      text = LATIN1.decode(b);
+      target = text.slice(sp1 + 1, sp2);
+      path = originPath(b, text, sp1 + 1, sp2) ?? pathOfTarget(target);
+      if (slot >= 0) {
+        keptTargets[slot] = target;
+        keptPaths[slot] = path;
+        keptTargetHashes[slot] = hash;
+      }
+    }
+    head = { kind: "request", method, target, path, version: minor === 49 ? VERSION_1_1 : VERSION_1_0, host: undefined, complete: true };
   }
   let contentLength: number | undefined;
   let chunked = false;
@@ -480,9 +521,12 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
             }
           } else if (name === "transfer-encoding") chunked = listHasChunked(b, vs, ve);
           else if (name === "connection") close = includesClose(b, vs, ve);
-          else if (name === "host" && head.kind === "request") head.host = headerValue(b, vs, ve, text!);
-          else if (name === "user-agent" && head.kind === "request") head.userAgent = headerValue(b, vs, ve, text!);
-          else if (name === "upgrade" && head.kind === "request") head.upgrade = text!.slice(vs, ve);
+          else if (head.kind === "request") {
+            /* The call is decoded for the first value not kept (and only then). */
+            if (name === "host") head.host = keptHeaderValue(b, vs, ve) ?? keepHeaderValue(b, vs, ve, (text ??= LATIN1.decode(b)).slice(vs, ve));
+            else if (name === "user-agent") head.userAgent = keptHeaderValue(b, vs, ve) ?? keepHeaderValue(b, vs, ve, (text ??= LATIN1.decode(b)).slice(vs, ve));
+            else if (name === "upgrade") head.upgrade = (text ??= LATIN1.decode(b)).slice(vs, ve);
+          }
         }
       }
     }

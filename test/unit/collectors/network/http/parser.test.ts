@@ -294,3 +294,38 @@ describe("heads parsed from the bytes", () => {
     expect(heads).toBeGreaterThan(4000);
   });
 });
+
+describe("request targets and header values kept between heads", () => {
+  const bytesOf = (s: string) => Uint8Array.from(s, (c) => c.charCodeAt(0));
+  const parseRequest = (s: string) => {
+    const b = bytesOf(s);
+    return parseHeadBytes(b, 0, headEnd(b, 0))!.head as HttpRequestHead;
+  };
+
+  test("2,000 targets of one length and as many Host values, interleaved and repeated: each head gets its own", () => {
+    /* 2,000 targets share far fewer slots: same-length targets collide, and each must still come back as its own. */
+    const targets = Array.from({ length: 2000 }, (_, i) => `/items/${String(i).padStart(4, "0")}?q=${String(i * 7919 % 10000).padStart(4, "0")}`);
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < targets.length; i++) {
+        const k = round === 1 ? targets.length - 1 - i : i;
+        const host = `h${String(k).padStart(4, "0")}.local`;
+        const head = parseRequest(`GET ${targets[k]} HTTP/1.1\r\nHost: ${host}\r\nUser-Agent: ua-${k % 3}\r\n\r\n`);
+        expect(head.target).toBe(targets[k]!);
+        expect(head.path).toBe(targets[k]!.slice(0, targets[k]!.indexOf("?")));
+        expect(head.host).toBe(host);
+        expect(head.userAgent).toBe(`ua-${k % 3}`);
+      }
+    }
+  });
+
+  test("targets with bytes 0x80-0x9f decode as windows-1252 every time, also once seen; a target over 256 bytes too", () => {
+    const odd = "/caf\xe9/\x80\x9f";
+    for (let i = 0; i < 3; i++) {
+      const head = parseRequest(`GET ${odd} HTTP/1.1\r\n\r\n`);
+      expect(head.target).toBe(new TextDecoder("latin1" as "utf-8").decode(bytesOf(odd)));
+      expect(head.target.charCodeAt(head.target.length - 2)).toBe(0x20ac);
+    }
+    const long = `/${"x".repeat(300)}?a=1`;
+    for (let i = 0; i < 2; i++) expect(parseRequest(`GET ${long} HTTP/1.1\r\n\r\n`)).toMatchObject({ target: long, path: long.slice(0, -4) });
+  });
+});
