@@ -555,8 +555,10 @@ export class HttpStreamParser<T> {
   #lineLen = 0;
   #headAt: T | undefined;
   #chunkLine: number[] = [];
-  /** The messages started by the current call (undefined until one is). */
-  #messages: Array<ParsedMessage<T>> | undefined;
+  /** The messages started by the current call: one array, emptied at each push (push returns it when a message started). */
+  readonly #messages: Array<ParsedMessage<T>> = [];
+  /** The body state of this direction's messages, refilled for each (only #state refers to it). */
+  readonly #body: { s: "body"; remaining: number } = { s: "body", remaining: 0 };
   /** Stream offset of the call being fed, and of the byte after the head completed in it (for ParsedMessage.headEnd). */
   #callOffset = 0;
   #headEnd: number | undefined;
@@ -587,12 +589,13 @@ export class HttpStreamParser<T> {
 
   /**
    * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
-   * `captured` the first of them (captured.length <= length). Returns the messages that started in it (read-only);
-   * the ends found while feeding it are then in `ends`.
+   * `captured` the first of them (captured.length <= length). Returns the messages that started in it: read-only,
+   * and an array the next push empties and refills (read it before, as `ends`); the ends found while feeding it are
+   * then in `ends`.
    */
   push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
     this.#callOffset = offset;
-    this.#messages = undefined;
+    this.#messages.length = 0;
     this.#ends.length = 0;
     if (this.#expected !== undefined && offset !== this.#expected) {
       if (offset > this.#expected) this.#gap(offset - this.#expected, this.#prevAt as T);
@@ -615,7 +618,7 @@ export class HttpStreamParser<T> {
     const tail = length - captured.length;
     if (tail > 0) this.#gap(tail, at);
     this.#prevAt = at;
-    return this.#messages ?? NO_MESSAGES;
+    return this.#messages.length > 0 ? this.#messages : NO_MESSAGES;
   }
 
   /**
@@ -851,7 +854,7 @@ export class HttpStreamParser<T> {
   }
 
   #report(head: HttpHead, at: T, headEnd?: number): void {
-    (this.#messages ??= []).push(headEnd === undefined ? { head, at } : { head, at, headEnd });
+    this.#messages.push(headEnd === undefined ? { head, at } : { head, at, headEnd });
     this.#open = true;
   }
 
@@ -862,7 +865,11 @@ export class HttpStreamParser<T> {
       if (noBody) return IDLE;
     }
     if (p.chunked) return CHUNK_SIZE;
-    if (p.contentLength !== undefined) return p.contentLength === 0 ? IDLE : { s: "body", remaining: p.contentLength };
+    if (p.contentLength !== undefined) {
+      if (p.contentLength === 0) return IDLE;
+      this.#body.remaining = p.contentLength;
+      return this.#body;
+    }
     if (h.kind === "request") return IDLE;
     return UNTIL_CLOSE;
   }
