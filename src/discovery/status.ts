@@ -33,11 +33,14 @@ export type DiscoverySummary = Record<string, boolean | number>;
 
 type SummaryDecl = { active: { ofView(v: never): boolean; ofSource(s: never): boolean }; counts: Record<string, { ofView(v: never): number; ofSource(s: never): number }> };
 
+/** Each source's counts in GET /status, listed once: [source key, field name, pick]. */
+const summaryCounts = withSummary.flatMap((s) => Object.entries(s.summary.counts).map(([name, c]) => [s.key, name, c as SummaryDecl["counts"][string]] as const));
+
 /** The GET /status fields, each read by `read` from a source's part or from the source itself. */
 export function summarise(read: (key: string, pick: SummaryDecl["active"] | SummaryDecl["counts"][string]) => boolean | number): DiscoverySummary {
   const out: DiscoverySummary = {};
   for (const s of withSummary) out[s.key] = read(s.key, s.summary.active as SummaryDecl["active"]);
-  for (const s of withSummary) for (const [name, c] of Object.entries(s.summary.counts)) out[name] = read(s.key, c as SummaryDecl["counts"][string]);
+  for (const [key, name, c] of summaryCounts) out[name] = read(key, c);
   return out;
 }
 
