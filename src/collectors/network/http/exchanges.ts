@@ -115,6 +115,13 @@ export class ExchangeTracker<M = unknown> {
   readonly h2Counters: H2Counters = { lostDirections: 0, stoppedDirections: 0, unanswered: 0 };
   /** Connections with a response started and not ended. */
   readonly #awaiting = new Set<string>();
+  /** What push returns when a call completed exchanges of HTTP/1.x, emptied and refilled by the next push. */
+  readonly #done: Array<HttpExchange<M>> = [];
+
+  #emptyDone(): Array<HttpExchange<M>> {
+    this.#done.length = 0;
+    return this.#done;
+  }
 
   constructor(
     private readonly maxConnections = DEFAULT_MAX_CONNECTIONS,
@@ -128,8 +135,9 @@ export class ExchangeTracker<M = unknown> {
 
   /**
    * Feeds one captured call (`nowMs`: the caller's clock, for `flushIdle`); returns the exchanges it completed,
-   * with those of a connection evicted or replaced to make room (read-only). The call object itself is not kept
-   * (a caller may refill one object for every call); its meta is.
+   * with those of a connection evicted or replaced to make room: read-only, and possibly an array the next push
+   * empties and refills (read it before). The call object itself is not kept (a caller may refill one object for
+   * every call); its meta is.
    */
   push(call: CapturedCall<M>, nowMs = 0): ReadonlyArray<HttpExchange<M>> {
     if (call.h2Stopped) {
@@ -214,7 +222,7 @@ export class ExchangeTracker<M = unknown> {
     const ends = parser.ends;
     for (let i = 0; i < ends.length; i++) {
       const x = started.shift();
-      if (x !== undefined) (done ??= []).push(ended(x, ends[i]!));
+      if (x !== undefined) (done ??= this.#emptyDone()).push(ended(x, ends[i]!));
     }
     if (upgrade) done = this.#upgrade(conn, call, upgrade.req, upgrade.headEnd, done);
     const awaiting = awaitsExchange(started) || awaitsExchange(conn.started[1 - call.io]!);

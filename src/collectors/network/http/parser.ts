@@ -88,8 +88,8 @@ export interface ParsedMessage<T> {
   head: HttpHead;
   /** Opaque value of the chunk the message started in (e.g. the kernel timestamp). */
   at: T;
-  /** Stream offset of the byte after the head's empty line, for a head read whole. */
-  headEnd?: number;
+  /** Stream offset of the byte after the head's empty line, for a head read whole (else undefined). */
+  headEnd: number | undefined;
 }
 
 type State =
@@ -427,9 +427,10 @@ const VERSION_1_1 = "1.1";
 /**
  * parseHead(withoutFinalEmptyLine(latin1(b[from..to))), true) without decoding what is not kept: `to` is the end
  * of the head (headEnd). Responses are read from the bytes alone; a request decodes `b` (once at most) only for a
- * target, Host or User-Agent value not kept from an earlier head, or an Upgrade value. Undefined when it is not HTTP/1.x. `lineFeeds`: the line feeds headEnd found (not searched again).
+ * target, Host or User-Agent value not kept from an earlier head, or an Upgrade value. Undefined when it is not HTTP/1.x.
+ * `into`: an object to fill and return instead of a new one (the stream parser's own, read before its next head). `lineFeeds`: the line feeds headEnd found (not searched again).
  */
-export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeeds?: readonly number[]): HeadFields | undefined {
+export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeeds?: readonly number[], into?: HeadFields): HeadFields | undefined {
   /* withoutFinalEmptyLine, on the bytes. */
   let end = to;
   if (end > from && b[end - 1] === LF) {
@@ -532,8 +533,16 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
     }
     at = nl + 1;
   }
-  return { head, contentLength, chunked, close };
+  if (into === undefined) return { head, contentLength, chunked, close };
+  into.head = head;
+  into.contentLength = contentLength;
+  into.chunked = chunked;
+  into.close = close;
+  return into;
 }
+
+/** A parser's head fields before its first head (never read). */
+const NO_HEAD: HttpHead = Object.freeze({ kind: "response", version: VERSION_1_1, status: 0, complete: false });
 
 /** The line feeds of the head being parsed (headEnd, parseHeadBytes), one array for every parser (one thread). */
 const LINE_FEEDS: number[] = [];
@@ -557,6 +566,10 @@ export class HttpStreamParser<T> {
   #chunkLine: number[] = [];
   /** The messages started by the current call: one array, emptied at each push (push returns it when a message started). */
   readonly #messages: Array<ParsedMessage<T>> = [];
+  /** The fields of the head parsed last (parseHeadBytes fills it: read before the next head). */
+  readonly #fields: HeadFields = { head: NO_HEAD, contentLength: undefined, chunked: false, close: false };
+  /** The message objects of #messages, refilled at each push (the caller reads them before the next). */
+  readonly #messagePool: Array<ParsedMessage<T>> = [];
   /** The body state of this direction's messages, refilled for each (only #state refers to it). */
   readonly #body: { s: "body"; remaining: number } = { s: "body", remaining: 0 };
   /** Stream offset of the call being fed, and of the byte after the head completed in it (for ParsedMessage.headEnd). */
@@ -590,8 +603,8 @@ export class HttpStreamParser<T> {
   /**
    * Feeds one call: `offset` is the stream offset of its first byte, `length` how many bytes it moved, and
    * `captured` the first of them (captured.length <= length). Returns the messages that started in it: read-only,
-   * and an array the next push empties and refills (read it before, as `ends`); the ends found while feeding it are
-   * then in `ends`.
+   * an array the next push empties and refills with message objects it refills too (read them before, as `ends`);
+   * the ends found while feeding it are then in `ends`.
    */
   push(offset: number, length: number, captured: Uint8Array, at: T): ReadonlyArray<ParsedMessage<T>> {
     this.#callOffset = offset;
@@ -710,7 +723,7 @@ export class HttpStreamParser<T> {
           if (j >= 0) {
             this.#headAt = undefined;
             this.#headEnd = this.#callOffset + j;
-            this.#completeHead(parseHeadBytes(b, i, j, LINE_FEEDS), at, at);
+            this.#completeHead(parseHeadBytes(b, i, j, LINE_FEEDS, this.#fields), at, at);
             return j;
           }
         }
@@ -854,7 +867,15 @@ export class HttpStreamParser<T> {
   }
 
   #report(head: HttpHead, at: T, headEnd?: number): void {
-    this.#messages.push(headEnd === undefined ? { head, at } : { head, at, headEnd });
+    const n = this.#messages.length;
+    let m = this.#messagePool[n];
+    if (m === undefined) this.#messagePool.push((m = { head, at, headEnd }));
+    else {
+      m.head = head;
+      m.at = at;
+      m.headEnd = headEnd;
+    }
+    this.#messages.push(m);
     this.#open = true;
   }
 

@@ -4,13 +4,13 @@ import { ExchangeTracker, IO_READ, IO_WRITE } from "../../../../../src/collector
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
-/** Feeds whole calls (everything captured) in stream order. */
+/** Feeds whole calls (everything captured) in stream order; copies the messages (push refills its own at the next call). */
 function feed(p: HttpStreamParser<number>, chunks: string[], startOffset = 0) {
   let off = startOffset;
   const out: Array<{ head: unknown; at: number }> = [];
   chunks.forEach((c, i) => {
     const b = enc(c);
-    out.push(...p.push(off, b.length, b, i));
+    out.push(...p.push(off, b.length, b, i).map((m) => ({ ...m })));
     off += b.length;
   });
   return out;
@@ -67,7 +67,7 @@ describe("HTTP/1.x stream parser", () => {
   test("a body the kernel did not capture is skipped exactly by stream offsets", () => {
     const p = new HttpStreamParser<number>();
     const head = enc("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n");
-    const m1 = [...p.push(0, head.length + 100000, head, 1)]; // one write: head captured, body beyond the captured bytes
+    const m1 = p.push(0, head.length + 100000, head, 1).map((m) => ({ ...m })); // one write: head captured, body beyond the captured bytes
     const next = enc(resp(204, ""));
     const m2 = p.push(head.length + 100000, next.length, next, 2);
     expect([...m1, ...m2].map((x) => (x.head as HttpResponseHead).status)).toEqual([200, 204]);
@@ -139,7 +139,8 @@ describe("exchange tracker", () => {
     const r1 = "GET /one HTTP/1.1\r\nHost: h\r\n\r\n";
     const r2 = "GET /two HTTP/1.1\r\nHost: h\r\n\r\n";
     expect(t.push(call("c", IO_READ, 0, r1, 100))).toEqual([]);
-    const e1 = t.push(call("c", IO_WRITE, 0, resp(200, "a"), 150));
+    /* Copied: push refills the array it returns at the next call. */
+    const e1 = [...t.push(call("c", IO_WRITE, 0, resp(200, "a"), 150))];
     expect(t.push(call("c", IO_READ, r1.length, r2, 200))).toEqual([]);
     const e2 = t.push(call("c", IO_WRITE, resp(200, "a").length, resp(404, "b"), 260));
     expect(e1.map((e) => [e.role, e.request.path, e.response.status, e.startNs, e.endNs])).toEqual([["server", "/one", 200, 100n, 150n]]);
