@@ -52,6 +52,7 @@ import { threadCpuSeconds } from "./lib/proc";
 import { RedAggregator, redOptionsOf } from "../src/collectors/network/http/red";
 import { ProcessLabeler } from "../src/collectors/network/labels";
 import { networkOf } from "../src/collectors/network/config";
+import { headEnd, parseHeadBytes, type HttpRequestHead } from "../src/collectors/network/http/parser";
 import { Role } from "../src/collectors/network/red-maps";
 
 const EXCHANGES = argNumber("exchanges", 50_000);
@@ -261,12 +262,18 @@ const red = new RedAggregator(
   }),
 );
 red.add(PIDS.map((pid) => ({ key: { pathHash: 1n, pid, status: 200, method: "GET", role: Role.SERVER, peer: "10.0.0.2", peerPort: 8080 }, count: 1, sumNs: 100_000, buckets: [1] })));
-/** User us per exchange of `n` exemplars kept as the component keeps them (each path a fresh string, as parsed). */
+/**
+ * User us per exchange of `n` exemplars kept as the component keeps them, each with the request's path as the parser
+ * hands it over: for a target it has seen, the string it kept (one object; http/parser.ts keeps targets and paths).
+ */
 function exemplarUs(n: number): number {
+  const path = (parseHeadBytes(reqBytes, 0, headEnd(reqBytes, 0))!.head as HttpRequestHead).path!;
+  if (path !== PATH_OF.line.slice(PATH_OF.from, PATH_OF.to)) throw new Error(`the parser's path ${path} is not the request's`);
   return userUs(() => {
     for (let i = 0; i < n; i++) {
-      const path = PATH_OF.line.slice(PATH_OF.from, PATH_OF.to);
-      red.exemplar({ pid: PIDS[i % PIDS.length]!, role: Role.SERVER, method: "GET", status: 200, path, peerPort: 8080 }, { timeUnixNano: clock, value: 0.0001, traceId: sample!.traceId, spanId: sample!.spanId });
+      /* The exemplar as the component makes it: the span's end time, its duration in seconds, its ids. */
+      const s = sample!;
+      red.exemplar({ pid: PIDS[i % PIDS.length]!, role: Role.SERVER, method: "GET", status: 200, path, peerPort: 8080 }, { timeUnixNano: s.endTimeUnixNano, value: Number(s.endTimeUnixNano - s.startTimeUnixNano) / 1e9, traceId: s.traceId, spanId: s.spanId });
     }
   }) / n;
 }
