@@ -428,7 +428,8 @@ const VERSION_1_1 = "1.1";
  * parseHead(withoutFinalEmptyLine(latin1(b[from..to))), true) without decoding what is not kept: `to` is the end
  * of the head (headEnd). Responses are read from the bytes alone; a request decodes `b` (once at most) only for a
  * target, Host or User-Agent value not kept from an earlier head, or an Upgrade value. Undefined when it is not HTTP/1.x.
- * `into`: an object to fill and return instead of a new one (the stream parser's own, read before its next head). `lineFeeds`: the line feeds headEnd found (not searched again).
+ * `lineFeeds`: the line feeds headEnd found (not searched again). `into`: an object to fill and return instead of a
+ * new one (the stream parser's own, read before its next head).
  */
 export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeeds?: readonly number[], into?: HeadFields): HeadFields | undefined {
   /* withoutFinalEmptyLine, on the bytes. */
