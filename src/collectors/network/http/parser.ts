@@ -367,7 +367,10 @@ function originPath(b: Uint8Array, text: string, from: number, to: number): stri
   return text.slice(from, i);
 }
 
-/** Host and User-Agent values seen, direct-mapped by a hash of their bytes: the last value in each slot. */
+/**
+ * Host and User-Agent values seen, direct-mapped by a hash of their bytes: the last value in each slot. A service sees
+ * few of them, and a kept string is read (Map keys, encoding) without resolving a new substring.
+ */
 const HEADER_VALUE_SLOTS = 256;
 const headerValues: Array<string | undefined> = new Array<string | undefined>(HEADER_VALUE_SLOTS).fill(undefined);
 
@@ -387,20 +390,6 @@ function keptIs(kept: string, b: Uint8Array, from: number, to: number): boolean 
   if (kept.length !== n) return false;
   for (let i = 0; i < n; i++) if (kept.charCodeAt(i) !== b[from + i]) return false;
   return true;
-}
-
-/**
- * The string kept for the Host or User-Agent value b[from..to), or undefined: a service sees few of them, and a kept
- * string is read (Map keys, encoding) without resolving a new substring.
- */
-function keptHeaderValue(b: Uint8Array, from: number, to: number): string | undefined {
-  const kept = headerValues[hashBytes(b, from, to) & (HEADER_VALUE_SLOTS - 1)];
-  return kept !== undefined && keptIs(kept, b, from, to) ? kept : undefined;
-}
-
-/** Keeps `value`, the Host or User-Agent value b[from..to) decoded, for keptHeaderValue; returns it. */
-function keepHeaderValue(b: Uint8Array, from: number, to: number, value: string): string {
-  return (headerValues[hashBytes(b, from, to) & (HEADER_VALUE_SLOTS - 1)] = value);
 }
 
 /**
@@ -478,8 +467,9 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
     if (find(b, SP, sp1 + 1, sp2) !== sp2) return undefined;
     let target: string;
     let path: string | undefined;
-    const hash = sp2 - sp1 - 1 <= TARGET_KEPT_CHARS ? hashBytes(b, sp1 + 1, sp2) : 0;
-    const slot = sp2 - sp1 - 1 <= TARGET_KEPT_CHARS ? hash & (TARGET_SLOTS - 1) : -1;
+    const keep = sp2 - sp1 - 1 <= TARGET_KEPT_CHARS;
+    const hash = keep ? hashBytes(b, sp1 + 1, sp2) : 0;
+    const slot = keep ? hash & (TARGET_SLOTS - 1) : -1;
     const kept = slot >= 0 && keptTargetHashes[slot] === hash ? keptTargets[slot] : undefined;
     if (kept !== undefined && keptIs(kept, b, sp1 + 1, sp2)) {
       target = kept;
@@ -525,9 +515,14 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
           else if (name === "connection") close = includesClose(b, vs, ve);
           else if (head.kind === "request") {
             /* The call is decoded for the first value not kept (and only then). */
-            if (name === "host") head.host = keptHeaderValue(b, vs, ve) ?? keepHeaderValue(b, vs, ve, (text ??= LATIN1.decode(b)).slice(vs, ve));
-            else if (name === "user-agent") head.userAgent = keptHeaderValue(b, vs, ve) ?? keepHeaderValue(b, vs, ve, (text ??= LATIN1.decode(b)).slice(vs, ve));
-            else if (name === "upgrade") head.upgrade = (text ??= LATIN1.decode(b)).slice(vs, ve);
+            if (name === "upgrade") head.upgrade = (text ??= LATIN1.decode(b)).slice(vs, ve);
+            else if (name === "host" || name === "user-agent") {
+              const slot = hashBytes(b, vs, ve) & (HEADER_VALUE_SLOTS - 1);
+              const kept = headerValues[slot];
+              const value = kept !== undefined && keptIs(kept, b, vs, ve) ? kept : (headerValues[slot] = (text ??= LATIN1.decode(b)).slice(vs, ve));
+              if (name === "host") head.host = value;
+              else head.userAgent = value;
+            }
           }
         }
       }
@@ -548,9 +543,6 @@ const NO_HEAD: HttpHead = Object.freeze({ kind: "response", version: VERSION_1_1
 /** The line feeds of the head being parsed (headEnd, parseHeadBytes), one array for every parser (one thread). */
 const LINE_FEEDS: number[] = [];
 
-/** What push returns when a call started nothing (most calls): shared, read-only. */
-const NO_MESSAGES: ReadonlyArray<ParsedMessage<never>> = Object.freeze([]);
-
 /**
  * One direction of one connection. `push` is called in stream order with each captured call; it returns the
  * messages that started in it. Not thread-safe (one owner).
@@ -565,7 +557,7 @@ export class HttpStreamParser<T> {
   #lineLen = 0;
   #headAt: T | undefined;
   #chunkLine: number[] = [];
-  /** The messages started by the current call: one array, emptied at each push (push returns it when a message started). */
+  /** The messages started by the current call: one array, emptied at each push and returned by it. */
   readonly #messages: Array<ParsedMessage<T>> = [];
   /** The fields of the head parsed last (parseHeadBytes fills it: read before the next head). */
   readonly #fields: HeadFields = { head: NO_HEAD, contentLength: undefined, chunked: false, close: false };
@@ -621,7 +613,7 @@ export class HttpStreamParser<T> {
       this.ignoredCalls++;
       this.#state = LOST;
       this.#prevAt = at;
-      return NO_MESSAGES;
+      return this.#messages;
     }
     if (this.#state.s === "lost") this.#state = IDLE;
     let i = 0;
@@ -632,7 +624,7 @@ export class HttpStreamParser<T> {
     const tail = length - captured.length;
     if (tail > 0) this.#gap(tail, at);
     this.#prevAt = at;
-    return this.#messages.length > 0 ? this.#messages : NO_MESSAGES;
+    return this.#messages;
   }
 
   /**
