@@ -6,7 +6,7 @@ import type { ParsedArgs } from "./args";
 import { UsageError } from "./args";
 import { EXIT } from "./exit";
 import type { Signal } from "../export/config";
-import { OtlpReceiver, decodeRequest, type ReceivedRequest } from "../export/receiver/server";
+import type { ReceivedRequest } from "../export/receiver/server";
 
 export const RECEIVE_HELP = `Usage: svc-agent receive --listen ADDR [--output FILE]
 
@@ -36,12 +36,14 @@ export async function receiveCommand(args: ParsedArgs): Promise<number> {
   const outputPath = typeof args.flags.output === "string" ? args.flags.output : undefined;
   const output = outputPath ? Bun.file(outputPath).writer() : undefined;
   if (outputPath) await Bun.write(outputPath, "");
+  // Loaded here, not at the agent's start: the receiver brings in @grpc/grpc-js (see export/transport-select.ts).
+  const { OtlpReceiver, decodeRequest } = require("../export/receiver/server") as typeof import("../export/receiver/server");
   const receiver = new OtlpReceiver({
     listen,
     onRequest: (r) => {
       process.stdout.write(summaryLine(r) + "\n");
       if (output) {
-        output.write(JSON.stringify(jsonRecord(r)) + "\n");
+        output.write(JSON.stringify(jsonRecord(r, decodeRequest)) + "\n");
         void output.flush();
       }
     },
@@ -68,7 +70,7 @@ export function summaryLine(r: ReceivedRequest): string {
   return `${r.receivedAt.toISOString()} ${r.signal} ${r.items} ${NOUNS[r.signal]} resources=${r.resources} scopes=${r.scopes} bytes=${r.body.length} encoding=${r.encoding} peer=${r.peer}`;
 }
 
-function jsonRecord(r: ReceivedRequest): Record<string, unknown> {
+function jsonRecord(r: ReceivedRequest, decodeRequest: (signal: ReceivedRequest["signal"], body: Uint8Array) => unknown): Record<string, unknown> {
   const metadata = Object.fromEntries(Object.entries(r.metadata).filter(([k]) => !k.startsWith("grpc-") && k !== "user-agent" && k !== "content-type"));
   return {
     time: r.receivedAt.toISOString(),

@@ -1,5 +1,6 @@
 /** What one export attempt came to, and how the OTLP specification classifies gRPC status codes. */
-import { status as GrpcStatus } from "@grpc/grpc-js";
+// The status codes alone: the package's index would load all of grpc-js (see transport-select.ts).
+import { Status as GrpcStatus } from "@grpc/grpc-js/build/src/constants";
 import { scrubText } from "../log/scrub";
 
 /**

@@ -9,7 +9,8 @@
  */
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
-import { status as GrpcStatus } from "@grpc/grpc-js";
+// The status codes alone: the package's index would load all of grpc-js (see transport-select.ts).
+import { Status as GrpcStatus } from "@grpc/grpc-js/build/src/constants";
 import { BUILD_INFO } from "../version";
 import type { OtlpConfig, Signal, SignalTarget } from "./config";
 import { headerSecrets, withoutSecrets, type ExportOutcome } from "./outcome";

@@ -8,7 +8,7 @@ import type { Config } from "../config/schema";
 import { msOf } from "../config/units";
 import { SIGNALS, signalTarget, type Signal, type SignalTarget } from "./config";
 import type { ExportOutcome } from "./outcome";
-import { GrpcTransport, type Transport } from "./transport";
+import type { Transport } from "./transport";
 import { HttpTransport } from "./transport-http";
 
 /** Sends each signal through the transport that carries it; ready when every one of them is. */
@@ -51,6 +51,9 @@ export function transportFor(config: Config): Transport {
     const t = new HttpTransport({ otlp: config.otlp, targets: Object.fromEntries(http.map((s) => [s, targets[s]])) });
     for (const s of http) bySignal[s] = t;
   }
+  if (http.length === SIGNALS.length) return bySignal.traces;
+  // @grpc/grpc-js (its module evaluation is ~12 ms of start-up here) is loaded only when a signal goes over gRPC.
+  const { GrpcTransport } = require("./transport-grpc") as typeof import("./transport-grpc");
   const channels = new Map<string, Transport>();
   for (const s of SIGNALS) {
     if (bySignal[s]) continue;

@@ -12,7 +12,7 @@ import { gunzipSync, gzipSync } from "node:zlib";
 import { ResourceBuilder } from "../../../src/export/resource";
 import { ItemEncoder, buildRequest } from "../../../src/export/encode";
 import { frameMessage } from "../../../src/export/gzip-filter";
-import { GrpcTransport } from "../../../src/export/transport";
+import { GrpcTransport } from "../../../src/export/transport-grpc";
 import { transportFor } from "../../../src/export/transport-select";
 import { spans, testConfig } from "./harness";
 

@@ -7,7 +7,7 @@ import { afterEach, expect, test } from "bun:test";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { signalTarget } from "../../../src/export/config";
-import { GrpcTransport } from "../../../src/export/transport";
+import { GrpcTransport } from "../../../src/export/transport-grpc";
 import { HttpTransport } from "../../../src/export/transport-http";
 import { testConfig } from "./harness";
 
