@@ -51,16 +51,19 @@ export interface ServerOptions {
   /** The configuration whose build-time settings (metrics path, CORS) shape the routes; default: deps.config(). */
   settings?: Config;
   /**
-   * Check the answers of the hot routes (/healthz, /ready, /status*) against their schemas at run time (default
-   * true, as in the tests). The listener turns it off: the tests check those answers, and every live answer of
-   * every endpoint against the OpenAPI document; the schemas still type the handlers and generate the document.
-   * Other routes are always checked, except the metrics text (bytes, see routes/metrics.ts).
+   * Check the answers of the hot routes (/healthz, /ready, /status*, the metrics path) against their schemas at run
+   * time (default true, as in the tests). The listener turns it off: the tests check those answers, and every live
+   * answer of every endpoint against the OpenAPI document. Those routes then carry no answer schemas (Elysia would
+   * compile them at each route's first request); the schemas still type the handlers, and the document is generated
+   * from the routes made with checks on. Other routes are always checked, except the metrics text (bytes, see
+   * routes/metrics.ts).
    */
   checkAnswers?: boolean;
 }
 
 export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
-  const c = (options.settings ?? deps.config()).self_telemetry;
+  const settings = options.settings ?? deps.config();
+  const c = settings.self_telemetry;
   const guard = options.guard ?? new RequestGuard(deps.config);
   const check = options.checkAnswers ?? true;
   const tasks = deps.tasks;
@@ -72,7 +75,7 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
   const routes = (prefix: string) =>
     new Elysia({ name: "routes", seed: `${prefix}:${check}` })
       .use(healthRoutes(deps, prefix, check))
-      .use(metricsRoutes(deps, c.path, prefix))
+      .use(metricsRoutes(deps, c.path, prefix, check))
       .use(statusRoutes(deps, prefix, check))
       .use(configRoutes(deps, prefix))
       .use(debugRoutes(deps, prefix))
@@ -140,8 +143,11 @@ export function createServer(deps: ServerDeps, options: ServerOptions = {}) {
     })
     .use(routes(""))
     .use(routes(API_V1_PREFIX))
-    .use(openApiRoutes(() => (document ??= buildOpenApiDocument(app, deps))))
-    .use(openApiRoutes(() => (document ??= buildOpenApiDocument(app, deps)), API_V1_PREFIX));
+    .use(openApiRoutes(() => (document ??= openApiDocument())))
+    .use(openApiRoutes(() => (document ??= openApiDocument()), API_V1_PREFIX));
+  // Routes whose answers are not checked carry no answer schemas (model.ts `responses`): the document comes from the
+  // same routes made with checks on, built once, on the first request for it.
+  const openApiDocument = () => buildOpenApiDocument(check ? app : createServer(deps, { ...options, settings, checkAnswers: true }), deps);
   return app;
 }
 

@@ -2,7 +2,7 @@
 import { Elysia } from "elysia";
 import { jsonAnswer } from "../answer";
 import type { ServerDeps } from "../deps";
-import { answer, COMMON_ERRORS, HealthSchema, ReadinessSchema, UnhealthySchema } from "../model";
+import { COMMON_ERRORS, HealthSchema, ReadinessSchema, responses, UnhealthySchema } from "../model";
 
 export function healthRoutes(deps: ServerDeps, prefix = "", check = true) {
   const healthy = jsonAnswer(HealthSchema, check);
@@ -17,7 +17,7 @@ export function healthRoutes(deps: ServerDeps, prefix = "", check = true) {
         return unhealthy(set, 503, { status: "unhealthy", reasons: h.reasons });
       },
       {
-        response: { 200: answer(HealthSchema, check), 503: answer(UnhealthySchema, check), ...COMMON_ERRORS },
+        response: responses(check, { 200: HealthSchema, 503: UnhealthySchema, ...COMMON_ERRORS }),
         detail: { summary: "Liveness", description: "200 while the event loop answers and no component is in a fatal state.", tags: ["health"] },
       },
     )
@@ -28,7 +28,7 @@ export function healthRoutes(deps: ServerDeps, prefix = "", check = true) {
         return readiness(set, r.ready ? 200 : 503, { status: r.ready ? "ready" : "not_ready", checks: r.checks });
       },
       {
-        response: { 200: answer(ReadinessSchema, check), 503: answer(ReadinessSchema, check), ...COMMON_ERRORS },
+        response: responses(check, { 200: ReadinessSchema, 503: ReadinessSchema, ...COMMON_ERRORS }),
         detail: { summary: "Readiness", description: "200 when the ebpf, otlp, discovery and memory checks all pass; 503 with the failing check as `failed: <reason>` (memory: the agent is above its memory soft limit and refuses new data).", tags: ["health"] },
       },
     );

@@ -5,15 +5,15 @@
 import { Elysia, t } from "elysia";
 import type { ServerDeps } from "../deps";
 import { answerResponse } from "../answer";
-import { answer, COMMON_ERRORS } from "../model";
+import { COMMON_ERRORS, responses, unchecked } from "../model";
 import type { MediaOverride } from "./openapi";
 import { OPENMETRICS_CONTENT_TYPE, PROMETHEUS_CONTENT_TYPE } from "../../telemetry/exposition";
 
 const OPENMETRICS = "application/openmetrics-text";
 const GZIP_MIN_BYTES = 1024;
 
-export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
-  return new Elysia({ name: "routes/metrics", seed: prefix, prefix }).get(
+export function metricsRoutes(deps: ServerDeps, path: string, prefix = "", check = true) {
+  return new Elysia({ name: "routes/metrics", seed: `${prefix}:${check}`, prefix }).get(
     path,
     // The body is the text's UTF-8 bytes as the exposition writes them (a string of hundreds of pieces cost as much
     // to flatten into the body as to format), in a Response that takes over set.headers (see answerResponse: Elysia
@@ -27,11 +27,11 @@ export function metricsRoutes(deps: ServerDeps, path: string, prefix = "") {
       return answerResponse(set, 200, gzip ? Bun.gzipSync(body) : body, contentType, gzip) as never as string;
     },
     {
-      response: {
-        // Never checked at run time: the handler answers the text as bytes (tests parse it, and promtool checks it).
-        200: answer(t.String({ description: "Text exposition format 0.0.4 (or OpenMetrics 1.0.0 on request)." }), false),
+      response: responses(check, {
+        // Never checked: the handler answers the text as bytes (tests parse it, and promtool checks it).
+        200: unchecked(t.String({ description: "Text exposition format 0.0.4 (or OpenMetrics 1.0.0 on request)." })),
         ...COMMON_ERRORS,
-      },
+      }),
       detail: {
         summary: "Prometheus metrics",
         description: "Every metric of the catalogue under `<prometheus_namespace>_`, each with HELP and TYPE lines.",

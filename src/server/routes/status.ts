@@ -10,7 +10,7 @@ import { MEMORY_STATUS } from "../../memory/status";
 import type { StatusSection } from "../../status/model";
 import { figuresOf, jsonAnswer } from "../answer";
 import type { ServerDeps } from "../deps";
-import { answer, COMMON_ERRORS, StatusSchema, type StatusBody } from "../model";
+import { COMMON_ERRORS, responses, StatusSchema, type StatusBody } from "../model";
 
 const HOST = { name: hostname(), os: process.platform, arch: machine(), kernel: release() };
 
@@ -63,19 +63,19 @@ export function statusRoutes(deps: ServerDeps, prefix = "", check = true) {
   const discovery = jsonAnswer(DiscoveryViewSchema, check);
   return new Elysia({ name: "routes/status", seed: `${prefix}:${check}`, prefix })
     .get("/status", ({ set }) => status(set, 200, statusBody(deps)), {
-      response: { 200: answer(StatusSchema, check), ...errors },
+      response: responses(check, { 200: StatusSchema, ...errors }),
       detail: { summary: "Agent status", tags: ["status"] },
     })
     .get("/status/ebpf", ({ set }) => ebpf(set, 200, deps.status.viewOf(EBPF_STATUS, deps.config())), {
-      response: { 200: answer(EbpfViewSchema, check), ...errors },
+      response: responses(check, { 200: EbpfViewSchema, ...errors }),
       detail: { summary: "eBPF programs, maps and ring buffer", tags: ["status"] },
     })
     .get("/status/export", ({ set }) => exp(set, 200, deps.status.viewOf(EXPORT_STATUS, deps.config())), {
-      response: { 200: answer(ExportViewSchema, check), ...errors },
+      response: responses(check, { 200: ExportViewSchema, ...errors }),
       detail: { summary: "Export pipeline and queues", tags: ["status"] },
     })
     .get("/status/discovery", ({ set }) => discovery(set, 200, deps.status.viewOf(DISCOVERY_STATUS, deps.config())), {
-      response: { 200: answer(DiscoveryViewSchema, check), ...errors },
+      response: responses(check, { 200: DiscoveryViewSchema, ...errors }),
       detail: { summary: "Kubernetes, Docker and cloud discovery", tags: ["status"] },
     });
 }

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import type { Component, ComponentHost } from "../../../src/lifecycle/component";
+import { createServer } from "../../../src/server/app";
 import { RESERVED_PATHS } from "../../../src/server/config";
 import { QUIET_CONFIG } from "../../helpers/agent-process";
 import { inProcessAgent, stopAllAgents, type InProcessAgent } from "../../helpers/in-process";
@@ -73,6 +74,20 @@ describe("OpenAPI", () => {
     expect(doc.paths["/status"].get.responses["401"].headers["WWW-Authenticate"].required).toBe(true);
     expect(Object.keys(doc.paths["/metrics"].get.responses["200"].content).map((k) => k.split(";")[0])).toEqual(["text/plain", "application/openmetrics-text"]);
     expect(Object.keys(doc.paths["/debug/pprof/"].get.responses["200"].content).map((k) => k.split(";")[0])).toEqual(["text/html"]);
+  });
+});
+
+describe("OpenAPI of the listener's routes", () => {
+  test("routes that check no answers (the listener's) serve the same document as the checked ones", async () => {
+    const unchecked = createServer(plain.deps, { checkAnswers: false });
+    const served = await json(await unchecked.handle(new Request("http://localhost/openapi.json")));
+    expect(served).toEqual(await json(await plain.request("/openapi.json")));
+    expect(Object.keys(served.paths["/healthz"].get.responses).sort()).toEqual(["200", "401", "413", "429", "500", "503"]);
+    expect(Object.keys(served.paths["/api/v1/status"].get.responses).sort()).toEqual(["200", "401", "413", "429", "500"]);
+    // ... while the listener's hot routes give Elysia no answer schemas to compile.
+    const hot = unchecked.routes.filter((r) => ["/healthz", "/ready", "/status", "/metrics"].includes(r.path));
+    expect(hot.length).toBe(4);
+    for (const r of hot) expect((r.hooks as { response?: unknown }).response).toBeUndefined();
   });
 });
 
