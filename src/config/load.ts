@@ -93,7 +93,9 @@ export function parseConfig(text: string, env: Env = process.env, source = "conf
   };
 
   const withDefaults = Value.Default(ConfigSchema, Value.Clone(expanded));
-  for (const error of Value.Errors(ConfigSchema, withDefaults)) problems.push(describe(error));
+  // Value.Check first: a valid document (the usual case) is passed without walking the schema a second time with
+  // Errors' generators, several times slower (5.9 against 1.0 ms for the embedded defaults, first call).
+  if (!Value.Check(ConfigSchema, withDefaults)) for (const error of Value.Errors(ConfigSchema, withDefaults)) problems.push(describe(error));
   if (problems.length > 0) throw finish(dedupe(problems));
 
   const config = withDefaults as ConfigDocument;
