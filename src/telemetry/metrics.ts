@@ -3,7 +3,11 @@
  * prom-client Registry (never the global one). Components receive `AgentMetrics` and update it where
  * the event happens; nothing here is a constant or a once-per-interval guess.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+// By module, not through the package's index (see prom-client-lib.d.ts).
+import Counter from "prom-client/lib/counter";
+import Gauge from "prom-client/lib/gauge";
+import Histogram from "prom-client/lib/histogram";
+import Registry from "prom-client/lib/registry";
 import { exposition, expositionBytes } from "./exposition";
 import { sampleProcess } from "./process-metrics";
 import type { TaskRegistry } from "./tasks";
