@@ -25,7 +25,9 @@
  * decode, pairing, parsing and span building (the spans handed to the pipeline are dropped); the same with each
  * span encoded by an encoder of its own (no queue); the whole path.
  *
- * Usage: bun bench/span-cost.ts [--exchanges N] [--rounds R] [--warmup N] [--cpuprofile]
+ * Usage: bun bench/span-cost.ts [--exchanges N] [--rounds R] [--warmup N]
+ * A CPU profile of the run: `bun --cpu-prof --cpu-prof-dir=DIR bench/span-cost.ts ...`, summarised by
+ * `bun bench/lib/cpuprofile.ts DIR/*.cpuprofile`.
  */
 import { report } from "./lib/report";
 import { median } from "./lib/stats";
