@@ -28,7 +28,7 @@ export const MemoryLimitSchema = Type.Object(
       `Hard limit of the agent's resident memory (size, or auto: ${CGROUP_LIMIT_FRACTION * 100}% of the cgroup's memory limit, else ${DEFAULT_HARD_LIMIT_BYTES / MIB}MiB). Above it the agent also collects garbage at once.`,
     ),
     soft_limit: AutoOrSize(
-      `Above this resident memory the agent refuses new data, in the kernel and in user space, counted as dropped with reason memory_limit, until it falls below 90% of it (size, or auto: ${SOFT_LIMIT_FRACTION * 100}% of limit).`,
+      `Above this resident memory the agent refuses new data, in the kernel and in user space, counted as dropped with reason memory_limit, until it falls below 90% of it (size, or auto: ${SOFT_LIMIT_FRACTION * 100}% of limit). A size above the hard limit that limit: auto gives is not used: the auto soft limit is, with a warning.`,
     ),
     check_interval: Duration(
       "10ms",
@@ -45,6 +45,11 @@ export interface MemoryLimits {
   hardBytes: number;
   /** Where the hard limit comes from: `configured`, `cgroup` (auto, in a limited cgroup) or `default`. */
   source: "configured" | "cgroup" | "default";
+  /**
+   * Why the configured soft_limit is not the one in force: it is above a hard limit that `limit: auto` gave (the
+   * configuration cannot be refused for it, the cgroup being known only at run time), so the auto soft limit is.
+   */
+  softLimitIgnored?: string;
 }
 
 /** The limits in force, given the cgroup's memory limit (undefined: none). */
@@ -54,9 +59,18 @@ export function resolveLimits(c: MemoryLimitConfig, cgroupLimitBytes: number | u
   if (c.limit !== "auto") [hardBytes, source] = [bytesOf(c, "limit"), "configured"];
   else if (cgroupLimitBytes !== undefined) [hardBytes, source] = [Math.floor(cgroupLimitBytes * CGROUP_LIMIT_FRACTION), "cgroup"];
   else [hardBytes, source] = [DEFAULT_HARD_LIMIT_BYTES, "default"];
-  const softBytes = c.soft_limit === "auto" ? Math.floor(hardBytes * SOFT_LIMIT_FRACTION) : Math.min(bytesOf(c, "soft_limit"), hardBytes);
-  return { softBytes, hardBytes, source };
+  const autoSoftBytes = Math.floor(hardBytes * SOFT_LIMIT_FRACTION);
+  if (c.soft_limit === "auto") return { softBytes: autoSoftBytes, hardBytes, source };
+  const configured = bytesOf(c, "soft_limit");
+  if (configured <= hardBytes) return { softBytes: configured, hardBytes, source };
+  // Only with limit: auto (validateMemoryLimit refuses a soft limit above an explicit one). A soft limit at the hard
+  // limit would start refusing only once RSS is there; the auto one leaves the usual room below it.
+  const from = source === "cgroup" ? `${CGROUP_LIMIT_FRACTION * 100}% of the cgroup's memory limit` : "the default outside a limited cgroup";
+  const softLimitIgnored = `soft_limit ${mibText(configured)} is above the hard limit ${mibText(hardBytes)} (limit: auto, ${from}); the auto soft limit ${mibText(autoSoftBytes)} is used`;
+  return { softBytes: autoSoftBytes, hardBytes, source, softLimitIgnored };
 }
+
+const mibText = (b: number) => `${(b / MIB).toFixed(0)}MiB`;
 
 /**
  * The DaemonSet's memory request and limit, derived from the defaults: the limit is the cgroup limit under which

@@ -208,7 +208,9 @@ export class MemoryLimiter implements Component {
 
   #apply(c: Config): void {
     this.#enabled = c.agent.memory_limit.enabled;
+    const before = this.#limits.softLimitIgnored;
     this.#limits = resolveLimits(c.agent.memory_limit, this.#cgroupLimit());
+    if (this.#limits.softLimitIgnored && this.#limits.softLimitIgnored !== before) this.#warnSoftLimit();
     // New limits: a refusal under way is reported again with them.
     this.#reportedKind = undefined;
     if (!this.#enabled && this.#gate.refusing) this.#gate.set(undefined);
@@ -220,7 +222,12 @@ export class MemoryLimiter implements Component {
   async start(host: ComponentHost): Promise<void> {
     this.#host = host;
     host.logger.info("memory limits", { enabled: this.#enabled, soft_limit_bytes: this.#limits.softBytes, hard_limit_bytes: this.#limits.hardBytes, source: this.#limits.source });
+    if (this.#limits.softLimitIgnored) this.#warnSoftLimit();
     this.#apply(this.#ctx.config);
+  }
+
+  #warnSoftLimit(): void {
+    this.#host?.logger.warn("agent.memory_limit.soft_limit not used", { key: "agent.memory_limit.soft_limit", reason: this.#limits.softLimitIgnored });
   }
 
   async shutdown(): Promise<void> {

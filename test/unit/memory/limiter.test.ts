@@ -228,6 +228,29 @@ describe("memory limiter", () => {
     expect(Math.ceil(inPod.softBytes / MIB)).toBe(requestMiB);
   });
 
+  test("a soft_limit size above the hard limit that limit: auto gave is not used: the auto soft limit is, and a warning names the key", async () => {
+    const over = { enabled: true, limit: "auto" as const, soft_limit: "500MiB", check_interval: "10ms" };
+    const inCgroup = resolveLimits(over, 250 * MIB);
+    expect(inCgroup).toMatchObject({ hardBytes: 200 * MIB, softBytes: 160 * MIB, source: "cgroup" });
+    expect(inCgroup.softLimitIgnored).toContain("soft_limit 500MiB is above the hard limit 200MiB");
+    expect(resolveLimits(over, undefined)).toMatchObject({ hardBytes: DEFAULT_HARD_LIMIT_BYTES, softBytes: Math.floor(DEFAULT_HARD_LIMIT_BYTES * 0.8) });
+    // Within the hard limit it is the one in force, and nothing is said.
+    const within = resolveLimits({ ...over, soft_limit: "150MiB" }, 250 * MIB);
+    expect(within).toEqual({ hardBytes: 200 * MIB, softBytes: 150 * MIB, source: "cgroup" });
+
+    const { ctx, gate, host } = context(over);
+    const lines: string[] = [];
+    const logged = { ...host, logger: new Logger({ sink: (line) => lines.push(line) }) };
+    const limiter = limiterOf(ctx, gate, { residentBytes: () => 50 * MIB, cgroupLimitBytes: () => 250 * MIB, collectGarbage: () => {} });
+    await limiter.start(logged);
+    expect(limiter.limits.softBytes).toBe(160 * MIB);
+    const warnings = lines.map((l) => JSON.parse(l)).filter((r) => r.level === "warn");
+    expect(warnings).toEqual([expect.objectContaining({ msg: "agent.memory_limit.soft_limit not used", key: "agent.memory_limit.soft_limit" })]);
+    // A reload that keeps the configuration does not say it again.
+    await limiter.reload(ctx.config);
+    expect(lines.map((l) => JSON.parse(l)).filter((r) => r.level === "warn").length).toBe(1);
+  });
+
   test("bad limits are refused with their key paths", () => {
     const c = Value.Default(ConfigSchema, {}) as ConfigDocument;
     c.agent.memory_limit = { enabled: true, limit: "100MiB", soft_limit: "200MiB", check_interval: "0s" };
