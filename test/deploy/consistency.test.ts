@@ -588,7 +588,9 @@ describe("systemd unit and sample configuration", () => {
             // Settled: some program attached, or every program reported with its reason, or eBPF reported not loadable.
             if (v && (v.programs.some((p) => p.attached) || (v.programs.length > 0 && v.programs.every((p) => p.reason)))) return v;
             const ready = await fetch(`${url}/ready`).then((r) => r.json() as Promise<{ checks: Record<string, string> }>, () => undefined);
-            if (ready?.checks.ebpf?.startsWith("failed")) return { programs: [], reason: ready.checks.ebpf } as unknown as EbpfView;
+            // A set still loading is "failed: ebpf/<set> is starting" in /ready: not settled yet.
+            const ebpf = ready?.checks.ebpf;
+            if (ebpf?.startsWith("failed") && !ebpf.endsWith(" is starting")) return { programs: [], reason: ebpf } as unknown as EbpfView;
             if (Date.now() > deadline) throw new Error(`eBPF did not settle under ${bounding}`);
             await Bun.sleep(SAMPLE_EVERY_MS);
           }
