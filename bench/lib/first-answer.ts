@@ -11,6 +11,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { closedLoopbackPort as freePort } from "../../test/helpers/ports";
 import { argNumber } from "./args";
 import { median } from "./stats";
 
@@ -21,14 +22,6 @@ const TIMEOUT_MS = 10_000;
 
 const binaries = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && !all[i - 1]?.startsWith("--"));
 if (binaries.length === 0) throw new Error("usage: bun bench/lib/first-answer.ts BINARY [BINARY ...] [--rounds R] [--starts S]");
-
-/** A loopback port nothing listens on now (bound, then closed). */
-function freePort(): number {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
 
 async function firstAnswerMs(binary: string, config: string, port: number): Promise<number> {
   const t0 = performance.now();

@@ -52,6 +52,9 @@ export interface MemoryLimits {
   softLimitIgnored?: string;
 }
 
+/** `b` bytes as whole MiB, for messages. */
+export const mibText = (b: number) => `${(b / MIB).toFixed(0)} MiB`;
+
 /** The limits in force, given the cgroup's memory limit (undefined: none). */
 export function resolveLimits(c: MemoryLimitConfig, cgroupLimitBytes: number | undefined): MemoryLimits {
   let hardBytes: number;
@@ -69,8 +72,6 @@ export function resolveLimits(c: MemoryLimitConfig, cgroupLimitBytes: number | u
   const softLimitIgnored = `soft_limit ${mibText(configured)} is above the hard limit ${mibText(hardBytes)} (limit: auto, ${from}); the auto soft limit ${mibText(autoSoftBytes)} is used`;
   return { softBytes: autoSoftBytes, hardBytes, source, softLimitIgnored };
 }
-
-const mibText = (b: number) => `${(b / MIB).toFixed(0)}MiB`;
 
 /**
  * The DaemonSet's memory request and limit, derived from the defaults: the limit is the cgroup limit under which

@@ -15,12 +15,11 @@ import { msOf } from "../config/units";
 import type { Component, ComponentHost } from "../lifecycle/component";
 import { cgroupMemoryLimit } from "./cgroup";
 import { residentBytes } from "../telemetry/process-metrics";
-import { resolveLimits, type MemoryLimits } from "./config";
+import { mibText as mib, resolveLimits, type MemoryLimits } from "./config";
 import type { MemoryGate } from "./gate";
 
 /** The name of the status view (GET /status: `memory`). */
 export const MEMORY_VIEW = "memory";
-const MIB = 2 ** 20;
 /**
  * Refusing ends below this fraction of the soft limit: what comes in right after the gate opens (a storm's
  * backlog at full rate) starts from below the soft limit rather than at it, and the gate does not flap.
@@ -82,7 +81,6 @@ export interface MemoryView {
   refused_in_kernel: number;
 }
 
-const mib = (b: number) => `${(b / MIB).toFixed(0)} MiB`;
 
 export class MemoryLimiter implements Component {
   readonly id = "memory/limiter";

@@ -232,7 +232,7 @@ describe("memory limiter", () => {
     const over = { enabled: true, limit: "auto" as const, soft_limit: "500MiB", check_interval: "10ms" };
     const inCgroup = resolveLimits(over, 250 * MIB);
     expect(inCgroup).toMatchObject({ hardBytes: 200 * MIB, softBytes: 160 * MIB, source: "cgroup" });
-    expect(inCgroup.softLimitIgnored).toContain("soft_limit 500MiB is above the hard limit 200MiB");
+    expect(inCgroup.softLimitIgnored).toContain("soft_limit 500 MiB is above the hard limit 200 MiB");
     expect(resolveLimits(over, undefined)).toMatchObject({ hardBytes: DEFAULT_HARD_LIMIT_BYTES, softBytes: Math.floor(DEFAULT_HARD_LIMIT_BYTES * 0.8) });
     // Within the hard limit it is the one in force, and nothing is said.
     const within = resolveLimits({ ...over, soft_limit: "150MiB" }, 250 * MIB);
