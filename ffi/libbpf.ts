@@ -88,6 +88,8 @@ const LIBBPF_SYMBOLS = {
   bpf_program__attach_perf_event: { args: [P, i32], returns: P },
   /** int bpf_link__destroy(struct bpf_link *link); -errno (the link is freed anyway). */
   bpf_link__destroy: { args: [P], returns: i32 },
+  /** int bpf_link__fd(const struct bpf_link *link); the link's file descriptor. */
+  bpf_link__fd: { args: [P], returns: i32 },
 
   /** const char *bpf_map__name(const struct bpf_map *map); */
   bpf_map__name: { args: [P], returns: cstring },

@@ -3,7 +3,7 @@
  * objects. Each native handle is private; `close()` is idempotent and `[Symbol.dispose]` calls it.
  */
 import { JSCallback, ptr, read, toArrayBuffer, type Pointer } from "bun:ffi";
-import { readFileSync } from "node:fs";
+import { close as closeAsync, readFileSync } from "node:fs";
 import { LibbpfError, QuietLoadError } from "./errors";
 import { lastErrno, nativeLib, releaseFreedNativeMemory, type Native } from "./libbpf";
 import { PerfBufferReader } from "./perf-buffer";
@@ -85,6 +85,11 @@ class LibbpfLog {
   }
 }
 
+/** Closes `fd` on the runtime's I/O thread pool (node:fs's asynchronous close), not on the calling thread; settles when done. */
+function closeOffThread(fd: number): Promise<void> {
+  return new Promise((resolve) => closeAsync(fd, () => resolve()));
+}
+
 /** Extracts what libbpf said about a failed load: the program it blamed and the verifier log. */
 export function parseLoadFailure(lines: string[]): { program: string | undefined; verifierLog: string | undefined; detail: string | undefined } {
   const text = lines.join("\n");
@@ -96,19 +101,33 @@ export function parseLoadFailure(lines: string[]): { program: string | undefined
 
 export class BpfLink implements BpfLinkApi {
   #handles: Pointer[];
+  readonly #closeAside: boolean;
 
-  constructor(handles: Pointer[]) {
+  /**
+   * `closeAside`: the kernel's teardown of the link waits (a uprobe's: an RCU grace period, ~100 ms a link on these
+   * kernels) and runs on another thread: close() keeps a duplicate of the link's descriptor, destroys the link (no
+   * longer the last reference, so at once) and closes the duplicate off the event loop, which meanwhile goes on
+   * draining the ring buffers. The probe stops firing when that close completes.
+   */
+  constructor(handles: Pointer[], closeAside = false) {
     this.#handles = handles;
+    this.#closeAside = closeAside;
   }
 
-  close(): void {
+  close(): void | Promise<void> {
     const n = nativeLib();
-    for (const h of this.#handles) n.bpf.bpf_link__destroy(h);
+    const aside: Array<Promise<void>> = [];
+    for (const h of this.#handles) {
+      const kept = this.#closeAside ? n.libc.dup(n.bpf.bpf_link__fd(h)) : -1;
+      n.bpf.bpf_link__destroy(h);
+      if (kept >= 0) aside.push(closeOffThread(kept));
+    }
     this.#handles = [];
+    if (aside.length > 0) return Promise.all(aside).then(() => {});
   }
 
   [Symbol.dispose](): void {
-    this.close();
+    void this.close();
   }
 }
 
@@ -187,7 +206,7 @@ export class BpfProgram implements BpfProgramApi {
         // libbpf read the binary's symbol tables to find the function, and freed them: their pages go back.
         releaseFreedNativeMemory();
         if (isNull(link)) fail("bpf_program__attach_uprobe_opts", errno);
-        return new BpfLink([link as Pointer]);
+        return new BpfLink([link as Pointer], true);
       }
       case "perf_event": {
         const links: Pointer[] = [];

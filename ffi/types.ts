@@ -50,8 +50,11 @@ export interface RecordReader extends Disposable {
 }
 
 export interface BpfLinkApi extends Disposable {
-  /** Detaches (destroys every underlying link). Idempotent. */
-  close(): void;
+  /**
+   * Detaches (destroys every underlying link). Idempotent. Where the kernel's teardown runs on another thread
+   * (uprobes), returns a promise that settles when it has ended: the probe fires until then.
+   */
+  close(): void | Promise<void>;
 }
 
 export interface BpfProgramApi {

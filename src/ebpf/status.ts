@@ -29,6 +29,9 @@ export const TlsTargetSchema = Type.Object({
   functions: Type.Array(Type.String(), { description: "Functions probed at entry and return." }),
   processes: Count("Processes mapping the file."),
   pids: Type.Array(Type.Integer(), { description: "Some of those processes (at most 32)." }),
+  detach_at: Type.Optional(
+    Type.String({ format: "date-time", description: "Attached while no process maps the file (the last one exited or unmapped it): when its probes are detached unless a process maps it again." }),
+  ),
 });
 
 /** `ebpf` view: GET /status/ebpf. */

@@ -64,7 +64,7 @@ export const NetworkSchema = Type.Object(
       description:
         "HTTP spans from the plaintext of TLS connections: uprobes on SSL_read/SSL_write(_ex) of the libssl (OpenSSL 1.1/3, BoringSSL) processes load, or of executables with OpenSSL linked in with its symbols (needs network.enabled and network.http; off: nothing is loaded).",
     }),
-    max_tls_libraries: Type.Integer({ minimum: 1, maximum: 1024, default: 64, description: "TLS library files (and static executables) probed at once; more are listed in /status/ebpf as not attached." }),
+    max_tls_libraries: Type.Integer({ minimum: 1, maximum: 1024, default: 64, description: "TLS library files (and static executables) probed at once, counting those kept 60 s after their last process exited (they make room first); more are listed in /status/ebpf as not attached." }),
     max_spans_per_second: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 250, description: "Cap on spans created per second (CONNECT and HTTP); HTTP exchanges over it, or arriving while the kernel's HTTP ring buffer is half full, are not captured in the kernel (RED metrics still count them; where RED is counted in user space, see http_metrics, the kernel captures every exchange and the cap applies to spans in user space). Drops are counted." }),
     http2_records_per_second: Type.Integer({
       minimum: 1,

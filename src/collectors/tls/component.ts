@@ -3,7 +3,8 @@
  * processes load. At attach it scans the processes running (sliced between event loop turns); a process that
  * execs is scanned shortly after (its dynamic loader maps libssl after the exec) and again later (a library
  * opened with dlopen); every RESCAN_INTERVAL_MS all processes are scanned again, which also notices a library
- * unmapped. An exit releases the process's targets; a target no process holds is detached. The plaintext
+ * unmapped. An exit releases the process's targets; a target no process holds is detached DETACH_DELAY_MS later
+ * unless a process maps it again (checked with the stats every STATS_POLL_MS). The plaintext
  * records go to `sink` (the HTTP exchange tracker of `ebpf/network`, which makes the spans); HTTP/1.x exchanges
  * the kernel did not capture (over max_spans_per_second) are counted as rate_limit span drops. The targets show
  * in /status/ebpf under `tls`.
@@ -27,6 +28,13 @@ import { networkOf } from "../network/config";
 /** After an exec: when the process's mappings are read (ms after the event). */
 export const EXEC_SCAN_DELAYS_MS = [150, 1500, 5000] as const;
 export const RESCAN_INTERVAL_MS = 30_000;
+/**
+ * How long a TLS library (or static executable) keeps its probes after the last process mapping it went: a client
+ * run again and again (a script's curl, a cron job, a load generator) finds them in place instead of costing an
+ * attach and a detach each time (~16 uprobe links, and reading the file's code). Probes on a file no process runs
+ * cost nothing.
+ */
+export const DETACH_DELAY_MS = 60_000;
 /** How often the kernel's count of exchanges not captured (over the budget) is read and counted as span drops. */
 const STATS_POLL_MS = 1000;
 /** Processes scanned per event loop turn during a full scan. */
@@ -119,7 +127,10 @@ export class TlsCollector implements Component {
   #attached(set: LoadedSet<TlsEvent>): void {
     this.#set = set;
     this.#kernelDrops.reset();
-    this.#statsTimer = setInterval(() => this.#pollStats(), STATS_POLL_MS);
+    this.#statsTimer = setInterval(() => {
+      this.#pollStats();
+      if (this.#registry && this.#registry.sweep() > 0) this.#refreshPrograms();
+    }, STATS_POLL_MS);
     this.#statsTimer.unref?.();
     const programs = new Map(set.programs.map((p) => [p.name, p]));
     this.#registry = new TlsTargetRegistry(
@@ -132,6 +143,13 @@ export class TlsCollector implements Component {
         return prog.attach(site.offset === undefined ? { kind, binary, func: site.program } : { kind, binary, func: site.program, offset: site.offset });
       },
       this.#maxTargets,
+      {
+        detachDelayMs: DETACH_DELAY_MS,
+        // Scans that found a file to attach while detaches were in flight: again, now that none is.
+        onDetachesDone: () => {
+          for (const pid of this.#registry?.takeDeferred() ?? []) this.#scan(pid);
+        },
+      },
     );
     const registry = this.#registry;
     const refreshPrograms = () => {

@@ -1,9 +1,14 @@
 /**
  * The TLS targets attached now, and which processes use each: the uprobes of a target (one library file or one
- * static executable) are attached once, when the first process mapping it is found, and detached when the last
- * one exits or unmaps it. Bounded by `maxTargets`; beyond it a target is listed as not attached. Static
- * executables without symbols are listed as not traceable with the reason. Pure over its injected source and
- * attach function: unit tests run it with fakes.
+ * static executable) are attached once, when the first process mapping it is found, and detached `detachDelayMs`
+ * after the last one exits or unmaps it (sweep), so that short-lived processes started again and again (a client
+ * run in a loop, a cron job) do not attach and detach the same file each time; a process mapping it in the meantime
+ * holds it again. Bounded by `maxTargets` (targets no process holds make room first); beyond it a target is listed
+ * as not attached. A uprobe's detach ends on another thread (BpfLinkApi.close's promise), and the kernel makes an
+ * attach wait for detaches in flight: done on the event loop, that wait would stop the ring buffers being drained.
+ * So no file is attached while a detach is in flight: the process's scan is deferred (deferred pids, and
+ * `onDetachesDone` to scan them again). Static executables without symbols are listed as not traceable with the
+ * reason. Pure over its injected source, attach function and clock: unit tests run it with fakes.
  */
 import type { BpfLinkApi } from "../../../ffi/types";
 import { entrySites, probeSites, type ProbeSite } from "./placement";
@@ -35,6 +40,8 @@ export interface TlsTargetView {
   processes: number;
   /** Some of them (at most VIEW_PIDS_PER_TARGET). */
   pids: number[];
+  /** Attached with no process mapping it: when its probes go unless a process maps it again (RFC 3339). */
+  detach_at?: string;
 }
 
 interface Target {
@@ -46,6 +53,19 @@ interface Target {
   functions: TlsFunction[];
   links: BpfLinkApi[];
   pids: Set<number>;
+  /** Attached, and no process has held it since then (ms, the registry's clock). */
+  idleSinceMs: number | undefined;
+}
+
+export interface RegistryOptions {
+  verdict?: (path: string, size: number) => StaticVerdict;
+  plan?: PlanSites;
+  /** How long an attached target no process holds keeps its probes (0: detached at once). */
+  detachDelayMs?: number;
+  /** Milliseconds since the epoch. */
+  now?: () => number;
+  /** Called when the last detach in flight has ended (scan the deferred pids then). */
+  onDetachesDone?: () => void;
 }
 
 export interface RegistryCounters {
@@ -63,15 +83,37 @@ export class TlsTargetRegistry {
   readonly #verdicts = new Map<string, StaticVerdict>();
   readonly #verdict: (path: string, size: number) => StaticVerdict;
   readonly #plan: PlanSites;
+  readonly #detachDelayMs: number;
+  readonly #now: () => number;
+  readonly #onDetachesDone: (() => void) | undefined;
+  /** Detaches whose kernel teardown has not ended yet. */
+  #detaching = 0;
+  /** Pids whose scan found a file to attach while detaches were in flight. */
+  readonly #deferred = new Set<number>();
   readonly counters: RegistryCounters = { attaches: 0, detaches: 0, failures: 0 };
   #closed = false;
 
-  constructor(source: TargetSource, attach: AttachProbe, maxTargets: number, verdict: (path: string, size: number) => StaticVerdict = staticVerdict, plan: PlanSites = probeSites) {
+  constructor(source: TargetSource, attach: AttachProbe, maxTargets: number, options: RegistryOptions = {}) {
     this.#source = source;
     this.#attach = attach;
     this.#maxTargets = maxTargets;
-    this.#verdict = verdict;
-    this.#plan = plan;
+    this.#verdict = options.verdict ?? staticVerdict;
+    this.#plan = options.plan ?? probeSites;
+    this.#detachDelayMs = options.detachDelayMs ?? 0;
+    this.#now = options.now ?? Date.now;
+    this.#onDetachesDone = options.onDetachesDone;
+  }
+
+  /** Detaches in flight (their kernel teardown runs on another thread). */
+  get detaching(): number {
+    return this.#detaching;
+  }
+
+  /** The pids whose scan was deferred by detaches in flight, once each (scan them again after onDetachesDone). */
+  takeDeferred(): number[] {
+    const pids = [...this.#deferred];
+    this.#deferred.clear();
+    return pids;
   }
 
   /** Targets with live probes. */
@@ -90,11 +132,12 @@ export class TlsTargetRegistry {
       return;
     }
     const keys = new Set<string>();
+    let deferred = false;
     for (const lib of libsslInMaps(maps)) {
-      keys.add(lib.key);
-      this.#ensure(lib.key, lib.path, this.#source.hostPath(pid, lib.path), "shared", [...TLS_FUNCTIONS]);
+      if (this.#ensure(lib.key, lib.path, this.#source.hostPath(pid, lib.path), "shared", [...TLS_FUNCTIONS])) keys.add(lib.key);
+      else deferred = true;
     }
-    if (keys.size === 0) {
+    if (keys.size === 0 && !deferred) {
       const exe = this.#source.executable(pid);
       if (exe) {
         let v = this.#verdicts.get(exe.key);
@@ -104,25 +147,37 @@ export class TlsTargetRegistry {
           if (this.#verdicts.size > VERDICT_CACHE_ENTRIES) this.#verdicts.delete(this.#verdicts.keys().next().value as string);
         }
         if (v.kind !== "none") {
-          keys.add(exe.key);
           const path = exeName(maps) ?? exe.path;
-          if (v.kind === "symbols") this.#ensure(exe.key, path, exe.path, "static", v.functions);
-          else if (!this.#targets.has(exe.key)) this.#targets.set(exe.key, { key: exe.key, path, kind: "static", state: "not_traceable", reason: v.reason, functions: [], links: [], pids: new Set() });
+          if (v.kind === "symbols") {
+            if (this.#ensure(exe.key, path, exe.path, "static", v.functions)) keys.add(exe.key);
+            else deferred = true;
+          } else {
+            keys.add(exe.key);
+            if (!this.#targets.has(exe.key)) this.#targets.set(exe.key, { key: exe.key, path, kind: "static", state: "not_traceable", reason: v.reason, functions: [], links: [], pids: new Set(), idleSinceMs: undefined });
+          }
         }
       }
     }
+    if (deferred) this.#deferred.add(pid);
+    else this.#deferred.delete(pid);
     const before = this.#byPid.get(pid);
     for (const k of before ?? []) if (!keys.has(k)) this.#release(pid, k);
     if (keys.size === 0) {
       this.#byPid.delete(pid);
       return;
     }
-    for (const k of keys) this.#targets.get(k)?.pids.add(pid);
+    for (const k of keys) {
+      const t = this.#targets.get(k);
+      if (!t) continue;
+      t.pids.add(pid);
+      t.idleSinceMs = undefined;
+    }
     this.#byPid.set(pid, keys);
   }
 
   /** The process exited: it no longer holds its targets. Returns whether it held any. Idempotent. */
   forget(pid: number): boolean {
+    this.#deferred.delete(pid);
     const keys = this.#byPid.get(pid);
     if (!keys) return false;
     this.#byPid.delete(pid);
@@ -141,14 +196,33 @@ export class TlsTargetRegistry {
     return [...this.#byPid.keys()];
   }
 
-  #ensure(key: string, path: string, hostPath: string, kind: "shared" | "static", functions: TlsFunction[]): void {
-    if (this.#targets.has(key)) return;
-    const t: Target = { key, path, kind, state: "attached", reason: undefined, functions: [], links: [], pids: new Set() };
+  /** Detaches the attached targets no process has held for the detach delay; returns how many. */
+  sweep(): number {
+    const now = this.#now();
+    let n = 0;
+    for (const t of [...this.#targets.values()]) {
+      if (t.idleSinceMs !== undefined && now - t.idleSinceMs >= this.#detachDelayMs) {
+        this.#detach(t);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Makes sure the target `key` is known (attached, or in another state); false when its attach must wait for detaches in flight. */
+  #ensure(key: string, path: string, hostPath: string, kind: "shared" | "static", functions: TlsFunction[]): boolean {
+    if (this.#targets.has(key)) return true;
+    const t: Target = { key, path, kind, state: "attached", reason: undefined, functions: [], links: [], pids: new Set(), idleSinceMs: undefined };
     this.#targets.set(key, t);
+    if (this.attachedCount > this.#maxTargets) this.#evictIdle(this.attachedCount - this.#maxTargets);
     if (this.attachedCount > this.#maxTargets) {
       t.state = "limit";
       t.reason = `not attached: ${this.#maxTargets} TLS libraries are attached already`;
-      return;
+      return true;
+    }
+    if (this.#detaching > 0) {
+      this.#targets.delete(key);
+      return false;
     }
     const missing: string[] = [];
     const attachSite = (site: ProbeSite): boolean => {
@@ -160,7 +234,7 @@ export class TlsTargetRegistry {
         t.functions.push(...site.covers);
         return true;
       } catch (e) {
-        for (const l of links) l.close();
+        this.#closeLinks(links);
         if (site.offset === undefined) missing.push(`${site.program}: ${(e as Error).message}`);
         return false;
       }
@@ -172,15 +246,35 @@ export class TlsTargetRegistry {
     t.functions.sort((a, b) => TLS_FUNCTIONS.indexOf(a) - TLS_FUNCTIONS.indexOf(b));
     const lacking = REQUIRED.filter((f) => !t.functions.includes(f));
     if (lacking.length > 0) {
-      for (const l of t.links) l.close();
+      this.#closeLinks(t.links);
       t.links = [];
       t.functions = [];
       t.state = "failed";
       t.reason = `cannot probe ${lacking.join(", ")}: ${missing.join("; ")}`;
       this.counters.failures++;
-      return;
+      return true;
     }
     this.counters.attaches++;
+    return true;
+  }
+
+  /** Closes `links`, counting the detaches that end on another thread until they have. */
+  #closeLinks(links: BpfLinkApi[]): void {
+    for (const l of links) {
+      const ended = l.close();
+      if (!ended) continue;
+      this.#detaching++;
+      const done = () => {
+        if (--this.#detaching === 0) this.#onDetachesDone?.();
+      };
+      void ended.then(done, done);
+    }
+  }
+
+  /** Detaches up to `n` attached targets no process holds, the longest idle first. */
+  #evictIdle(n: number): void {
+    const idle = [...this.#targets.values()].filter((t) => t.idleSinceMs !== undefined).sort((a, b) => a.idleSinceMs! - b.idleSinceMs!);
+    for (const t of idle.slice(0, n)) this.#detach(t);
   }
 
   #release(pid: number, key: string): void {
@@ -188,9 +282,14 @@ export class TlsTargetRegistry {
     if (!t) return;
     t.pids.delete(pid);
     if (t.pids.size > 0) return;
-    for (const l of t.links) l.close();
+    if (this.#detachDelayMs > 0 && t.links.length > 0) t.idleSinceMs = this.#now();
+    else this.#detach(t);
+  }
+
+  #detach(t: Target): void {
+    this.#closeLinks(t.links);
     if (t.links.length > 0) this.counters.detaches++;
-    this.#targets.delete(key);
+    this.#targets.delete(t.key);
   }
 
   /** The status view's list, attached first. */
@@ -201,6 +300,7 @@ export class TlsTargetRegistry {
       .map((t) => {
         const v: TlsTargetView = { path: t.path, kind: t.kind, state: t.state, functions: [...t.functions], processes: t.pids.size, pids: [...t.pids].slice(0, VIEW_PIDS_PER_TARGET) };
         if (t.reason !== undefined) v.reason = t.reason;
+        if (t.idleSinceMs !== undefined) v.detach_at = new Date(t.idleSinceMs + this.#detachDelayMs).toISOString();
         return v;
       });
   }
@@ -208,9 +308,10 @@ export class TlsTargetRegistry {
   /** Detaches everything. Idempotent. */
   close(): void {
     this.#closed = true;
-    for (const t of this.#targets.values()) for (const l of t.links) l.close();
+    for (const t of this.#targets.values()) this.#closeLinks(t.links);
     this.#targets.clear();
     this.#byPid.clear();
+    this.#deferred.clear();
   }
 }
 

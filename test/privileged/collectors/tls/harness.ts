@@ -30,6 +30,17 @@ export interface TlsTarget {
   functions: string[];
   processes: number;
   pids: number[];
+  detach_at?: string;
+}
+
+/** The ids of the kernel links (bpftool link list) that run the agent's TLS uprobe programs (ssl_*), sorted. */
+export async function probeLinks(t: TlsAgent): Promise<number[]> {
+  const view = (await (await fetch(`${t.agent.url}/status/ebpf`)).json()) as { programs: Array<{ name: string; id: number }> };
+  const ids = new Set(view.programs.filter((p) => p.name.startsWith("ssl_")).map((p) => p.id));
+  const r = Bun.spawnSync(["bpftool", "-j", "link", "list"]);
+  if (r.exitCode !== 0) throw new Error(`bpftool link list failed: ${r.stderr.toString()}`);
+  const links = JSON.parse(r.stdout.toString() || "[]") as Array<{ id: number; prog_id?: number }>;
+  return links.filter((l) => l.prog_id !== undefined && ids.has(l.prog_id)).map((l) => l.id).sort((a, b) => a - b);
 }
 
 export interface Span {
@@ -85,12 +96,16 @@ export interface TlsAgent {
   stop(): Promise<void>;
 }
 
-/** The official receiver and the agent (network, HTTP and TLS on; traces batched every 50 ms), once ebpf/tls is attached. */
-export async function startTlsAgent(): Promise<TlsAgent> {
+/**
+ * The official receiver and the agent (network, HTTP and TLS on; traces batched every 50 ms), once ebpf/tls is
+ * attached; `network`: more lines under agent.ebpf.network (indented by six spaces), then any under agent.ebpf
+ * (four spaces).
+ */
+export async function startTlsAgent(network = ""): Promise<TlsAgent> {
   const rx = await startOfficialReceiver();
   const config = QUIET_CONFIG.replace("otlp:\n", "otlp:\n  compression: gzip\n").replace(
     "  ebpf:\n    enabled: false\n",
-    "  ebpf:\n    enabled: true\n    network:\n      enabled: true\n      http: true\n      tls: true\n      max_spans_per_second: 2000\n",
+    `  ebpf:\n    enabled: true\n    network:\n      enabled: true\n      http: true\n      tls: true\n      max_spans_per_second: 2000\n${network}`,
   );
   const agent = await spawnAgent({ config: `${config}queues:\n  traces:\n    batch_timeout: 50ms\n`, env: { OTLP_ENDPOINT: rx.endpoint }, timeoutMs: 30_000 });
   const view = async () => (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { tls?: TlsTarget[] };

@@ -4,18 +4,21 @@
  * libssl) sends a known set of requests on one keep-alive connection. The spans decoded by the official OTLP
  * receiver (protoc-generated Python, Debian's grpcio) must be exactly those requests, as SERVER spans of the
  * Python process and CLIENT spans of curl, with url.scheme https and the connection's addresses.
- * /status/ebpf lists libssl as attached with the server's pid; once the server exits its pid is released. Bun (this
+ * /status/ebpf lists libssl as attached with the server's pid; once the server exits its pid is released. A libssl
+ * no process maps any more keeps its probes (the same kernel links) for the next process that maps it, and says
+ * when they go. Bun (this
  * test's runner) carries BoringSSL without symbols: it is listed as not traceable, with the reason.
  * HTTPS exchanges count in the HTTP RED metrics: a known number of requests per status, counted exactly (in the
  * kernel, outside the span budget) on both sides with url.scheme https; a request whose connection the server closes
  * without answering counts with error.type connection_closed on both sides, as in cleartext.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { rmSync } from "node:fs";
-import { resolve } from "node:path";
+import { copyFileSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { missingOfficialTools } from "../../../helpers/official-receiver";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { ATTEMPT_PORTS, firstAttempt, histogram, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
+import { ATTEMPT_PORTS, probeLinks, firstAttempt, histogram, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
 
 setDefaultTimeout(90_000);
 
@@ -192,5 +195,41 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
     server!.kill();
     await server!.exited;
     await until("server pid released", async () => ((await t!.targets()).some((x) => x.pids.includes(pid)) ? undefined : true));
+  });
+
+  test("a libssl no process maps any more keeps its probes for the next process that maps it, with the time they go", async () => {
+    // A private copy of libssl (its own inode): only the processes started here map it.
+    const dir = mkdtempSync(join(tmpdir(), "svc-libssl-"));
+    copyFileSync(realpathSync("/usr/lib/x86_64-linux-gnu/libssl.so.3"), join(dir, "libssl.so.3"));
+    const path = join(dir, "libssl.so.3");
+    const holder = () => Bun.spawn(["/usr/bin/python3", "-c", "import ssl, sys; sys.stdin.read()"], { stdin: "pipe", env: { ...process.env, LD_LIBRARY_PATH: dir } });
+    const stop = async (p: ReturnType<typeof holder>) => {
+      p.stdin.end();
+      await p.exited;
+    };
+    try {
+      const first = holder();
+      try {
+        await until("the copy attached", async () => (await t!.targets()).find((x) => x.path === path && x.state === "attached" && x.pids.includes(first.pid)));
+      } finally {
+        await stop(first);
+      }
+      const links = await probeLinks(t!);
+      const idle = await until("the copy held by no process", async () => (await t!.targets()).find((x) => x.path === path && x.processes === 0));
+      expect(idle.state).toBe("attached");
+      expect(Date.parse(idle.detach_at!) - Date.now()).toBeGreaterThan(30_000);
+      const second = holder();
+      try {
+        const held = await until("the copy held by the next process", async () => (await t!.targets()).find((x) => x.path === path && x.pids.includes(second.pid)));
+        expect(held.state).toBe("attached");
+        expect(held.detach_at).toBeUndefined();
+        // The same kernel links: nothing was detached and attached again.
+        expect(await probeLinks(t!)).toEqual(links);
+      } finally {
+        await stop(second);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

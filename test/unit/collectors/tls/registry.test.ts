@@ -15,7 +15,11 @@ class FakeSource {
   hostPath = (pid: number, path: string) => `/proc/${pid}/root${path}`;
 }
 
-function fixture(max = 8, verdict: (path: string) => StaticVerdict = () => ({ kind: "none" }), plan: PlanSites = (_path, functions) => entrySites(functions)) {
+function fixture(max = 8, verdict: (path: string) => StaticVerdict = () => ({ kind: "none" }), plan: PlanSites = (_path, functions) => entrySites(functions), detachDelayMs = 0, closeAside = false) {
+  const clock = { now: 1_000_000 };
+  /** With closeAside: the detaches in flight (a link's close returns a promise settled by ending it). */
+  const inFlight: Array<() => void> = [];
+  let detachesDone = 0;
   const src = new FakeSource();
   const source: TargetSource = { maps: src.mapsOf, pids: src.pids, executable: src.executable, hostPath: src.hostPath };
   const links: Array<{ binary: string; func: string; offset?: number; ret: boolean; closed: boolean }> = [];
@@ -25,10 +29,22 @@ function fixture(max = 8, verdict: (path: string) => StaticVerdict = () => ({ ki
     if (missing.has(site.offset === undefined ? func : `${func}+${site.offset}`)) throw new Error(`bpf_program__attach_uprobe_opts: ENOENT (no symbol ${func})`);
     const l = { binary, func, offset: site.offset, ret, closed: false };
     links.push(l);
-    return { close: () => void (l.closed = true), [Symbol.dispose]() {} };
+    return {
+      close: () => {
+        if (l.closed) return;
+        l.closed = true;
+        if (closeAside) return new Promise<void>((resolve) => inFlight.push(resolve));
+      },
+      [Symbol.dispose]() {},
+    };
   };
-  const reg = new TlsTargetRegistry(source, attach, max, (p) => verdict(p), plan);
-  return { src, reg, links, missing, live: () => links.filter((l) => !l.closed) };
+  const reg = new TlsTargetRegistry(source, attach, max, { verdict: (p) => verdict(p), plan, detachDelayMs, now: () => clock.now, onDetachesDone: () => detachesDone++ });
+  /** Ends every detach in flight and lets their promises settle. */
+  const endDetaches = async () => {
+    for (const end of inFlight.splice(0)) end();
+    await Bun.sleep(0);
+  };
+  return { src, reg, links, missing, clock, endDetaches, detachesDone: () => detachesDone, live: () => links.filter((l) => !l.closed) };
 }
 
 describe("libssl in /proc/<pid>/maps", () => {
@@ -70,6 +86,112 @@ describe("TLS target registry", () => {
     expect(live()).toHaveLength(0);
     expect(reg.view()).toEqual([]);
     expect(reg.counters).toEqual({ attaches: 1, detaches: 1, failures: 0 });
+  });
+
+  test("with a detach delay, a library no process holds keeps its probes until the delay passes; a process mapping it in the meantime reuses them", () => {
+    const { src, reg, live, clock } = fixture(8, undefined, undefined, 60_000);
+    const exited = (pid: number) => {
+      src.maps.delete(pid);
+      reg.forget(pid);
+    };
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    exited(10);
+    expect(live()).toHaveLength(8);
+    expect(reg.attachedCount).toBe(1);
+    expect(reg.view()).toEqual([
+      { path: "/usr/lib/x86_64-linux-gnu/libssl.so.3", kind: "shared", state: "attached", functions: ["SSL_write", "SSL_write_ex", "SSL_read", "SSL_read_ex"], processes: 0, pids: [], detach_at: new Date(1_060_000).toISOString() },
+    ]);
+    clock.now += 59_999;
+    expect(reg.sweep()).toBe(0);
+    // A client started again within the delay: the same links, no attach, and it holds the library again.
+    src.maps.set(11, mapsWith(LIBSSL3));
+    reg.scan(11);
+    expect(reg.counters).toEqual({ attaches: 1, detaches: 0, failures: 0 });
+    expect(reg.holdsAttached(11)).toBe(true);
+    expect(reg.view()[0]).not.toHaveProperty("detach_at");
+    clock.now += 120_000;
+    expect(reg.sweep()).toBe(0);
+    expect(live()).toHaveLength(8);
+    exited(11);
+    clock.now += 59_999;
+    expect(reg.sweep()).toBe(0);
+    clock.now += 1;
+    expect(reg.sweep()).toBe(1);
+    expect(live()).toHaveLength(0);
+    expect(reg.view()).toEqual([]);
+    expect(reg.counters).toEqual({ attaches: 1, detaches: 1, failures: 0 });
+    // After the delay a new process attaches afresh.
+    src.maps.set(12, mapsWith(LIBSSL3));
+    reg.scan(12);
+    expect(live()).toHaveLength(8);
+    expect(reg.counters.attaches).toBe(2);
+  });
+
+  test("at max targets, libraries no process holds make room for a new one, the longest idle first", () => {
+    const { src, reg, live, clock } = fixture(2, undefined, undefined, 60_000);
+    const lib = (dev: string, ino: number, path: string) => `7f0000000000-7f0000001000 r-xp 00020000 ${dev} ${ino} ${path}`;
+    const a = lib("08:01", 1, "/a/libssl.so.3");
+    const b = lib("08:01", 2, "/b/libssl.so.3");
+    const c = lib("08:01", 3, "/c/libssl.so.3");
+    src.maps.set(10, mapsWith(a));
+    src.maps.set(11, mapsWith(b));
+    reg.scan(10);
+    reg.scan(11);
+    reg.forget(10);
+    clock.now += 1000;
+    reg.forget(11);
+    src.maps.set(12, mapsWith(c));
+    reg.scan(12);
+    expect(reg.view().map((t) => [t.path, t.state, t.processes])).toEqual([
+      ["/b/libssl.so.3", "attached", 0],
+      ["/c/libssl.so.3", "attached", 1],
+    ]);
+    expect(live().filter((l) => l.binary.includes("/a/"))).toHaveLength(0);
+    expect(reg.counters).toEqual({ attaches: 3, detaches: 1, failures: 0 });
+  });
+
+  test("while detaches end on another thread no file is attached: the scan is deferred, and done again once they have ended", async () => {
+    const { src, reg, live, endDetaches, detachesDone } = fixture(8, undefined, undefined, 0, true);
+    const other = "7f0000000000-7f0000001000 r-xp 00020000 08:01 77 /opt/b/libssl.so.3";
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    expect(live()).toHaveLength(8);
+    reg.forget(10);
+    expect(reg.detaching).toBe(8);
+    // A process mapping another libssl meanwhile: nothing attached yet, its pid kept for later.
+    src.maps.set(11, mapsWith(other));
+    reg.scan(11);
+    expect(live()).toHaveLength(0);
+    expect(reg.view()).toEqual([]);
+    expect(reg.holdsAttached(11)).toBe(false);
+    await endDetaches();
+    expect(reg.detaching).toBe(0);
+    expect(detachesDone()).toBe(1);
+    expect(reg.takeDeferred()).toEqual([11]);
+    expect(reg.takeDeferred()).toEqual([]);
+    reg.scan(11);
+    expect(live()).toHaveLength(8);
+    expect(reg.holdsAttached(11)).toBe(true);
+    expect(reg.counters).toEqual({ attaches: 2, detaches: 1, failures: 0 });
+  });
+
+  test("a library that must make room detaches the idle one and is attached once that detach has ended", async () => {
+    const { src, reg, live, endDetaches, clock } = fixture(1, undefined, undefined, 60_000, true);
+    const other = "7f0000000000-7f0000001000 r-xp 00020000 08:01 77 /opt/b/libssl.so.3";
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    reg.forget(10);
+    clock.now += 1000;
+    src.maps.set(11, mapsWith(other));
+    reg.scan(11);
+    expect(live()).toHaveLength(0);
+    expect(reg.detaching).toBe(8);
+    await endDetaches();
+    expect(reg.takeDeferred()).toEqual([11]);
+    reg.scan(11);
+    expect(reg.view().map((t) => [t.path, t.state, t.processes])).toEqual([["/opt/b/libssl.so.3", "attached", 1]]);
+    expect(live().every((l) => l.binary === "/proc/11/root/opt/b/libssl.so.3")).toBe(true);
   });
 
   test("a library unmapped by a running process is released on the next scan; a gone process releases everything", () => {
