@@ -6,8 +6,9 @@
  * holds it again. Bounded by `maxTargets` (targets no process holds make room first); beyond it a target is listed
  * as not attached. A uprobe's detach ends on another thread (BpfLinkApi.close's promise), and the kernel makes an
  * attach wait for detaches in flight: done on the event loop, that wait would stop the ring buffers being drained.
- * So no file is attached while a detach is in flight: the process's scan is deferred (deferred pids, and
- * `onDetachesDone` to scan them again). Static executables without symbols are listed as not traceable with the
+ * So no file is attached while a detach is in flight, this registry's or an earlier one's (a reload's; Detaches
+ * counts them for the whole process): the process's scan is deferred (deferred pids, and `onDetachesDone` to scan
+ * them again). Static executables without symbols are listed as not traceable with the
  * reason. Pure over its injected source, attach function and clock: unit tests run it with fakes.
  */
 import type { BpfLinkApi } from "../../../ffi/types";
@@ -57,6 +58,35 @@ interface Target {
   idleSinceMs: number | undefined;
 }
 
+/** Uprobe detaches in flight in this process, and who waits for none to be. */
+export class Detaches {
+  #inFlight = 0;
+  readonly #waiters = new Set<() => void>();
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Counts `ended` (a link's close) until it settles. */
+  track(ended: Promise<void>): void {
+    this.#inFlight++;
+    const done = () => {
+      if (--this.#inFlight > 0) return;
+      for (const w of [...this.#waiters]) w();
+    };
+    void ended.then(done, done);
+  }
+
+  /** Calls `fn` each time the last detach in flight ends, until the returned function is called. */
+  onIdle(fn: () => void): () => void {
+    this.#waiters.add(fn);
+    return () => this.#waiters.delete(fn);
+  }
+}
+
+/** The process's uprobe detaches (every registry, across reloads). */
+export const UPROBE_DETACHES = new Detaches();
+
 export interface RegistryOptions {
   verdict?: (path: string, size: number) => StaticVerdict;
   plan?: PlanSites;
@@ -66,6 +96,8 @@ export interface RegistryOptions {
   now?: () => number;
   /** Called when the last detach in flight has ended (scan the deferred pids then). */
   onDetachesDone?: () => void;
+  /** Where detaches in flight are counted (default: the process's, UPROBE_DETACHES). */
+  detaches?: Detaches;
 }
 
 export interface RegistryCounters {
@@ -85,9 +117,8 @@ export class TlsTargetRegistry {
   readonly #plan: PlanSites;
   readonly #detachDelayMs: number;
   readonly #now: () => number;
-  readonly #onDetachesDone: (() => void) | undefined;
-  /** Detaches whose kernel teardown has not ended yet. */
-  #detaching = 0;
+  readonly #detaches: Detaches;
+  readonly #stopWaiting: () => void;
   /** Pids whose scan found a file to attach while detaches were in flight. */
   readonly #deferred = new Set<number>();
   readonly counters: RegistryCounters = { attaches: 0, detaches: 0, failures: 0 };
@@ -101,12 +132,14 @@ export class TlsTargetRegistry {
     this.#plan = options.plan ?? probeSites;
     this.#detachDelayMs = options.detachDelayMs ?? 0;
     this.#now = options.now ?? Date.now;
-    this.#onDetachesDone = options.onDetachesDone;
+    this.#detaches = options.detaches ?? UPROBE_DETACHES;
+    const onDone = options.onDetachesDone;
+    this.#stopWaiting = onDone ? this.#detaches.onIdle(onDone) : () => {};
   }
 
-  /** Detaches in flight (their kernel teardown runs on another thread). */
+  /** Detaches in flight in the process (their kernel teardown runs on another thread). */
   get detaching(): number {
-    return this.#detaching;
+    return this.#detaches.inFlight;
   }
 
   /** The pids whose scan was deferred by detaches in flight, once each (scan them again after onDetachesDone). */
@@ -220,7 +253,7 @@ export class TlsTargetRegistry {
       t.reason = `not attached: ${this.#maxTargets} TLS libraries are attached already`;
       return true;
     }
-    if (this.#detaching > 0) {
+    if (this.#detaches.inFlight > 0) {
       this.#targets.delete(key);
       return false;
     }
@@ -262,12 +295,7 @@ export class TlsTargetRegistry {
   #closeLinks(links: BpfLinkApi[]): void {
     for (const l of links) {
       const ended = l.close();
-      if (!ended) continue;
-      this.#detaching++;
-      const done = () => {
-        if (--this.#detaching === 0) this.#onDetachesDone?.();
-      };
-      void ended.then(done, done);
+      if (ended) this.#detaches.track(ended);
     }
   }
 
@@ -308,6 +336,7 @@ export class TlsTargetRegistry {
   /** Detaches everything. Idempotent. */
   close(): void {
     this.#closed = true;
+    this.#stopWaiting();
     for (const t of this.#targets.values()) this.#closeLinks(t.links);
     this.#targets.clear();
     this.#byPid.clear();

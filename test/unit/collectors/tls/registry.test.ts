@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { entrySites } from "../../../../src/collectors/tls/placement";
-import { TlsTargetRegistry, type AttachProbe, type PlanSites } from "../../../../src/collectors/tls/registry";
+import { Detaches, TlsTargetRegistry, type AttachProbe, type PlanSites } from "../../../../src/collectors/tls/registry";
 import { libsslInMaps, statKey, type StaticVerdict, type TargetSource } from "../../../../src/collectors/tls/targets";
 
 const LIBSSL3 = "7f0000000000-7f0000001000 r-xp 00020000 08:01 4242                       /usr/lib/x86_64-linux-gnu/libssl.so.3";
@@ -38,13 +38,14 @@ function fixture(max = 8, verdict: (path: string) => StaticVerdict = () => ({ ki
       [Symbol.dispose]() {},
     };
   };
-  const reg = new TlsTargetRegistry(source, attach, max, { verdict: (p) => verdict(p), plan, detachDelayMs, now: () => clock.now, onDetachesDone: () => detachesDone++ });
+  const detaches = new Detaches();
+  const reg = new TlsTargetRegistry(source, attach, max, { verdict: (p) => verdict(p), plan, detachDelayMs, now: () => clock.now, onDetachesDone: () => detachesDone++, detaches });
   /** Ends every detach in flight and lets their promises settle. */
   const endDetaches = async () => {
     for (const end of inFlight.splice(0)) end();
     await Bun.sleep(0);
   };
-  return { src, reg, links, missing, clock, endDetaches, detachesDone: () => detachesDone, live: () => links.filter((l) => !l.closed) };
+  return { src, reg, links, missing, clock, detaches, endDetaches, detachesDone: () => detachesDone, live: () => links.filter((l) => !l.closed) };
 }
 
 describe("libssl in /proc/<pid>/maps", () => {
@@ -174,6 +175,33 @@ describe("TLS target registry", () => {
     expect(live()).toHaveLength(8);
     expect(reg.holdsAttached(11)).toBe(true);
     expect(reg.counters).toEqual({ attaches: 2, detaches: 1, failures: 0 });
+  });
+
+  test("detaches of a closed registry (a reload's) defer the next registry's attaches in the same process", async () => {
+    const { src, reg, live, detaches, endDetaches } = fixture(8, undefined, undefined, 0, true);
+    src.maps.set(10, mapsWith(LIBSSL3));
+    reg.scan(10);
+    reg.close();
+    expect(detaches.inFlight).toBe(8);
+    const attached: string[] = [];
+    let rescans = 0;
+    const next = new TlsTargetRegistry(
+      { maps: (pid) => src.maps.get(pid), pids: () => [...src.maps.keys()], executable: () => undefined, hostPath: (_pid, path) => path },
+      (binary, site, ret) => {
+        attached.push(`${binary}:${site.program}:${ret}`);
+        return { close: () => {}, [Symbol.dispose]() {} };
+      },
+      8,
+      { plan: (_path, functions) => entrySites(functions), detaches, onDetachesDone: () => rescans++ },
+    );
+    next.scan(10);
+    expect(attached).toEqual([]);
+    await endDetaches();
+    expect(live()).toHaveLength(0);
+    expect(rescans).toBe(1);
+    expect(next.takeDeferred()).toEqual([10]);
+    next.scan(10);
+    expect(attached).toHaveLength(8);
   });
 
   test("a library that must make room detaches the idle one and is attached once that detach has ended", async () => {
