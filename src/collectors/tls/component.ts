@@ -31,8 +31,8 @@ export const RESCAN_INTERVAL_MS = 30_000;
 /**
  * How long a TLS library (or static executable) keeps its probes after the last process mapping it went: a client
  * run again and again (a script's curl, a cron job, a load generator) finds them in place instead of costing an
- * attach and a detach each time (~16 uprobe links, and reading the file's code). Probes on a file no process runs
- * cost nothing.
+ * attach and a detach each time (8 uprobe links for a libssl, and reading the file's code). Probes on a file no
+ * process runs cost nothing.
  */
 export const DETACH_DELAY_MS = 60_000;
 /** How often the kernel's count of exchanges not captured (over the budget) is read and counted as span drops. */
