@@ -8,8 +8,8 @@
  * attach wait for detaches in flight: done on the event loop, that wait would stop the ring buffers being drained.
  * So no file is attached while a detach is in flight, this registry's or an earlier one's (a reload's; Detaches
  * counts them for the whole process): the process's scan is deferred (deferred pids, and `onDetachesDone` to scan
- * them again). Static executables without symbols are listed as not traceable with the
- * reason. Pure over its injected source, attach function and clock: unit tests run it with fakes.
+ * them again). Static executables without symbols are listed as not traceable with the reason. Pure over its
+ * injected source, attach function and clock: unit tests run it with fakes.
  */
 import type { BpfLinkApi } from "../../../ffi/types";
 import { entrySites, probeSites, type ProbeSite } from "./placement";
@@ -135,11 +135,6 @@ export class TlsTargetRegistry {
     this.#detaches = options.detaches ?? UPROBE_DETACHES;
     const onDone = options.onDetachesDone;
     this.#stopWaiting = onDone ? this.#detaches.onIdle(onDone) : () => {};
-  }
-
-  /** Detaches in flight in the process (their kernel teardown runs on another thread). */
-  get detaching(): number {
-    return this.#detaches.inFlight;
   }
 
   /** The pids whose scan was deferred by detaches in flight, once each (scan them again after onDetachesDone). */

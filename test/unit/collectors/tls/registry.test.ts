@@ -153,13 +153,13 @@ describe("TLS target registry", () => {
   });
 
   test("while detaches end on another thread no file is attached: the scan is deferred, and done again once they have ended", async () => {
-    const { src, reg, live, endDetaches, detachesDone } = fixture(8, undefined, undefined, 0, true);
+    const { src, reg, live, detaches, endDetaches, detachesDone } = fixture(8, undefined, undefined, 0, true);
     const other = "7f0000000000-7f0000001000 r-xp 00020000 08:01 77 /opt/b/libssl.so.3";
     src.maps.set(10, mapsWith(LIBSSL3));
     reg.scan(10);
     expect(live()).toHaveLength(8);
     reg.forget(10);
-    expect(reg.detaching).toBe(8);
+    expect(detaches.inFlight).toBe(8);
     // A process mapping another libssl meanwhile: nothing attached yet, its pid kept for later.
     src.maps.set(11, mapsWith(other));
     reg.scan(11);
@@ -167,7 +167,7 @@ describe("TLS target registry", () => {
     expect(reg.view()).toEqual([]);
     expect(reg.holdsAttached(11)).toBe(false);
     await endDetaches();
-    expect(reg.detaching).toBe(0);
+    expect(detaches.inFlight).toBe(0);
     expect(detachesDone()).toBe(1);
     expect(reg.takeDeferred()).toEqual([11]);
     expect(reg.takeDeferred()).toEqual([]);
@@ -205,7 +205,7 @@ describe("TLS target registry", () => {
   });
 
   test("a library that must make room detaches the idle one and is attached once that detach has ended", async () => {
-    const { src, reg, live, endDetaches, clock } = fixture(1, undefined, undefined, 60_000, true);
+    const { src, reg, live, detaches, endDetaches, clock } = fixture(1, undefined, undefined, 60_000, true);
     const other = "7f0000000000-7f0000001000 r-xp 00020000 08:01 77 /opt/b/libssl.so.3";
     src.maps.set(10, mapsWith(LIBSSL3));
     reg.scan(10);
@@ -214,7 +214,7 @@ describe("TLS target registry", () => {
     src.maps.set(11, mapsWith(other));
     reg.scan(11);
     expect(live()).toHaveLength(0);
-    expect(reg.detaching).toBe(8);
+    expect(detaches.inFlight).toBe(8);
     await endDetaches();
     expect(reg.takeDeferred()).toEqual([11]);
     reg.scan(11);
