@@ -5,8 +5,10 @@
  */
 import { QUIET_CONFIG, spawnAgent, type AgentProcess } from "../../../helpers";
 import { waitUntil } from "../../../helpers/wait";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { bpftool } from "../../ebpf/helpers";
 import { closedLoopbackPort } from "../../../helpers/ports";
 import { makeSelfSignedCert } from "../../../helpers/self-signed-cert";
 export { startPortServer } from "../../../helpers/ports";
@@ -37,10 +39,40 @@ export interface TlsTarget {
 export async function probeLinks(t: TlsAgent): Promise<number[]> {
   const view = (await (await fetch(`${t.agent.url}/status/ebpf`)).json()) as { programs: Array<{ name: string; id: number }> };
   const ids = new Set(view.programs.filter((p) => p.name.startsWith("ssl_")).map((p) => p.id));
-  const r = Bun.spawnSync(["bpftool", "-j", "link", "list"]);
-  if (r.exitCode !== 0) throw new Error(`bpftool link list failed: ${r.stderr.toString()}`);
-  const links = JSON.parse(r.stdout.toString() || "[]") as Array<{ id: number; prog_id?: number }>;
-  return links.filter((l) => l.prog_id !== undefined && ids.has(l.prog_id)).map((l) => l.id).sort((a, b) => a - b);
+  return bpftool("link")
+    .filter((l) => l.prog_id !== undefined && ids.has(l.prog_id))
+    .map((l) => l.id)
+    .sort((a, b) => a - b);
+}
+
+/** A private copy of the system's libssl.so.3 (its own inode: only the processes started on it map it). */
+export interface LibsslCopy {
+  /** The copy's path. */
+  path: string;
+  /** Starts a python3 that maps the copy (LD_LIBRARY_PATH, `import ssl`) until stopped. */
+  hold(): { pid: number; stop(): Promise<void> };
+  /** Removes the copy. */
+  remove(): void;
+}
+
+export function libsslCopy(): LibsslCopy {
+  const dir = mkdtempSync(join(tmpdir(), "svc-libssl-"));
+  const path = join(dir, "libssl.so.3");
+  copyFileSync(realpathSync("/usr/lib/x86_64-linux-gnu/libssl.so.3"), path);
+  return {
+    path,
+    hold() {
+      const p = Bun.spawn(["/usr/bin/python3", "-c", "import ssl, sys; sys.stdin.read()"], { stdin: "pipe", env: { ...process.env, LD_LIBRARY_PATH: dir } });
+      return {
+        pid: p.pid,
+        async stop() {
+          p.stdin.end();
+          await p.exited;
+        },
+      };
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
 }
 
 export interface Span {

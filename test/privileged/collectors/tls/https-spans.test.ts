@@ -13,12 +13,11 @@
  * without answering counts with error.type connection_closed on both sides, as in cleartext.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { copyFileSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { rmSync } from "node:fs";
+import { resolve } from "node:path";
 import { missingOfficialTools } from "../../../helpers/official-receiver";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { ATTEMPT_PORTS, probeLinks, firstAttempt, histogram, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
+import { ATTEMPT_PORTS, libsslCopy, probeLinks, firstAttempt, histogram, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
 
 setDefaultTimeout(90_000);
 
@@ -199,26 +198,20 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
 
   test("a libssl no process maps any more keeps its probes for the next process that maps it, with the time they go", async () => {
     // A private copy of libssl (its own inode): only the processes started here map it.
-    const dir = mkdtempSync(join(tmpdir(), "svc-libssl-"));
-    copyFileSync(realpathSync("/usr/lib/x86_64-linux-gnu/libssl.so.3"), join(dir, "libssl.so.3"));
-    const path = join(dir, "libssl.so.3");
-    const holder = () => Bun.spawn(["/usr/bin/python3", "-c", "import ssl, sys; sys.stdin.read()"], { stdin: "pipe", env: { ...process.env, LD_LIBRARY_PATH: dir } });
-    const stop = async (p: ReturnType<typeof holder>) => {
-      p.stdin.end();
-      await p.exited;
-    };
+    const copy = libsslCopy();
+    const path = copy.path;
     try {
-      const first = holder();
+      const first = copy.hold();
       try {
         await until("the copy attached", async () => (await t!.targets()).find((x) => x.path === path && x.state === "attached" && x.pids.includes(first.pid)));
       } finally {
-        await stop(first);
+        await first.stop();
       }
       const links = await probeLinks(t!);
       const idle = await until("the copy held by no process", async () => (await t!.targets()).find((x) => x.path === path && x.processes === 0));
       expect(idle.state).toBe("attached");
       expect(Date.parse(idle.detach_at!) - Date.now()).toBeGreaterThan(30_000);
-      const second = holder();
+      const second = copy.hold();
       try {
         const held = await until("the copy held by the next process", async () => (await t!.targets()).find((x) => x.path === path && x.pids.includes(second.pid)));
         expect(held.state).toBe("attached");
@@ -226,10 +219,10 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
         // The same kernel links: nothing was detached and attached again.
         expect(await probeLinks(t!)).toEqual(links);
       } finally {
-        await stop(second);
+        await second.stop();
       }
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      copy.remove();
     }
   });
 });
