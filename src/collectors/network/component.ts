@@ -317,7 +317,9 @@ export class NetworkCollector implements Component {
    * (the maps count HTTP/1.x only), and every exchange when RED is counted in user space (userRedCounted).
    */
   #redFromUser(x: HttpExchange<EndpointMeta>): void {
-    const durationNs = Math.max(0, Number(x.endNs - x.startNs));
+    /* Each clock as a number, not their BigInt difference (an allocation per exchange): exact to the nanosecond for
+     * 104 days of uptime, and within a few nanoseconds for years. */
+    const durationNs = Math.max(0, Number(x.endNs) - Number(x.startNs));
     const m = x.meta;
     /* One key object refilled for every exchange (the aggregator copies what it keeps). */
     const k = this.#redKey;

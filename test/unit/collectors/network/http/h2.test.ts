@@ -121,6 +121,31 @@ describe("HTTP/2 exchanges", () => {
     expect(c.tracker.size).toBe(0);
   });
 
+  test("a long-lived stream stays open while thousands of short ones come and go beside it; ids far apart share no slot", () => {
+    const c = new Conn();
+    c.send(IO_READ, cat(PREFACE, settings()));
+    c.send(IO_READ, c.headers(IO_READ, 1, { ":method": "POST", ":path": "/pkg.Svc/Watch", ":scheme": "http" }, END_HEADERS));
+    c.send(IO_WRITE, c.headers(IO_WRITE, 1, { ":status": "200" }, END_HEADERS));
+    let done = 0;
+    for (let id = 3; id < 3 + 2 * 3000; id += 2) {
+      c.send(IO_READ, c.headers(IO_READ, id, { ":method": "GET", ":path": "/unary", ":scheme": "http" }, END_HEADERS | END_STREAM));
+      done += c.send(IO_WRITE, c.headers(IO_WRITE, id, { ":status": "200" }, END_HEADERS | END_STREAM)).length;
+    }
+    expect(done).toBe(3000);
+    // Stream 1 ends after 3,000 others (its slot taken by ids 513, 1025, ...): still known, and answered.
+    const last = c.send(IO_WRITE, frame(0, END_STREAM, 1, new Uint8Array(0)));
+    expect(last.map((x) => [x.request.path, x.response.status])).toEqual([["/pkg.Svc/Watch", 200]]);
+    expect(c.tracker.h2Counters.unanswered).toBe(0);
+    // Ids 512 apart share a slot of the largest table: both kept (one moved beside it), each answered for itself.
+    c.send(IO_READ, c.headers(IO_READ, 7001, { ":method": "GET", ":path": "/a", ":scheme": "http" }, END_HEADERS | END_STREAM));
+    c.send(IO_READ, c.headers(IO_READ, 7001 + 512, { ":method": "GET", ":path": "/b", ":scheme": "http" }, END_HEADERS | END_STREAM));
+    const b = c.send(IO_WRITE, c.headers(IO_WRITE, 7001 + 512, { ":status": "404" }, END_HEADERS | END_STREAM));
+    const a = c.send(IO_WRITE, c.headers(IO_WRITE, 7001, { ":status": "500" }, END_HEADERS | END_STREAM));
+    expect([...b, ...a].map((x) => [x.request.path, x.response.status])).toEqual([["/b", 404], ["/a", 500]]);
+    c.tracker.close("c");
+    expect(c.tracker.h2Counters.unanswered).toBe(0);
+  });
+
   test("RST_STREAM before a response forgets the stream (counted); CONTINUATION frames join a header block", () => {
     const c = new Conn();
     c.send(IO_READ, cat(PREFACE, settings()));
