@@ -41,6 +41,11 @@ export interface ReadinessWait {
   wait(fds: readonly number[], onReady: (woken: boolean) => void): void;
   /** Drops the wanted wait; an armed one ends early without calling its onReady. */
   cancel(): void;
+  /**
+   * The fds may have been closed and their numbers given to other files (a set reloaded): the next wait watches its
+   * fds afresh rather than trusting that an fd number it watches still names the same file.
+   */
+  reset?(): void;
   /** Why waits are no longer possible (the thread ended), or undefined. */
   readonly broken: string | undefined;
 }
@@ -120,6 +125,14 @@ export class RingWaiter implements ReadinessWait {
   cancel(): void {
     this.#onReady = undefined;
     this.#native.disarm();
+  }
+
+  reset(): void {
+    const libc = nativeLib().libc;
+    const event = new Uint8Array(12);
+    /* An fd closed already left the instance with its file, or names another file now (ENOENT, EBADF): either is fine. */
+    for (const fd of this.#fds) libc.epoll_ctl(this.#epoll, EPOLL_CTL_DEL, fd, ptr(event));
+    this.#fds = [];
   }
 
   /** Makes the epoll instance watch exactly `fds`; false (and broken) when an fd cannot be added. */

@@ -186,6 +186,7 @@ export class PollTicker {
     if (this.#pumps.includes(pump)) return;
     this.#pumps.push(pump);
     this.#stopWaiting();
+    this.#waiter?.reset?.();
     this.#arm();
   }
 
@@ -195,6 +196,8 @@ export class PollTicker {
     const j = this.#more.indexOf(pump);
     if (j >= 0) this.#more.splice(j, 1);
     this.#stopWaiting();
+    /* Its ring's fd may be closed and its number reused by the next set's ring. */
+    this.#waiter?.reset?.();
     this.#arm();
   }
 

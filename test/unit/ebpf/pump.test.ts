@@ -230,11 +230,15 @@ describe("PollTicker: waiting while every ring is quiet", () => {
     broken: string | undefined;
     waits: Array<{ fds: readonly number[]; onReady: (woken: boolean) => void }> = [];
     cancels = 0;
+    resets = 0;
     wait(fds: readonly number[], onReady: (woken: boolean) => void): void {
       this.waits.push({ fds, onReady });
     }
     cancel(): void {
       this.cancels++;
+    }
+    reset(): void {
+      this.resets++;
     }
   }
 
@@ -308,11 +312,14 @@ describe("PollTicker: waiting while every ring is quiet", () => {
       expect(ticker.waiting).toBe(false);
       expect(waiter.cancels).toBe(1);
       expect(ticker.intervalMs).toBe(pump.currentIntervalMs);
-      // Adding or removing a pump while waiting cancels the wait too (its fds change).
+      // Adding or removing a pump while waiting cancels the wait too (its fds change), and the waiter watches the
+      // fds afresh (a closed ring's fd number may come back as the next set's ring).
       for (let i = 0; i < QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
       expect(ticker.waiting).toBe(true);
+      const resets = waiter.resets;
       pump.close();
       expect(waiter.cancels).toBe(2);
+      expect(waiter.resets).toBe(resets + 1);
       expect(ticker.waiting).toBe(false);
     } finally {
       jest.useRealTimers();

@@ -120,6 +120,27 @@ describe("RingWaiter", () => {
     }
   });
 
+  test("after reset, an fd number closed and given to a new file is watched as the new file", async () => {
+    const w = new RingWaiter(600_000);
+    let a = eventfd();
+    const n = a;
+    expect(await waitOnce(w, [a], 50)).toBe("none");
+    w.cancel();
+    closeSync(a);
+    a = eventfd();
+    expect(a).toBe(n);
+    try {
+      // Without reset the instance would still hold the closed file under this number (the set of fds looks the same).
+      w.reset();
+      const woken = waitOnce(w, [a], 5_000);
+      await Bun.sleep(20);
+      kick(a);
+      expect(await woken).toBe(true);
+    } finally {
+      closeSync(a);
+    }
+  });
+
   test("an fd that cannot be watched breaks the waiter with the reason, and answers the wait", async () => {
     const w = new RingWaiter(600_000);
     const answered: boolean[] = [];
