@@ -13,21 +13,24 @@
  * HTTP/2 connection directions lost their HPACK state (bytes not forwarded: a full ring buffer under load) and how
  * many spans were collected, and the kernel's HTTP/2 counters: connections it stopped forwarding (over
  * http2_records_per_second, the ring three quarters full, or a record lost) and calls it cut. Traced runs with
- * stopped connections measured an agent that had stopped decoding them.
+ * stopped connections measured an agent that had stopped decoding them. One extra traced run before the rounds, with
+ * kernel.bpf_stats_enabled on (it adds clock reads to every program run, so measured runs go without it), gives the
+ * BPF time per request of every program in the socket calls (network and TLS sets), and the sends' share of it.
  *
  * Usage: bun bench/h2-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--clients C] [--streams M]
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { report } from "./lib/report";
-import { attachedPrograms, metricSum, programMapSums, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { attachedPrograms, bpfRunStats, metricSum, programMapSums, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { NetworkStat } from "../src/collectors/network/spec";
 import { median } from "./lib/stats";
-import { NETWORK_PROGRAMS, NICE, NODE_H2C_SERVER, SETTLE_MS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
+import { NETWORK_PROGRAMS, NICE, NODE_H2C_SERVER, SETTLE_MS, SOCKET_CALL_PROGRAMS, perRequestUs, ratioRows, startPortServer } from "./lib/overhead";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
 
 const SECONDS = argNumber("seconds", 1);
+const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 const ROUNDS = argNumber("rounds", 12);
 const WARMUP_SECONDS = argNumber("warmup", 10);
 const CLIENTS = argNumber("clients", 4);
@@ -96,6 +99,21 @@ try {
   const pids = { server: server.pid, agent: agent.pid };
   await enter(agent, receiver.address, TRACED);
   await h2load(url, WARMUP_SECONDS, pids);
+  /* BPF time per request: one traced run with bpf_stats on (every program in the socket calls, and the sends apart). */
+  const programs = (await attachedPrograms(agent)).filter((p) => SOCKET_CALL_PROGRAMS.includes(p.name));
+  const socketIds = new Set(programs.map((p) => p.id));
+  const sendIds = new Set(programs.filter((p) => p.name === "on_send_length").map((p) => p.id));
+  let bpf = { requests: 0, ns: 0, sendNs: 0, sendRuns: 0 };
+  const statsWere = readFileSync(BPF_STATS_PATH, "utf8").trim();
+  writeFileSync(BPF_STATS_PATH, "1");
+  try {
+    const [b0, s0] = [bpfRunStats(socketIds), bpfRunStats(sendIds)];
+    const run = await h2load(url, SECONDS, pids);
+    const [b1, s1] = [bpfRunStats(socketIds), bpfRunStats(sendIds)];
+    bpf = { requests: run.requests, ns: b1.ns - b0.ns, sendNs: s1.ns - s0.ns, sendRuns: s1.runs - s0.runs };
+  } finally {
+    writeFileSync(BPF_STATS_PATH, statsWere);
+  }
 
   const runs = new Map<State, Run[]>([[UNTRACED, []], [TRACED, []]]);
   const ratios: number[] = [];
@@ -141,9 +159,12 @@ try {
       { name: "server CPU per request, untraced", agent: perRequestUs(runs.get(UNTRACED)!, (r) => r.serverCpu), unit: "us" },
       { name: "server CPU per request, traced", agent: perRequestUs(tracedRuns, (r) => r.serverCpu), unit: "us" },
       { name: "agent CPU per request, traced", agent: perRequestUs(tracedRuns, (r) => r.agentCpu), unit: "us" },
+      { name: "BPF programs in the socket calls (network and TLS sets) per request (bpf_stats, one extra run)", agent: bpf.requests > 0 ? bpf.ns / bpf.requests : 0, unit: "ns" },
+      { name: "of which on_send_length (the sends, whose HTTP/2 frames are copied to the ring)", agent: bpf.requests > 0 ? bpf.sendNs / bpf.requests : 0, unit: "ns" },
     ],
     notes: [
       `ratios per round: ${ratios.map((x) => x.toFixed(3)).join(", ")}`,
+      `bpf_stats run: ${bpf.requests} requests, on_send_length ${bpf.sendRuns > 0 ? Math.round(bpf.sendNs / bpf.sendRuns) : 0} ns a run, ${bpf.requests > 0 ? (bpf.sendRuns / bpf.requests).toFixed(3) : 0} runs a request`,
       `traced runs: ${tracedRuns.reduce((n, r) => n + r.requests, 0)} requests, ${spans} spans collected (${SPANS_PER_SECOND}/s cap), ${rateLimited} over the cap, ${lost} HTTP/2 connection directions whose HPACK state was lost (http2_state_lost)`,
       `kernel, traced runs (all HTTP/2 traffic on the host): ${kernelH2[0]} connections stopped by http2_records_per_second, ${kernelH2[1]} by ring pressure, ${kernelH2[2]} by a record lost in a full ring, ${kernelH2[3]} calls cut`,
       `load average at the end: ${readFileSync("/proc/loadavg", "utf8").trim()}`,
