@@ -23,7 +23,7 @@ import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall } from "./http/exchanges";
-import type { HttpExchange } from "./http/parser";
+import { exchangeDurationNs, type HttpExchange } from "./http/parser";
 import { RpcMetrics } from "./http/rpc-metrics";
 import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
 import { RedAggregator, addressClass, redOptionsOf } from "./http/red";
@@ -317,9 +317,7 @@ export class NetworkCollector implements Component {
    * (the maps count HTTP/1.x only), and every exchange when RED is counted in user space (userRedCounted).
    */
   #redFromUser(x: HttpExchange<EndpointMeta>): void {
-    /* Each clock as a number, not their BigInt difference (an allocation per exchange): exact to the nanosecond for
-     * 104 days of uptime, and within a few nanoseconds for years. */
-    const durationNs = Math.max(0, Number(x.endNs) - Number(x.startNs));
+    const durationNs = exchangeDurationNs(x);
     const m = x.meta;
     /* One key object refilled for every exchange (the aggregator copies what it keeps). */
     const k = this.#redKey;

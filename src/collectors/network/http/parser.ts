@@ -74,6 +74,15 @@ export interface HttpExchange<M = unknown> {
   rpc?: RpcInfo;
 }
 
+/**
+ * An exchange's duration in ns (0 when its clocks run backwards): each clock as a number, not their BigInt difference
+ * (an allocation per exchange, on the path that counts every HTTP/2 and gRPC exchange); exact to the nanosecond for
+ * 104 days of uptime, and within a few nanoseconds for years.
+ */
+export function exchangeDurationNs(x: HttpExchange<unknown>): number {
+  return Math.max(0, Number(x.endNs) - Number(x.startNs));
+}
+
 /** What a gRPC call adds to an exchange (RPC semantic conventions). */
 export interface RpcInfo {
   system: "grpc";

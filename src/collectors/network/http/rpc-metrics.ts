@@ -11,7 +11,7 @@ import type { Attributes } from "../../../export/types";
 import { Temporality, type MetricPointItem, type Scope } from "../../../export/model";
 import { bucketIndex } from "../connections";
 import { ResourceKeys } from "../resource-keys";
-import type { HttpExchange } from "./parser";
+import { exchangeDurationNs, type HttpExchange } from "./parser";
 import { rpcUrlScheme, type EndpointMeta } from "./spans";
 
 export const METRIC_RPC_SERVER_DURATION = "rpc.server.duration";
@@ -79,8 +79,7 @@ export class RpcMetrics {
       if (!s) this.#series.set(key, (s = empty(name, { "otel.metric.overflow": true }, undefined)));
     }
     if (!s) this.#series.set(key, (s = empty(name, attributes, who.resource)));
-    /* As the network component's RED counting: each clock as a number, no BigInt allocated per call. */
-    const ms = Math.max(0, Number(x.endNs) - Number(x.startNs)) / 1e6;
+    const ms = exchangeDurationNs(x) / 1e6;
     s.buckets[bucketIndex(RPC_DURATION_BOUNDS_MS, ms)]!++;
     s.sum += ms;
     s.count++;
