@@ -126,11 +126,18 @@ export class RingWaiter implements ReadinessWait {
   }
 
   reset(): void {
+    this.#unwatch(this.#fds);
+    this.#fds = [];
+  }
+
+  /**
+   * Takes `fds` out of the epoll instance. An fd closed already left it with its file, or names another file now
+   * (ENOENT, EBADF): either is fine.
+   */
+  #unwatch(fds: readonly number[]): void {
     const libc = nativeLib().libc;
     const event = new Uint8Array(12);
-    /* An fd closed already left the instance with its file, or names another file now (ENOENT, EBADF): either is fine. */
-    for (const fd of this.#fds) libc.epoll_ctl(this.#epoll, EPOLL_CTL_DEL, fd, ptr(event));
-    this.#fds = [];
+    for (const fd of fds) libc.epoll_ctl(this.#epoll, EPOLL_CTL_DEL, fd, ptr(event));
   }
 
   /** Makes the epoll instance watch exactly `fds`; false (and broken) when an fd cannot be added. */
@@ -139,8 +146,7 @@ export class RingWaiter implements ReadinessWait {
     const event = new Uint8Array(12);
     const view = new DataView(event.buffer);
     view.setUint32(0, (EPOLLIN | EPOLLET) >>> 0, true);
-    /* A closed fd left the instance with its file (or its number is reused: ENOENT); either is fine. */
-    for (const fd of this.#fds) if (!fds.includes(fd)) libc.epoll_ctl(this.#epoll, EPOLL_CTL_DEL, fd, ptr(event));
+    this.#unwatch(this.#fds.filter((fd) => !fds.includes(fd)));
     const kept = this.#fds.filter((fd) => fds.includes(fd));
     for (const fd of fds) {
       if (kept.includes(fd)) continue;
