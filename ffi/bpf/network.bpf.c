@@ -42,6 +42,9 @@
  * `max_conns`); the classic tracepoint programs (`*_tp`, kernels without BTF, and http_capture `syscalls`,
  * whose syscall exits have no socket pointer) keep them in the `conns` hash keyed by the struct sock address.
  *
+ * TLS (`tls_follow`): where the `tls` set is loaded too, the socket storage length programs also run its socket
+ * call part (tls-socket.h: the socket under each SSL call), in place of its own programs on the same tracepoints.
+ *
  * The agent's own process (`self_tgid`) is never traced, nor the exchanges of the other end of its connections on
  * this host (common.h, svc_self_peers: a local receiver of its exports; a loopback one in the agent connection's own
  * network namespace only), whose connections still count. Layouts are mirrored by src/collectors/network/decoders.ts.
@@ -414,6 +417,12 @@ static __always_inline __u64 coarse_now(void)
 
 SVC_MEMORY_GATE;
 SVC_SELF_PEERS;
+
+/* 1: the `tls` set is loaded too, and these socket storage programs run its socket call part (tls-socket.h) in place
+ * of its own programs on the same tracepoints. 0: the loader leaves that part's maps out and the verifier prunes it. */
+const volatile __u32 tls_follow = 0;
+
+#include "tls-socket.h"
 
 /* The agent's own connection `c` (FLAG_IGNORED) of socket `sk`, its local endpoint known: recorded in svc_self_peers
  * (a loopback endpoint with the socket's network namespace). */
@@ -1255,7 +1264,11 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(on_send_length, struct sock *sk, int ret, int flags)
 {
-  if (ret <= 0 || sk->sk_protocol != IPPROTO_TCP)
+  if (sk->sk_protocol != IPPROTO_TCP)
+    return 0;
+  if (tls_follow)
+    tls_socket_call(sk, IO_WRITE);
+  if (ret <= 0)
     return 0;
   return on_length(ctx, STORE_SK, sk, ret, flags, IO_WRITE);
 }
@@ -1263,7 +1276,11 @@ int BPF_PROG(on_send_length, struct sock *sk, int ret, int flags)
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(on_recv_length, struct sock *sk, int ret, int flags)
 {
-  if (ret <= 0 || sk->sk_protocol != IPPROTO_TCP)
+  if (sk->sk_protocol != IPPROTO_TCP)
+    return 0;
+  if (tls_follow)
+    tls_socket_call(sk, IO_READ);
+  if (ret <= 0)
     return 0;
   return on_length(ctx, STORE_SK, sk, ret, flags, IO_READ);
 }

@@ -11,7 +11,8 @@
  * Which socket: the SSL object's file descriptor is not read from the BIO (its layout differs between versions,
  * and applications such as curl install their own BIO); instead `sock/sock_send_length` and `sock/sock_recv_length`
  * (tp_btf), which run inside the socket call the library makes underneath on the same thread, record the socket
- * on the thread's active call. Each SSL object keeps its socket, addresses and per-direction stream offsets in
+ * on the thread's active call (tls-socket.h: run by this set's tls_send_length / tls_recv_length, or, where the
+ * network set's socket storage programs run on the same tracepoints, by those: one program a socket call, not two). Each SSL object keeps its socket, addresses and per-direction stream offsets in
  * `tls_conns` (calls served from already-decrypted data make no socket call). Records carry the stream offset of
  * their bytes so user space sees gaps exactly, as for cleartext capture.
  *
@@ -22,7 +23,7 @@
  * thread costs them one task storage lookup (writes) or that and a `tls_tgids` lookup (reads). The TCP socket a thread
  * last read is taken by an SSL_read without a socket call, and the next socket written after a socketless SSL_write
  * becomes that SSL object's. A socket so inferred is replaced by one seen inside a later call without starting a
- * new stream (CONN_INFERRED). A client's first request is written before its socket is known: its RED key takes the addresses
+ * new stream (TLS_CONN_INFERRED). A client's first request is written before its socket is known: its RED key takes the addresses
  * when the response comes.
  *
  * What is forwarded, as for cleartext (network.bpf.c): a call whose plaintext starts an HTTP/1.x request takes a
@@ -67,18 +68,6 @@
 #define RESPONSE_RECORDS 1024
 
 
-/* tls_conn.flags */
-#define CONN_H2 1
-/* The other end of an agent's connection (common.h, svc_self_peers): nothing forwarded. */
-#define CONN_SELF_PEER 2
-/* The socket was inferred from the thread's socket calls around the SSL calls (memory BIOs): a socket seen inside a
- * later call replaces it without starting a new stream (a library over a socket BIO whose first read was served
- * from data already decrypted, on an event loop whose last read was another connection's). */
-#define CONN_INFERRED 4
-/* An HTTP/2 connection no longer forwarded: a call refused (h2_records_per_second, or the ring three quarters full)
- * or a record lost in a full ring. */
-#define CONN_H2_STOPPED 8
-
 #define TCP_CLOSE 7
 
 #define STAT_SAMPLED_OUT 0
@@ -102,44 +91,10 @@ const volatile __u32 red_enabled = 0;
 /* 1: the thread's call in task storage (kernel BTF); 0: in the active_by_tid hash. */
 const volatile __u32 task_storage = 1;
 
-/* The thread's SSL call in progress (`active`); ssl 0: none. */
-struct tls_call {
-  __u64 ssl;
-  __u64 buf;
-  __u64 count_ptr; /* size_t * of the _ex forms, 0 otherwise */
-  __u64 enter_ns;
-  __u64 sk;        /* set by sock_*_length during the call */
-  __u64 cookie;    /* that socket's cookie (never reused, unlike the struct sock's address) */
-  __u32 io;
-  __u32 depth;     /* calls of the same SSL object nested inside this one (reported once, at the outermost return) */
-  /* Kept across calls, for memory BIOs (see the header): */
-  __u64 recv_sk;     /* the TCP socket the thread last read */
-  __u64 recv_cookie;
-  __u64 write_ssl;   /* the SSL object of its last SSL_write without a socket, until the next socket write */
-};
+/* Shared with the network set, which records the agent's own endpoints (user space gives both one map). */
+SVC_SELF_PEERS;
 
-struct tls_conn_key {
-  __u32 tgid;
-  __u32 pad;
-  __u64 ssl;
-};
-
-struct tls_conn {
-  __u64 sk;
-  __u64 cookie;
-  __u64 offset[2]; /* bytes moved per IO_* direction */
-  __u16 sport;
-  __u16 dport;
-  __u16 family;
-  __u8 flags;      /* CONN_* */
-  __u8 sampled;    /* the current exchange is captured: IO_* + 1 of its request's side, 0 when not */
-  __u8 saddr[16];
-  __u8 daddr[16];
-  __u16 resp_left; /* RESPONSE_RECORDS budget of the current exchange */
-  __u8 follow[2];  /* FOLLOW_RECORDS budget per IO_* direction */
-  __u32 pad;
-  struct red_conn red; /* the exchange counted in the RED maps (red_enabled) */
-};
+#include "tls-socket.h"
 
 /* 112 bytes of header, then up to TLS_CAPTURE_BYTES (HTTP/2 connections: H2_CAPTURE_BYTES) of plaintext. */
 struct tls_event {
@@ -166,16 +121,7 @@ struct tls_event {
 
 _Static_assert(__builtin_offsetof(struct tls_event, data) == 112, "struct tls_event layout is mirrored by the decoder");
 
-/* Per thread (task storage: no hashing or bucket lock on the path of every call, and freed with the thread). It needs
- * kernel BTF (bpf_get_current_task_btf): without it (`task_storage` 0) the loader leaves `active` out, the verifier
- * prunes its branch, and the calls live in `active_by_tid` instead (sized to one entry when unused). */
-struct {
-  __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-  __uint(map_flags, BPF_F_NO_PREALLOC);
-  __type(key, int);
-  __type(value, struct tls_call);
-} active SEC(".maps");
-
+/* The thread's call without kernel BTF (`task_storage` 0; tls-socket.h's `active` otherwise). */
 struct {
   __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 16384);
@@ -184,36 +130,11 @@ struct {
 } active_by_tid SEC(".maps");
 
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 16384);
-  __type(key, struct tls_conn_key);
-  __type(value, struct tls_conn);
-} tls_conns SEC(".maps");
-
-struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
   __uint(max_entries, 1 << 22);
 } tls_events SEC(".maps");
 
 SVC_LOST_MAP(tls_events);
-
-/* The SSL connection of each socket known (by socket cookie): a close ends its exchange awaiting a response. */
-struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, 16384);
-  __type(key, __u64);
-  __type(value, struct tls_conn_key);
-} tls_socks SEC(".maps");
-
-/* Processes whose TLS library is probed (user space keeps it): their threads' socket reads are followed from the
- * first, so that a memory BIO's first SSL_read finds its socket. */
-struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
-  __uint(max_entries, 4096);
-  __type(key, __u32);
-  __type(value, __u8);
-} tls_tgids SEC(".maps");
-
 
 /* The record being built, with room past it for the verifier's bound on a masked size. */
 struct tls_scratch_value {
@@ -249,9 +170,6 @@ struct {
   __type(key, __u32);
   __type(value, __u64);
 } tls_stats SEC(".maps");
-
-/* Shared with the network set, which records the agent's own endpoints (user space gives both one map). */
-SVC_SELF_PEERS;
 
 static __always_inline void count_stat(__u32 idx)
 {
@@ -305,23 +223,11 @@ static __always_inline void red_late_peer(struct red_conn *r, const struct tls_c
   }
 }
 
-/* A socket for the connection `key`: its addresses, and the cookie that finds the connection at close. */
-static __always_inline void conn_bind(struct tls_conn *conn, const struct tls_conn_key *key, __u64 sk, __u64 cookie)
-{
-  conn->sk = sk;
-  conn->cookie = cookie;
-  svc_addrs_from_sk((struct sock *)sk, &conn->family, &conn->sport, &conn->dport, conn->saddr, conn->daddr);
-  if (svc_is_self_peer(&svc_self_peers, (void *)sk, conn->family, conn->daddr, conn->dport))
-    conn->flags |= CONN_SELF_PEER;
-  if (red_enabled)
-    bpf_map_update_elem(&tls_socks, &cookie, key, BPF_ANY);
-}
-
 /* The calling thread's call slot; `create`: made when missing. */
 static __always_inline struct tls_call *call_slot(int create)
 {
   if (task_storage)
-    return bpf_task_storage_get(&active, bpf_get_current_task_btf(), 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+    return tls_task_call(create);
   __u64 tid = bpf_get_current_pid_tgid();
   struct tls_call *c = bpf_map_lookup_elem(&active_by_tid, &tid);
   if (c || !create)
@@ -394,21 +300,21 @@ static __always_inline int leave(long ret)
   if (c.sk && (c.sk != conn->sk || c.cookie != conn->cookie)) {
     /* A first socket, or an SSL object freed and another allocated at its address (perhaps over a new socket at
      * the previous one's address: the cookie tells): a new stream. An inferred socket is only corrected. */
-    if (conn->sk && !(conn->flags & CONN_INFERRED)) {
+    if (conn->sk && !(conn->flags & TLS_CONN_INFERRED)) {
       conn->offset[0] = 0;
       conn->offset[1] = 0;
       conn->flags = 0;
       conn->sampled = 0;
       conn->red.state = RED_IDLE;
     }
-    conn->flags &= ~CONN_INFERRED;
+    conn->flags &= ~TLS_CONN_INFERRED;
     conn_bind(conn, &key, c.sk, c.cookie);
   } else if (!c.sk) {
     /* No socket call inside: a memory BIO (see the header). */
     if (!conn->sk) {
       if (c.io == IO_READ && c.recv_sk) {
         conn_bind(conn, &key, c.recv_sk, c.recv_cookie);
-        conn->flags |= CONN_INFERRED;
+        conn->flags |= TLS_CONN_INFERRED;
       } else if (c.io == IO_WRITE)
         call->write_ssl = c.ssl;
     }
@@ -416,7 +322,7 @@ static __always_inline int leave(long ret)
   __u32 fidx = c.io & 1;
   __u64 off = conn->offset[fidx];
   conn->offset[fidx] = off + moved;
-  if (conn->flags & CONN_SELF_PEER)
+  if (conn->flags & TLS_CONN_SELF_PEER)
     return 0;
 
   __u32 zero = 0;
@@ -437,15 +343,15 @@ static __always_inline int leave(long ret)
     return 0;
   __u32 cap = TLS_CAPTURE_BYTES;
   int h2_stop = 0;
-  if (!(conn->flags & CONN_H2) && off == 0 && h2_opening(e->data, head))
-    conn->flags |= CONN_H2;
-  if (conn->flags & CONN_H2) {
-    if (conn->flags & CONN_H2_STOPPED)
+  if (!(conn->flags & TLS_CONN_H2) && off == 0 && h2_opening(e->data, head))
+    conn->flags |= TLS_CONN_H2;
+  if (conn->flags & TLS_CONN_H2) {
+    if (conn->flags & TLS_CONN_H2_STOPPED)
       return 0;
     cap = H2_CAPTURE_BYTES;
     /* Refused: the connection is no longer forwarded, said by a header-only record. */
     if (!take_h2_token()) {
-      conn->flags |= CONN_H2_STOPPED;
+      conn->flags |= TLS_CONN_H2_STOPPED;
       count_stat(STAT_H2_STOPPED);
       h2_stop = 1;
       cap = 0;
@@ -519,7 +425,7 @@ static __always_inline int leave(long ret)
   __builtin_memcpy(e->saddr, conn->saddr, 16);
   __builtin_memcpy(e->daddr, conn->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
-  int h2 = (conn->flags & CONN_H2) != 0;
+  int h2 = (conn->flags & TLS_CONN_H2) != 0;
   if (h2 && !h2_stop && moved > n)
     e->len = n; /* the call continues in the records below */
   __u32 total = offsetof(struct tls_event, data) + n;
@@ -529,7 +435,7 @@ static __always_inline int leave(long ret)
     svc_count_lost(&tls_events_lost);
     /* An HTTP/2 record lost (or the record that said it stopped): the connection stops, with no record to say so. */
     if (h2) {
-      conn->flags |= CONN_H2_STOPPED;
+      conn->flags |= TLS_CONN_H2_STOPPED;
       count_stat(STAT_H2_STOPPED_LOST);
     }
     return 0;
@@ -561,7 +467,7 @@ static __always_inline int leave(long ret)
       return 0;
     if (bpf_ringbuf_output(&tls_events, e, ctotal, svc_wakeup_flags(&tls_events, ctotal)) != 0) {
       svc_count_lost(&tls_events_lost);
-      conn->flags |= CONN_H2_STOPPED;
+      conn->flags |= TLS_CONN_H2_STOPPED;
       count_stat(STAT_H2_STOPPED_LOST);
       return 0;
     }
@@ -609,54 +515,20 @@ int BPF_KRETPROBE(ssl_leave, int ret)
   return leave(ret);
 }
 
-static __always_inline int on_socket_call(struct sock *sk, __u32 io)
-{
-  if (sk->sk_protocol != IPPROTO_TCP)
-    return 0;
-  struct tls_call *call = call_slot(0);
-  if (!call) {
-    /* A thread that has made no SSL call: only the reads of processes using a probed library are followed, so that a
-     * memory BIO's first SSL_read finds its socket. Any other thread costs this lookup and nothing more. */
-    __u32 tgid = bpf_get_current_pid_tgid() >> 32;
-    if (io != IO_READ || !bpf_map_lookup_elem(&tls_tgids, &tgid))
-      return 0;
-    call = call_slot(1);
-    if (!call)
-      return 0;
-  }
-  if (call->ssl) {
-    call->sk = (__u64)sk;
-    call->cookie = bpf_get_socket_cookie(sk);
-    return 0;
-  }
-  /* Outside an SSL call (memory BIOs): the socket last read, and the first socket written after a socketless SSL_write. */
-  if (io == IO_READ) {
-    call->recv_sk = (__u64)sk;
-    call->recv_cookie = bpf_get_socket_cookie(sk);
-    return 0;
-  }
-  if (!call->write_ssl)
-    return 0;
-  struct tls_conn_key key = { .tgid = bpf_get_current_pid_tgid() >> 32, .ssl = call->write_ssl };
-  call->write_ssl = 0;
-  struct tls_conn *conn = bpf_map_lookup_elem(&tls_conns, &key);
-  if (conn && !conn->sk) {
-    conn_bind(conn, &key, (__u64)sk, bpf_get_socket_cookie(sk));
-    conn->flags |= CONN_INFERRED;
-  }
-  return 0;
-}
-
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(tls_send_length, struct sock *sk, int ret, int flags)
 {
-  return on_socket_call(sk, IO_WRITE);
+  if (sk->sk_protocol == IPPROTO_TCP)
+    tls_socket_call(sk, IO_WRITE);
+  return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(tls_recv_length, struct sock *sk, int ret, int flags)
 {
-  return on_socket_call(sk, IO_READ);
+  if (sk->sk_protocol == IPPROTO_TCP)
+    tls_socket_call(sk, IO_READ);
+  return 0;
 }
 
 /* A socket closing: an HTTP/1.x request of its SSL connection still awaiting a response counts as a transport error. */

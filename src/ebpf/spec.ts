@@ -66,6 +66,10 @@ export interface ProgramSetSpec<E = unknown> {
  * counts, generations and configuration (red.h; read and configured by the network set's user space). */
 export const EXCHANGE_SHARED_MAPS = ["svc_self_peers", "red_a", "red_b", "red_paths", "red_overflow", "red_config", "red_zero"];
 
+/** The maps of the `tls` set's socket call part (ffi/bpf/tls-socket.h), one kernel map in the `tls` set and the
+ * `network` set where the network set's programs run that part (tlsSocketCallsInNetworkSet). */
+export const TLS_SOCKET_SHARED_MAPS = ["active", "tls_conns", "tls_socks", "tls_tgids"];
+
 /** Per program, after a load attempt: what the status view shows. */
 export interface ProgramStatus {
   name: string;

@@ -62,7 +62,7 @@ const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress
 
 /** What the kernel side is built with: a change needs the set reloaded. */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
+  return JSON.stringify([c.http, c.tls, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
 }
 
 export class NetworkCollector implements Component {
@@ -174,7 +174,7 @@ export class NetworkCollector implements Component {
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
     this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
-      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes }),
+      spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes, tls: c.tls }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;

@@ -10,7 +10,7 @@
  */
 import { existsSync } from "node:fs";
 import type { NetworkConfig } from "./config";
-import { EXCHANGE_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
+import { EXCHANGE_SHARED_MAPS, TLS_SOCKET_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeConnEvent, decodeHttpEventReused, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
 
 /** Ring records one captured exchange takes on average (request, its continuation, the response's last call). */
@@ -56,6 +56,8 @@ export interface NetworkSetOptions {
   redMetrics?: boolean;
   /** With redMetrics counted in the kernel: the body sizes of each exchange too (ffi/bpf/red-body.h). */
   redBodySizes?: boolean;
+  /** The `tls` set is loaded beside this one (agent.ebpf.network.tls): see tlsSocketCallsInNetworkSet. */
+  tls?: boolean;
   /** Whether the kernel has BTF (tp_btf programs); defaults to whether /sys/kernel/btf/vmlinux exists. */
   kernelBtf?: boolean;
 }
@@ -101,6 +103,21 @@ export function redCounted(o: Pick<NetworkSetOptions, "http" | "httpCapture" | "
   return o.http && o.httpCapture === "socket" && o.redMetrics === true && (o.kernelBtf ?? existsSync(VMLINUX_BTF));
 }
 
+/**
+ * Whether this set's socket storage programs (kernel BTF, http_capture socket) run the `tls` set's socket call part
+ * (ffi/bpf/tls-socket.h) in place of its own programs on sock_send_length / sock_recv_length: one program a socket
+ * call instead of two. The tls set then leaves its own out (src/collectors/tls/spec.ts) and the two share that
+ * part's maps.
+ */
+export function tlsSocketCallsInNetworkSet(o: Pick<NetworkSetOptions, "http" | "httpCapture" | "tls" | "kernelBtf">): boolean {
+  return o.http && o.tls === true && o.httpCapture === "socket" && (o.kernelBtf ?? existsSync(VMLINUX_BTF));
+}
+
+/** tlsSocketCallsInNetworkSet for agent.ebpf.network as configured. */
+export function configTlsSocketCallsInNetworkSet(c: NetworkConfig): boolean {
+  return c.enabled && tlsSocketCallsInNetworkSet({ http: c.http, httpCapture: c.http_capture, tls: c.tls });
+}
+
 /** redCounted for agent.ebpf.network as configured (the network and tls sets count in the same RED maps). */
 export function configRedCounted(c: NetworkConfig): boolean {
   return redCounted({ http: c.http, httpCapture: c.http_capture, redMetrics: c.http_metrics });
@@ -127,6 +144,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
   const syscallCapture = o.http && o.httpCapture === "syscalls";
   const bodySizes = redCounted(o) && o.redBodySizes === true;
   const socketStorage = (o.kernelBtf ?? existsSync(VMLINUX_BTF)) && !syscallCapture;
+  const tlsFollow = tlsSocketCallsInNetworkSet(o);
   return {
     name: "network",
     object: "network",
@@ -143,11 +161,14 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
       max_conns: o.maxConnections,
       red_enabled: redCounted(o) ? 1 : 0,
       red_body_sizes: bodySizes ? 1 : 0,
+      tls_follow: tlsFollow ? 1 : 0,
     },
     // With per-socket storage (max_conns bounds it) the hash is left unused but by the optional kprobe: one entry.
     // The body size maps (preallocated per CPU) take room only while body sizes are counted.
     mapSizes: { conns: socketStorage ? 1 : o.maxConnections, ...(bodySizes ? {} : { red_body_a: 1, red_body_b: 1 }) },
-    sharedMaps: EXCHANGE_SHARED_MAPS,
+    // Without the tls set's socket call part its maps are not created (the verifier prunes the code using them).
+    ...(tlsFollow ? {} : { mapsLeftOut: TLS_SOCKET_SHARED_MAPS }),
+    sharedMaps: tlsFollow ? [...EXCHANGE_SHARED_MAPS, ...TLS_SOCKET_SHARED_MAPS] : EXCHANGE_SHARED_MAPS,
     // The agent's own endpoints: recorded as its connections open and removed as they close, by this set alone.
     emptiedMaps: ["svc_self_peers"],
   };

@@ -20,7 +20,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
 import { KernelSpanDrops } from "../network/kernel-drops";
-import { configRedCounted, kernelExchangesPerSecond } from "../network/spec";
+import { configRedCounted, configTlsSocketCallsInNetworkSet, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
 import { networkOf } from "../network/config";
@@ -95,7 +95,7 @@ export class TlsCollector implements Component {
     const network = networkOf(config);
     const exchangesPerSecond = kernelExchangesPerSecond(network);
     return new EbpfSetComponent<TlsEvent>(this.#core, {
-      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, h2RecordsPerSecond: network.http2_records_per_second, redCounted: tlsRedCounted(config) }),
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, h2RecordsPerSecond: network.http2_records_per_second, redCounted: tlsRedCounted(config), socketCallsInNetworkSet: configTlsSocketCallsInNetworkSet(network) }),
       onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
@@ -287,7 +287,7 @@ export class TlsCollector implements Component {
     const b = networkOf(next);
     this.#maxTargets = b.max_tls_libraries;
     // A new bound needs the targets attached again; a new budget (exchanges, HTTP/2 calls) or RED counting is a constant of the kernel side.
-    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || a.http2_records_per_second !== b.http2_records_per_second || tlsRedCounted(previous) !== tlsRedCounted(next);
+    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || a.http2_records_per_second !== b.http2_records_per_second || tlsRedCounted(previous) !== tlsRedCounted(next) || configTlsSocketCallsInNetworkSet(a) !== configTlsSocketCallsInNetworkSet(b);
     this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(next), this.#host, next, previous);
   }
 }

@@ -133,15 +133,16 @@ export interface TlsAgent {
  * attached; `network`: more lines under agent.ebpf.network (indented by six spaces), then any under agent.ebpf
  * (four spaces).
  */
-export async function startTlsAgent(network = ""): Promise<TlsAgent> {
+export async function startTlsAgent(network = "", options: { tls?: boolean } = {}): Promise<TlsAgent> {
+  const tls = options.tls ?? true;
   const rx = await startOfficialReceiver();
   const config = QUIET_CONFIG.replace("otlp:\n", "otlp:\n  compression: gzip\n").replace(
     "  ebpf:\n    enabled: false\n",
-    `  ebpf:\n    enabled: true\n    network:\n      enabled: true\n      http: true\n      tls: true\n      max_spans_per_second: 2000\n${network}`,
+    `  ebpf:\n    enabled: true\n    network:\n      enabled: true\n      http: true\n      tls: ${tls}\n      max_spans_per_second: 2000\n${network}`,
   );
   const agent = await spawnAgent({ config: `${config}queues:\n  traces:\n    batch_timeout: 50ms\n`, env: { OTLP_ENDPOINT: rx.endpoint }, timeoutMs: 30_000 });
   const view = async () => (await (await fetch(`${agent.url}/status/ebpf`)).json()) as { tls?: TlsTarget[] };
-  await until("ebpf/tls attached", async () => (await view()).tls);
+  if (tls) await until("ebpf/tls attached", async () => (await view()).tls);
   return {
     rx,
     agent,
