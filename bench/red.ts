@@ -52,7 +52,7 @@ interface State {
   metrics: boolean;
   /** http_body_sizes (off unless said). */
   bodySizes?: boolean;
-  /** agent.ebpf.network.tls (on unless said): the TLS set's socket programs run in every socket call. */
+  /** agent.ebpf.network.tls (on unless said): the TLS set's socket part runs in every socket call (in the network set's programs). */
   tls?: boolean;
   /** http_capture syscalls: RED counted in user space from every exchange (socket unless said). */
   syscalls?: boolean;
@@ -64,7 +64,7 @@ const TRACED_HIGH: State = { name: "traced + metrics, cap 100000", network: true
 const TRACED_NO_METRICS: State = { name: "traced, http_metrics off", network: true, cap: 250, metrics: false };
 /** Diagnostic, BPF time only: what the body size histograms (off by default) add. */
 const TRACED_BODY_SIZES: State = { name: "traced + metrics + http_body_sizes", network: true, cap: 250, metrics: true, bodySizes: true };
-/** Diagnostic, BPF time only: the network set alone (agent.ebpf.network.tls off: no TLS programs in the socket calls). */
+/** Diagnostic, BPF time only: the network set alone (agent.ebpf.network.tls off: no TLS part in the socket calls). */
 const TRACED_NO_TLS: State = { name: "traced + metrics, agent.ebpf.network.tls off", network: true, cap: 250, metrics: true, tls: false };
 /** http_capture syscalls: the kernel cannot count, so it lets every exchange through and user space counts each. */
 const TRACED_SYSCALLS: State = { name: "traced + metrics, http_capture syscalls (RED in user space)", network: true, cap: 250, metrics: true, syscalls: true };
@@ -123,7 +123,7 @@ async function enter(agent: BenchAgent, otlp: string, s: State): Promise<void> {
   await reloadInto(agent, config(otlp, s), s.name, async () => {
     const names = new Set((await attachedPrograms(agent)).map((p) => p.name));
     const wanted = s.syscalls ? ["on_set_state_tp", "exit_read"] : NETWORK_PROGRAMS;
-    return (wanted.every((n) => names.has(n) === s.network) && (s.syscalls || !names.has("exit_read")) && (s.tls !== false || !names.has("tls_send_length"))) || [...names].join(",");
+    return (wanted.every((n) => names.has(n) === s.network) && (s.syscalls || !names.has("exit_read")) && (s.tls !== false || !names.has("tls_sock_close"))) || [...names].join(",");
   });
   await Bun.sleep(SETTLE_MS);
 }

@@ -14,12 +14,14 @@
  * So the state changes between two runs without a reload (the runs of a pair a fraction of a second apart: on a
  * shared 2-core VM whose speed swings in spells of seconds, pairs far apart compare different spells). Each round
  * measures both, in reverse order every other round; the headline is the median over rounds of on/off within a
- * round. What "off" still has of the agent: its TLS set's socket programs, which run in every TCP call of every
- * process and stop at a map lookup for processes not mapping a probed file (~60-70 ns a call, bench/findings.md).
+ * round. What "off" still has of the agent: its TLS set's socket part (in the network set's socket programs), which
+ * runs in every TCP call of every process and stops at a task storage lookup (and for reads a map lookup) for
+ * processes not mapping a probed file.
  *
  * CPU per request (server and wrk, where the uprobes run; and the agent's) comes from /proc; on a machine this
  * workload saturates, total CPU per request off / on is what the requests/s ratio tends to, and it moves less with
- * other load (printed beside the headline). The time in the TLS programs per request comes from the kernel's
+ * other load (printed beside the headline). The time in the TLS probes and the socket call programs (the network
+ * set's, which run the TLS set's socket part) per request comes from the kernel's
  * bpf_stats in one extra run before the rounds (bpf_stats adds clock reads to every program run, so measured runs
  * go without it). Everything runs at nice -20 so that other work on the machine disturbs it less.
  *
@@ -45,7 +47,7 @@ import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
 import { mean, median } from "./lib/stats";
 import { argNumber } from "./lib/args";
-import { NICE, perRequestUs, ratioRows, startPortServer, type PortServer } from "./lib/overhead";
+import { NICE, SOCKET_CALL_PROGRAMS, perRequestUs, ratioRows, startPortServer, type PortServer } from "./lib/overhead";
 
 const SECONDS = argNumber("seconds", 2);
 const ROUNDS = argNumber("rounds", 40);
@@ -95,7 +97,7 @@ interface Run {
   agentCpu: number;
   /** Uprobes on a libssl held by other processes than the agent, before or after the run (the most seen). */
   foreignProbes: number;
-  /** Time in the TLS programs and their runs (only with bpf_stats on). */
+  /** Time in the TLS probes and the socket call programs, and their runs (only with bpf_stats on). */
   bpfNs: number;
   bpfRuns: number;
 }
@@ -166,8 +168,9 @@ try {
   // Warm-up: both servers, the agent's TLS path.
   await wrk(OFF, offServer, agent.pid, Math.max(1, Math.round(WARMUP_SECONDS / 2)));
   await wrk(ON, onServer, agent.pid, Math.max(1, Math.round(WARMUP_SECONDS / 2)));
-  // Time in the TLS programs (uprobes, uretprobe, socket tracepoints) per request, one run with bpf_stats on.
-  const tlsIds = new Set((await attachedPrograms(agent)).filter((p) => p.name.startsWith("ssl_") || p.name.startsWith("tls_")).map((p) => p.id));
+  // Time in the TLS probes (entry, return) and every program in the socket calls (the network set's, which run the
+  // TLS set's socket part, and the TLS set's own close program) per request, one run with bpf_stats on.
+  const tlsIds = new Set((await attachedPrograms(agent)).filter((p) => p.name.startsWith("ssl_") || SOCKET_CALL_PROGRAMS.includes(p.name)).map((p) => p.id));
   const statsRun = await wrk(ON, onServer, agent.pid, BPF_STATS_SECONDS, tlsIds);
 
   const rounds: Array<{ off: Run; on: Run; offFirst: boolean }> = [];
@@ -217,8 +220,8 @@ try {
       { name: "server + wrk CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.serverCpu + r.wrkCpu), reference: perRequestUs(off, (r) => r.serverCpu + r.wrkCpu), referenceName: "off", unit: "us" },
       { name: "server CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.serverCpu), reference: perRequestUs(off, (r) => r.serverCpu), referenceName: "off", unit: "us" },
       { name: "wrk CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.wrkCpu), reference: perRequestUs(off, (r) => r.wrkCpu), referenceName: "off", unit: "us" },
-      { name: "TLS BPF programs per request (bpf_stats, one extra run)", agent: statsRun.requests > 0 ? statsRun.bpfNs / statsRun.requests / 1000 : 0, unit: "us" },
-      { name: "TLS BPF program runs per request (same run)", agent: statsRun.requests > 0 ? statsRun.bpfRuns / statsRun.requests : 0, unit: "runs" },
+      { name: "BPF per request: TLS probes and the socket call programs (bpf_stats, one extra run)", agent: statsRun.requests > 0 ? statsRun.bpfNs / statsRun.requests / 1000 : 0, unit: "us" },
+      { name: "BPF program runs per request (same run)", agent: statsRun.requests > 0 ? statsRun.bpfRuns / statsRun.requests : 0, unit: "runs" },
       { name: "agent CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.agentCpu), reference: perRequestUs(off, (r) => r.agentCpu), referenceName: "off", unit: "us" },
       { name: "TLS records per request (both sides), TLS uprobes on", agent: onRequests > 0 ? events / onRequests : 0, unit: "records" },
     ],

@@ -15,8 +15,9 @@ export const NICE = -20;
 /** The network set's programs that carry HTTP: attached exactly when the set is on. */
 export const NETWORK_PROGRAMS = ["on_set_state", "on_send_length", "on_recv_length"];
 /**
- * Every program that runs inside a workload's TCP calls with the network set on (and its TLS set, on by default):
- * their run time is the BPF time per request the benchmarks report.
+ * Every program that runs inside a workload's TCP calls with the network set on (and its TLS set, on by default,
+ * whose socket part runs inside on_send_length / on_recv_length with socket capture, in its own tls_send_length /
+ * tls_recv_length with syscalls capture): their run time is the BPF time per request the benchmarks report.
  */
 export const SOCKET_CALL_PROGRAMS = [...NETWORK_PROGRAMS, "on_retransmit", "tls_send_length", "tls_recv_length", "tls_sock_close"];
 
