@@ -18,7 +18,10 @@
  * program on the same tracepoints cost in the same runs (bench/lib/socket-floor.ts). Spans exported and the kernel's rate_limit refusals are
  * noted. Targets: traced >= 97% of untraced requests/s; BPF <= 600 ns per request; 0 lost.
  *
- * Usage (root): bun bench/red.ts [--seconds N] [--rounds R] [--workers W] [--threads T] [--connections C] [--warmup S] [--bpf-runs N]
+ * The warm-up (traced + metrics) lasts at least --warmup seconds and then until the agent's JIT has compiled what the
+ * load made hot (warmUntilJitSettles, at most --max-warmup seconds).
+ *
+ * Usage (root): bun bench/red.ts [--seconds N] [--rounds R] [--workers W] [--threads T] [--connections C] [--warmup S] [--max-warmup S] [--bpf-runs N]
  */
 import { availableParallelism } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -27,7 +30,7 @@ import { cpuSeconds } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
 import { median } from "./lib/stats";
-import { NETWORK_PROGRAMS, SETTLE_MS, SOCKET_CALL_PROGRAMS } from "./lib/overhead";
+import { NETWORK_PROGRAMS, SETTLE_MS, SOCKET_CALL_PROGRAMS, warmUntilJitSettles, warmUpNote } from "./lib/overhead";
 import { attachSocketFloor } from "./lib/socket-floor";
 import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
@@ -39,6 +42,7 @@ const WORKERS = argNumber("workers", Math.max(1, Math.floor(CORES * 0.4)));
 const THREADS = argNumber("threads", Math.max(1, Math.floor(CORES / 2)));
 const CONNECTIONS = argNumber("connections", Math.max(16, 16 * THREADS));
 const WARMUP_SECONDS = argNumber("warmup", 10);
+const MAX_WARMUP_SECONDS = argNumber("max-warmup", 120);
 /** Runs with bpf_stats on per traced state; the median of their BPF time per request is reported. */
 const BPF_RUNS = argNumber("bpf-runs", 3);
 const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
@@ -142,7 +146,7 @@ try {
   const url = `http://127.0.0.1:${port}/users/42`;
   agent = await startAgent(config(receiver.address, TRACED));
   await enter(agent, receiver.address, TRACED);
-  for (let left = WARMUP_SECONDS; left > 0; left -= 5) await wrk(url, Math.min(5, left), agent);
+  const warm = await warmUntilJitSettles(agent.pid, (seconds) => wrk(url, seconds, agent!), { minSeconds: WARMUP_SECONDS, maxSeconds: Math.max(WARMUP_SECONDS, MAX_WARMUP_SECONDS) });
 
   const bpfPerRequest = new Map<State, number>();
   const bpfRuns = new Map<State, { each: number[]; runsPerRequest: number; floorNsPerRun: number }>();
@@ -215,6 +219,7 @@ try {
     rows,
     notes: [
       `${CORES} cores; ${WORKERS} server worker(s) (Bun.serve, reusePort), wrk -t${THREADS} -c${CONNECTIONS}, ${ROUNDS} rounds of ${SECONDS} s per state; load average at the end ${load}`,
+      `traced + metrics: ${warmUpNote(warm)}`,
       `per-round ratios traced/untraced: ${ratios.get(TRACED)!.map((x) => x.toFixed(3)).join(", ")}; cap 100000: ${ratios.get(TRACED_HIGH)!.map((x) => x.toFixed(3)).join(", ")}; syscalls: ${ratios.get(TRACED_SYSCALLS)!.map((x) => x.toFixed(3)).join(", ")}`,
       `ring-buffer events lost in the whole run, every ring: ${await metricSum(agent, "svc_ebpf_ringbuf_lost_total")}`,
       `BPF time per request of each bpf_stats run (ns) and program runs per request: ${BPF_STATES.map((s) => `${s.name}: ${bpfRuns.get(s)!.each.map((x) => x.toFixed(0)).join(", ")} (${bpfRuns.get(s)!.runsPerRequest.toFixed(2)} runs)`).join("; ")}`,

@@ -68,11 +68,11 @@ const PLANS: Plan[] = [
   { name: "debug-overhead", args: ["--seconds", "2", "--ops", "50000", "--rounds", "2"], quickArgs: ["--seconds", "1", "--ops", "20000", "--rounds", "1"], timeoutS: 90 },
   { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
   { name: "http-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "5"], timeoutS: 255, root: true, selfLimitFlag: "--max-seconds" },
-  { name: "tls-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 130, root: true, selfLimitFlag: "--max-seconds" },
-  { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 120, root: true },
+  { name: "tls-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2", "--max-warmup", "2"], timeoutS: 250, root: true, selfLimitFlag: "--max-seconds" },
+  { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2", "--max-warmup", "2"], timeoutS: 240, root: true },
   { name: "span-cost", args: ["--exchanges", "50000", "--rounds", "9"], quickArgs: ["--exchanges", "5000", "--rounds", "1", "--warmup", "20000"], timeoutS: 120 },
   { name: "http-server-choice", args: ["--seconds", "2", "--rounds", "6"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 60 },
-  { name: "red", args: ["--seconds", "2", "--rounds", "6", "--warmup", "5"], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2"], timeoutS: 300, root: true },
+  { name: "red", args: ["--seconds", "2", "--rounds", "6", "--warmup", "5"], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2", "--max-warmup", "2"], timeoutS: 420, root: true },
 ];
 
 const QUICK = process.argv.includes("--quick");

@@ -34,7 +34,10 @@
  * `--aa`: the agent runs without its `tls` set, so neither server is probed: the two servers alone, which should
  * give a ratio of 1 within the noise (the check that the copy and the second server cost nothing by themselves).
  *
- * Usage: bun bench/tls-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--connections C] [--max-seconds S] [--wait-clean S] [--aa]
+ * The warm-up runs off for half of --warmup, then on for the other half and then until the agent's JIT has compiled
+ * what the load made hot (warmUntilJitSettles; at most --max-warmup seconds, and half of --max-seconds).
+ *
+ * Usage: bun bench/tls-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--max-warmup S] [--connections C] [--max-seconds S] [--wait-clean S] [--aa]
  */
 import { copyFileSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -47,11 +50,12 @@ import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
 import { mean, median } from "./lib/stats";
 import { argNumber } from "./lib/args";
-import { NICE, SOCKET_CALL_PROGRAMS, perRequestUs, ratioRows, startPortServer, type PortServer } from "./lib/overhead";
+import { NICE, SOCKET_CALL_PROGRAMS, perRequestUs, ratioRows, startPortServer, warmUntilJitSettles, warmUpNote, type PortServer } from "./lib/overhead";
 
 const SECONDS = argNumber("seconds", 2);
 const ROUNDS = argNumber("rounds", 40);
 const WARMUP_SECONDS = argNumber("warmup", 6);
+const MAX_WARMUP_SECONDS = argNumber("max-warmup", 120);
 const CONNECTIONS = argNumber("connections", 8);
 const MAX_SECONDS = argNumber("max-seconds", 200);
 const BPF_STATS_SECONDS = 2;
@@ -165,9 +169,12 @@ try {
   reniceAll(offServer.pid, NICE);
   if (!AA) await expectTarget(agent, offServer.pid, "the private copy listed as not probed for the 'off' server", (t) => t.state === "limit" && t.path === join(copyDir, "libssl.so.3"));
   const serverOf = (s: State) => (s === ON ? onServer : offServer);
-  // Warm-up: both servers, the agent's TLS path.
+  // Warm-up: both servers; the agent's TLS path until its JIT has compiled what the load made hot (within half the time allowed).
   await wrk(OFF, offServer, agent.pid, Math.max(1, Math.round(WARMUP_SECONDS / 2)));
-  await wrk(ON, onServer, agent.pid, Math.max(1, Math.round(WARMUP_SECONDS / 2)));
+  const warm = await warmUntilJitSettles(agent.pid, (seconds) => wrk(ON, onServer, agent!.pid, seconds), {
+    minSeconds: Math.max(1, Math.round(WARMUP_SECONDS / 2)),
+    maxSeconds: Math.max(1, Math.min(MAX_WARMUP_SECONDS, MAX_SECONDS / 2)),
+  });
   // Time in the TLS probes (entry, return) and every program in the socket calls (the network set's, which run the
   // TLS set's socket part, and the TLS set's own close program) per request, one run with bpf_stats on.
   const tlsIds = new Set((await attachedPrograms(agent)).filter((p) => p.name.startsWith("ssl_") || SOCKET_CALL_PROGRAMS.includes(p.name)).map((p) => p.id));
@@ -211,7 +218,7 @@ try {
     return xs.length > 0 ? mean(xs).toFixed(3) : "-";
   };
   report({
-    bench: `TLS tracing overhead${AA ? " (--aa: the agent's tls set off, neither server probed)" : ""} (python3 http.server in ssl, wrk -t1 -c${CONNECTIONS} over HTTPS; on: server and wrk on the probed system libssl, off: on a private copy the agent does not probe; ${SECONDS}s runs, ${ratios.length} rounds of off + on${judged === clean ? " free of other processes' libssl uprobes" : ""}, after a ${WARMUP_SECONDS}s warm-up; medians)`,
+    bench: `TLS tracing overhead${AA ? " (--aa: the agent's tls set off, neither server probed)" : ""} (python3 http.server in ssl, wrk -t1 -c${CONNECTIONS} over HTTPS; on: server and wrk on the probed system libssl, off: on a private copy the agent does not probe; ${SECONDS}s runs, ${ratios.length} rounds of off + on${judged === clean ? " free of other processes' libssl uprobes" : ""}, after a ${warm.seconds + Math.max(1, Math.round(WARMUP_SECONDS / 2))}s warm-up; medians)`,
     rows: [
       { name: "HTTPS requests/s, TLS uprobes off", agent: median(off.map((r) => r.rps)), unit: "req/s" },
       { name: "HTTPS requests/s, TLS uprobes on", agent: median(on.map((r) => r.rps)), reference: median(off.map((r) => r.rps)), referenceName: "off", unit: "req/s" },
@@ -228,6 +235,7 @@ try {
     notes: [
       `requests/s per round: off ${off.map((r) => Math.round(r.rps)).join(", ")}; on ${on.map((r) => Math.round(r.rps)).join(", ")}`,
       `ratios per round: ${ratios.map((x) => x.toFixed(3)).join(", ")}`,
+      `on: ${warmUpNote(warm)}`,
       // The second run of a pair tends to be slower on a loaded 2-core VM: the order is alternated, and split here.
       `mean ratio by order: off measured first ${orderMean(true)}, on measured first ${orderMean(false)}`,
       `spans collected in the runs with TLS on: ${spans} (server and wrk client spans, ${SPANS_PER_SECOND}/s cap)`,

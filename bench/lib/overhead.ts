@@ -1,6 +1,7 @@
 /** What the overhead benchmarks (http, h2, tls, red) share: settling after a reload, priority, target, and the rows of per-round ratios. */
 import { firstLine } from "../../test/helpers/wait";
 import { bootstrapInterval, mean, median } from "./stats";
+import { threadCpuSeconds } from "./proc";
 
 /**
  * After a reload that attaches or detaches programs, the agent finishes the old set's teardown and the new set's
@@ -39,6 +40,48 @@ export function ratioRows(ratios: number[], name: string, suffix = "", withTarge
     { name: `the same median, high end of its 90% bootstrap interval${suffix}`, agent: high, unit: "ratio" },
     { name: `mean of the same ratios${suffix}`, agent: mean(ratios), unit: "ratio" },
   ];
+}
+
+/**
+ * The agent's JIT (JavaScriptCore's "JITWorker" threads) compiles the code a load makes hot over its first one to two
+ * minutes under it: `BUN_JSC_reportCompileTimes=1` under HTTPS load counted ~700 ms of compiles in the first 60 s
+ * (putHttpAttributes alone 100 ms in the FTL tier), and the threads took 1-2 µs of CPU per HTTPS request in that
+ * minute against ~0.3 after it. Run in a traced state only, those compiles land in its runs and on the cores the
+ * server and the load generator share. The warm-ups below run the load until the JIT threads use less than this
+ * share of one core over a chunk.
+ */
+export const JIT_SETTLED_SHARE = 0.005;
+const WARMUP_CHUNK_SECONDS = 10;
+
+export interface WarmUp {
+  seconds: number;
+  /** The JIT threads' share of one core in each chunk. */
+  jitShares: number[];
+  settled: boolean;
+}
+
+/**
+ * Runs `run(seconds)` (the load, in a traced state) in chunks of WARMUP_CHUNK_SECONDS for at least `minSeconds`, then
+ * until the agent's JIT threads used less than JIT_SETTLED_SHARE of a core over the last chunk, for at most `maxSeconds`.
+ */
+export async function warmUntilJitSettles(agentPid: number, run: (seconds: number) => Promise<unknown>, o: { minSeconds: number; maxSeconds: number }): Promise<WarmUp> {
+  const jitShares: number[] = [];
+  let seconds = 0;
+  for (;;) {
+    const chunk = Math.max(1, Math.min(WARMUP_CHUNK_SECONDS, o.maxSeconds - seconds));
+    const j0 = threadCpuSeconds(agentPid, "JIT");
+    const t0 = performance.now();
+    await run(chunk);
+    jitShares.push((threadCpuSeconds(agentPid, "JIT") - j0) / ((performance.now() - t0) / 1000));
+    seconds += chunk;
+    const settled = jitShares[jitShares.length - 1]! < JIT_SETTLED_SHARE;
+    if ((seconds >= o.minSeconds && settled) || seconds >= o.maxSeconds) return { seconds, jitShares, settled };
+  }
+}
+
+/** The note that says how a warm-up went. */
+export function warmUpNote(w: WarmUp): string {
+  return `warm-up ${w.seconds}s, ${w.settled ? "until" : "stopped at its limit before"} the agent's JIT threads used under ${(JIT_SETTLED_SHARE * 100).toFixed(1)}% of a core over a chunk (${WARMUP_CHUNK_SECONDS}s, or what the limit left); their share per chunk: ${w.jitShares.map((x) => `${(x * 100).toFixed(1)}%`).join(", ")}`;
 }
 
 /** A Node http2 h2c server (for `node -e`) answering every stream 200 "hello <path>"; prints its port first. */
