@@ -14,7 +14,7 @@
  * after large changes.
  */
 import { $ } from "bun";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startReceiver } from "./bench/lib/agent";
@@ -59,6 +59,9 @@ async function main(): Promise<void> {
 
 async function compile(defineArgs: string[]): Promise<void> {
   const started = performance.now();
+  // The source maps bun build writes beside the binary (one per chunk, named by its hash; the binary carries its own
+  // inline): those of earlier builds would pile up in dist/.
+  for (const name of readdirSync("dist")) if (name.endsWith(".map")) rmSync(join("dist", name));
   const order = existsSync(BYTECODE_ORDER) ? [`--bytecode-order=${BYTECODE_ORDER}`] : [];
   // --bytecode: JavaScriptCore bytecode precompiled at build time; measured start to /healthz ~500 ms -> ~170 ms.
   const r = await $`${process.execPath} build --compile --bytecode --splitting ${order} --format=esm --minify-syntax --sourcemap=inline src/main.ts --outfile ${OUTFILE} ${defineArgs}`.nothrow();
