@@ -64,8 +64,8 @@ struct tls_conn {
 };
 
 /* Per thread (task storage: no hashing or bucket lock on the path of every call, and freed with the thread). It needs
- * kernel BTF (bpf_get_current_task_btf): without it (tls.bpf.c's `task_storage` 0) the loader leaves `active` out, the verifier
- * prunes its branch, and the calls live in `active_by_tid` instead (sized to one entry when unused). */
+ * kernel BTF (bpf_get_current_task_btf): without it (tls.bpf.c's `task_storage` 0) the loader leaves `active` out,
+ * the verifier prunes its branch, and the calls live in `active_by_tid` instead (sized to one entry when unused). */
 struct {
   __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
   __uint(map_flags, BPF_F_NO_PREALLOC);
@@ -149,7 +149,6 @@ static __always_inline void tls_socket_call(struct sock *sk, __u32 io)
     conn_bind(conn, &key, (__u64)sk, bpf_get_socket_cookie(sk));
     conn->flags |= TLS_CONN_INFERRED;
   }
-  return;
 }
 
 #endif

@@ -12,9 +12,10 @@
  * and applications such as curl install their own BIO); instead `sock/sock_send_length` and `sock/sock_recv_length`
  * (tp_btf), which run inside the socket call the library makes underneath on the same thread, record the socket
  * on the thread's active call (tls-socket.h: run by this set's tls_send_length / tls_recv_length, or, where the
- * network set's socket storage programs run on the same tracepoints, by those: one program a socket call, not two). Each SSL object keeps its socket, addresses and per-direction stream offsets in
- * `tls_conns` (calls served from already-decrypted data make no socket call). Records carry the stream offset of
- * their bytes so user space sees gaps exactly, as for cleartext capture.
+ * network set's socket storage programs run on the same tracepoints, by those: one program a socket call, not
+ * two). Each SSL object keeps its socket, addresses and per-direction stream offsets in `tls_conns` (calls served
+ * from already-decrypted data make no socket call). Records carry the stream offset of their bytes so user space
+ * sees gaps exactly, as for cleartext capture.
  *
  * Memory BIOs (gRPC core, node): the library encrypts into and decrypts from memory, and the process moves the
  * ciphertext through the socket outside the SSL call, on the same thread: a read right before SSL_read, a write right
