@@ -1,7 +1,7 @@
 /** What the overhead benchmarks (http, h2, tls, red) share: settling after a reload, priority, target, and the rows of per-round ratios. */
 import { firstLine } from "../../test/helpers/wait";
 import { bootstrapInterval, mean, median } from "./stats";
-import { threadCpuSeconds } from "./proc";
+import { cpuSeconds, threadCpuBetween, threadCpuSecondsByTid } from "./proc";
 
 /**
  * After a reload that attaches or detaches programs, the agent finishes the old set's teardown and the new set's
@@ -52,6 +52,7 @@ export function ratioRows(ratios: number[], name: string, suffix = "", withTarge
  */
 export const JIT_SETTLED_SHARE = 0.005;
 const WARMUP_CHUNK_SECONDS = 10;
+const notJit = (threadName: string) => !threadName.startsWith("JIT");
 
 export interface WarmUp {
   seconds: number;
@@ -69,10 +70,13 @@ export async function warmUntilJitSettles(agentPid: number, run: (seconds: numbe
   let seconds = 0;
   for (;;) {
     const chunk = Math.max(1, Math.min(WARMUP_CHUNK_SECONDS, o.maxSeconds - seconds));
-    const j0 = threadCpuSeconds(agentPid, "JIT");
+    const [total0, others0] = [cpuSeconds(agentPid), threadCpuSecondsByTid(agentPid, notJit)];
     const t0 = performance.now();
     await run(chunk);
-    jitShares.push((threadCpuSeconds(agentPid, "JIT") - j0) / ((performance.now() - t0) / 1000));
+    // The process's CPU counts threads that ended too (a JIT thread idle at the end of a chunk may exit): the JIT's is
+    // what the other threads alive at the end did not use.
+    const jit = cpuSeconds(agentPid) - total0 - threadCpuBetween(others0, threadCpuSecondsByTid(agentPid, notJit));
+    jitShares.push(Math.max(0, jit) / ((performance.now() - t0) / 1000));
     seconds += chunk;
     const settled = jitShares[jitShares.length - 1]! < JIT_SETTLED_SHARE;
     if ((seconds >= o.minSeconds && settled) || seconds >= o.maxSeconds) return { seconds, jitShares, settled };

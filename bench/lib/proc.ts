@@ -15,9 +15,9 @@ export function cpuSeconds(pid: number): number {
   return statTicks(readFileSync(`/proc/${pid}/stat`, "utf8")) / CLOCK_TICKS_PER_SECOND;
 }
 
-/** Threads of process `pid` whose name starts with `prefix` (JSC's compiler threads: "JITWorker"): their utime + stime in seconds. */
-export function threadCpuSeconds(pid: number, prefix: string): number {
-  let ticks = 0;
+/** Threads of process `pid` whose name `match`es: utime + stime in seconds, by thread id. */
+export function threadCpuSecondsByTid(pid: number, match: (name: string) => boolean): Map<number, number> {
+  const out = new Map<number, number>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     let stat: string;
     try {
@@ -25,9 +25,26 @@ export function threadCpuSeconds(pid: number, prefix: string): number {
     } catch {
       continue; // the thread ended
     }
-    if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")).startsWith(prefix)) ticks += statTicks(stat);
+    if (match(stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")))) out.set(Number(tid), statTicks(stat) / CLOCK_TICKS_PER_SECOND);
   }
-  return ticks / CLOCK_TICKS_PER_SECOND;
+  return out;
+}
+
+/** Threads of process `pid` whose name starts with `prefix` (JSC's compiler threads: "JITWorker"): their utime + stime in seconds. */
+export function threadCpuSeconds(pid: number, prefix: string): number {
+  let seconds = 0;
+  for (const s of threadCpuSecondsByTid(pid, (name) => name.startsWith(prefix)).values()) seconds += s;
+  return seconds;
+}
+
+/**
+ * CPU seconds the threads of two threadCpuSecondsByTid snapshots used between them: those alive at the end, from
+ * their start (0 for threads started since). A thread that ended in between is left out rather than subtracted.
+ */
+export function threadCpuBetween(before: Map<number, number>, after: Map<number, number>): number {
+  let seconds = 0;
+  for (const [tid, s] of after) seconds += Math.max(0, s - (before.get(tid) ?? 0));
+  return seconds;
 }
 
 /** Sets the nice value of every thread of process `pid` (renice of the pid alone moves its main thread only). */
