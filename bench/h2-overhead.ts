@@ -24,7 +24,7 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { report } from "./lib/report";
-import { attachedPrograms, bpfRunStats, metricSum, programMapSums, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { BPF_STATS_PATH, attachedPrograms, bpfRunStats, metricSum, programMapSums, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { NetworkStat } from "../src/collectors/network/spec";
 import { median } from "./lib/stats";
 import { NETWORK_PROGRAMS, NICE, NODE_H2C_SERVER, SETTLE_MS, SOCKET_CALL_PROGRAMS, perRequestUs, ratioRows, startPortServer, warmUntilJitSettles, warmUpNote } from "./lib/overhead";
@@ -33,7 +33,6 @@ import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
 
 const SECONDS = argNumber("seconds", 1);
-const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 const ROUNDS = argNumber("rounds", 12);
 const WARMUP_SECONDS = argNumber("warmup", 10);
 const MAX_WARMUP_SECONDS = argNumber("max-warmup", 120);

@@ -37,7 +37,7 @@
  * Usage: bun bench/http-overhead.ts [--seconds N] [--rounds R] [--warmup S] [--max-seconds S] [--connections C] [--spans-per-second S]
  */
 import { report } from "./lib/report";
-import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { BPF_STATS_PATH, attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { readFileSync, writeFileSync } from "node:fs";
 import { median, quantile } from "./lib/stats";
 import { NETWORK_PROGRAMS, NICE, SETTLE_MS, SOCKET_CALL_PROGRAMS, perRequestUs as perRequest, ratioRows, startPortServer } from "./lib/overhead";
@@ -66,7 +66,6 @@ const MAX_STEAL = 0.03;
 const MAX_SECONDS = argNumber("max-seconds", 235);
 const WARMUP_CHUNK_SECONDS = 10;
 const BPF_STATS_SECONDS = 2;
-const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 
 interface State {
   name: string;

@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { OtlpReceiver, decodeRequest } from "../src/export/receiver";
-import { startAgent } from "./lib/agent";
+import { BPF_STATS_PATH, startAgent } from "./lib/agent";
 import { report } from "./lib/report";
 import { cpuSeconds } from "./lib/proc";
 import { quietConfig } from "../test/helpers/quiet-config";
@@ -24,7 +24,6 @@ const INTERVAL = "10s";
 const TARGET_PERCENT = 2;
 /** Past the first period, whose one-time work (kallsyms, first ELF symbol tables) is reported apart. */
 const SETTLE_MS = 13_000;
-const BPF_STATS = "/proc/sys/kernel/bpf_stats_enabled";
 
 /** run_time_ns and run_cnt of the loaded program named profile_cpu (bpftool), when stats are on. */
 function programStats(): { ns: number; runs: number } | undefined {
@@ -85,8 +84,8 @@ async function measure(profiling: boolean, pid = 0): Promise<{ percent: number; 
 
 let statsWas = "0";
 try {
-  statsWas = readFileSync(BPF_STATS, "utf8").trim();
-  writeFileSync(BPF_STATS, "1");
+  statsWas = readFileSync(BPF_STATS_PATH, "utf8").trim();
+  writeFileSync(BPF_STATS_PATH, "1");
 } catch {
   // Not root or no sysctl: the in-kernel figure is left out.
 }
@@ -133,7 +132,7 @@ try {
   });
 } finally {
   try {
-    writeFileSync(BPF_STATS, statsWas);
+    writeFileSync(BPF_STATS_PATH, statsWas);
   } catch {
     // See above.
   }

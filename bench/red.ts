@@ -25,7 +25,7 @@
  */
 import { availableParallelism } from "node:os";
 import { readFileSync, writeFileSync } from "node:fs";
-import { attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { BPF_STATS_PATH, attachedPrograms, bpfRunStats, metricSum, reloadInto, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { cpuSeconds } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
@@ -45,7 +45,6 @@ const WARMUP_SECONDS = argNumber("warmup", 10);
 const MAX_WARMUP_SECONDS = argNumber("max-warmup", 120);
 /** Runs with bpf_stats on per traced state; the median of their BPF time per request is reported. */
 const BPF_RUNS = argNumber("bpf-runs", 3);
-const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 /** Losses of the ring the span budget governs (the other rings' are noted). */
 const HTTP_RING_LOST = 'svc_ebpf_ringbuf_lost_total{ringbuf="network/http_events"}';
 

@@ -44,7 +44,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { makeSelfSignedCert } from "../test/helpers/self-signed-cert";
 import { quietConfig } from "../test/helpers/quiet-config";
-import { attachedPrograms, bpfRunStats, metricSum, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
+import { BPF_STATS_PATH, attachedPrograms, bpfRunStats, metricSum, startAgent, startReceiver, type BenchAgent } from "./lib/agent";
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
@@ -56,10 +56,11 @@ const SECONDS = argNumber("seconds", 2);
 const ROUNDS = argNumber("rounds", 40);
 const WARMUP_SECONDS = argNumber("warmup", 6);
 const MAX_WARMUP_SECONDS = argNumber("max-warmup", 120);
+/** The warm-up's off half, and the least of its on part. */
+const HALF_WARMUP_SECONDS = Math.max(1, Math.round(WARMUP_SECONDS / 2));
 const CONNECTIONS = argNumber("connections", 8);
 const MAX_SECONDS = argNumber("max-seconds", 200);
 const BPF_STATS_SECONDS = 2;
-const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 /** Rounds free of other processes' libssl uprobes needed to judge on them alone. */
 const MIN_CLEAN_ROUNDS = 3;
 /** Before each round, how long to wait for other processes' libssl uprobes to go (0 on a quiet machine). */
@@ -170,9 +171,9 @@ try {
   if (!AA) await expectTarget(agent, offServer.pid, "the private copy listed as not probed for the 'off' server", (t) => t.state === "limit" && t.path === join(copyDir, "libssl.so.3"));
   const serverOf = (s: State) => (s === ON ? onServer : offServer);
   // Warm-up: both servers; the agent's TLS path until its JIT has compiled what the load made hot (within half the time allowed).
-  await wrk(OFF, offServer, agent.pid, Math.max(1, Math.round(WARMUP_SECONDS / 2)));
+  await wrk(OFF, offServer, agent.pid, HALF_WARMUP_SECONDS);
   const warm = await warmUntilJitSettles(agent.pid, (seconds) => wrk(ON, onServer, agent!.pid, seconds), {
-    minSeconds: Math.max(1, Math.round(WARMUP_SECONDS / 2)),
+    minSeconds: HALF_WARMUP_SECONDS,
     maxSeconds: Math.max(1, Math.min(MAX_WARMUP_SECONDS, MAX_SECONDS / 2)),
   });
   // Time in the TLS probes (entry, return) and every program in the socket calls (the network set's, which run the
@@ -218,7 +219,7 @@ try {
     return xs.length > 0 ? mean(xs).toFixed(3) : "-";
   };
   report({
-    bench: `TLS tracing overhead${AA ? " (--aa: the agent's tls set off, neither server probed)" : ""} (python3 http.server in ssl, wrk -t1 -c${CONNECTIONS} over HTTPS; on: server and wrk on the probed system libssl, off: on a private copy the agent does not probe; ${SECONDS}s runs, ${ratios.length} rounds of off + on${judged === clean ? " free of other processes' libssl uprobes" : ""}, after a ${warm.seconds + Math.max(1, Math.round(WARMUP_SECONDS / 2))}s warm-up; medians)`,
+    bench: `TLS tracing overhead${AA ? " (--aa: the agent's tls set off, neither server probed)" : ""} (python3 http.server in ssl, wrk -t1 -c${CONNECTIONS} over HTTPS; on: server and wrk on the probed system libssl, off: on a private copy the agent does not probe; ${SECONDS}s runs, ${ratios.length} rounds of off + on${judged === clean ? " free of other processes' libssl uprobes" : ""}, after a ${warm.seconds + HALF_WARMUP_SECONDS}s warm-up; medians)`,
     rows: [
       { name: "HTTPS requests/s, TLS uprobes off", agent: median(off.map((r) => r.rps)), unit: "req/s" },
       { name: "HTTPS requests/s, TLS uprobes on", agent: median(on.map((r) => r.rps)), reference: median(off.map((r) => r.rps)), referenceName: "off", unit: "req/s" },

@@ -94,6 +94,9 @@ export async function programMapSums(agent: BenchAgent, program: string, mapName
   });
 }
 
+/** kernel.bpf_stats_enabled: 1 while programs' run_time_ns and run_cnt are counted (each run then reads the clock twice). */
+export const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
+
 /** run_time_ns and run_cnt summed over programs `ids` (kernel.bpf_stats_enabled must be 1). */
 export function bpfRunStats(ids: Set<number>): { ns: number; runs: number } {
   if (ids.size === 0) return { ns: 0, runs: 0 };

@@ -10,7 +10,7 @@
  *
  * Usage: bun bench/lib/socket-program-cost.ts [--seconds S] [--no-tls]
  */
-import { attachedPrograms, startAgent, startReceiver } from "./agent";
+import { BPF_STATS_PATH, attachedPrograms, startAgent, startReceiver } from "./agent";
 import { startPortServer } from "./overhead";
 import { argNumber } from "./args";
 import { runWrk } from "./wrk";
@@ -19,7 +19,6 @@ import { attachSocketFloor } from "./socket-floor";
 
 const SECONDS = argNumber("seconds", 5);
 const TLS = !process.argv.includes("--no-tls");
-const BPF_STATS_PATH = "/proc/sys/kernel/bpf_stats_enabled";
 
 const receiver = await startReceiver();
 const agent = await startAgent(
