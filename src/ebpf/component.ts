@@ -94,6 +94,7 @@ export class EbpfSetComponent<E> implements Component {
     this.#pumps = set.readers.map((b) => {
       const pump = new RecordPump<E>(b, (e) => this.#def.onEvent(e), (err) => host.logger.warn("ring buffer read failed", { map: b.map, error: err.message }));
       pump.onBatch = (n) => this.#core.countEvents(spec.name, b.map, b.kind, n);
+      pump.spillAllowed = () => !this.#core.memoryRefusing;
       return pump;
     });
     this.#core.record(spec.name, { programs: set.programs, loaded: set as LoadedSet<unknown>, pumps: this.#pumps as Array<RecordPump<unknown>> });
@@ -123,6 +124,16 @@ export class EbpfSetComponent<E> implements Component {
     if (this.#loaded) this.#def.onDetached?.();
     this.#loaded?.close();
     this.#loaded = undefined;
+  }
+
+  /**
+   * True when every record of ring `map` written until now was handed on: nothing pending in the ring and no backlog
+   * held in memory (also when the set has no such ring, or is not loaded).
+   */
+  caughtUp(map: string): boolean {
+    const pump = this.#pumps.find((p) => p.binding.map === map);
+    if (!pump) return true;
+    return pump.backlog === 0 && (pump.binding.reader.pendingBytes?.() ?? 0) === 0;
   }
 
   async shutdown(_deadline: AbortSignal): Promise<void> {

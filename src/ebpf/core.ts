@@ -184,6 +184,11 @@ export class EbpfCore {
     return this.#verifierLogs;
   }
 
+  /** True while the memory limiter refuses new data (pumps then hold no more backlog in memory). */
+  get memoryRefusing(): boolean {
+    return this.#ctx.memory?.refusing ?? false;
+  }
+
   /** Sets the memory gate flag (ffi/bpf/common.h SVC_MEMORY_GATE) of a loaded set that has one to the gate's state. */
   #applyGate(set: string, rec: SetRecord): void {
     const map = rec.loaded?.object.map("svc_gate");

@@ -23,19 +23,34 @@
  * found busier brings polling on the timer back. The timer meanwhile ticks every WAITING_POLL_INTERVAL_MS, the
  * fallback should the waiter stop. A quiet or idle agent then takes a wakeup per RING_WAIT_TIMEOUT_MS instead of
  * one per poll interval (each wakeup costs Bun 20-110 µs of CPU here).
+ * A ring found more than SPILL_FILL_FRACTION full (its decoder fell behind: a cold JIT, a long collection, cores
+ * shared with the load) is emptied into memory first (src/ebpf/spill.ts: a copy per record, far cheaper than
+ * decoding it) and decoded from there, oldest first, while every later record goes the same way until the backlog
+ * is gone, so that the ring stays below the three quarters at which the kernel stops forwarding HTTP/2 connections
+ * (a stopped connection is never decoded again). The backlog held is bounded (SPILL_RING_SIZES rings, at most
+ * MAX_SPILL_BYTES) and takes nothing while the memory limiter refuses: past either, records wait in the ring as
+ * before.
  */
 import type { ReadinessWait } from "../../ffi/ring-wait";
 import type { ReaderBinding } from "./loader";
+import { SpillQueue } from "./spill";
 
 /** Upper bound of a batch (records per turn). */
 export const MAX_RECORDS_PER_BATCH = 65_536;
 /** Lower bound of a batch, however slow the decoder. */
-export const MIN_RECORDS_PER_BATCH = 1_024;
-/** Batch size before any turn was timed. */
-const FIRST_BATCH_RECORDS = 16_384;
+export const MIN_RECORDS_PER_BATCH = 64;
+/**
+ * Batch size before any turn was timed: the least, since the first records a set decodes run through code the JIT
+ * has not compiled yet (a fresh agent's first 42 HTTP/2 records took 150 ms, the next ones ~50 µs each: a first
+ * batch of 16,384 held the event loop while the ring filled to the point where the kernel stops HTTP/2 connections).
+ */
+const FIRST_BATCH_RECORDS = MIN_RECORDS_PER_BATCH;
 /** Time a turn aims at (the longest the pump holds the event loop, give or take one record). */
 export const TURN_BUDGET_MS = 2;
-/** A turn timed only when it handed at least this many records (shorter ones say little about the cost). */
+/**
+ * A turn timed only when it handed at least this many records (shorter ones say little about the cost), or when it
+ * took the whole budget; a full batch too short to time doubles the next one.
+ */
 const MIN_TIMED_RECORDS = 256;
 /**
  * Producer rate the poll interval is sized for: a getppid storm into a ring nobody waits on reaches ~3.3M
@@ -61,6 +76,18 @@ export const QUIET_TICKS_BEFORE_WAIT = 4;
 export const RING_WAIT_TIMEOUT_MS = 100;
 /** While waiting the timer still ticks this often (the fallback should the waiter stop). */
 export const WAITING_POLL_INTERVAL_MS = 1000;
+
+/** A poll or batch finding more than this share of the ring pending moves the ring's records into memory first. */
+export const SPILL_FILL_FRACTION = 1 / 2;
+/** The backlog a pump holds in memory, in ring sizes... */
+export const SPILL_RING_SIZES = 8;
+/** ...and at most this many bytes. */
+export const MAX_SPILL_BYTES = 64 * 2 ** 20;
+
+/** Bytes of backlog a pump of a ring of `sizeBytes` holds in memory at most. */
+export function spillLimitBytes(sizeBytes: number): number {
+  return Math.min(MAX_SPILL_BYTES, SPILL_RING_SIZES * sizeBytes);
+}
 
 /** Base poll interval for a buffer of `sizeBytes`: the time the peak producer takes to fill a third of it. */
 export function pollIntervalMs(sizeBytes: number): number {
@@ -109,6 +136,10 @@ export interface PumpCounters {
   turns: number;
   /** Longest turn, in milliseconds: the most the pump held the event loop at once. */
   longestTurnMs: number;
+  /** Records moved out of the ring into memory before being decoded (its decoder had fallen behind). */
+  spilled: number;
+  /** Most bytes held in memory at once. */
+  spillPeakBytes: number;
 }
 
 /** What the ticker polls: a RecordPump (tests may give fakes). */
@@ -300,7 +331,13 @@ export class PollTicker {
 }
 
 export class RecordPump<E> implements Pollable {
-  readonly counters: PumpCounters = { received: 0, decodeErrors: 0, handlerErrors: 0, turns: 0, longestTurnMs: 0 };
+  readonly counters: PumpCounters = { received: 0, decodeErrors: 0, handlerErrors: 0, turns: 0, longestTurnMs: 0, spilled: 0, spillPeakBytes: 0 };
+  /** Whether the backlog may grow now (false while the memory limiter refuses); set by the owner. */
+  spillAllowed: () => boolean = () => true;
+  readonly #spill = new SpillQueue();
+  readonly #spillAt: number;
+  readonly #spillLimit: number;
+  readonly #toSpill = (view: DataView, offset: number, length: number): void => this.#spill.push(view, offset, length);
   /** Base poll interval (the ring's size at the peak producer rate). */
   readonly intervalMs: number;
   /** Interval once the ring was found nearly empty IDLE_POLLS_BEFORE_STRETCH polls in a row. */
@@ -328,6 +365,8 @@ export class RecordPump<E> implements Pollable {
     this.intervalMs = pollIntervalMs(binding.sizeBytes);
     this.idleIntervalMs = idlePollIntervalMs(binding.sizeBytes);
     this.#currentIntervalMs = this.intervalMs;
+    this.#spillAt = binding.sizeBytes * SPILL_FILL_FRACTION;
+    this.#spillLimit = spillLimitBytes(binding.sizeBytes);
     this.#onEvent = onEvent;
     this.#onRecordError = (error) => {
       this.#failedInBatch++;
@@ -367,16 +406,38 @@ export class RecordPump<E> implements Pollable {
     ticker.add(this);
   }
 
-  /** Reads at most one batch of what is available now (also used for a last drain before close). Returns records read. */
+  /** Records held in memory, read from the ring and not decoded yet. */
+  get backlog(): number {
+    return this.#spill.size;
+  }
+
+  /**
+   * Reads at most one batch of what is available now (also used for a last drain before close), from the backlog
+   * held in memory when there is one. Returns records read.
+   */
   drain(): number {
     if (this.#closed) return 0;
     this.#failedInBatch = 0;
     this.#handlerErrorReported = false;
-    const n = this.binding.reader.consumeDecoded(this.binding.decode, this.#onEvent, this.#batchRecords, this.#onRecordError);
+    const reader = this.binding.reader;
+    if (this.#spill.size > 0 || (reader.pendingBytes !== undefined && reader.pendingBytes() > this.#spillAt)) this.#fillBacklog();
+    /* The backlog first: its records are older than any left in the ring. */
+    let n: number;
+    if (this.#spill.size > 0) n = this.#spill.take(this.binding.decode, this.#onEvent, this.#batchRecords, this.#onRecordError);
+    else n = reader.consumeDecoded(this.binding.decode, this.#onEvent, this.#batchRecords, this.#onRecordError);
     const received = n - this.#failedInBatch;
     this.counters.received += received;
     this.onBatch?.(received);
     return n;
+  }
+
+  /** Moves every record of the ring into the backlog, when they all fit under its bound (else they wait in the ring). */
+  #fillBacklog(): void {
+    const reader = this.binding.reader;
+    const pending = reader.pendingBytes?.() ?? 0;
+    if (pending === 0 || this.#spill.bytes + pending > this.#spillLimit || !this.spillAllowed()) return;
+    this.counters.spilled += reader.consume(this.#toSpill, Number.MAX_SAFE_INTEGER);
+    if (this.#spill.bytes > this.counters.spillPeakBytes) this.counters.spillPeakBytes = this.#spill.bytes;
   }
 
   poll(): boolean {
@@ -405,17 +466,23 @@ export class RecordPump<E> implements Pollable {
       this.onError(e as Error);
     }
     const ms = performance.now() - t0;
-    if (n >= batch) this.#quiet = false;
+    const more = n >= batch || this.#spill.size > 0;
+    if (more) this.#quiet = false;
     this.counters.turns++;
     if (ms > this.counters.longestTurnMs) this.counters.longestTurnMs = ms;
     this.onTurn?.(ms, n);
-    if (n >= MIN_TIMED_RECORDS) this.#batchRecords = batchRecords((ms * 1e6) / n);
-    return n >= batch;
+    if (n >= MIN_TIMED_RECORDS || (n > 0 && ms >= TURN_BUDGET_MS)) this.#batchRecords = batchRecords((ms * 1e6) / n);
+    else if (n >= batch) this.#batchRecords = Math.min(MAX_RECORDS_PER_BATCH, batch * 2);
+    return more;
   }
 
-  /** Stops polling (leaves its ticker). Idempotent; the reader itself is closed by its set. */
+  /**
+   * Stops polling (leaves its ticker) and frees the backlog, as the ring's unread records go with their set.
+   * Idempotent; the reader itself is closed by its set.
+   */
   close(): void {
     this.#closed = true;
+    this.#spill.clear();
     this.#ticker?.remove(this);
     this.#ticker = undefined;
   }

@@ -35,20 +35,24 @@ function binding(ring: FakeRing, dec = decode): ReaderBinding<number> {
 describe("RecordPump", () => {
   test("drain hands each record to the decoder and the handler once; counters move per batch", () => {
     const ring = new FakeRing(1 << 16);
-    for (let i = 0; i < 100; i++) ring.push(record(i));
+    // The first batch is the smallest (MIN_RECORDS_PER_BATCH): records and a short one that fill it exactly.
+    const n = MIN_RECORDS_PER_BATCH - 1;
+    for (let i = 0; i < n; i++) ring.push(record(i));
     ring.push(new Uint8Array(2));
+    ring.push(record(n));
     const events: number[] = [];
     const batches: number[] = [];
     const errors: Error[] = [];
     const pump = new RecordPump(binding(ring), (e) => events.push(e), (e) => errors.push(e));
-    pump.onBatch = (n) => batches.push(n);
-    expect(pump.drain()).toBe(101);
-    expect(events).toEqual(Array.from({ length: 100 }, (_, i) => i));
-    expect(batches).toEqual([100]);
-    expect(pump.counters).toMatchObject({ received: 100, decodeErrors: 1, handlerErrors: 0 });
+    pump.onBatch = (c) => batches.push(c);
+    expect(pump.drain()).toBe(n + 1);
+    expect(events).toEqual(Array.from({ length: n }, (_, i) => i));
+    expect(batches).toEqual([n]);
+    expect(pump.counters).toMatchObject({ received: n, decodeErrors: 1, handlerErrors: 0 });
     expect(errors).toEqual([]);
+    expect(pump.drain()).toBe(1);
     expect(pump.drain()).toBe(0);
-    expect(batches).toEqual([100, 0]);
+    expect(batches).toEqual([n, 1, 0]);
   });
 
   test("an event handler that throws: its records are skipped and counted, the first error of a batch is reported", () => {
@@ -250,8 +254,12 @@ describe("PollTicker: waiting while every ring is quiet", () => {
     });
   }
 
-  /** Records filling `share` of a 64 KiB ring (56-byte payloads, 64 bytes with the header). */
-  const recordsFor = (share: number) => Math.ceil((share * (1 << 16)) / 64);
+  /**
+   * Records filling `share` of a 64 KiB ring (120-byte payloads, 128 bytes with the header): an eighth is
+   * MIN_RECORDS_PER_BATCH of them, what a pump's first turn reads.
+   */
+  const RECORD_PAYLOAD = 120;
+  const recordsFor = (share: number) => Math.ceil((share * (1 << 16)) / (RECORD_PAYLOAD + 8));
 
   test("after QUIET_TICKS_BEFORE_WAIT quiet ticks the rings' fds go to the waiter and the timer slows; each end of a wait reads at once and waits again while quiet", () => {
     const rings = [new FakeRing(1 << 16), new FakeRing(1 << 16)];
@@ -279,7 +287,7 @@ describe("PollTicker: waiting while every ring is quiet", () => {
       expect(events).toEqual([100, 101, 102, 103, 7]);
       expect([ticker.waiting, ticker.timeouts, ticker.wakeups, waiter.waits.length]).toEqual([true, 1, 0, 2]);
       // The kernel's wakeup (a ring reached its share): read at once; a busy ring brings the timer back.
-      for (let i = 0; i < recordsFor(1 / 8); i++) rings[1]!.push(record(1000 + i, 56));
+      for (let i = 0; i < recordsFor(1 / 8); i++) rings[1]!.push(record(1000 + i, RECORD_PAYLOAD));
       waiter.waits[1]!.onReady(true);
       expect(events.length).toBe(5 + recordsFor(1 / 8));
       expect([ticker.waiting, ticker.wakeups]).toEqual([false, 1]);
@@ -306,7 +314,7 @@ describe("PollTicker: waiting while every ring is quiet", () => {
       pump.start(ticker);
       for (let i = 0; i < QUIET_TICKS_BEFORE_WAIT; i++) advanceTimersByTime(ticker.intervalMs);
       expect(ticker.waiting).toBe(true);
-      for (let i = 0; i < recordsFor(1 / 8); i++) ring.push(record(i, 56));
+      for (let i = 0; i < recordsFor(1 / 8); i++) ring.push(record(i, RECORD_PAYLOAD));
       advanceTimersByTime(WAITING_POLL_INTERVAL_MS);
       expect(events.length).toBe(recordsFor(1 / 8));
       expect(ticker.waiting).toBe(false);
