@@ -96,10 +96,23 @@ export class NetworkCollector implements Component {
   /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
   readonly #kernelDrops = new KernelSpanDrops(NetworkStat.HTTP_SAMPLED_OUT, NetworkStat.H2_STOPPED_LOST);
   #removeFlushSource: (() => void) | undefined;
-  /** Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later. */
-  #closing: Array<{ key: string; atMs: number }> = [];
-  /** Processes with TLS connections that exited (key prefix of their connections), closed CLOSE_GRACE_MS later. */
-  #tlsExits: Array<{ key: string; atMs: number }> = [];
+  /**
+   * Connections closed in the kernel (`ns`: the close's kernel time), forgotten by the HTTP tracker CLOSE_GRACE_MS
+   * later, and only once their HTTP records were handled: the http_events ring then held a record written after the
+   * close, or nothing at all.
+   */
+  #closing: Array<{ key: string; atMs: number; ns: bigint }> = [];
+  /** Kernel time of the last http_events record handled (records are read in the order they were reserved). */
+  #lastHttpNs = 0n;
+  /**
+   * Processes with TLS connections that exited (key prefix of their connections; `ns`: the exit's kernel time),
+   * closed CLOSE_GRACE_MS later, and only once their plaintext records were handled (as #closing, for tls_events).
+   */
+  #tlsExits: Array<{ key: string; atMs: number; ns: bigint }> = [];
+  /** Kernel time of the last tls_events record handled. */
+  #lastTlsNs = 0n;
+  /** Whether the TLS set's ring has nothing left to hand on (given by the TLS set with each exit). */
+  #tlsCaughtUp: () => boolean = () => true;
   readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0, h2Stopped: 0 };
   /** Spans produced, for tests and the log line at shutdown. */
   readonly counters = { connectSpans: 0, httpSpans: 0, dropped: 0, kernelSampledOut: 0 };
@@ -212,8 +225,11 @@ export class NetworkCollector implements Component {
     }
     /* The HTTP records of a connection come through another ring buffer and may be read after its CLOSED record: forget it later. */
     if (e.kind === ConnKind.CLOSED || e.kind === ConnKind.FAILED) {
-      this.#closing.push({ key: `${e.pid}:${e.sk}`, atMs: performance.now() });
-      if (this.#closing.length > MAX_HTTP_CONNECTIONS) this.#offerExchanges(this.#http.close(this.#closing.shift()!.key));
+      this.#closing.push({ key: `${e.pid}:${e.sk}`, atMs: performance.now(), ns: e.timestampNs });
+      if (this.#closing.length > MAX_HTTP_CONNECTIONS) {
+        const oldest = this.#closing.shift()!;
+        this.#offerExchanges(this.#http.close(oldest.key, oldest.ns));
+      }
     }
   }
 
@@ -234,6 +250,7 @@ export class NetworkCollector implements Component {
   }
 
   #onHttp(e: HttpEvent): void {
+    this.#lastHttpNs = e.timestampNs;
     if (e.pid === this.#selfPid) return;
     /* One call object for every record (the tracker keeps what it needs of it, never the object). */
     const call = this.#call;
@@ -352,6 +369,7 @@ export class NetworkCollector implements Component {
    * cleartext, keyed by the SSL object (its socket's bytes are ciphertext), with url.scheme https.
    */
   handleTls(e: TlsEvent): void {
+    this.#lastTlsNs = e.timestampNs;
     if (e.pid === this.#selfPid) return;
     const connection = `tls:${e.pid}:${e.ssl}`;
     const call: CapturedCall<EndpointMeta> = {
@@ -392,16 +410,21 @@ export class NetworkCollector implements Component {
 
   /**
    * Closes the TLS connections of a process that exited (a response delimited by the close ends there), CLOSE_GRACE_MS
-   * later: its last plaintext records come through another ring buffer and may be read after the exit.
+   * later and once its last plaintext records were handled: they come through another ring buffer and may be read
+   * after the exit.
    */
-  tlsProcessExited(pid: number): void {
-    this.#tlsExits.push({ key: `tls:${pid}:`, atMs: performance.now() });
-    if (this.#tlsExits.length > MAX_HTTP_CONNECTIONS) this.#closeTlsProcess(this.#tlsExits.shift()!.key);
+  tlsProcessExited(pid: number, exitNs: bigint, caughtUp: () => boolean): void {
+    this.#tlsCaughtUp = caughtUp;
+    this.#tlsExits.push({ key: `tls:${pid}:`, atMs: performance.now(), ns: exitNs });
+    if (this.#tlsExits.length > MAX_HTTP_CONNECTIONS) {
+      const oldest = this.#tlsExits.shift()!;
+      this.#closeTlsProcess(oldest.key, oldest.ns);
+    }
   }
 
-  #closeTlsProcess(prefix: string): void {
+  #closeTlsProcess(prefix: string, exitNs: bigint): void {
     for (const key of this.#tlsEndpoints.keys()) if (key.startsWith(prefix)) this.#tlsEndpoints.delete(key);
-    this.#offerExchanges(this.#http.closeMatching(prefix));
+    this.#offerExchanges(this.#http.closeMatching(prefix, exitNs));
   }
 
   /** HTTP exchanges lost in user space since the last call, as span drops by reason. */
@@ -472,10 +495,20 @@ export class NetworkCollector implements Component {
     const nowMs = performance.now();
     const cutoff = nowMs - CLOSE_GRACE_MS;
     let n = 0;
-    while (n < this.#closing.length && this.#closing[n]!.atMs <= cutoff) this.#offerExchanges(this.#http.close(this.#closing[n++]!.key));
+    /* A close is read from conn_events while the connection's last HTTP records may still wait in http_events (or in
+     * its pump's backlog, seconds behind when decoding fell behind): closing it earlier would drop their streams. */
+    const caughtUp = this.#inner.caughtUp("http_events");
+    while (n < this.#closing.length && this.#closing[n]!.atMs <= cutoff && (caughtUp || this.#lastHttpNs > this.#closing[n]!.ns)) {
+      const c = this.#closing[n++]!;
+      this.#offerExchanges(this.#http.close(c.key, c.ns));
+    }
     if (n > 0) this.#closing = this.#closing.slice(n);
     n = 0;
-    while (n < this.#tlsExits.length && this.#tlsExits[n]!.atMs <= cutoff) this.#closeTlsProcess(this.#tlsExits[n++]!.key);
+    const tlsCaughtUp = this.#tlsExits.length > 0 && this.#tlsCaughtUp();
+    while (n < this.#tlsExits.length && this.#tlsExits[n]!.atMs <= cutoff && (tlsCaughtUp || this.#lastTlsNs > this.#tlsExits[n]!.ns)) {
+      const x = this.#tlsExits[n++]!;
+      this.#closeTlsProcess(x.key, x.ns);
+    }
     if (n > 0) this.#tlsExits = this.#tlsExits.slice(n);
     this.#offerExchanges(this.#http.flushIdle(nowMs - HTTP_IDLE_END_MS));
     this.#countHttpDrops();

@@ -45,7 +45,11 @@ const MAX_PENDING_EXEC_SCANS = 1024;
 /** Where the plaintext goes, and what to forget when a process exits. */
 export interface TlsSink {
   handleTls(e: TlsEvent): void;
-  tlsProcessExited(pid: number): void;
+  /**
+   * Process `pid` exited at kernel time `exitNs`; `caughtUp` tells whether every tls_events record written until now
+   * was handed on (its last plaintext records come through that ring and may be read well after the exit).
+   */
+  tlsProcessExited(pid: number, exitNs: bigint, caughtUp: () => boolean): void;
 }
 
 export function tlsEnabled(config: Config): boolean {
@@ -80,6 +84,8 @@ export class TlsCollector implements Component {
   readonly #kernelDrops = new KernelSpanDrops(TlsStat.SAMPLED_OUT, TlsStat.H2_STOPPED_LOST);
   /** Pids written to the kernel's tls_tgids. */
   readonly #tgids = new Set<number>();
+  /** Whether every tls_events record written until now was handed on. */
+  readonly #caughtUp = (): boolean => this.#inner.caughtUp("tls_events");
 
   constructor(ctx: AgentContext, core: EbpfCore, sink: TlsSink, options: { selfPid?: number; source?: TargetSource } = {}) {
     this.#ctx = ctx;
@@ -218,7 +224,7 @@ export class TlsCollector implements Component {
       // Only a process that mapped a probed library can have TLS connections to close.
       if (this.#registry.forget(e.pid)) {
         this.#refreshPrograms();
-        this.#sink.tlsProcessExited(e.pid);
+        this.#sink.tlsProcessExited(e.pid, e.timestampNs, this.#caughtUp);
       }
       return;
     }

@@ -63,6 +63,8 @@ class ConnectionState<M> {
   readonly started: [Array<Started<M>>, Array<Started<M>>] = [[], []];
   /** When the connection last carried a call (caller's clock, ms). */
   lastSeenMs = 0;
+  /** Kernel time of its first call: a close older than this was of an earlier connection at the same address. */
+  firstNs = 0n;
   /** Whether the tracker's #awaiting holds the connection (a response started and not ended). */
   awaiting = false;
   readonly parsers: [HttpStreamParser<bigint>, HttpStreamParser<bigint>];
@@ -164,6 +166,7 @@ export class ExchangeTracker<M = unknown> {
       }
     } else {
       conn = new ConnectionState<M>(key);
+      conn.firstNs = call.timestampNs;
       if (this.#connections.size >= this.maxConnections) {
         const evicted = this.close(this.#oldest!.key);
         if (evicted.length > 0) (done ??= []).push(...evicted);
@@ -275,11 +278,13 @@ export class ExchangeTracker<M = unknown> {
 
   /**
    * Forgets a connection (closed): a response still open ends at its last call seen and is returned; unanswered
-   * requests are counted. Idempotent.
+   * requests are counted. Idempotent. `closedNs`: the close's kernel time; a connection whose first call came after
+   * it is a later one at the same address (socket addresses are reused at once) and stays.
    */
-  close(connection: string): Array<HttpExchange<M>> {
+  close(connection: string, closedNs?: bigint): Array<HttpExchange<M>> {
     const conn = this.#connections.get(connection);
     if (!conn) return [];
+    if (closedNs !== undefined && conn.firstNs > closedNs) return [];
     this.#awaiting.delete(connection);
     const done = finishOpen(conn);
     this.counters.unanswered += conn.pending.length;
@@ -289,12 +294,15 @@ export class ExchangeTracker<M = unknown> {
     return done;
   }
 
-  /** Forgets every connection whose key starts with `prefix` (e.g. all of a process), least recently used first. */
-  closeMatching(prefix: string): Array<HttpExchange<M>> {
+  /**
+   * Forgets every connection whose key starts with `prefix` (e.g. all of a process), least recently used first;
+   * `closedNs` as for close (a process's exit, and a later process given the same pid).
+   */
+  closeMatching(prefix: string, closedNs?: bigint): Array<HttpExchange<M>> {
     const keys: string[] = [];
     for (let c = this.#oldest; c !== undefined; c = c.newer) if (c.key.startsWith(prefix)) keys.push(c.key);
     const done: Array<HttpExchange<M>> = [];
-    for (const key of keys) done.push(...this.close(key));
+    for (const key of keys) done.push(...this.close(key, closedNs));
     return done;
   }
 

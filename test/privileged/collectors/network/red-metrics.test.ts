@@ -8,7 +8,8 @@
  * graph edge between the two, and exemplars naming exported spans, while spans stay within max_spans_per_second.
  * Requests whose connection closes before any response count with error.type connection_closed. A last part sends
  * 100,000 distinct raw paths: at most http_max_routes routes for the service, the rest
- * counted under {overflow}, every request counted.
+ * counted under {overflow}, every request counted. The same for HTTP/2 (h2c, counted in user space from every
+ * stream): exact counts with streams multiplexed, and 100,000 distinct paths over four connections at once.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -93,9 +94,9 @@ function spanIds(reqs: OfficialRequest[], where: (resource: Record<string, unkno
   return ids;
 }
 
-/** Runs h2load over HTTP/1.1 (no pipelining) and returns its counts by status class. */
-async function h2load(args: string[]): Promise<{ done: number; s2xx: number; s4xx: number; s5xx: number }> {
-  const p = Bun.spawn(["h2load", "--h1", "-m", "1", ...args], { stdout: "pipe", stderr: "pipe" });
+/** Runs h2load (by default over HTTP/1.1, no pipelining; `mode` replaces those flags) and returns its counts by status class. */
+async function h2load(args: string[], mode: string[] = ["--h1", "-m", "1"]): Promise<{ done: number; s2xx: number; s4xx: number; s5xx: number }> {
+  const p = Bun.spawn(["h2load", ...mode, ...args], { stdout: "pipe", stderr: "pipe" });
   const out = await new Response(p.stdout).text();
   expect(await p.exited).toBe(0);
   const req = /requests: (\d+) total, (\d+) started, (\d+) done/.exec(out);
@@ -107,7 +108,6 @@ async function h2load(args: string[]): Promise<{ done: number; s2xx: number; s4x
 let dir = "";
 let rx: OfficialReceiver | undefined;
 let agent: AgentProcess | undefined;
-let server: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
 let port = 0;
 let serverPid = 0;
 
@@ -124,30 +124,61 @@ function config(port: number): string {
   );
 }
 
+/** One group's agent (exporting to its own official receiver), the server it traces, and a folder of its own. */
+interface RedSetup {
+  rx: OfficialReceiver;
+  agent: AgentProcess;
+  server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  port: number;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a receiver, the agent with `agentConfig(receiver port)`, and the server `serverCmd` (which prints its port
+ * first; OTEL_SERVICE_NAME `service` when given); resolves once the agent answers /ready (its network programs are
+ * attached then).
+ */
+async function startRedSetup(agentConfig: (rxPort: number) => string, serverCmd: string[], service?: string): Promise<RedSetup> {
+  const dir = mkdtempSync(join(tmpdir(), `svc-red-${process.pid}-`));
+  const rx = await startOfficialReceiver();
+  const agent = await spawnAgent({ config: agentConfig(rx.port), timeoutMs: 60_000 });
+  const server = Bun.spawn(serverCmd, { stdin: "ignore", stdout: "pipe", stderr: "inherit", env: service ? { ...process.env, OTEL_SERVICE_NAME: service } : process.env });
+  const port = Number(await firstLine(server.stdout));
+  const end = Date.now() + 60_000;
+  while (Date.now() < end && (await fetch(`${agent.url}/ready`).then((r) => r.status)) !== 200) await Bun.sleep(100);
+  return {
+    rx,
+    agent,
+    server,
+    port,
+    dir,
+    async stop() {
+      server.kill();
+      await server.exited;
+      await agent.stop();
+      await rx.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 async function flush(): Promise<void> {
   const r = await fetch(`${agent!.url}/admin/flush`, { method: "POST" });
   expect(r.status).toBe(200);
 }
 
 describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${missing.join(", ") || "tools present"})`, () => {
+  let setup: RedSetup | undefined;
+
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), `svc-red-${process.pid}-`));
-    rx = await startOfficialReceiver();
-    agent = await spawnAgent({ config: config(rx.port), timeoutMs: 60_000 });
-    server = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit", env: { ...process.env, OTEL_SERVICE_NAME: SERVER_SERVICE } });
-    serverPid = server.pid;
-    port = Number(await firstLine(server.stdout));
-    // The network programs are attached once the agent answers /ready.
-    const end = Date.now() + 60_000;
-    while (Date.now() < end && (await fetch(`${agent.url}/ready`).then((r) => r.status)) !== 200) await Bun.sleep(100);
+    setup = await startRedSetup(config, [process.execPath, "-e", SERVER_SCRIPT], SERVER_SERVICE);
+    ({ dir, rx, agent, port } = setup);
+    serverPid = setup.server.pid;
   }, 120_000);
 
   afterAll(async () => {
-    server?.kill();
-    await server?.exited;
-    await agent?.stop();
-    await rx?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await setup?.stop();
   });
 
   test("counts equal the load generator's, per route template and status; spans stay capped", async () => {
@@ -292,36 +323,28 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
 describe.skipIf(!isRoot || missing.length > 0)(`RED metrics counted in user space, http_capture: syscalls (${missing.join(", ") || "tools present"})`, () => {
   const SERVICE = `red-syscalls-${process.pid}`;
   const CAP = 20;
-  let rx2: OfficialReceiver | undefined;
+  let setup2: RedSetup | undefined;
   let agent2: AgentProcess | undefined;
-  let server2: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
+  let rx2: OfficialReceiver | undefined;
   let port2 = 0;
 
   beforeAll(async () => {
-    rx2 = await startOfficialReceiver();
-    agent2 = await spawnAgent({
-      config: agentYaml(
-        rx2.port,
+    const yaml = (rxPort: number) =>
+      agentYaml(
+        rxPort,
         `    network:
       enabled: true
       http: true
       http_capture: syscalls
       metrics_interval: 1h
       max_spans_per_second: ${CAP}`,
-      ),
-      timeoutMs: 60_000,
-    });
-    server2 = Bun.spawn([process.execPath, "-e", SERVER_SCRIPT], { stdin: "ignore", stdout: "pipe", stderr: "inherit", env: { ...process.env, OTEL_SERVICE_NAME: SERVICE } });
-    port2 = Number(await firstLine(server2.stdout));
-    const end = Date.now() + 60_000;
-    while (Date.now() < end && (await fetch(`${agent2.url}/ready`).then((r) => r.status)) !== 200) await Bun.sleep(100);
+      );
+    setup2 = await startRedSetup(yaml, [process.execPath, "-e", SERVER_SCRIPT], SERVICE);
+    ({ agent: agent2, rx: rx2, port: port2 } = setup2);
   }, 120_000);
 
   afterAll(async () => {
-    server2?.kill();
-    await server2?.exited;
-    await agent2?.stop();
-    await rx2?.stop();
+    await setup2?.stop();
   });
 
   test("server and client counts equal h2load's per status; spans stay capped", async () => {
@@ -361,6 +384,119 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics counted in user spac
     expect(spans.size).toBeGreaterThan(0);
     expect(spans.size).toBeLessThanOrEqual(CAP * (Math.ceil(elapsedS) + 2));
   }, 180_000);
+});
+
+/** A Node HTTP/2 cleartext server: /missing 404, /fail 500, anything else 200; prints its port first. */
+const H2_SERVER_SCRIPT = `
+const http2 = require("node:http2");
+const s = http2.createServer();
+s.on("stream", (stream, headers) => {
+  const p = headers[":path"];
+  const status = p === "/missing" ? 404 : p === "/fail" ? 500 : 200;
+  stream.respond({ ":status": status, "content-type": "text/plain" });
+  stream.end("hello");
+});
+s.listen(0, "127.0.0.1", () => console.log(s.address().port));
+`;
+
+/**
+ * HTTP/2 is counted in user space (the kernel cannot read HPACK): every stream of every connection is decoded, so
+ * the counts must still equal h2load's at volume, with multiplexed streams (-m), and a flood of distinct paths
+ * must stay within http_max_routes while every stream is counted.
+ */
+describe.skipIf(!isRoot || missing.length > 0)(`RED metrics of HTTP/2 (h2c) at volume (${missing.join(", ") || "tools present"})`, () => {
+  const SERVICE = `red-h2-${process.pid}`;
+  let setup3: RedSetup | undefined;
+  let rx3: OfficialReceiver | undefined;
+  let agent3: AgentProcess | undefined;
+  let port3 = 0;
+  let pid3 = 0;
+  let dir3 = "";
+
+  beforeAll(async () => {
+    setup3 = await startRedSetup(config, ["node", "-e", H2_SERVER_SCRIPT], SERVICE);
+    ({ rx: rx3, agent: agent3, port: port3, dir: dir3 } = setup3);
+    pid3 = setup3.server.pid;
+  }, 120_000);
+
+  afterAll(async () => {
+    await setup3?.stop();
+  });
+
+  /** h2load over HTTP/2 (prior knowledge), streams multiplexed; its counts by status class. */
+  const h2 = (args: string[]) => h2load(args, []);
+  const ours = (p: Point) => p.metric === "http.server.request.duration" && p.resource["service.name"] === SERVICE;
+  const client = (p: Point) => p.metric === "http.client.request.duration" && p.attributes["server.port"] === port3;
+  const total = (reqs: OfficialRequest[], which: (p: Point) => boolean) => points(reqs).filter(which).reduce((s, p) => s + p.count, 0);
+  /** Flushes until both sides hold `want` counts since request `from` (the last records may still be in the ring or the decoder). */
+  async function flushUntil(from: number, want: number): Promise<OfficialRequest[]> {
+    const end = Date.now() + 30_000;
+    while (Date.now() < end && (total(rx3!.requests().slice(from), ours) < want || total(rx3!.requests().slice(from), client) < want)) {
+      expect((await fetch(`${agent3!.url}/admin/flush`, { method: "POST" })).status).toBe(200);
+      await Bun.sleep(500);
+    }
+    return rx3!.requests().slice(from);
+  }
+
+  test("server and client counts equal h2load's per route and status, with 10 streams in flight per connection", async () => {
+    const base = `http://127.0.0.1:${port3}`;
+    const ok = await h2(["-n", "20000", "-c", "4", "-m", "10", `${base}/ok`]);
+    const missingRun = await h2(["-n", "3000", "-c", "2", "-m", "10", `${base}/missing`]);
+    const fail = await h2(["-n", "2000", "-c", "2", "-m", "10", `${base}/fail`]);
+    const ids = join(dir3, "h2-ids.txt");
+    writeFileSync(ids, Array.from({ length: 5000 }, (_, i) => `${base}/users/${200000 + i}`).join("\n") + "\n");
+    const users = await h2(["-n", "5000", "-c", "4", "-m", "10", "-i", ids]);
+    expect([ok.s2xx, missingRun.s4xx, fail.s5xx, users.s2xx]).toEqual([20000, 3000, 2000, 5000]);
+    const reqs = await flushUntil(0, 30000);
+    expect(reqs.flatMap((r) => r.unknown_fields)).toEqual([]);
+    const all = points(reqs);
+    const server = all.filter(ours);
+    expect(new Set(server.map((p) => `${p.resource["process.pid"]} ${p.attributes["server.port"]}`))).toEqual(new Set([`${pid3} ${port3}`]));
+    const byRoute = new Map<string, number>();
+    for (const p of server) {
+      const key = `${p.attributes["http.request.method"]} ${p.attributes["http.route"]} ${p.attributes["http.response.status_code"]}`;
+      byRoute.set(key, (byRoute.get(key) ?? 0) + p.count);
+      expect(p.bucketCounts.reduce((a, b) => a + b, 0)).toBe(p.count);
+    }
+    expect(Object.fromEntries(byRoute)).toEqual({ "GET /ok 200": ok.s2xx, "GET /missing 404": missingRun.s4xx, "GET /fail 500": fail.s5xx, "GET /users/{id} 200": users.s2xx });
+    const clientBy = new Map<number, number>();
+    for (const p of all.filter(client)) {
+      const status = p.attributes["http.response.status_code"] as number;
+      clientBy.set(status, (clientBy.get(status) ?? 0) + p.count);
+    }
+    expect(Object.fromEntries(clientBy)).toEqual({ 200: ok.s2xx + users.s2xx, 404: missingRun.s4xx, 500: fail.s5xx });
+    // No connection direction lost its HPACK state on the way.
+    expect(await (await fetch(`${agent3!.url}/metrics`)).text()).toMatch(/svc_spans_dropped_total\{reason="http2_state_lost"\} 0\n/);
+  }, 240_000);
+
+  test("100,000 distinct raw paths over HTTP/2: at most http_max_routes routes, every stream counted", async () => {
+    const base = `http://127.0.0.1:${port3}`;
+    const letters = (n: number) => {
+      let s = "";
+      for (let i = 0; i < 5; i++, n = Math.floor(n / 26)) s += String.fromCharCode(97 + (n % 26));
+      return s;
+    };
+    const files = [0, 1, 2, 3].map((q) => {
+      const f = join(dir3, `h2-paths-${q}.txt`);
+      writeFileSync(f, Array.from({ length: 25_000 }, (_, i) => `${base}/r/${letters(q * 25_000 + i)}`).join("\n") + "\n");
+      return f;
+    });
+    const before = rx3!.requests().length;
+    // Four h2load processes at once: four new connections with streams in flight from their first writes and a new
+    // path in every request, which the decoder works through seconds after the kernel wrote them (the connections'
+    // closes, read from another ring, wait for their last HTTP records).
+    const runs = await Promise.all(files.map((f) => h2(["-n", "25000", "-c", "1", "-m", "10", "-i", f])));
+    expect(runs.reduce((s, r) => s + r.s2xx, 0)).toBe(100_000);
+    const reqs = await flushUntil(before, 100_000);
+    const server = points(reqs).filter(ours);
+    const routes = new Set(server.map((p) => p.attributes["http.route"]));
+    routes.delete("{overflow}");
+    expect(routes.size).toBeLessThanOrEqual(MAX_ROUTES);
+    expect(routes.size).toBeGreaterThan(0);
+    expect(server.reduce((s, p) => s + p.count, 0)).toBe(100_000);
+    expect(server.filter((p) => p.attributes["http.route"] === "{overflow}").reduce((s, p) => s + p.count, 0)).toBeGreaterThanOrEqual(100_000 - MAX_ROUTES);
+    expect(total(reqs, client)).toBe(100_000);
+  }, 300_000);
 });
 
 /** A Python HTTP/1.1 server with exact bodies: /small 100 bytes, /empty none, /large 5000 bytes, /chunked in chunks. */
@@ -427,38 +563,28 @@ function bodyBuckets(sizes: number[]): number[] {
 
 describe.skipIf(!isRoot || missing.length > 0 || !Bun.which("curl"))(`RED body size histograms (${missing.join(", ") || "tools present"})`, () => {
   const ROUNDS = 3;
+  let setup4: RedSetup | undefined;
   let rx3: OfficialReceiver | undefined;
   let agent3: AgentProcess | undefined;
-  let server3: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
   let port3 = 0;
   let bodyDir = "";
 
   beforeAll(async () => {
-    bodyDir = mkdtempSync(join(tmpdir(), `svc-red-body-${process.pid}-`));
-    rx3 = await startOfficialReceiver();
-    agent3 = await spawnAgent({
-      config: agentYaml(
-        rx3.port,
+    const yaml = (rxPort: number) =>
+      agentYaml(
+        rxPort,
         `    network:
       enabled: true
       http: true
       metrics_interval: 1h
       http_body_sizes: true`,
-      ),
-      timeoutMs: 60_000,
-    });
-    server3 = Bun.spawn(["/usr/bin/python3", "-c", BODY_SERVER], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-    port3 = Number(await firstLine(server3.stdout));
-    const end = Date.now() + 60_000;
-    while (Date.now() < end && (await fetch(`${agent3.url}/ready`).then((r) => r.status)) !== 200) await Bun.sleep(100);
+      );
+    setup4 = await startRedSetup(yaml, ["/usr/bin/python3", "-c", BODY_SERVER]);
+    ({ rx: rx3, agent: agent3, port: port3, dir: bodyDir } = setup4);
   }, 120_000);
 
   afterAll(async () => {
-    server3?.kill();
-    await server3?.exited;
-    await agent3?.stop();
-    await rx3?.stop();
-    if (bodyDir) rmSync(bodyDir, { recursive: true, force: true });
+    await setup4?.stop();
   });
 
   test("request and response body sizes: Content-Length, none, chunked; buckets, sums and counts exact on both sides", async () => {

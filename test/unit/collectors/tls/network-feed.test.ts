@@ -68,7 +68,8 @@ describe("TLS plaintext through the HTTP exchange tracker of ebpf/network", () =
       await c.start(recordingHost());
       // The exit is seen before the last plaintext records (another ring buffer): they still make the exchange.
       c.handleTls(tls(0xa0n, 42, 0, 0, "GET /a HTTP/1.1\r\n\r\n", 1_000n));
-      c.tlsProcessExited(42);
+      // Its records all precede the exit (3,500 ns); some are read after it.
+      c.tlsProcessExited(42, 3_500n, () => true);
       c.handleTls(tls(0xa0n, 42, 1, 0, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 2_000n));
       // A request left unanswered: once the grace has passed its connection is closed and a late response pairs nothing.
       c.handleTls(tls(0xb0n, 42, 0, 0, "GET /b HTTP/1.1\r\n\r\n", 3_000n));
@@ -76,6 +77,32 @@ describe("TLS plaintext through the HTTP exchange tracker of ebpf/network", () =
       c.handleTls(tls(0xb0n, 42, 1, 0, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 4_000n));
       await Promise.resolve();
       expect(ctx.pipeline.accepted.traces.map((s) => s.attributes?.["url.path"])).toEqual(["/a"]);
+      await c.shutdown(AbortSignal.timeout(1000));
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  test("while the TLS ring still holds records, an exit waits past its grace for a record written after it", async () => {
+    jest.useFakeTimers();
+    try {
+      const ctx = fakeContext(ENABLED_YAML);
+      const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+      await c.start(recordingHost());
+      let caughtUp = false;
+      c.handleTls(tls(0xa0n, 42, 0, 0, "GET /late HTTP/1.1\r\n\r\n", 1_000n));
+      c.tlsProcessExited(42, 5_000n, () => caughtUp);
+      // The decoder is behind: long past the grace, the response written before the exit still pairs.
+      advanceTimersByTime(CLOSE_GRACE_MS * 5);
+      c.handleTls(tls(0xa0n, 42, 1, 0, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 4_000n));
+      // A request before the exit, then another process's record written after it: the exit applies at the next poll.
+      c.handleTls(tls(0xb0n, 42, 0, 0, "GET /never HTTP/1.1\r\n\r\n", 4_500n));
+      c.handleTls(tls(0xc0n, 43, 0, 0, "GET /other HTTP/1.1\r\n\r\n", 6_000n));
+      advanceTimersByTime(CLOSE_GRACE_MS);
+      c.handleTls(tls(0xb0n, 42, 1, 0, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 7_000n));
+      await Promise.resolve();
+      expect(ctx.pipeline.accepted.traces.map((s) => s.attributes?.["url.path"])).toEqual(["/late"]);
+      caughtUp = true;
       await c.shutdown(AbortSignal.timeout(1000));
     } finally {
       jest.useRealTimers();

@@ -114,3 +114,36 @@ describe("HTTP exchanges end at the response's last byte", () => {
     expect(done[0]!.request).toMatchObject({ method: "GET", path: "/h", version: "1.1", host: "svc", truncated: "headers" });
   });
 });
+
+describe("a close applies to the connection it closed, not to a later one at the same address", () => {
+  test("a close older than a connection's first call leaves it; the earlier connection's close still ends its own", () => {
+    const t = new ExchangeTracker<string>();
+    const first = connection(t, "7:0xa");
+    first(IO_READ, "GET /old HTTP/1.1\r\n\r\n", 1_000n);
+    // Closed at 2,000 ns; its close is applied later (it comes through another ring buffer).
+    // The address is reused at once: a new connection's request starts at offset 0 and replaces the old state.
+    const second = connection(t, "7:0xa");
+    expect(second(IO_READ, "GET /new HTTP/1.1\r\n\r\n", 3_000n)).toEqual([]);
+    expect(t.counters.unanswered).toBe(1);
+    // The old close arrives: the connection at that address began after it, so it stays and its response pairs.
+    expect(t.close("7:0xa", 2_000n)).toEqual([]);
+    expect(second(IO_WRITE, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 4_000n).map((x) => (x.request as HttpRequestHead).path)).toEqual(["/new"]);
+    // Its own close (after its first call) ends it; so does a close without a time.
+    second(IO_READ, "GET /unanswered HTTP/1.1\r\n\r\n", 5_000n);
+    t.close("7:0xa", 6_000n);
+    expect(t.counters.unanswered).toBe(2);
+    expect(t.size).toBe(0);
+    connection(t, "7:0xa")(IO_READ, "GET /x HTTP/1.1\r\n\r\n", 7_000n);
+    t.close("7:0xa");
+    expect(t.size).toBe(0);
+  });
+
+  test("closeMatching with an exit's time keeps the connections a later process of the same pid opened", () => {
+    const t = new ExchangeTracker<string>();
+    connection(t, "tls:42:1")(IO_READ, "GET /a HTTP/1.1\r\n\r\n", 1_000n);
+    connection(t, "tls:42:2")(IO_READ, "GET /b HTTP/1.1\r\n\r\n", 5_000n);
+    t.closeMatching("tls:42:", 3_000n);
+    expect(t.size).toBe(1);
+    expect(t.counters.unanswered).toBe(1);
+  });
+});
