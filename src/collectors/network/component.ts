@@ -38,6 +38,7 @@ import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
 import { networkOf, type NetworkConfig } from "./config";
 import { KernelSpanDrops } from "./kernel-drops";
+import { DeferredCloses } from "./deferred-closes";
 
 const STATS_POLL_MS = 1000;
 const SCOPE = { name: "svc-agent/ebpf/network" };
@@ -97,20 +98,12 @@ export class NetworkCollector implements Component {
   readonly #kernelDrops = new KernelSpanDrops(NetworkStat.HTTP_SAMPLED_OUT, NetworkStat.H2_STOPPED_LOST);
   #removeFlushSource: (() => void) | undefined;
   /**
-   * Connections closed in the kernel (`ns`: the close's kernel time), forgotten by the HTTP tracker CLOSE_GRACE_MS
-   * later, and only once their HTTP records were handled: the http_events ring then held a record written after the
-   * close, or nothing at all.
+   * Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later and once their HTTP records
+   * (http_events) were handled.
    */
-  #closing: Array<{ key: string; atMs: number; ns: bigint }> = [];
-  /** Kernel time of the last http_events record handled (records are read in the order they were reserved). */
-  #lastHttpNs = 0n;
-  /**
-   * Processes with TLS connections that exited (key prefix of their connections; `ns`: the exit's kernel time),
-   * closed CLOSE_GRACE_MS later, and only once their plaintext records were handled (as #closing, for tls_events).
-   */
-  #tlsExits: Array<{ key: string; atMs: number; ns: bigint }> = [];
-  /** Kernel time of the last tls_events record handled. */
-  #lastTlsNs = 0n;
+  readonly #closing = new DeferredCloses((key, ns) => this.#offerExchanges(this.#http.close(key, ns)), CLOSE_GRACE_MS, MAX_HTTP_CONNECTIONS);
+  /** Processes with TLS connections that exited (key prefix of their connections), closed as #closing after their plaintext records (tls_events). */
+  readonly #tlsExits = new DeferredCloses((prefix, ns) => this.#closeTlsProcess(prefix, ns), CLOSE_GRACE_MS, MAX_HTTP_CONNECTIONS);
   /** Whether the TLS set's ring has nothing left to hand on (given by the TLS set with each exit). */
   #tlsCaughtUp: () => boolean = () => true;
   readonly #httpDropsSeen = { unparsed: 0, unanswered: 0, h2Lost: 0, h2Stopped: 0 };
@@ -225,11 +218,7 @@ export class NetworkCollector implements Component {
     }
     /* The HTTP records of a connection come through another ring buffer and may be read after its CLOSED record: forget it later. */
     if (e.kind === ConnKind.CLOSED || e.kind === ConnKind.FAILED) {
-      this.#closing.push({ key: `${e.pid}:${e.sk}`, atMs: performance.now(), ns: e.timestampNs });
-      if (this.#closing.length > MAX_HTTP_CONNECTIONS) {
-        const oldest = this.#closing.shift()!;
-        this.#offerExchanges(this.#http.close(oldest.key, oldest.ns));
-      }
+      this.#closing.add(`${e.pid}:${e.sk}`, e.timestampNs, performance.now());
     }
   }
 
@@ -250,7 +239,7 @@ export class NetworkCollector implements Component {
   }
 
   #onHttp(e: HttpEvent): void {
-    this.#lastHttpNs = e.timestampNs;
+    this.#closing.lastNs = e.timestampNs;
     if (e.pid === this.#selfPid) return;
     /* One call object for every record (the tracker keeps what it needs of it, never the object). */
     const call = this.#call;
@@ -369,7 +358,7 @@ export class NetworkCollector implements Component {
    * cleartext, keyed by the SSL object (its socket's bytes are ciphertext), with url.scheme https.
    */
   handleTls(e: TlsEvent): void {
-    this.#lastTlsNs = e.timestampNs;
+    this.#tlsExits.lastNs = e.timestampNs;
     if (e.pid === this.#selfPid) return;
     const connection = `tls:${e.pid}:${e.ssl}`;
     const call: CapturedCall<EndpointMeta> = {
@@ -415,11 +404,7 @@ export class NetworkCollector implements Component {
    */
   tlsProcessExited(pid: number, exitNs: bigint, caughtUp: () => boolean): void {
     this.#tlsCaughtUp = caughtUp;
-    this.#tlsExits.push({ key: `tls:${pid}:`, atMs: performance.now(), ns: exitNs });
-    if (this.#tlsExits.length > MAX_HTTP_CONNECTIONS) {
-      const oldest = this.#tlsExits.shift()!;
-      this.#closeTlsProcess(oldest.key, oldest.ns);
-    }
+    this.#tlsExits.add(`tls:${pid}:`, exitNs, performance.now());
   }
 
   #closeTlsProcess(prefix: string, exitNs: bigint): void {
@@ -493,23 +478,10 @@ export class NetworkCollector implements Component {
   /** Reads the kernel's counters (exchanges the kernel did not capture, over the per-second budget, are span drops) and RED counts. */
   #pollStats(): void {
     const nowMs = performance.now();
-    const cutoff = nowMs - CLOSE_GRACE_MS;
-    let n = 0;
     /* A close is read from conn_events while the connection's last HTTP records may still wait in http_events (or in
      * its pump's backlog, seconds behind when decoding fell behind): closing it earlier would drop their streams. */
-    const caughtUp = this.#inner.caughtUp("http_events");
-    while (n < this.#closing.length && this.#closing[n]!.atMs <= cutoff && (caughtUp || this.#lastHttpNs > this.#closing[n]!.ns)) {
-      const c = this.#closing[n++]!;
-      this.#offerExchanges(this.#http.close(c.key, c.ns));
-    }
-    if (n > 0) this.#closing = this.#closing.slice(n);
-    n = 0;
-    const tlsCaughtUp = this.#tlsExits.length > 0 && this.#tlsCaughtUp();
-    while (n < this.#tlsExits.length && this.#tlsExits[n]!.atMs <= cutoff && (tlsCaughtUp || this.#lastTlsNs > this.#tlsExits[n]!.ns)) {
-      const x = this.#tlsExits[n++]!;
-      this.#closeTlsProcess(x.key, x.ns);
-    }
-    if (n > 0) this.#tlsExits = this.#tlsExits.slice(n);
+    this.#closing.applyDue(nowMs, () => this.#inner.caughtUp("http_events"));
+    this.#tlsExits.applyDue(nowMs, this.#tlsCaughtUp);
     this.#offerExchanges(this.#http.flushIdle(nowMs - HTTP_IDLE_END_MS));
     this.#countHttpDrops();
     /* Taken every second, not only per export interval: processes are described while they still run. */
@@ -555,8 +527,8 @@ export class NetworkCollector implements Component {
     this.#stopTimers();
     await this.#inner.shutdown(deadline);
     /* Responses still open end at their last call seen; requests never answered are counted. */
-    this.#closing = [];
-    this.#tlsExits = [];
+    this.#closing.clear();
+    this.#tlsExits.clear();
     this.#tlsEndpoints.clear();
     this.#offerExchanges(this.#http.closeMatching(""));
     this.#countHttpDrops();
