@@ -420,7 +420,8 @@ export class RecordPump<E> implements Pollable {
     this.#failedInBatch = 0;
     this.#handlerErrorReported = false;
     const reader = this.binding.reader;
-    if (this.#spill.size > 0 || (reader.pendingBytes !== undefined && reader.pendingBytes() > this.#spillAt)) this.#fillBacklog();
+    const pending = reader.pendingBytes?.() ?? 0;
+    if (this.#spill.size > 0 || pending > this.#spillAt) this.#fillBacklog(pending);
     /* The backlog first: its records are older than any left in the ring. */
     let n: number;
     if (this.#spill.size > 0) n = this.#spill.take(this.binding.decode, this.#onEvent, this.#batchRecords, this.#onRecordError);
@@ -431,12 +432,13 @@ export class RecordPump<E> implements Pollable {
     return n;
   }
 
-  /** Moves every record of the ring into the backlog, when they all fit under its bound (else they wait in the ring). */
-  #fillBacklog(): void {
-    const reader = this.binding.reader;
-    const pending = reader.pendingBytes?.() ?? 0;
+  /**
+   * Moves every record of the ring (`pending` bytes) into the backlog, when they all fit under its bound (else they
+   * wait in the ring).
+   */
+  #fillBacklog(pending: number): void {
     if (pending === 0 || this.#spill.bytes + pending > this.#spillLimit || !this.spillAllowed()) return;
-    this.counters.spilled += reader.consume(this.#toSpill, Number.MAX_SAFE_INTEGER);
+    this.counters.spilled += this.binding.reader.consume(this.#toSpill, Number.MAX_SAFE_INTEGER);
     if (this.#spill.bytes > this.counters.spillPeakBytes) this.counters.spillPeakBytes = this.#spill.bytes;
   }
 
