@@ -32,6 +32,18 @@ interface Found {
   metrics: Array<{ name: string; attributes: Attrs }>;
 }
 
+/** One line per resource received: its identity, its spans (kind, pid, path) and its metric names (a failure's evidence). */
+function summary(found: Found[]): string {
+  return found
+    .map((f) => {
+      const r = f.resource;
+      const spans = f.spans.map((s) => `${s.kind.replace("SPAN_KIND_", "")}:${s.attributes["process.pid"]}:${s.attributes["url.path"]}`);
+      const metrics = [...new Set(f.metrics.map((m) => m.name))];
+      return `${r["service.name"]} pid=${r["process.pid"]} exe=${r["process.executable.name"]} container=${String(r["container.id"] ?? "").slice(0, 12)} name=${r["container.name"]} | spans ${spans.join(" ")} | metrics ${metrics.join(" ")}`;
+    })
+    .join("\n");
+}
+
 /** Every ResourceSpans / ResourceMetrics received, one entry per resource (as sent). */
 function collect(reqs: OfficialRequest[]): Found[] {
   const out: Found[] = [];
@@ -99,6 +111,12 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
     return d.docker.containers;
   }
 
+  const isPy = (f: Found) => f.resource["process.pid"] === python.pid;
+  const isWeb = (f: Found) => f.resource["container.id"] === containerId;
+  const isCurl = (f: Found) => f.resource["process.pid"] === curlPid;
+  const spans = (all: Found[], which: (f: Found) => boolean, kind: string) => all.filter(which).flatMap((f) => f.spans.filter((s) => s.kind === kind && s.attributes["http.request.method"] === "GET"));
+  const metric = (all: Found[], which: (f: Found) => boolean, name: string) => all.filter(which).flatMap((f) => f.metrics.filter((m) => m.name === name));
+
   /** Whether a span is one of runCurl("first")'s requests (the query's value is redacted, its name is not). */
   const ofFirstRequests = (s: { attributes: Attrs }) => String(s.attributes["url.path"]).startsWith("/missing-first-") || String(s.attributes["url.query"] ?? "").startsWith("first=");
 
@@ -153,11 +171,6 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
   }, 60_000);
 
   test("spans and metrics of each workload arrive under its own resource; none under the agent's", async () => {
-    const isPy = (f: Found) => f.resource["process.pid"] === python.pid;
-    const isWeb = (f: Found) => f.resource["container.id"] === containerId;
-    const isCurl = (f: Found) => f.resource["process.pid"] === curlPid;
-    const spans = (all: Found[], which: (f: Found) => boolean, kind: string) => all.filter(which).flatMap((f) => f.spans.filter((s) => s.kind === kind && s.attributes["http.request.method"] === "GET"));
-    const metric = (all: Found[], which: (f: Found) => boolean, name: string) => all.filter(which).flatMap((f) => f.metrics.filter((m) => m.name === name));
     let found: Found[] = [];
     await rx.waitFor((reqs) => {
       found = collect(reqs);
@@ -171,6 +184,16 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
     }, 60_000);
     await Bun.sleep(1500); // one more metrics interval: nothing more may arrive for these workloads under another resource
     found = collect(rx.requests());
+    try {
+      checkIdentities(found);
+    } catch (e) {
+      console.log(`pids: python ${python.pid}, curl ${curlPid}, httpd ${httpdPid}, container ${containerId}\n${summary(found)}\n${agent.stderr().slice(-3000)}`);
+      throw e;
+    }
+  }, TIMEOUT_MS);
+
+  /** The first test's claims about what arrived. */
+  function checkIdentities(found: Found[]): void {
 
     // Python: named by OTEL_SERVICE_NAME from its own environment, with the declared namespace; nothing else of it exported.
     const py = found.find(isPy)!.resource;
@@ -226,14 +249,12 @@ describe.skipIf(unavailable !== undefined)("workload identity on the real kernel
     // Every span about these processes is under their workload's resource.
     const pids = new Set([python.pid, curlPid]);
     for (const f of found) for (const s of f.spans) if (pids.has(s.attributes["process.pid"] as number)) expect(f.resource["process.pid"]).toBe(s.attributes["process.pid"]);
-  }, TIMEOUT_MS);
+  }
 
   test("after an agent restart the running workloads keep their identity (seeded from /proc as they were named at exec)", async () => {
     const before = collect(rx.requests());
     // The resources the first requests' spans came under (not the readiness probe's: see above).
     const resourceOf = (all: Found[], which: (f: Found) => boolean) => all.find((f) => which(f) && f.spans.some(ofFirstRequests))?.resource;
-    const isPy = (f: Found) => f.resource["process.pid"] === python.pid;
-    const isWeb = (f: Found) => f.resource["container.id"] === containerId;
     const py1 = resourceOf(before, isPy)!;
     const web1 = resourceOf(before, isWeb)!;
     await agent.stop();
