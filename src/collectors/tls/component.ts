@@ -200,6 +200,7 @@ export class TlsCollector implements Component {
     const registry = this.#registry;
     if (!registry) return;
     const before = registry.counters.attaches + registry.counters.failures;
+    const started = performance.now();
     try {
       registry.scan(pid);
     } catch (e) {
@@ -211,7 +212,8 @@ export class TlsCollector implements Component {
       for (const t of registry.view()) {
         if (t.pids.includes(pid) && t.state !== "attached") this.#host?.logger.warn("TLS library not traced", { path: t.path, state: t.state, reason: t.reason, pid });
       }
-      this.#host?.logger.info("TLS libraries probed", { attached: registry.attachedCount, pid });
+      // How long the scan and the attaches held the event loop (the ring buffers wait for it).
+      this.#host?.logger.info("TLS libraries probed", { attached: registry.attachedCount, pid, ms: Math.round(performance.now() - started) });
     }
   }
 

@@ -13,8 +13,9 @@
  *   SSL_read (SSL_write) is left unprobed when its code calls the same T, which then sees its calls too.
  * - A function starting with `endbr64` (CET builds) then a push is probed on the push: endbr64 is single-stepped,
  *   and leaves the stack as it was (the return probe still finds the return address on top of it).
- * - Otherwise the function's entry, as libbpf resolves the symbol.
- * A library whose code cannot be read is probed at the functions' entries.
+ * - Otherwise the function's entry.
+ * Each site is a file offset found from the symbol tables read once here. A library whose code cannot be read is
+ * probed at the functions' entries by name (libbpf then finds them).
  */
 import { closeSync, openSync, readSync } from "node:fs";
 import { ElfFile, type LoadSegment } from "../profiling/elf";
@@ -24,7 +25,7 @@ import type { TlsFunction } from "./targets";
 export interface ProbeSite {
   /** Whose entry program reads the arguments (an _ex form reads the byte count through its 4th). */
   program: TlsFunction;
-  /** File offset of the probed instruction; undefined: the entry of the symbol `program`. */
+  /** File offset of the probed instruction; undefined: the entry of the symbol `program`, which libbpf looks up. */
   offset?: number;
   /** The functions whose calls this site sees. */
   covers: TlsFunction[];
@@ -110,9 +111,9 @@ export function planSites(functions: readonly TlsFunction[], src: CodeSource): P
   for (const f of functions) {
     if (covered.has(f)) continue;
     const sym = src.symbol(f);
-    const skip = sym ? cheapEntry(src.code(sym.vaddr, 8)) : undefined;
-    // A push at the entry is cheap already: the symbol itself is probed.
-    const offset = sym && skip !== undefined && skip > 0 ? src.fileOffset(sym.vaddr + skip) : undefined;
+    // Past an endbr64 to the push when there is one, else the entry. Given as a file offset: libbpf, given the name,
+    // would read the file's symbol tables again for each probe (tens of ms each for an executable such as node).
+    const offset = sym ? src.fileOffset(sym.vaddr + (cheapEntry(src.code(sym.vaddr, 8)) ?? 0)) : undefined;
     sites.push(offset === undefined ? { program: f, covers: [f] } : { program: f, offset, covers: [f] });
   }
   return sites;

