@@ -179,12 +179,20 @@ static __always_inline void count_stat(__u32 idx)
     *n += 1;
 }
 
-/* Takes one unit of the per-second exchange budget. */
-static __always_inline int take_exchange_token(void)
+/* The call's time: a write's entry time (already in `*ts`), else the clock read once, when first needed. */
+static __always_inline __u64 call_time(__u64 *ts)
+{
+  if (*ts == 0)
+    *ts = bpf_ktime_get_ns();
+  return *ts;
+}
+
+/* Takes one unit of the per-second exchange budget (`now`: the call's time). */
+static __always_inline int take_exchange_token(__u64 now)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&tls_rate, &zero);
-  if (!w || !svc_window_open(w, bpf_ktime_get_ns(), exchanges_per_second))
+  if (!w || !svc_window_open(w, now, exchanges_per_second))
     return 0;
   /* What user space does not drain is refused here, not lost in the ring: no new exchange while it is half full. */
   if (bpf_ringbuf_query(&tls_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&tls_events, BPF_RB_RING_SIZE) / 2) {
@@ -195,11 +203,11 @@ static __always_inline int take_exchange_token(void)
 }
 
 /* Takes one call of the per-second HTTP/2 budget; refused as well while the ring is three quarters full. */
-static __always_inline int take_h2_token(void)
+static __always_inline int take_h2_token(__u64 now)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&tls_h2_rate, &zero);
-  if (!w || !svc_window_open(w, bpf_ktime_get_ns(), h2_records_per_second))
+  if (!w || !svc_window_open(w, now, h2_records_per_second))
     return 0;
   if (bpf_ringbuf_query(&tls_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&tls_events, BPF_RB_RING_SIZE) / 4 * 3)
     return 0;
@@ -254,7 +262,8 @@ static __always_inline int enter(__u64 ssl, __u64 buf, __u64 count_ptr, __u32 io
   c->ssl = ssl;
   c->buf = buf;
   c->count_ptr = count_ptr;
-  c->enter_ns = bpf_ktime_get_ns();
+  /* A write's time is its entry (its bytes are known then); a read's, its return (read there). */
+  c->enter_ns = io == IO_WRITE ? bpf_ktime_get_ns() : 0;
   c->sk = 0;
   c->cookie = 0;
   c->io = io;
@@ -344,6 +353,8 @@ static __always_inline int leave(long ret)
     return 0;
   __u32 cap = TLS_CAPTURE_BYTES;
   int h2_stop = 0;
+  /* The call's time, read at most once (call_time). */
+  __u64 ts = c.io == IO_WRITE ? c.enter_ns : 0;
   if (!(conn->flags & TLS_CONN_H2) && off == 0 && h2_opening(e->data, head))
     conn->flags |= TLS_CONN_H2;
   if (conn->flags & TLS_CONN_H2) {
@@ -351,7 +362,7 @@ static __always_inline int leave(long ret)
       return 0;
     cap = H2_CAPTURE_BYTES;
     /* Refused: the connection is no longer forwarded, said by a header-only record. */
-    if (!take_h2_token()) {
+    if (!take_h2_token(call_time(&ts))) {
       conn->flags |= TLS_CONN_H2_STOPPED;
       count_stat(STAT_H2_STOPPED);
       h2_stop = 1;
@@ -364,7 +375,7 @@ static __always_inline int leave(long ret)
       start = START_NONE;
     if (red_enabled) {
       /* Every exchange counts, captured or not: a write at its entry, a read at its return (as the records). */
-      __u64 at = c.io == IO_WRITE ? c.enter_ns : bpf_ktime_get_ns();
+      __u64 at = call_time(&ts);
       struct red_conn *r = &conn->red;
       if (start == START_REQUEST) {
         struct red_peer peer = { .pid = id >> 32, .family = conn->family, .sport = conn->sport, .dport = conn->dport, .scheme = RED_SCHEME_HTTPS, .daddr = conn->daddr };
@@ -381,7 +392,7 @@ static __always_inline int leave(long ret)
     }
     if (start == START_REQUEST) {
       /* A request decides whether its whole exchange is captured. */
-      conn->sampled = take_exchange_token() ? c.io + 1 : 0;
+      conn->sampled = take_exchange_token(call_time(&ts)) ? c.io + 1 : 0;
       if (!conn->sampled)
         count_stat(STAT_SAMPLED_OUT);
       conn->resp_left = RESPONSE_RECORDS;
@@ -408,7 +419,7 @@ static __always_inline int leave(long ret)
     return 0;
   if (size > head && bpf_probe_read_user(e->data, size, (void *)c.buf) != 0)
     return 0;
-  e->timestamp_ns = c.io == IO_WRITE ? c.enter_ns : bpf_ktime_get_ns();
+  e->timestamp_ns = call_time(&ts);
   e->ssl = c.ssl;
   e->stream_off = off;
   e->sk = conn->sk;
