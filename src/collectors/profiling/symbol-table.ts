@@ -16,7 +16,8 @@ export interface SymbolEntry {
 export interface PackedSymbols {
   count: number;
   addresses: Float64Array;
-  sizes: Float64Array;
+  /** Absent: no sizes known (each symbol extends to the next). */
+  sizes?: Float64Array;
   text: Uint8Array;
   nameStarts: Uint32Array;
   nameEnds: Uint32Array;
@@ -28,7 +29,8 @@ const utf8 = new TextDecoder();
 
 export class SymbolTable {
   readonly #addresses: Float64Array;
-  readonly #sizes: Float64Array;
+  /** undefined: no sizes known (0 for every symbol). */
+  readonly #sizes: Float64Array | undefined;
   readonly #names: string[] | undefined;
   readonly #text: Uint8Array | undefined;
   readonly #starts: Uint32Array | undefined;
@@ -41,11 +43,12 @@ export class SymbolTable {
       entries.sort((a, b) => a.address - b.address || b.size - a.size);
       this.#tags = undefined;
       this.#addresses = new Float64Array(entries.length);
-      this.#sizes = new Float64Array(entries.length);
+      const sizes = new Float64Array(entries.length);
+      this.#sizes = sizes;
       this.#names = new Array<string>(entries.length);
       entries.forEach((e, i) => {
         this.#addresses[i] = e.address;
-        this.#sizes[i] = e.size;
+        sizes[i] = e.size;
         this.#names![i] = e.name;
       });
       return;
@@ -53,16 +56,17 @@ export class SymbolTable {
     const p = symbols;
     const order = new Uint32Array(p.count);
     for (let i = 0; i < p.count; i++) order[i] = i;
-    order.sort((a, b) => p.addresses[a]! - p.addresses[b]! || p.sizes[b]! - p.sizes[a]!);
+    const sizes = p.sizes;
+    order.sort(sizes ? (a, b) => p.addresses[a]! - p.addresses[b]! || sizes[b]! - sizes[a]! : (a, b) => p.addresses[a]! - p.addresses[b]!);
     this.#addresses = new Float64Array(p.count);
-    this.#sizes = new Float64Array(p.count);
+    this.#sizes = sizes ? new Float64Array(p.count) : undefined;
     this.#starts = new Uint32Array(p.count);
     this.#ends = new Uint32Array(p.count);
     const tags = p.tags ? new Uint16Array(p.count) : undefined;
     for (let i = 0; i < p.count; i++) {
       const j = order[i]!;
       this.#addresses[i] = p.addresses[j]!;
-      this.#sizes[i] = p.sizes[j]!;
+      if (this.#sizes) this.#sizes[i] = sizes![j]!;
       this.#starts[i] = p.nameStarts[j]!;
       this.#ends[i] = p.nameEnds[j]!;
       if (tags) tags[i] = p.tags![j]!;
@@ -89,7 +93,7 @@ export class SymbolTable {
     // Among symbols at the same address prefer the first (largest size after sorting).
     let i = lo;
     while (i > 0 && a[i - 1] === a[lo]) i--;
-    const size = this.#sizes[i]!;
+    const size = this.#sizes?.[i] ?? 0;
     if (size > 0 && address >= a[i]! + size) return -1;
     return i;
   }
@@ -107,7 +111,7 @@ export class SymbolTable {
 
   /** The size in bytes of the symbol at an index (0 when unknown). */
   sizeAt(i: number): number {
-    return this.#sizes[i]!;
+    return this.#sizes?.[i] ?? 0;
   }
 
   /** The tag of the symbol at an index of indexOf (0 when the table has none). */

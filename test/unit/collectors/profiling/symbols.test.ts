@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, writeFileSync, appendFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync, appendFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
@@ -54,6 +54,25 @@ describe("symbol tables", () => {
     expect(k.lookup(0xffffffff81000250n)).toEqual({ name: "do_syscall_64", module: "" });
     expect(k.lookup(0xffffffffc0001004n)).toEqual({ name: "nf_hook", module: "nf_tables" });
     expect(new KernelSymbols("0000000000000000 T hidden\n").size).toBe(0);
+  });
+  // The host's own table, read as the profiler reads it (root: real addresses), against a plain parse of the text.
+  const kallsyms = existsSync("/proc/kallsyms") ? readFileSync("/proc/kallsyms", "utf8") : "";
+  test.skipIf(!/^[0-9a-f]*[1-9a-f][0-9a-f]* /m.test(kallsyms))("kallsyms of this host: every text symbol (each 50th) looked up to a symbol of its address and module", () => {
+    const k = new KernelSymbols(new TextEncoder().encode(kallsyms));
+    const byAddress = new Map<bigint, Array<{ name: string; module: string }>>();
+    const text: Array<[bigint, string, string]> = [];
+    for (const line of kallsyms.split("\n")) {
+      const m = /^([0-9a-f]+) ([tTwW]) (\S+)(?:\t\[(\S+)\])?$/.exec(line);
+      if (!m || BigInt(`0x${m[1]}`) === 0n) continue;
+      const a = BigInt(`0x${m[1]}`);
+      byAddress.set(a, [...(byAddress.get(a) ?? []), { name: m[3]!, module: m[4] ?? "" }]);
+      text.push([a, m[3]!, m[4] ?? ""]);
+    }
+    expect(k.size).toBe(text.length);
+    for (let i = 0; i < text.length; i += 50) {
+      const [a] = text[i]!;
+      expect(byAddress.get(a)).toContainEqual(k.lookup(a)!);
+    }
   });
   // A shared library and executables with and without OpenSSL's symbols (node carries them in both tables).
   const elfFiles = ["/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/bin/node", "/usr/bin/python3", process.execPath].filter((f) => existsSync(f));
