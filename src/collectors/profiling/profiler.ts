@@ -215,6 +215,9 @@ export class ProfilingCollector implements Component {
     const intervalMs = msOf(profiling, "interval");
     this.#timer = setInterval(() => this.collect(), intervalMs);
     if (intervalMs > DRAIN_INTERVAL_MS) this.#drainTimer = setInterval(() => this.drain(), DRAIN_INTERVAL_MS);
+    // The kernel's symbols, read before the first period ends: read then, they held the event loop ~100 ms (ring
+    // buffers filling meanwhile). Should this fail, the first kernel frame reads them as before.
+    this.#symbolizer.preloadKernel().catch((e: Error) => host.logger.debug("reading kernel symbols ahead failed", { error: e.message }));
     host.logger.info("CPU profiling attached", { sample_rate: profiling.sample_rate, interval: profiling.interval });
     host.report("ok");
   }

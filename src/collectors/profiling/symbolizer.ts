@@ -109,6 +109,16 @@ export class Symbolizer {
     for (const path of this.#jitdumps.keys()) if (path.startsWith(`${this.#proc}/${pid}/`)) this.#jitdumps.delete(path);
   }
 
+  /**
+   * Reads the kernel's symbols ahead of the first kernel frame, without holding the event loop (KernelSymbols.load);
+   * a frame looked up before it ends reads them at once, as without it.
+   */
+  async preloadKernel(): Promise<void> {
+    if (this.#kernel) return;
+    const loaded = await KernelSymbols.load(this.#kallsymsPath);
+    this.#kernel ??= loaded;
+  }
+
   /** A kernel frame. */
   kernelFrame(address: bigint): ProfileFrame {
     const cached = this.#kernelFrames.get(address);

@@ -74,6 +74,24 @@ describe("symbol tables", () => {
       expect(byAddress.get(a)).toContainEqual(k.lookup(a)!);
     }
   });
+  test.skipIf(!/^[0-9a-f]*[1-9a-f][0-9a-f]* /m.test(kallsyms))("kallsyms loaded without holding the event loop: the same table as read(), with turns of the loop in between", async () => {
+    let turns = 0;
+    let running = true;
+    const spin = () => {
+      if (!running) return;
+      turns++;
+      setImmediate(spin);
+    };
+    setImmediate(spin);
+    const loaded = await KernelSymbols.load();
+    running = false;
+    const read = KernelSymbols.read();
+    expect(loaded.size).toBe(read.size);
+    // The file is read off the main thread and parsed in slices: other callbacks ran while it loaded.
+    expect(turns).toBeGreaterThan(2);
+    const addresses = kallsyms.split("\n").flatMap((l) => (/^[0-9a-f]+ [tTwW] /.test(l) ? [BigInt(`0x${l.slice(0, l.indexOf(" "))}`)] : []));
+    for (let i = 0; i < addresses.length; i += 97) expect(loaded.lookup(addresses[i]!)).toEqual(read.lookup(addresses[i]!));
+  });
   // A shared library and executables with and without OpenSSL's symbols (node carries them in both tables).
   const elfFiles = ["/usr/lib/x86_64-linux-gnu/libssl.so.3", "/usr/bin/node", "/usr/bin/python3", process.execPath].filter((f) => existsSync(f));
   test.each(elfFiles)("ELF named function symbols in place: exactly those the sorted table finds first (%s)", (path) => {
