@@ -119,6 +119,21 @@ describe("network record decoders", () => {
       });
   });
 
+  test("conn_event: task names and addresses stay exact across many records (kept for reuse), IPv4, v4-mapped and IPv6", () => {
+    const names = Array.from({ length: 500 }, (_, i) => (i % 7 === 0 ? "y".repeat(16) : `conn-${i.toString(36)}${"abcdefgh".slice(0, i % 9)}`).slice(0, 16));
+    for (let round = 0; round < 3; round++)
+      names.forEach((comm, i) => {
+        const daddr = [10, (i >> 8) & 255, i & 255, round];
+        const v4 = connRecord({ kind: ConnKind.OPEN, ts: 1n, sk: 1n, start: 1n, est: 1n, sent: 0, recv: 0, pid: 1, retrans: 0, sport: 1, dport: 2, family: 2, dir: Direction.OUTBOUND, flags: 0, saddr: [127, 0, 0, 1], daddr, comm });
+        const e4 = decodeConnEvent(v4, 0, v4.byteLength);
+        expect([e4.comm, e4.localAddress, e4.remoteAddress]).toEqual([comm, "127.0.0.1", daddr.join(".")]);
+        const six = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, round, (i >> 8) & 255, i & 255];
+        const v6 = connRecord({ kind: ConnKind.OPEN, ts: 1n, sk: 1n, start: 1n, est: 1n, sent: 0, recv: 0, pid: 1, retrans: 0, sport: 1, dport: 2, family: 10, dir: Direction.INBOUND, flags: 0, saddr: mapped(daddr), daddr: six, comm });
+        const e6 = decodeConnEvent(v6, 0, v6.byteLength);
+        expect([e6.comm, e6.localAddress, e6.remoteAddress]).toEqual([comm, daddr.join("."), formatAddress(Uint8Array.from(six), 10)]);
+      });
+  });
+
   test("IPv6 text form follows RFC 5952", () => {
     const six = (...g: number[]) => Uint8Array.from(g.flatMap((x) => [x >> 8, x & 0xff]));
     expect(formatAddress(six(0, 0, 0, 0, 0, 0, 0, 1), 10)).toBe("::1");
