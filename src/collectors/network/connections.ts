@@ -55,6 +55,9 @@ export function bucketIndex(bounds: readonly number[], v: number): number {
   return i;
 }
 
+/** Label sets whose series is remembered without its key (ConnectionTelemetry's #recent). */
+const RECENT_SERIES = 8;
+
 const directionName = (d: number) => (d === Direction.OUTBOUND ? "outbound" : d === Direction.INBOUND ? "inbound" : "unknown");
 
 export interface ConnectionOptions {
@@ -71,6 +74,9 @@ export interface ConnectionOptions {
 
 export class ConnectionTelemetry {
   #series = new Map<string, Series>();
+  /** The series of the label sets used last (emptied with #series). */
+  #recent: Array<{ resource: Attributes | undefined; processName: string; direction: number; servicePort: number; service: string | undefined; series: Series }> = [];
+  #recentNext = 0;
   /** A small number per workload resource object, for series keys. */
   readonly #resourceKeys = new ResourceKeys();
   #intervalStartNs: bigint;
@@ -84,13 +90,27 @@ export class ConnectionTelemetry {
   #seriesFor(e: ConnEvent, processName: string, resource: Attributes | undefined): Series {
     const outbound = e.direction === Direction.OUTBOUND;
     const servicePort = outbound ? e.remotePort : e.localPort;
+    const service = outbound ? (this.o.remoteService?.(e.remoteAddress, e.remotePort) ?? UNKNOWN_REMOTE_SERVICE) : undefined;
+    // The series of the last few label sets, found without building their key (events come in runs of a few sets).
+    const recent = this.#recent;
+    for (let i = 0; i < recent.length; i++) {
+      const r = recent[i]!;
+      if (r.resource === resource && r.servicePort === servicePort && r.direction === e.direction && r.processName === processName && r.service === service) return r.series;
+    }
+    const series = this.#findSeries(e, processName, resource, servicePort, service);
+    const entry = { resource, processName, direction: e.direction, servicePort, service, series };
+    if (recent.length < RECENT_SERIES) recent.push(entry);
+    else recent[this.#recentNext++ % RECENT_SERIES] = entry;
+    return series;
+  }
+
+  #findSeries(e: ConnEvent, processName: string, resource: Attributes | undefined, servicePort: number, service: string | undefined): Series {
     const attributes: Attributes = {
       "process.executable.name": processName,
       "network.connection.direction": directionName(e.direction),
       "network.transport": "tcp",
       "server.port": servicePort,
     };
-    const service = outbound ? (this.o.remoteService?.(e.remoteAddress, e.remotePort) ?? UNKNOWN_REMOTE_SERVICE) : undefined;
     if (service) attributes["service.peer.name"] = service;
     let key = `${this.#resourceKeys.of(resource)}\u0000${processName}\u0000${attributes["network.connection.direction"]}\u0000${servicePort}\u0000${service ?? ""}`;
     if (!this.#series.has(key) && this.#series.size >= this.o.maxSeries) {
@@ -210,6 +230,7 @@ export class ConnectionTelemetry {
       }
     }
     this.#series.clear();
+    this.#recent = [];
     return out;
   }
 }
