@@ -10,6 +10,9 @@ import { loadProgramSet, type LoadedSet } from "./loader";
 import { RecordPump } from "./pump";
 import type { ProgramSetSpec } from "./spec";
 
+/** How long a stopping set's pumps keep reading what their rings and backlogs hold, all pumps together. */
+export const STOP_DRAIN_MS = 100;
+
 /** A program set as the agent runs it: its spec, where its events go, and whether configuration turns it on. */
 export interface ProgramSetDefinition<E> {
   spec: ProgramSetSpec<E>;
@@ -115,8 +118,12 @@ export class EbpfSetComponent<E> implements Component {
     this.#generation++;
     await this.#loading;
     this.#loading = undefined;
+    // What the rings and backlogs hold goes to the handlers before the set closes (a shutdown's final flush, a
+    // reload's last counts); what is still there after STOP_DRAIN_MS counts as lost.
+    const end = performance.now() + STOP_DRAIN_MS;
     for (const p of this.#pumps) {
-      p.drain();
+      const left = p.drainBeforeClose(Math.max(0, end - performance.now()));
+      if (left > 0) this.#core.countLost(this.#def.spec.name, p.binding.map, p.binding.kind, left);
       p.close();
     }
     this.#pumps = [];

@@ -257,6 +257,14 @@ export class EbpfCore {
     else this.#ctx.metrics.ebpfPerfEvents.inc({ buffer: label }, n);
   }
 
+  /** Counts records a pump read and dropped without handing them on (a set stopping with records left: RecordPump.drainBeforeClose). */
+  countLost(set: string, map: string, kind: "ringbuf" | "perfbuf", n: number): void {
+    if (n === 0) return;
+    const label = `${set}/${map}`;
+    if (kind === "ringbuf") this.#ctx.metrics.ebpfRingbufLost.inc({ ringbuf: label }, n);
+    else this.#ctx.metrics.ebpfPerfLost.inc({ buffer: label }, n);
+  }
+
   #ensureTimer(): void {
     if (this.#timer || ![...this.#sets.values()].some((r) => r.loaded)) return;
     this.#timer = setInterval(() => this.refresh(), REFRESH_INTERVAL_MS);

@@ -479,6 +479,29 @@ export class RecordPump<E> implements Pollable {
   }
 
   /**
+   * The last reads before the set stops: batches until the ring and the backlog are empty or `budgetMs` has passed
+   * (the programs still write meanwhile). What is left then is read without being decoded and returned, for the
+   * owner to count as lost: nothing the kernel handed over goes uncounted.
+   */
+  drainBeforeClose(budgetMs: number): number {
+    if (this.#closed) return 0;
+    const end = performance.now() + budgetMs;
+    try {
+      while (performance.now() < end) if (this.drain() === 0 && this.#spill.size === 0) return 0;
+    } catch (e) {
+      this.onError(e as Error);
+    }
+    let left = this.#spill.size;
+    this.#spill.clear();
+    try {
+      left += this.binding.reader.consume(() => {}, Number.MAX_SAFE_INTEGER);
+    } catch {
+      // A reader already closed holds nothing more.
+    }
+    return left;
+  }
+
+  /**
    * Stops polling (leaves its ticker) and frees the backlog, as the ring's unread records go with their set.
    * Idempotent; the reader itself is closed by its set.
    */

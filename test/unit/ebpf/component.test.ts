@@ -94,8 +94,13 @@ describe("ebpf/<set> component and the ebpf view", () => {
     expect(text).toContain('svc_ebpf_map_entries{map="probes/conns"} 7');
     expect(text).toContain("svc_ebpf_programs_loaded 1");
 
+    // Records still in the ring when the set stops reach the handler first (a shutdown's final flush sees them).
+    for (let i = 0; i < 5000; i++) reader.push(u32(100 + i));
     await c.shutdown(AbortSignal.timeout(1000));
     await c.shutdown(AbortSignal.timeout(1000));
+    expect(events).toHaveLength(2 + 5000);
+    expect(events.at(-1)).toBe(5099);
+    expect(await ctx.metrics.registry.metrics()).toContain('svc_ebpf_ringbuf_events_total{ringbuf="probes/events"} 5002');
     expect(rt.last.closed).toBe(true);
     expect(reader.closed).toBe(true);
     expect(ctx.status.view<EbpfView>(EBPF_STATUS.name)!.programs).toEqual([]);

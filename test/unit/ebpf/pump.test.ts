@@ -70,6 +70,26 @@ describe("RecordPump", () => {
     expect(errors.map((e) => e.message)).toEqual(["bad 0"]);
   });
 
+  test("before close: every record of the ring is handed on in batches; with no time left they are read undecoded and returned", () => {
+    const ring = new FakeRing(1 << 22);
+    const total = 20_000;
+    for (let i = 0; i < total; i++) ring.push(record(i));
+    const events: number[] = [];
+    const pump = new RecordPump(binding(ring), (e) => events.push(e), () => {});
+    // Many batches (the first is MIN_RECORDS_PER_BATCH), in order, each record once.
+    expect(pump.drainBeforeClose(60_000)).toBe(0);
+    expect(events).toEqual(Array.from({ length: total }, (_, i) => i));
+    expect(pump.counters.received).toBe(total);
+
+    for (let i = 0; i < 500; i++) ring.push(record(i));
+    expect(pump.drainBeforeClose(0)).toBe(500);
+    expect(events).toHaveLength(total);
+    expect(ring.consumer.pendingBytes!()).toBe(0);
+    pump.close();
+    ring.push(record(1));
+    expect(pump.drainBeforeClose(60_000)).toBe(0);
+  });
+
   test("polls on a timer, follows up at once while batches fill, never reads a record twice, then stops when closed", async () => {
     const ring = new FakeRing(1 << 24);
     const total = 70_000;
