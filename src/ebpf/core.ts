@@ -257,7 +257,7 @@ export class EbpfCore {
     else this.#ctx.metrics.ebpfPerfEvents.inc({ buffer: label }, n);
   }
 
-  /** Counts records a pump read and dropped without handing them on (a set stopping with records left: RecordPump.drainBeforeClose). */
+  /** Counts records lost: the kernel's count (refresh), or records a pump read and dropped without handing them on (a set stopping with records left: RecordPump.drainBeforeClose). */
   countLost(set: string, map: string, kind: "ringbuf" | "perfbuf", n: number): void {
     if (n === 0) return;
     const label = `${set}/${map}`;
@@ -307,10 +307,7 @@ export class EbpfCore {
         const delta = total - (this.#lostSeen.get(label) ?? 0n);
         this.#lostSeen.set(label, total);
         this.#lostTotal.set(label, total);
-        if (delta > 0n) {
-          if (b.kind === "ringbuf") m.ebpfRingbufLost.inc({ ringbuf: label }, Number(delta));
-          else m.ebpfPerfLost.inc({ buffer: label }, Number(delta));
-        }
+        if (delta > 0n) this.countLost(set, b.map, b.kind, Number(delta));
       }
     }
     m.ebpfProgramsLoaded.set(this.#programsLoaded());

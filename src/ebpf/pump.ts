@@ -412,8 +412,8 @@ export class RecordPump<E> implements Pollable {
   }
 
   /**
-   * Reads at most one batch of what is available now (also used for a last drain before close), from the backlog
-   * held in memory when there is one. Returns records read.
+   * Reads at most one batch of what is available now, from the backlog held in memory when there is one. Returns
+   * records read (0 only when the backlog and the ring are both empty).
    */
   drain(): number {
     if (this.#closed) return 0;
@@ -487,12 +487,11 @@ export class RecordPump<E> implements Pollable {
     if (this.#closed) return 0;
     const end = performance.now() + budgetMs;
     try {
-      while (performance.now() < end) if (this.drain() === 0 && this.#spill.size === 0) return 0;
+      while (performance.now() < end) if (this.drain() === 0) return 0;
     } catch (e) {
       this.onError(e as Error);
     }
-    let left = this.#spill.size;
-    this.#spill.clear();
+    let left = this.#spill.clear();
     try {
       left += this.binding.reader.consume(() => {}, Number.MAX_SAFE_INTEGER);
     } catch {
