@@ -228,6 +228,8 @@ struct pending {
   __u64 sk;           /* set by sock_*_length when the call went to a TCP socket */
   __u32 io;
   __u32 is_iov;
+  __u32 iovcnt;       /* readv/writev: the call's iovec count (a msghdr's comes from the msghdr at exit) */
+  __u32 pad;
 };
 
 struct {
@@ -341,6 +343,8 @@ struct {
 struct h2_scratch_value {
   struct http_event e;
   __u8 more[3 * H2_CAPTURE_BYTES];
+  /* An iovec call's array, read in one user read (not one read per iovec). */
+  struct iovec iovs[H2_MAX_IOVECS];
 };
 
 struct {
@@ -692,14 +696,14 @@ static __always_inline struct conn *conn_for_io(void *ctx, __u32 store, void *sk
 
 /* ---- HTTP capture ---- */
 
-static __always_inline int remember(__u64 buf, __u32 io, __u32 is_iov)
+static __always_inline int remember(__u64 buf, __u32 io, __u32 is_iov, __u64 iovcnt)
 {
   if (capture_http != CAPTURE_SYSCALLS)
     return 0;
   __u64 id = bpf_get_current_pid_tgid();
   if ((id >> 32) == self_tgid)
     return 0;
-  struct pending p = { .buf = buf, .enter_ns = bpf_ktime_get_ns(), .sk = 0, .io = io, .is_iov = is_iov };
+  struct pending p = { .buf = buf, .enter_ns = bpf_ktime_get_ns(), .sk = 0, .io = io, .is_iov = is_iov, .iovcnt = iovcnt > H2_MAX_IOVECS ? H2_MAX_IOVECS : (__u32)iovcnt };
   if (bpf_map_update_elem(&pending, &id, &p, BPF_ANY) != 0)
     count_stat(STAT_PENDING_FULL);
   return 0;
@@ -776,6 +780,26 @@ static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 move
  * or more than `cap` when a read failed. `off_mask` and `size_mask` (constants) bound the offset and size for the
  * verifier within the room behind e->data.
  */
+static __always_inline __u32 gather_iov(struct http_event *e, const struct iovec *iov, __u32 got, __u64 moved, __u32 cap,
+                                        __u32 off_mask, __u32 size_mask)
+{
+  __u64 want = cap - got;
+  if (moved - got < want)
+    want = moved - got;
+  if (iov->iov_len < want)
+    want = iov->iov_len;
+  __u32 off = got;
+  __u32 size = want;
+  asm volatile("%0 &= %1" : "+r"(off) : "i"(off_mask));
+  asm volatile("%0 &= %1" : "+r"(size) : "i"(size_mask));
+  if (size == 0)
+    return got;
+  if (size > cap || bpf_probe_read_user((__u8 *)e->data + off, size, iov->iov_base) != 0)
+    return cap + 1;
+  return off + size;
+}
+
+/* gather_iov for iovec `i` of the user's array `iovp`, read here. */
 static __always_inline __u32 gather_iovec(struct http_event *e, __u64 iovp, __u32 i, __u32 got, __u64 moved, __u32 cap,
                                           __u32 off_mask, __u32 size_mask)
 {
@@ -784,20 +808,7 @@ static __always_inline __u32 gather_iovec(struct http_event *e, __u64 iovp, __u3
   struct iovec iov = {};
   if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(iovp + i * sizeof(iov))) != 0)
     return cap + 1;
-  __u64 want = cap - got;
-  if (moved - got < want)
-    want = moved - got;
-  if (iov.iov_len < want)
-    want = iov.iov_len;
-  __u32 off = got;
-  __u32 size = want;
-  asm volatile("%0 &= %1" : "+r"(off) : "i"(off_mask));
-  asm volatile("%0 &= %1" : "+r"(size) : "i"(size_mask));
-  if (size == 0)
-    return got;
-  if (size > cap || bpf_probe_read_user((__u8 *)e->data + off, size, iov.iov_base) != 0)
-    return cap + 1;
-  return off + size;
+  return gather_iov(e, &iov, got, moved, cap, off_mask, size_mask);
 }
 
 /*
@@ -895,7 +906,7 @@ static __always_inline int take_h2_token(__u64 now)
  * and ring pressure instead: a refused call stops the connection's forwarding (FLAG_H2_STOPPED), said by a
  * header-only record (HTTP_EVENT_H2_STOPPED); a record lost in a full ring stops it too.
  */
-static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts)
+static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 iovcnt, __u64 moved, __u64 now, __u64 ts)
 {
   if (c->flags & FLAG_H2_STOPPED)
     return 0;
@@ -925,10 +936,16 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
       return 0;
     got = size;
   } else {
+    /* The iovec array in one read (a writev of ten HTTP/2 responses carries thirty of them). */
+    __u32 cnt = iovcnt < H2_MAX_IOVECS ? iovcnt : H2_MAX_IOVECS;
+    __u32 array = cnt * sizeof(struct iovec);
+    asm volatile("%0 &= 1023" : "+r"(array));
+    if (array == 0 || array > sizeof(sv->iovs) || bpf_probe_read_user(sv->iovs, array, (void *)buf) != 0)
+      return 0;
     for (__u32 i = 0; i < H2_MAX_IOVECS; i++) {
-      if (got >= H2_CAPTURE_BYTES || got >= moved)
+      if (i >= cnt || got >= H2_CAPTURE_BYTES || got >= moved)
         break;
-      __u32 n = gather_iovec(e, buf, i, got, moved, H2_CAPTURE_BYTES, 4095, 8191);
+      __u32 n = gather_iov(e, &sv->iovs[i], got, moved, H2_CAPTURE_BYTES, 4095, 8191);
       if (n > H2_CAPTURE_BYTES)
         break;
       /* Through the record, as below: one range of `got` for the next iteration, whatever this one took. */
@@ -988,7 +1005,7 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
  * request starts and the status lines answering them are counted (`r`: the connection's RED state, red_of; `sk`:
  * its socket).
  */
-static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
+static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 iovcnt, __u64 moved, __u64 now, __u64 ts, int red, struct red_conn *r, void *sk)
 {
   __u64 len = moved;
   __u64 iovp = buf;
@@ -1128,7 +1145,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   return 0;
 h2:
   /* The one call site of emit_h2 (each would be a copy of it for the verifier to walk). */
-  return emit_h2(c, skp, io, iovp, is_iov, moved, now, ts);
+  return emit_h2(c, skp, io, iovp, is_iov, iovcnt, moved, now, ts);
 }
 
 /* x86_64 syscall numbers whose buffer argument is read from the saved registers. */
@@ -1153,19 +1170,21 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
   long nr = regs->orig_ax;
   __u64 buf = regs->si;
   __u32 is_iov = 0;
+  __u64 iovcnt = regs->dx;
   /* One call site of emit_http (each would be a copy of it for the verifier to walk). */
   if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
     struct user_msghdr msg = {};
     if (bpf_probe_read_user(&msg, sizeof(msg), (void *)buf) != 0)
       return 0;
     buf = (__u64)msg.msg_iov;
+    iovcnt = msg.msg_iovlen;
     is_iov = 1;
   } else if (io == IO_READ ? nr == NR_READV : nr == NR_WRITEV) {
     is_iov = 1;
   } else if (!(io == IO_READ ? (nr == NR_READ || nr == NR_RECVFROM) : (nr == NR_WRITE || nr == NR_SENDTO))) {
     return 0;
   }
-  return emit_http(c, skp, io, buf, is_iov, moved, now, 0, red, r, sk);
+  return emit_http(c, skp, io, buf, is_iov, iovcnt, moved, now, 0, red, r, sk);
 #endif
   return 0;
 }
@@ -1182,6 +1201,7 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   __u64 enter_ns = p->enter_ns;
   __u32 is_iov = p->is_iov;
   __u32 pio = p->io;
+  __u64 iovcnt = p->iovcnt;
   bpf_map_delete_elem(&pending, &id);
   if (skp == 0 || pio != io || tp->ret <= 0)
     return 0;
@@ -1193,10 +1213,11 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
     if (bpf_probe_read_user(&msg, sizeof(msg), (void *)buf) != 0)
       return 0;
     buf = (__u64)msg.msg_iov;
+    iovcnt = msg.msg_iovlen;
     is_iov = 1;
   }
   __u64 now = bpf_ktime_get_ns();
-  return emit_http(c, skp, io, buf, is_iov, tp->ret, now, io == IO_READ ? now : enter_ns, 0, 0, 0);
+  return emit_http(c, skp, io, buf, is_iov, iovcnt, tp->ret, now, io == IO_READ ? now : enter_ns, 0, 0, 0);
 }
 
 static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, int flags, __u32 io)
@@ -1348,36 +1369,36 @@ int BPF_KPROBE(on_tcp_connect, struct sock *sk)
 }
 
 SEC("tracepoint/syscalls/sys_enter_read")
-int enter_read(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 0); }
+int enter_read(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 0, 0); }
 SEC("tracepoint/syscalls/sys_exit_read")
 int exit_read(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
 SEC("tracepoint/syscalls/sys_enter_recvfrom")
-int enter_recvfrom(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 0); }
+int enter_recvfrom(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 0, 0); }
 SEC("tracepoint/syscalls/sys_exit_recvfrom")
 int exit_recvfrom(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
 SEC("tracepoint/syscalls/sys_enter_readv")
-int enter_readv(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 1); }
+int enter_readv(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, 1, ctx->args[2]); }
 SEC("tracepoint/syscalls/sys_exit_readv")
 int exit_readv(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
 SEC("tracepoint/syscalls/sys_enter_write")
-int enter_write(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 0); }
+int enter_write(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 0, 0); }
 SEC("tracepoint/syscalls/sys_exit_write")
 int exit_write(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
 SEC("tracepoint/syscalls/sys_enter_sendto")
-int enter_sendto(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 0); }
+int enter_sendto(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 0, 0); }
 SEC("tracepoint/syscalls/sys_exit_sendto")
 int exit_sendto(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
 /* recvmsg/sendmsg: the buffer argument is a struct user_msghdr; capture() follows it to its iovecs. */
 SEC("tracepoint/syscalls/sys_enter_recvmsg")
-int enter_recvmsg(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, IS_MSGHDR); }
+int enter_recvmsg(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_READ, IS_MSGHDR, 0); }
 SEC("tracepoint/syscalls/sys_exit_recvmsg")
 int exit_recvmsg(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_READ); }
 SEC("tracepoint/syscalls/sys_enter_sendmsg")
-int enter_sendmsg(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, IS_MSGHDR); }
+int enter_sendmsg(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, IS_MSGHDR, 0); }
 SEC("tracepoint/syscalls/sys_exit_sendmsg")
 int exit_sendmsg(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
 SEC("tracepoint/syscalls/sys_enter_writev")
-int enter_writev(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 1); }
+int enter_writev(struct tp_sys_enter *ctx) { return remember(ctx->args[1], IO_WRITE, 1, ctx->args[2]); }
 SEC("tracepoint/syscalls/sys_exit_writev")
 int exit_writev(struct tp_sys_exit *ctx) { return capture(ctx, ctx, IO_WRITE); }
 
