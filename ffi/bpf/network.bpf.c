@@ -132,7 +132,9 @@
 #define STAT_H2_CUT 8
 /* ... or while the ring was three quarters full. */
 #define STAT_H2_STOPPED_RING 9
-#define STAT_COUNT 10
+/* Connections found to carry TLS records (conn.opaque): their calls are no longer read for HTTP. */
+#define STAT_TLS_CIPHERTEXT 10
+#define STAT_COUNT 11
 
 /* Set before load. */
 #define CAPTURE_OFF 0
@@ -181,7 +183,8 @@ struct conn {
   __u8 upgrading;      /* 132: a 101 answered the captured request; HTTP/2 forwarded until the request side's next
                         * call tells (the client preface: HTTP/2 stays, RFC 9113 section 3.2 for h2c; anything else,
                         * e.g. WebSocket: back to HTTP/1.x capture, and the RED exchange counts with status 101) */
-  __u8 pad2[3];        /* 133 */
+  __u8 opaque;         /* 133: the connection carries TLS records (tls_record_start): never read for HTTP again */
+  __u8 pad2[2];        /* 134 */
 };
 
 /* 160 bytes. */
@@ -761,7 +764,7 @@ static __always_inline int refused_unread(struct conn *c, __u32 io, __u8 prev_io
  */
 static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 moved)
 {
-  if (c->flags & FLAG_H2_STOPPED)
+  if ((c->flags & FLAG_H2_STOPPED) || c->opaque)
     return 0;
   if (c->sampled || (c->flags & FLAG_H2))
     return 1;
@@ -852,6 +855,23 @@ static __always_inline void fill_http_header(struct http_event *e, struct conn *
   __builtin_memcpy(e->saddr, c->saddr, 16);
   __builtin_memcpy(e->daddr, c->daddr, 16);
   bpf_get_current_comm(e->comm, sizeof(e->comm));
+}
+
+/*
+ * Whether a call's first bytes (`n` of them) are a TLS record header: on a direction's first call from the
+ * connection's start (`first`), a handshake record (a ClientHello, or a server reading one); on any other call, an
+ * application data record of TLS 1.2 or 1.3 (a connection seen after it opened). An HTTP/1.x request starts with an
+ * uppercase letter and HTTP/2 with its preface or a SETTINGS frame: neither is either.
+ */
+static __always_inline int tls_record_start(const __u8 *d, __u32 n, int first)
+{
+  if (n < 5 || d[1] != 0x03 || d[2] > 0x04)
+    return 0;
+  __u32 len = ((__u32)d[3] << 8) | d[4];
+  /* A record's length: 2^14 bytes of plaintext and up to 2048 of expansion (RFC 5246 section 6.2.3). */
+  if (len == 0 || len > 16384 + 2048)
+    return 0;
+  return first ? d[0] == 0x16 : d[0] == 0x17 && d[2] == 0x03;
 }
 
 /* Whether a status line (`n` bytes, at least 12 for a yes) is 101 Switching Protocols. */
@@ -1060,10 +1080,17 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (head > RED_HEAD_BYTES || bpf_probe_read_user(e->data, head, (void *)buf) != 0)
     return 0;
   int start = http_start(e->data, head);
-  if (start == START_NONE && (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING) &&
-      h2_opening(e->data, head)) {
+  int first = (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING);
+  if (start == START_NONE && first && h2_opening(e->data, head)) {
     c->flags |= FLAG_H2;
     goto h2;
+  }
+  if (start == START_NONE && !(c->flags & FLAG_HTTP) && !c->sampled && tls_record_start(e->data, head, first)) {
+    /* Ciphertext (its plaintext, where a probed library makes it, comes through the tls set): no call of this
+     * connection is read for HTTP again. */
+    c->opaque = 1;
+    count_stat(STAT_TLS_CIPHERTEXT);
+    return 0;
   }
   __u8 fidx = io & 1;
   if (red && red_enabled) {
@@ -1246,7 +1273,7 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
   }
   __u8 prev_io = c->last_io;
   c->last_io = io + 1;
-  if (capture_http == CAPTURE_OFF || (c->flags & (FLAG_IGNORED | FLAG_SELF_PEER)))
+  if (capture_http == CAPTURE_OFF || (c->flags & (FLAG_IGNORED | FLAG_SELF_PEER)) || c->opaque)
     return 0;
   if (capture_http == CAPTURE_SOCKET) {
     if (store == STORE_SK && red_enabled) {
