@@ -87,8 +87,9 @@ static __always_inline __u64 svc_wakeup_flags(void *ring, __u64 len)
 /*
  * The peer side of the agent's own connections (`svc_self_peers`, shared by the program sets that trace
  * exchanges: user space makes every set that declares it use one kernel map). When a TCP connection of the agent's
- * own process is established (or first seen), its local endpoint is recorded; a socket on this host whose peer is
- * such an endpoint is the other end of the agent's connection (a local OpenTelemetry Collector receiving the
+ * own process is established (or first seen), its local endpoint is recorded with its remote port (and address:
+ * struct svc_peer_end); a socket on this host whose peer is such an endpoint and whose own port is that remote port
+ * is the other end of the agent's connection (a local OpenTelemetry Collector receiving the
  * agent's exports): its exchanges are not traced, or each export would give a span that goes out in the next
  * export. Looked up once per connection (at its first sight), never per call. Endpoints are kept as IPv6
  * (IPv4 as ::ffff:a.b.c.d), so a dual-stack server's view of an IPv4 client matches.
@@ -102,8 +103,20 @@ static __always_inline __u64 svc_wakeup_flags(void *ring, __u64 len)
 struct svc_endpoint {
   __u8 addr[16];
   __u16 port;  /* host order */
-  __u16 pad;
+  __u16 rport; /* the agent connection's remote port, host order: the peer socket's own port */
   __u32 netns; /* inode number of the socket's network namespace for a loopback address, else 0 */
+};
+
+/*
+ * The key holds the agent connection's remote port, and the value its remote address (as IPv6): a local port is
+ * not the agent's alone, connect() gives the same one to connections to different destinations, so another
+ * process's connection from the agent's address and port to a server on this host happens. A peer socket
+ * matches only when its own port is the agent connection's remote port and, where that address is a loopback
+ * one, its address too; any other address may have been translated on the way (a Service's address to a pod's),
+ * so only the port is compared there.
+ */
+struct svc_peer_end {
+  __u8 addr[16];
 };
 
 #define SVC_SELF_PEERS                                    \
@@ -111,19 +124,38 @@ struct svc_endpoint {
     __uint(type, BPF_MAP_TYPE_LRU_HASH);                  \
     __uint(max_entries, 4096);                            \
     __type(key, struct svc_endpoint);                     \
-    __type(value, __u8);                                  \
+    __type(value, struct svc_peer_end);                   \
   } svc_self_peers SEC(".maps")
 
-/* Whether the key's address (IPv6 or IPv4-mapped) is a loopback address. */
-static __always_inline int svc_endpoint_loopback(const struct svc_endpoint *k)
+/* Whether an address (IPv6 or IPv4-mapped, 16 bytes) is a loopback address. */
+static __always_inline int svc_addr_loopback(const __u8 *a)
 {
   __u32 w[4];
-  __builtin_memcpy(w, k->addr, 16);
+  __builtin_memcpy(w, a, 16);
   if (w[0] | w[1])
     return 0;
   if (w[2] == 0)
     return w[3] == bpf_htonl(1);
-  return w[2] == bpf_htonl(0xffff) && k->addr[12] == 127;
+  return w[2] == bpf_htonl(0xffff) && a[12] == 127;
+}
+
+/* Whether the key's address is a loopback address. */
+static __always_inline int svc_endpoint_loopback(const struct svc_endpoint *k)
+{
+  return svc_addr_loopback(k->addr);
+}
+
+/* An address of `family` (4 or 16 bytes used) as IPv6 (IPv4 as ::ffff:a.b.c.d) in `out`. */
+static __always_inline void svc_addr_v6(__u8 *out, __u16 family, const __u8 *addr)
+{
+  if (family == 2 /* AF_INET */) {
+    __builtin_memset(out, 0, 10);
+    out[10] = 0xff;
+    out[11] = 0xff;
+    __builtin_memcpy(&out[12], addr, 4);
+  } else {
+    __builtin_memcpy(out, addr, 16);
+  }
 }
 
 /* The inode number of the network namespace of `sk` (0 on a kernel built without network namespaces). */
@@ -135,43 +167,53 @@ static __always_inline __u32 svc_netns_of(struct sock *sk)
 }
 
 /* The endpoint (address of `family`: 4 or 16 bytes used, port in host order) of a socket `sk` as a key. */
-static __always_inline void svc_endpoint_of(struct svc_endpoint *k, void *sk, __u16 family, const __u8 *addr, __u16 port)
+static __always_inline void svc_endpoint_of(struct svc_endpoint *k, void *sk, __u16 family, const __u8 *addr, __u16 port, __u16 rport)
 {
   __builtin_memset(k, 0, sizeof(*k));
   k->port = port;
-  if (family == 2 /* AF_INET */) {
-    k->addr[10] = 0xff;
-    k->addr[11] = 0xff;
-    __builtin_memcpy(&k->addr[12], addr, 4);
-  } else {
-    __builtin_memcpy(k->addr, addr, 16);
-  }
+  k->rport = rport;
+  svc_addr_v6(k->addr, family, addr);
   if (svc_endpoint_loopback(k))
     k->netns = svc_netns_of((struct sock *)sk);
 }
 
-/* Records the local endpoint of the agent's own connection on socket `sk` (`map`: svc_self_peers). */
-static __always_inline void svc_self_endpoint_add(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port)
+/* Records the local endpoint (`addr`, `port`) of the agent's own connection on socket `sk`, with its remote one
+ * (`raddr`, `rport`) (`map`: svc_self_peers). */
+static __always_inline void svc_self_endpoint_add(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port, const __u8 *raddr, __u16 rport)
 {
   struct svc_endpoint k;
-  svc_endpoint_of(&k, sk, family, addr, port);
-  __u8 one = 1;
-  bpf_map_update_elem(map, &k, &one, BPF_ANY);
+  svc_endpoint_of(&k, sk, family, addr, port, rport);
+  struct svc_peer_end v;
+  svc_addr_v6(v.addr, family, raddr);
+  bpf_map_update_elem(map, &k, &v, BPF_ANY);
 }
 
-static __always_inline void svc_self_endpoint_del(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port)
+static __always_inline void svc_self_endpoint_del(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port, __u16 rport)
 {
   struct svc_endpoint k;
-  svc_endpoint_of(&k, sk, family, addr, port);
+  svc_endpoint_of(&k, sk, family, addr, port, rport);
   bpf_map_delete_elem(map, &k);
 }
 
-/* Whether the peer (`addr`, `port`) of socket `sk` is an endpoint of the agent's own connection. */
-static __always_inline int svc_is_self_peer(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port)
+/* Whether socket `sk`, whose peer is (`addr`, `port`) and own endpoint (`laddr`, `lport`), is the other end of an
+ * agent's connection (struct svc_peer_end says how the two are compared). */
+static __always_inline int svc_is_self_peer(void *map, void *sk, __u16 family, const __u8 *addr, __u16 port, const __u8 *laddr, __u16 lport)
 {
   struct svc_endpoint k;
-  svc_endpoint_of(&k, sk, family, addr, port);
-  return bpf_map_lookup_elem(map, &k) != 0;
+  svc_endpoint_of(&k, sk, family, addr, port, lport);
+  struct svc_peer_end *v = bpf_map_lookup_elem(map, &k);
+  if (!v)
+    return 0;
+  if (!svc_addr_loopback(v->addr))
+    return 1;
+  __u8 own[16];
+  svc_addr_v6(own, family, laddr);
+  __u64 a0, a1, b0, b1;
+  __builtin_memcpy(&a0, v->addr, 8);
+  __builtin_memcpy(&a1, v->addr + 8, 8);
+  __builtin_memcpy(&b0, own, 8);
+  __builtin_memcpy(&b1, own + 8, 8);
+  return a0 == b0 && a1 == b1;
 }
 
 /* Whether the first 8 bytes of a direction open HTTP/2: the client preface ("PRI * HTTP/2.0...") or a SETTINGS

@@ -438,7 +438,7 @@ static __always_inline void record_self_endpoint(struct conn *c, void *sk)
   if (c->sport == 0 || (c->flags & FLAG_SELF_ENDPOINT))
     return;
   c->flags |= FLAG_SELF_ENDPOINT;
-  svc_self_endpoint_add(&svc_self_peers, sk, c->family, c->saddr, c->sport);
+  svc_self_endpoint_add(&svc_self_peers, sk, c->family, c->saddr, c->sport, c->daddr, c->dport);
 }
 
 static __always_inline void count_stat(__u32 idx)
@@ -636,7 +636,7 @@ static __always_inline int set_state(void *ctx, __u32 store, void *sk, int oldst
     if (c->sport == 0)
       c->sport = tp ? tp->sport : bpf_ntohs(BPF_CORE_READ((struct inet_sock *)sk, inet_sport));
     if (c->flags & FLAG_SELF_ENDPOINT)
-      svc_self_endpoint_del(&svc_self_peers, sk, c->family, c->saddr, c->sport);
+      svc_self_endpoint_del(&svc_self_peers, sk, c->family, c->saddr, c->sport, c->dport);
     if (!(c->flags & FLAG_IGNORED)) {
       __u32 kind = (c->direction == DIR_OUTBOUND && c->established_ns == 0) ? CONN_FAILED : CONN_CLOSED;
       emit_conn(ctx, (__u64)sk, kind, c);
@@ -686,7 +686,7 @@ static __always_inline struct conn *conn_for_io(void *ctx, __u32 store, void *sk
       /* The agent's own connection older than the agent's programs. */
       if (c->flags & FLAG_PREEXISTING)
         record_self_endpoint(c, sk);
-    } else if (c->direction != DIR_OUTBOUND && svc_is_self_peer(&svc_self_peers, sk, c->family, c->daddr, c->dport)) {
+    } else if (c->direction != DIR_OUTBOUND && svc_is_self_peer(&svc_self_peers, sk, c->family, c->daddr, c->dport, c->saddr, c->sport)) {
       c->flags |= FLAG_SELF_PEER;
     }
     if (c->direction == DIR_INBOUND && !(c->flags & FLAG_IGNORED)) {

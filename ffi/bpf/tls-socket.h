@@ -103,7 +103,7 @@ static __always_inline void conn_bind(struct tls_conn *conn, const struct tls_co
   conn->sk = sk;
   conn->cookie = cookie;
   svc_addrs_from_sk((struct sock *)sk, &conn->family, &conn->sport, &conn->dport, conn->saddr, conn->daddr);
-  if (svc_is_self_peer(&svc_self_peers, (void *)sk, conn->family, conn->daddr, conn->dport))
+  if (svc_is_self_peer(&svc_self_peers, (void *)sk, conn->family, conn->daddr, conn->dport, conn->saddr, conn->sport))
     conn->flags |= TLS_CONN_SELF_PEER;
   if (red_enabled)
     bpf_map_update_elem(&tls_socks, &cookie, key, BPF_ANY);
