@@ -132,8 +132,9 @@
 #define STAT_H2_CUT 8
 /* ... or while the ring was three quarters full. */
 #define STAT_H2_STOPPED_RING 9
-/* Connections found to carry TLS records (conn.opaque): their calls are no longer read for HTTP. */
-#define STAT_TLS_CIPHERTEXT 10
+/* Connections found not to carry HTTP (conn.opaque: TLS records, or another protocol's first request bytes): their
+ * calls are no longer read for HTTP. */
+#define STAT_NOT_HTTP 10
 #define STAT_COUNT 11
 
 /* Set before load. */
@@ -183,7 +184,7 @@ struct conn {
   __u8 upgrading;      /* 132: a 101 answered the captured request; HTTP/2 forwarded until the request side's next
                         * call tells (the client preface: HTTP/2 stays, RFC 9113 section 3.2 for h2c; anything else,
                         * e.g. WebSocket: back to HTTP/1.x capture, and the RED exchange counts with status 101) */
-  __u8 opaque;         /* 133: the connection carries TLS records (tls_record_start): never read for HTTP again */
+  __u8 opaque;         /* 133: the connection carries no HTTP (TLS records, another protocol): never read for it again */
   __u8 pad2[2];        /* 134 */
 };
 
@@ -874,6 +875,28 @@ static __always_inline int tls_record_start(const __u8 *d, __u32 n, int first)
   return first ? d[0] == 0x16 : d[0] == 0x17 && d[2] == 0x03;
 }
 
+/*
+ * Whether the first call of a connection's request side (a server's first read, a client's first write; seen from
+ * the connection's start), whose first bytes (`n`) start neither an HTTP/1.x request nor HTTP/2 nor TLS, opens
+ * another protocol (a database's, a cache's, a message broker's), whose connection never carries HTTP/1.x after.
+ * Not when those bytes may precede HTTP on the same connection: a PROXY protocol header (v1 text, v2 signature), a
+ * SOCKS 4/5 greeting, an empty line; nor on fewer than 8 bytes (too short to tell).
+ */
+static __always_inline int opens_other_protocol(const struct conn *c, __u32 io, const __u8 *d, __u32 n)
+{
+  if (n < 8)
+    return 0;
+  if (!(c->direction == DIR_INBOUND ? io == IO_READ : c->direction == DIR_OUTBOUND && io == IO_WRITE))
+    return 0;
+  if (d[0] == 4 || d[0] == 5 || d[0] == '\r' || d[0] == '\n')
+    return 0;
+  if (d[0] == 'P' && d[1] == 'R' && d[2] == 'O' && d[3] == 'X' && d[4] == 'Y' && d[5] == ' ')
+    return 0;
+  if (d[0] == 0x0d && d[1] == 0x0a && d[2] == 0x0d && d[3] == 0x0a && d[4] == 0 && d[5] == 0x0d && d[6] == 0x0a && d[7] == 0x51)
+    return 0;
+  return 1;
+}
+
 /* Whether a status line (`n` bytes, at least 12 for a yes) is 101 Switching Protocols. */
 static __always_inline int is_status_101(const __u8 *d, __u32 n)
 {
@@ -1085,11 +1108,12 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     c->flags |= FLAG_H2;
     goto h2;
   }
-  if (start == START_NONE && !(c->flags & FLAG_HTTP) && !c->sampled && tls_record_start(e->data, head, first)) {
-    /* Ciphertext (its plaintext, where a probed library makes it, comes through the tls set): no call of this
-     * connection is read for HTTP again. */
+  if (start == START_NONE && !(c->flags & FLAG_HTTP) && !c->sampled &&
+      (tls_record_start(e->data, head, first) || (first && opens_other_protocol(c, io, e->data, head)))) {
+    /* Ciphertext (its plaintext, where a probed library makes it, comes through the tls set), or a connection
+     * that opened with another protocol: no call of it is read for HTTP again. */
     c->opaque = 1;
-    count_stat(STAT_TLS_CIPHERTEXT);
+    count_stat(STAT_NOT_HTTP);
     return 0;
   }
   __u8 fidx = io & 1;

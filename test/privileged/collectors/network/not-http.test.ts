@@ -1,9 +1,11 @@
 /**
- * Privileged: the network set stops reading a connection's calls for HTTP once they turn out to be TLS records
- * (conn.opaque, counted in stats[TLS_CIPHERTEXT]): a connection seen from its start at its handshake, one opened
- * before the set loaded at its first application data record. Cleartext HTTP whose body begins with the bytes of a
- * TLS record stays HTTP: the next request on the connection is still read (counted in the RED maps; no exchange is
- * captured, so that a captured one does not keep the connection read whatever the rule says).
+ * Privileged: the network set stops reading a connection's calls for HTTP once they turn out not to carry it
+ * (conn.opaque, counted in stats[NOT_HTTP]). TLS records: a connection seen from its start at its handshake, one
+ * opened before the set loaded at its first application data record. Another protocol: a connection whose first
+ * request bytes are neither HTTP nor a preamble HTTP may follow (PROXY protocol, SOCKS). Cleartext HTTP whose body
+ * begins with the bytes of a TLS record stays HTTP, and so does HTTP after a PROXY header or a SOCKS 5 greeting:
+ * their requests are counted (RED maps; no exchange is captured, so that a captured one does not keep the
+ * connection read whatever the rule says).
  */
 import { describe, expect, test } from "bun:test";
 import { embeddedObject, openBpfRuntime } from "../../../../ffi";
@@ -58,7 +60,7 @@ async function networkSet(httpExchangesPerSecond = UNLIMITED_EXCHANGES) {
   if (!out.ok) throw out.error;
   return {
     set: out.set,
-    ciphertext: () => out.set.object.map("stats")!.sumPerCpuU64(NetworkStat.TLS_CIPHERTEXT),
+    ciphertext: () => out.set.object.map("stats")!.sumPerCpuU64(NetworkStat.NOT_HTTP),
     close: async () => {
       const ids = out.set.programs.map((p) => p.id).filter((id) => id > 0);
       out.set.close();
@@ -90,7 +92,61 @@ async function tlsConnection(rounds: number, between: () => Promise<void>): Prom
   expect(text).toContain("done");
 }
 
-describe.skipIf(!isRoot || !Bun.which(PYTHON) || !Bun.which("openssl"))("TLS ciphertext is not read for HTTP", () => {
+/**
+ * A server thread and a client in one process: the client sends argv[1] (hex) alone, the server reads it (and for
+ * a SOCKS 5 greeting answers its choice), then the client makes two HTTP/1.1 requests on the connection.
+ */
+const PREAMBLE_SCRIPT = `
+import socket, sys, threading, time
+first = bytes.fromhex(sys.argv[1])
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+def serve():
+    c, _ = srv.accept()
+    got = c.recv(4096)
+    assert got == first, got
+    if first[:1] == b"\\x05":
+        c.sendall(b"\\x05\\x00")
+    for _ in range(2):
+        req = b""
+        while b"\\r\\n\\r\\n" not in req:
+            req += c.recv(4096)
+        c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+    c.recv(1)
+    c.close()
+t = threading.Thread(target=serve)
+t.start()
+s = socket.create_connection(("127.0.0.1", srv.getsockname()[1]))
+s.sendall(first)
+if first[:1] == b"\\x05":
+    assert s.recv(2) == b"\\x05\\x00"
+time.sleep(0.05)
+for path in (b"/a", b"/b"):
+    s.sendall(b"GET " + path + b" HTTP/1.1\\r\\nHost: t\\r\\n\\r\\n")
+    got = b""
+    while not got.endswith(b"ok"):
+        got += s.recv(4096)
+s.close()
+t.join()
+print("done", flush=True)
+`;
+
+/** Runs PREAMBLE_SCRIPT with its first bytes `first`; the process's RED counts per role, by method and status (paths summed). */
+async function afterPreamble(n: Awaited<ReturnType<typeof networkSet>>, red: RedMaps, first: Uint8Array): Promise<{ server: string[]; client: string[] }> {
+  const p = Bun.spawn([PYTHON, "-c", PREAMBLE_SCRIPT, Buffer.from(first).toString("hex")], { stdout: "pipe", stderr: "inherit" });
+  expect((await new Response(p.stdout).text()).trim()).toBe("done");
+  expect(await p.exited).toBe(0);
+  const entries = red.take().entries.filter((e) => e.key.pid === p.pid);
+  const of = (role: number) => {
+    const sums = new Map<string, number>();
+    for (const e of entries.filter((e) => e.key.role === role)) sums.set(`${e.key.method} ${e.key.status}`, (sums.get(`${e.key.method} ${e.key.status}`) ?? 0) + e.count);
+    return [...sums].map(([k, c]) => `${k} ${c}`).sort();
+  };
+  return { server: of(Role.SERVER), client: of(Role.CLIENT) };
+}
+
+describe.skipIf(!isRoot || !Bun.which(PYTHON) || !Bun.which("openssl"))("connections that carry no HTTP are not read for it", () => {
   test("a connection seen from its handshake: both of its sockets are marked", async () => {
     const n = await networkSet();
     try {
@@ -156,4 +212,34 @@ s.close()
       await n.close();
     }
   }, 60_000);
+
+  test("a connection that opens with another protocol is marked; its client and server sockets both", async () => {
+    const n = await networkSet(0);
+    const red = new RedMaps(n.set.object, [10]);
+    try {
+      const before = n.ciphertext();
+      // A Redis command (RESP): then HTTP on the same connection is not read, neither side counts it.
+      const counts = await afterPreamble(n, red, new TextEncoder().encode("*1\r\n$4\r\nPING\r\n"));
+      expect(n.ciphertext() - before).toBeGreaterThanOrEqual(2n);
+      expect(counts).toEqual({ server: [], client: [] });
+    } finally {
+      await n.close();
+    }
+  }, 60_000);
+
+  for (const [name, first] of [
+    ["a PROXY protocol v1 header", new TextEncoder().encode("PROXY TCP4 10.1.2.3 10.4.5.6 40000 80\r\n")],
+    ["a PROXY protocol v2 header", Uint8Array.from([0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a, 0x21, 0x11, 0x00, 0x0c, 10, 1, 2, 3, 10, 4, 5, 6, 0x9c, 0x40, 0x00, 0x50])],
+    ["a SOCKS 5 greeting", Uint8Array.from([0x05, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00])],
+  ] as const) {
+    test(`HTTP after ${name} is counted on both sides`, async () => {
+      const n = await networkSet(0);
+      const red = new RedMaps(n.set.object, [10]);
+      try {
+        expect(await afterPreamble(n, red, first)).toEqual({ server: ["GET 200 2"], client: ["GET 200 2"] });
+      } finally {
+        await n.close();
+      }
+    }, 60_000);
+  }
 });
