@@ -184,9 +184,14 @@ struct conn {
   __u8 upgrading;      /* 132: a 101 answered the captured request; HTTP/2 forwarded until the request side's next
                         * call tells (the client preface: HTTP/2 stays, RFC 9113 section 3.2 for h2c; anything else,
                         * e.g. WebSocket: back to HTTP/1.x capture, and the RED exchange counts with status 101) */
-  __u8 opaque;         /* 133: the connection carries no HTTP (TLS records, another protocol): never read for it again */
-  __u8 pad2[2];        /* 134 */
+  __u8 opaque;         /* 133: OPAQUE_*: the connection carries no HTTP (TLS records, another protocol), never read for it again */
+  __u8 tunnel;         /* 134: a CONNECT request was seen: what follows its answer may be TLS */
+  __u8 pad2;           /* 135 */
 };
+
+/* struct conn.opaque */
+#define OPAQUE_TLS 1
+#define OPAQUE_OTHER 2
 
 /* 160 bytes. */
 struct conn_event {
@@ -1108,14 +1113,18 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     c->flags |= FLAG_H2;
     goto h2;
   }
-  if (start == START_NONE && !(c->flags & FLAG_HTTP) && !c->sampled &&
-      (tls_record_start(e->data, head, first) || (first && opens_other_protocol(c, io, e->data, head)))) {
+  if (start == START_NONE && !(c->flags & FLAG_HTTP) && !c->sampled) {
     /* Ciphertext (its plaintext, where a probed library makes it, comes through the tls set), or a connection
      * that opened with another protocol: no call of it is read for HTTP again. */
-    c->opaque = 1;
-    count_stat(STAT_NOT_HTTP);
-    return 0;
+    __u8 opaque = tls_record_start(e->data, head, first) ? OPAQUE_TLS : first && opens_other_protocol(c, io, e->data, head) ? OPAQUE_OTHER : 0;
+    if (opaque) {
+      c->opaque = opaque;
+      count_stat(STAT_NOT_HTTP);
+      return 0;
+    }
   }
+  if (start == START_REQUEST && e->data[0] == 'C' && e->data[1] == 'O' && e->data[2] == 'N' && e->data[3] == 'N')
+    c->tunnel = 1;
   __u8 fidx = io & 1;
   if (red && red_enabled) {
     if (start == START_REQUEST) {
@@ -1271,12 +1280,31 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   return emit_http(c, skp, io, buf, is_iov, iovcnt, tp->ret, now, io == IO_READ ? now : enter_ns, 0, 0, 0);
 }
 
+/*
+ * Whether a connection's bytes are known to be cleartext, so that no SSL call moves ciphertext through it: it
+ * carried an HTTP/1.x request (but CONNECT, after which a tunnel may carry TLS) or HTTP/2 (h2c), with every
+ * request read (RED on, so that a CONNECT is seen whatever the budget), or it opened with another protocol.
+ * The TLS set's socket part (tls_socket_call) is not run for it: its task storage and tls_tgids lookups on every
+ * call of every cleartext connection, and the socket it would note as a memory BIO's last read is not one.
+ */
+static __always_inline int known_cleartext(const struct conn *c)
+{
+  if (c->opaque)
+    return c->opaque == OPAQUE_OTHER;
+  return red_enabled && (c->flags & (FLAG_HTTP | FLAG_H2)) && !c->tunnel;
+}
+
 static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, int flags, __u32 io)
 {
-  if (io == IO_READ && (flags & MSG_PEEK))
+  if (io == IO_READ && (flags & MSG_PEEK)) {
+    if (store == STORE_SK && tls_follow)
+      tls_socket_call(sk, io);
     return 0;
+  }
   __u64 skp = (__u64)sk;
   struct conn *c = conn_for_io(ctx, store, sk);
+  if (store == STORE_SK && tls_follow && !(c && known_cleartext(c)))
+    tls_socket_call(sk, io);
   if (!c)
     return 0;
   if (io == IO_READ)
@@ -1338,10 +1366,12 @@ int BPF_PROG(on_send_length, struct sock *sk, int ret, int flags)
 {
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
-  if (tls_follow)
-    tls_socket_call(sk, IO_WRITE);
-  if (ret <= 0)
+  if (ret <= 0) {
+    if (tls_follow)
+      tls_socket_call(sk, IO_WRITE);
     return 0;
+  }
+  /* on_length runs the TLS set's socket part (tls_follow) once it knows the connection. */
   return on_length(ctx, STORE_SK, sk, ret, flags, IO_WRITE);
 }
 
@@ -1350,10 +1380,11 @@ int BPF_PROG(on_recv_length, struct sock *sk, int ret, int flags)
 {
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
-  if (tls_follow)
-    tls_socket_call(sk, IO_READ);
-  if (ret <= 0)
+  if (ret <= 0) {
+    if (tls_follow)
+      tls_socket_call(sk, IO_READ);
     return 0;
+  }
   return on_length(ctx, STORE_SK, sk, ret, flags, IO_READ);
 }
 
