@@ -300,8 +300,12 @@ export class NetworkCollector implements Component {
       this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
       else if ((x.request.version === "2" && this.#cfg.http_metrics) || this.#userRed) this.#redFromUser(x);
-      /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget). */
-      if (this.#overBudget(nowMs)) continue;
+      /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget);
+       * nothing refers to the exchange then, and an HTTP/2 stream's object goes back to the tracker for reuse. */
+      if (this.#overBudget(nowMs)) {
+        this.#http.release(x);
+        continue;
+      }
       const span = exchangeToSpan(x, this.#spanContext);
       this.#push(span);
       if (x.rpc || !(this.#redMaps || this.#userRed)) continue;

@@ -12,7 +12,7 @@
  * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
-import { H2Connection, isH2Opening, type H2Counters } from "./h2";
+import { H2Connection, H2StreamPool, isH2Opening, type H2Counters } from "./h2";
 import { HttpStreamParser, type HttpExchange, type HttpRequestHead, type HttpResponseHead } from "./parser";
 
 export const DEFAULT_MAX_CONNECTIONS = 4096;
@@ -115,10 +115,19 @@ export class ExchangeTracker<M = unknown> {
   readonly counters: ExchangeCounters = { unanswered: 0, orphanResponses: 0, ignoredCalls: 0, unparsed: 0 };
   /** HTTP/2: directions whose HPACK state was lost, streams never answered. */
   readonly h2Counters: H2Counters = { lostDirections: 0, stoppedDirections: 0, unanswered: 0 };
+  readonly #h2Streams = new H2StreamPool();
   /** Connections with a response started and not ended. */
   readonly #awaiting = new Set<string>();
   /** What push returns when a call completed exchanges of HTTP/1.x, emptied and refilled by the next push. */
   readonly #done: Array<HttpExchange<M>> = [];
+
+  /**
+   * Hands back an exchange this tracker returned, once the caller keeps no reference to it (counted, not made a
+   * span): an HTTP/2 stream's object is then reused for a later stream (H2StreamPool). Others are left alone.
+   */
+  release(x: HttpExchange<M>): void {
+    this.#h2Streams.release(x);
+  }
 
   #emptyDone(): Array<HttpExchange<M>> {
     this.#done.length = 0;
@@ -175,7 +184,7 @@ export class ExchangeTracker<M = unknown> {
       this.#append(conn);
     }
     conn.lastSeenMs = nowMs;
-    if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters);
+    if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
     if (conn.h2) {
       done = conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta, done);
       return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
@@ -247,7 +256,7 @@ export class ExchangeTracker<M = unknown> {
     conn.pending.length = 0;
     conn.started[0].length = 0;
     conn.started[1].length = 0;
-    const h2 = new H2Connection<M>(this.h2Counters);
+    const h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
     conn.h2 = h2;
     const starts: [number, number] = [0, 0];
     starts[call.io] = headEnd;

@@ -145,6 +145,36 @@ agent:
     expect(text).toMatch(/svc_spans_dropped_total\{reason="http2_state_lost"\} 0/);
   });
 
+  test("HTTP/2 streams over max_spans_per_second are counted and their objects reused; the spans made keep their own", async () => {
+    const ctx = fakeContext(YAML(2));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const frame = (type: number, flags: number, stream: number, payload: number[]) => [(payload.length >> 16) & 0xff, (payload.length >> 8) & 0xff, payload.length & 0xff, type, flags, 0, 0, 0, stream, ...payload];
+    /* HPACK: indexed :method GET (0x82), :scheme http (0x86); :path as a literal without indexing (0x04); :status 200/204/404 indexed. */
+    const path = (p: string) => [0x04, p.length, ...[...p].map((ch) => ch.charCodeAt(0))];
+    const statusOf = [0x88, 0x89, 0x8d];
+    const off = [0, 0];
+    const send = (io: number, bytes: number[], ts: bigint) => {
+      const v = httpRecord({ ts, sk: 5n, off: off[io]!, pid: 42, len: bytes.length, io, sport: 8080, dport: 50000, family: 2, saddr: lo, daddr: lo, comm: "srv", data: Uint8Array.from(bytes) });
+      off[io]! += bytes.length;
+      c.handle(decodeHttpEvent(v, 0, v.byteLength));
+    };
+    const settings = frame(4, 0, 0, []);
+    send(0, [...new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), ...settings], 1_000n);
+    send(1, settings, 1_100n);
+    for (let i = 0; i < 8; i++) {
+      const stream = 1 + 2 * i;
+      send(0, frame(1, 0x5, stream, [0x82, 0x86, ...path(`/s${stream}`)]), 2_000n + BigInt(i) * 100n);
+      send(1, frame(1, 0x5, stream, [statusOf[i % 3]!]), 2_050n + BigInt(i) * 100n);
+    }
+    await Promise.resolve();
+    /* Two spans (the budget), the others counted as rate_limit; the spans' exchanges were not reused by later streams. */
+    expect(ctx.pipeline.accepted.traces.map((s) => [s.attributes!["url.path"], s.attributes!["http.response.status_code"]])).toEqual([
+      ["/s1", 200],
+      ["/s3", 204],
+    ]);
+    expect(c.counters.dropped).toBe(6);
+  });
+
   test("spans over max_spans_per_second are dropped and counted as rate_limit", async () => {
     const ctx = fakeContext(YAML(2));
     const c = new NetworkCollector(ctx, ctx.ebpf, 999);

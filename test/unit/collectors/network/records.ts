@@ -28,8 +28,8 @@ export function connRecord(o: { kind: number; ts: bigint; sk: bigint; start: big
   return v;
 }
 
-export function httpRecord(o: { ts: bigint; sk: bigint; off: number; pid: number; len: number; io: number; sport: number; dport: number; family: number; saddr: number[]; daddr: number[]; comm: string; data: string; flags?: number }): DataView {
-  const bytes = new TextEncoder().encode(o.data);
+export function httpRecord(o: { ts: bigint; sk: bigint; off: number; pid: number; len: number; io: number; sport: number; dport: number; family: number; saddr: number[]; daddr: number[]; comm: string; data: string | Uint8Array; flags?: number }): DataView {
+  const bytes = typeof o.data === "string" ? new TextEncoder().encode(o.data) : o.data;
   const v = new DataView(new ArrayBuffer(HTTP_EVENT_HEADER_BYTES + bytes.length));
   v.setBigUint64(0, o.ts, true);
   v.setBigUint64(8, o.sk, true);

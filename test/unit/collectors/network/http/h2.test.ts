@@ -246,6 +246,27 @@ describe("HTTP/2 exchanges", () => {
       expect(c.tracker.h2Counters.lostDirections).toBe(0);
     }
   });
+
+  test("a released stream (counted, not made a span) is reused for a later one, with nothing of the earlier left", () => {
+    const c = new Conn();
+    c.send(IO_WRITE, settings());
+    const grpc = { ":method": "POST", ":scheme": "http", ":authority": "svc", "content-type": "application/grpc" };
+    c.send(IO_READ, cat(PREFACE, settings(), c.headers(IO_READ, 1, { ...grpc, ":path": "/pkg.Svc/One" }, END_HEADERS | END_STREAM)));
+    const [first] = c.send(IO_WRITE, cat(c.headers(IO_WRITE, 1, { ":status": "200", "content-type": "application/grpc" }), c.headers(IO_WRITE, 1, { "grpc-status": "7" }, END_HEADERS | END_STREAM)));
+    expect([first!.request.path, first!.response.status, first!.rpc]).toEqual(["/pkg.Svc/One", 200, { system: "grpc", service: "pkg.Svc", method: "One", statusCode: 7 }]);
+    const kept = first!;
+    c.tracker.release(kept);
+    /* A plain HTTP/2 request on stream 3, reset before an answer: the released object serves it, made new. */
+    c.send(IO_READ, c.headers(IO_READ, 3, { ":method": "GET", ":scheme": "http", ":authority": "svc", ":path": "/two" }, END_HEADERS | END_STREAM));
+    const [second] = c.send(IO_WRITE, c.headers(IO_WRITE, 3, { ":status": "204" }, END_HEADERS | END_STREAM));
+    expect(second).toBe(kept);
+    expect([second!.request.method, second!.request.path, second!.response.status, second!.rpc, second!.startNs, second!.endNs]).toEqual(["GET", "/two", 204, undefined, 4n, 5n]);
+    /* Not released: a new object for the next stream. */
+    c.send(IO_READ, c.headers(IO_READ, 5, { ":method": "GET", ":scheme": "http", ":authority": "svc", ":path": "/three" }, END_HEADERS | END_STREAM));
+    const [third] = c.send(IO_WRITE, c.headers(IO_WRITE, 5, { ":status": "200" }, END_HEADERS | END_STREAM));
+    expect(third).not.toBe(kept);
+    expect([second!.request.path, third!.request.path]).toEqual(["/two", "/three"]);
+  });
 });
 
 describe("HTTP/1.1 Upgrade to h2c (RFC 9113 section 3.2)", () => {
