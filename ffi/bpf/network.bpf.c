@@ -885,7 +885,8 @@ static __always_inline int tls_record_start(const __u8 *d, __u32 n, int first)
  * the connection's start), whose first bytes (`n`) start neither an HTTP/1.x request nor HTTP/2 nor TLS, opens
  * another protocol (a database's, a cache's, a message broker's), whose connection never carries HTTP/1.x after.
  * Not when those bytes may precede HTTP on the same connection: a PROXY protocol header (v1 text, v2 signature), a
- * SOCKS 4/5 greeting, an empty line; nor on fewer than 8 bytes (too short to tell).
+ * SOCKS 4/5 greeting, an empty line, a request line with a method http_start does not know; nor on fewer than 8
+ * bytes (too short to tell).
  */
 static __always_inline int opens_other_protocol(const struct conn *c, __u32 io, const __u8 *d, __u32 n)
 {
@@ -899,7 +900,19 @@ static __always_inline int opens_other_protocol(const struct conn *c, __u32 io, 
     return 0;
   if (d[0] == 0x0d && d[1] == 0x0a && d[2] == 0x0d && d[3] == 0x0a && d[4] == 0 && d[5] == 0x0d && d[6] == 0x0a && d[7] == 0x51)
     return 0;
-  return 1;
+  /* An uppercase token of 3 letters or more then a space, or 8 of them: a request with a method http_start does not
+   * know (WebDAV's PROPFIND, QUERY, PURGE), after which the connection may carry ones it knows. */
+  __u32 letters = 0;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    __u8 ch = d[i];
+    if (ch == ' ')
+      break;
+    if (!((ch >= 'A' && ch <= 'Z') || ch == '-' || ch == '_'))
+      return 1;
+    letters += 1;
+  }
+  return letters < 3;
 }
 
 /* Whether a status line (`n` bytes, at least 12 for a yes) is 101 Switching Protocols. */

@@ -3,7 +3,8 @@
  * (conn.opaque, counted in stats[NOT_HTTP]). TLS records: a connection seen from its start at its handshake, one
  * opened before the set loaded at its first application data record. Another protocol: a connection whose first
  * request bytes are neither HTTP nor a preamble HTTP may follow (PROXY protocol, SOCKS). Cleartext HTTP whose body
- * begins with the bytes of a TLS record stays HTTP, and so does HTTP after a PROXY header or a SOCKS 5 greeting:
+ * begins with the bytes of a TLS record stays HTTP, and so does HTTP after a PROXY header, a SOCKS 5 greeting or a
+ * request whose method the kernel does not know:
  * their requests are counted (RED maps; no exchange is captured, so that a captured one does not keep the
  * connection read whatever the rule says).
  */
@@ -231,6 +232,7 @@ s.close()
     ["a PROXY protocol v1 header", new TextEncoder().encode("PROXY TCP4 10.1.2.3 10.4.5.6 40000 80\r\n")],
     ["a PROXY protocol v2 header", Uint8Array.from([0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54, 0x0a, 0x21, 0x11, 0x00, 0x0c, 10, 1, 2, 3, 10, 4, 5, 6, 0x9c, 0x40, 0x00, 0x50])],
     ["a SOCKS 5 greeting", Uint8Array.from([0x05, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00])],
+    ["a request with a method the kernel does not know (WebDAV's PROPFIND)", new TextEncoder().encode("PROPFIND /dav HTTP/1.1\r\nHost: t\r\nDepth: 1\r\n\r\n")],
   ] as const) {
     test(`HTTP after ${name} is counted on both sides`, async () => {
       const n = await networkSet(0);
