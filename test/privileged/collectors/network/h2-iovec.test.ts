@@ -9,7 +9,7 @@
  * capturing HTTP bytes.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startTracingAgent, until, type TracingAgent } from "./harness";
+import { startCaptureAgent, until, type TracingAgent } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 const PYTHON = "/usr/bin/python3";
@@ -104,12 +104,7 @@ function suite(mode: "socket" | "syscalls"): void {
   describe.skipIf(!isRoot || !hasH2)(`HTTP/2 in many iovecs (http_capture: ${mode})${hasH2 ? "" : " (missing python3-h2)"}`, () => {
     let t: TracingAgent;
     beforeAll(async () => {
-      t = await startTracingAgent(`    network:
-      enabled: true
-      http_capture: ${mode}
-      metrics_interval: 1h
-      max_spans_per_second: 50000`);
-      await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+      t = await startCaptureAgent(mode);
     }, 60_000);
     afterAll(async () => {
       await t?.stop();

@@ -149,6 +149,21 @@ export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): 
 }
 
 /**
+ * startTracingAgent with network tracing in capture mode `mode`, connection metrics hourly and room for 50,000
+ * spans a second (the kernel's exchange budget is taken by every process on the machine: room for a test's
+ * exchanges too); resolves once ebpf/network is ok.
+ */
+export async function startCaptureAgent(mode: "socket" | "syscalls"): Promise<TracingAgent> {
+  const t = await startTracingAgent(`    network:
+      enabled: true
+      http_capture: ${mode}
+      metrics_interval: 1h
+      max_spans_per_second: 50000`);
+  await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+  return t;
+}
+
+/**
  * A Node HTTP/2 cleartext server (header lists up to 1 MiB) answering every stream 200 with "hello <path>"; prints
  * its loopback port first (for startPortServer(["node", "-e", NODE_H2_SERVER])).
  */
