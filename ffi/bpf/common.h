@@ -139,12 +139,6 @@ static __always_inline int svc_addr_loopback(const __u8 *a)
   return w[2] == bpf_htonl(0xffff) && a[12] == 127;
 }
 
-/* Whether the key's address is a loopback address. */
-static __always_inline int svc_endpoint_loopback(const struct svc_endpoint *k)
-{
-  return svc_addr_loopback(k->addr);
-}
-
 /* An address of `family` (4 or 16 bytes used) as IPv6 (IPv4 as ::ffff:a.b.c.d) in `out`. */
 static __always_inline void svc_addr_v6(__u8 *out, __u16 family, const __u8 *addr)
 {
@@ -173,7 +167,7 @@ static __always_inline void svc_endpoint_of(struct svc_endpoint *k, void *sk, __
   k->port = port;
   k->rport = rport;
   svc_addr_v6(k->addr, family, addr);
-  if (svc_endpoint_loopback(k))
+  if (svc_addr_loopback(k->addr))
     k->netns = svc_netns_of((struct sock *)sk);
 }
 

@@ -768,6 +768,12 @@ static __always_inline int refused_unread(struct conn *c, __u32 io, __u8 prev_io
  * request start takes a token or is counted as sampled out. Responses of exchanges not captured are skipped
  * without reading user memory.
  */
+/* Whether a call that moved `moved` bytes in direction `io` is that direction's first on a connection seen from its start. */
+static __always_inline int first_call_from_start(const struct conn *c, __u32 io, __u64 moved)
+{
+  return (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING);
+}
+
 static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 moved)
 {
   if ((c->flags & FLAG_H2_STOPPED) || c->opaque)
@@ -775,7 +781,7 @@ static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 move
   if (c->sampled || (c->flags & FLAG_H2))
     return 1;
   /* The first call of a direction on a connection seen from its start: it may open HTTP/2 (a server's SETTINGS). */
-  if ((io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING))
+  if (first_call_from_start(c, io, moved))
     return 1;
   if (c->direction == DIR_INBOUND)
     return io == IO_READ;
@@ -1121,7 +1127,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   if (head > RED_HEAD_BYTES || bpf_probe_read_user(e->data, head, (void *)buf) != 0)
     return 0;
   int start = http_start(e->data, head);
-  int first = (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING);
+  int first = first_call_from_start(c, io, moved);
   if (start == START_NONE && first && h2_opening(e->data, head)) {
     c->flags |= FLAG_H2;
     goto h2;
@@ -1221,6 +1227,17 @@ h2:
   return emit_h2(c, skp, io, iovp, is_iov, iovcnt, moved, now, ts);
 }
 
+/* A recvmsg/sendmsg's struct user_msghdr at `*buf`: its iovec array and count in their place; 0 when unreadable. */
+static __always_inline int msghdr_iovecs(__u64 *buf, __u64 *iovcnt)
+{
+  struct user_msghdr msg = {};
+  if (bpf_probe_read_user(&msg, sizeof(msg), (void *)*buf) != 0)
+    return 0;
+  *buf = (__u64)msg.msg_iov;
+  *iovcnt = msg.msg_iovlen;
+  return 1;
+}
+
 /* x86_64 syscall numbers whose buffer argument is read from the saved registers. */
 #define NR_READ 0
 #define NR_WRITE 1
@@ -1246,11 +1263,8 @@ static __always_inline int capture_from_regs(void *ctx, struct conn *c, __u64 sk
   __u64 iovcnt = regs->dx;
   /* One call site of emit_http (each would be a copy of it for the verifier to walk). */
   if (nr == NR_RECVMSG || nr == NR_SENDMSG) {
-    struct user_msghdr msg = {};
-    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)buf) != 0)
+    if (!msghdr_iovecs(&buf, &iovcnt))
       return 0;
-    buf = (__u64)msg.msg_iov;
-    iovcnt = msg.msg_iovlen;
     is_iov = 1;
   } else if (io == IO_READ ? nr == NR_READV : nr == NR_WRITEV) {
     is_iov = 1;
@@ -1282,11 +1296,8 @@ static __always_inline int capture(void *ctx, struct tp_sys_exit *tp, __u32 io)
   if (!c || !needs_inspection(c, io, tp->ret))
     return 0;
   if (is_iov == IS_MSGHDR) {
-    struct user_msghdr msg = {};
-    if (bpf_probe_read_user(&msg, sizeof(msg), (void *)buf) != 0)
+    if (!msghdr_iovecs(&buf, &iovcnt))
       return 0;
-    buf = (__u64)msg.msg_iov;
-    iovcnt = msg.msg_iovlen;
     is_iov = 1;
   }
   __u64 now = bpf_ktime_get_ns();
