@@ -16,6 +16,7 @@ import { RedMaps, Role } from "../../../../src/collectors/network/red-maps";
 import { NetworkStat, networkSetSpec } from "../../../../src/collectors/network/spec";
 import { makeSelfSignedCert } from "../../../helpers/self-signed-cert";
 import { expectReleased } from "../../ebpf/helpers";
+import { firstLine } from "../../../helpers/wait";
 
 const isRoot = process.getuid?.() === 0;
 const PYTHON = "/usr/bin/python3";
@@ -74,23 +75,13 @@ async function networkSet(httpExchangesPerSecond = UNLIMITED_EXCHANGES) {
 async function tlsConnection(rounds: number, between: () => Promise<void>): Promise<void> {
   const cert = makeSelfSignedCert();
   const p = Bun.spawn([PYTHON, "-c", TLS_SCRIPT, cert.certPath, `${cert.dir}/key.pem`, String(rounds)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = p.stdout.getReader();
-  let text = "";
-  while (!text.includes("open")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`the TLS script ended early: ${text}`);
-    text += new TextDecoder().decode(value);
-  }
+  expect(await firstLine(p.stdout)).toBe("open");
   await between();
   p.stdin.write("go\n");
   await p.stdin.end();
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += new TextDecoder().decode(value);
-  }
+  const last = await firstLine(p.stdout);
   expect(await p.exited).toBe(0);
-  expect(text).toContain("done");
+  expect(last).toBe("done");
 }
 
 /**

@@ -15,6 +15,7 @@ import { FeatureProbes } from "../../../../src/ebpf/features";
 import { networkSetSpec } from "../../../../src/collectors/network/spec";
 import { RedMaps, Role } from "../../../../src/collectors/network/red-maps";
 import { expectReleased } from "../../ebpf/helpers";
+import { firstLine } from "../../../helpers/wait";
 
 const isRoot = process.getuid?.() === 0;
 const PYTHON = "/usr/bin/python3";
@@ -38,27 +39,12 @@ sys.stdin.readline()
 s.close()
 `;
 
-async function firstLine(pid: number, reader: { read(): Promise<{ value?: Uint8Array; done: boolean }> }, seen: { text: string }): Promise<string> {
-  for (;;) {
-    const nl = seen.text.indexOf("\n");
-    if (nl >= 0) {
-      const line = seen.text.slice(0, nl);
-      seen.text = seen.text.slice(nl + 1);
-      return line;
-    }
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`process ${pid} ended: ${seen.text}`);
-    seen.text += new TextDecoder().decode(value);
-  }
-}
-
 function client(host: string, port: number, local: number, path: string) {
   const p = Bun.spawn([PYTHON, "-c", CLIENT, host, String(port), String(local), path], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = p.stdout.getReader();
-  const seen = { text: "" };
   return {
     pid: p.pid,
-    line: () => firstLine(p.pid, reader, seen),
+    /* The script prints one line per step and waits for stdin before the next: each read is that line alone. */
+    line: () => firstLine(p.stdout),
     next: () => p.stdin.write("\n"),
     end: async () => {
       p.stdin.write("\n");
