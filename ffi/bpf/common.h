@@ -222,6 +222,35 @@ static __always_inline int h2_opening(const __u8 *d, __u32 n)
   return d[3] == 4 && d[4] == 0 && d[5] == 0 && d[6] == 0 && d[7] == 0 && flen % 6 == 0 && flen <= 6 * 16;
 }
 
+/*
+ * Whether the 9 bytes at `d` can be an HTTP/2 frame header (RFC 9113 section 6): a known type with its own flags
+ * only, its stream 0 or not as the type requires, a fixed length where the type has one, the reserved bit clear, at
+ * most 16,384 bytes of payload (SETTINGS_MAX_FRAME_SIZE's initial value). Returns the frame's length with its
+ * header, or 0. User space's h2FrameAt (h2.ts) asks the same.
+ */
+static __always_inline __u32 h2_frame_start(const __u8 *d)
+{
+  __u32 len = ((__u32)d[0] << 16) | ((__u32)d[1] << 8) | d[2];
+  __u8 type = d[3], flags = d[4];
+  if (len > 16384 || (d[5] & 0x80))
+    return 0;
+  int stream = (d[5] | d[6] | d[7] | d[8]) != 0;
+  int ok = 0;
+  switch (type) {
+  case 0: ok = stream && !(flags & ~0x09); break;                             /* DATA */
+  case 1: ok = stream && !(flags & ~0x2d); break;                             /* HEADERS */
+  case 2: ok = stream && len == 5 && flags == 0; break;                       /* PRIORITY */
+  case 3: ok = stream && len == 4 && flags == 0; break;                       /* RST_STREAM */
+  case 4: ok = !stream && (flags == 0 ? len % 6 == 0 : flags == 1 && len == 0); break; /* SETTINGS */
+  case 5: ok = stream && !(flags & ~0x0c) && len >= 4; break;                 /* PUSH_PROMISE */
+  case 6: ok = !stream && len == 8 && !(flags & ~0x01); break;                /* PING */
+  case 7: ok = !stream && len >= 8 && flags == 0; break;                      /* GOAWAY */
+  case 8: ok = len == 4 && flags == 0; break;                                 /* WINDOW_UPDATE */
+  case 9: ok = stream && !(flags & ~0x04); break;                             /* CONTINUATION */
+  }
+  return ok ? len + 9 : 0;
+}
+
 /* ---- HTTP/1.x message starts, the exchange budget and socket addresses: shared by the socket and TLS captures ---- */
 
 #define START_NONE 0

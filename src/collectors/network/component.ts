@@ -84,7 +84,7 @@ export class NetworkCollector implements Component {
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
   /** The call #onHttp hands the tracker, refilled for each record. */
-  readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, meta: NO_ENDPOINT };
+  readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, h2Midstream: false, meta: NO_ENDPOINT };
   /** The tracker's connection keys and endpoints by socket address (bounded: emptied when it holds twice the connections tracked). */
   readonly #httpConnections = new Map<number, HttpConnection>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
@@ -251,6 +251,7 @@ export class NetworkCollector implements Component {
     call.length = e.length;
     call.data = e.data;
     call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
+    call.h2Midstream = (e.flags & HttpEventFlag.H2_MIDSTREAM) !== 0;
     /* The connection's endpoint while its records say the same: its task name and addresses are decoded only for the calls that become spans. */
     call.meta = connection.endpoint = e.endpointOr(connection.endpoint);
     const nowMs = this.#turnNowMs();

@@ -8,7 +8,8 @@
  * A connection whose first bytes in a direction open HTTP/2 (client preface or SETTINGS) goes to an H2Connection
  * instead (./h2): each stream is one exchange, with the same request/response heads (version "2"). So does one
  * whose request asked for `Upgrade: h2c` and got 101: that request becomes stream 1 (RFC 9113 section 3.2), and the
- * 101 is no exchange of its own.
+ * 101 is no exchange of its own. One whose calls the kernel found to be HTTP/2 frames in its middle (a connection
+ * open before it looked: CapturedCall.h2Midstream) goes to an H2Connection decoding from there (midstream).
  * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
@@ -37,6 +38,8 @@ export interface CapturedCall<M = unknown> {
   meta: M;
   /** No bytes: the kernel stopped forwarding this HTTP/2 connection here (its per-second limit or ring pressure). */
   h2Stopped?: boolean;
+  /** A call of an HTTP/2 connection the kernel found in its middle (opened before it looked): H2Connection.midstream. */
+  h2Midstream?: boolean;
 }
 
 /**
@@ -185,6 +188,10 @@ export class ExchangeTracker<M = unknown> {
     }
     conn.lastSeenMs = nowMs;
     if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
+    else if (!conn.h2 && call.h2Midstream && conn.parsers[0].expectedOffset === undefined && conn.parsers[1].expectedOffset === undefined) {
+      conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
+      conn.h2.midstream();
+    }
     if (conn.h2) {
       done = conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta, done);
       return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);

@@ -48,6 +48,55 @@ export function isH2Opening(b: Uint8Array): boolean {
   return b[3] === 4 && b[4] === 0 && b[5] === 0 && b[6] === 0 && b[7] === 0 && b[8] === 0 && len % 6 === 0 && len <= 96;
 }
 
+/** The largest frame a direction decoded from its middle may start with (SETTINGS_MAX_FRAME_SIZE's initial value). */
+const MIDSTREAM_MAX_FRAME_BYTES = 16384;
+
+/**
+ * Whether the 9 bytes at `b[o]` can be an HTTP/2 frame header (RFC 9113 section 6: a known type, its flags, its
+ * stream (0 or not) and, where fixed, its length; the reserved bit clear; at most 16,384 bytes long): the frame's
+ * whole length, header included, or 0. The kernel's h2_frame_start (network.bpf.c) asks the same.
+ */
+export function h2FrameAt(b: Uint8Array, o: number): number {
+  if (b.length - o < FRAME_HEADER_BYTES) return 0;
+  const len = (b[o]! << 16) | (b[o + 1]! << 8) | b[o + 2]!;
+  const type = b[o + 3]!;
+  const flags = b[o + 4]!;
+  if (len > MIDSTREAM_MAX_FRAME_BYTES || b[o + 5]! & 0x80) return 0;
+  const stream = b[o + 5]! | b[o + 6]! | b[o + 7]! | b[o + 8]!;
+  let ok: boolean;
+  switch (type) {
+    case 0: ok = stream !== 0 && (flags & ~0x09) === 0; break; /* DATA: END_STREAM, PADDED */
+    case 1: ok = stream !== 0 && (flags & ~0x2d) === 0; break; /* HEADERS: END_STREAM, END_HEADERS, PADDED, PRIORITY */
+    case 2: ok = stream !== 0 && len === 5 && flags === 0; break; /* PRIORITY */
+    case 3: ok = stream !== 0 && len === 4 && flags === 0; break; /* RST_STREAM */
+    case 4: ok = stream === 0 && (flags === 0 ? len % 6 === 0 : flags === 1 && len === 0); break; /* SETTINGS (ACK) */
+    case 5: ok = stream !== 0 && (flags & ~0x0c) === 0 && len >= 4; break; /* PUSH_PROMISE: END_HEADERS, PADDED */
+    case 6: ok = stream === 0 && len === 8 && (flags & ~0x01) === 0; break; /* PING (ACK) */
+    case 7: ok = stream === 0 && len >= 8 && flags === 0; break; /* GOAWAY */
+    case 8: ok = len === 4 && flags === 0; break; /* WINDOW_UPDATE */
+    case 9: ok = stream !== 0 && (flags & ~0x04) === 0; break; /* CONTINUATION: END_HEADERS */
+    default: ok = false;
+  }
+  return ok ? FRAME_HEADER_BYTES + len : 0;
+}
+
+/**
+ * Whether a call of `length` bytes (`b` the first of them) starts at a frame boundary as far as can be told: a
+ * frame header at its start (not a CONTINUATION's), and one after each frame that ends inside the bytes at hand.
+ */
+function startsWithFrames(b: Uint8Array, length: number): boolean {
+  /* Not a CONTINUATION first (as the kernel's h2_midstream). */
+  if (b.length >= FRAME_HEADER_BYTES && b[3] === T_CONTINUATION) return false;
+  let o = 0;
+  while (o + FRAME_HEADER_BYTES <= b.length) {
+    const n = h2FrameAt(b, o);
+    if (n === 0) return false;
+    o += n;
+    if (o >= length) return true;
+  }
+  return o > 0;
+}
+
 /** Where a direction reports what its frames say, as it reads them. */
 export interface H2Sink<T> {
   /** A header block (HEADERS and its CONTINUATIONs) decoded: `fields` indexed by F_* (valid during the call only). */
@@ -63,6 +112,8 @@ export class H2Direction<T> {
   /** Stream offset of the direction's first HTTP/2 byte: 0, or where an HTTP/1.1 Upgrade handed over (startAt). */
   #origin = 0;
   #prefaceLeft = -1;
+  /** Decoded from the connection's middle (startMidstream): the first call that starts at a frame boundary begins it. */
+  #midstream = false;
   readonly #header = new Uint8Array(FRAME_HEADER_BYTES);
   #headerLen = 0;
   /* The frame being read (#inFrame): its header fields, payload bytes left, whether its payload is kept. */
@@ -98,10 +149,28 @@ export class H2Direction<T> {
     this.#origin = offset;
   }
 
+  /**
+   * The direction is decoded from the middle of its connection (one opened before the agent looked): calls are
+   * skipped until one starts with frames (startsWithFrames), and the HPACK table starts partial. Before its first call.
+   */
+  startMidstream(): void {
+    this.#midstream = true;
+    this.#hpack.setPartial();
+  }
+
+  /** Fields of the last header block whose names the partial table did not know (HpackDecoder.unknownFields). */
+  get unknownFields(): number {
+    return this.#hpack.unknownFields;
+  }
+
   /** Feeds one call (`offset`: stream offset of its first byte, `length` bytes moved, `captured` the first of them). */
   push(offset: number, length: number, captured: Uint8Array, at: T): void {
     if (this.lost) return;
     if (this.#expected === undefined) {
+      if (this.#midstream) {
+        if (!startsWithFrames(captured, length)) return;
+        this.#origin = offset;
+      }
       if (offset !== this.#origin) return this.#lose("started after the connection's first bytes");
       this.#prefaceLeft = captured.length >= 3 && captured[0] === 0x50 && captured[1] === 0x52 && captured[2] === 0x49 ? PREFACE.length : 0;
     } else if (offset > this.#expected) {
@@ -467,6 +536,14 @@ export class H2Connection<M> {
   /** The last :status text seen and its number. */
   #lastStatusText: string | undefined;
   #lastStatus = 0;
+  /**
+   * Decoded from its middle (midstream): the direction requests travel once a block told (a :method, or a :status
+   * the other way), and the highest stream id of a header block seen, below which a block without a :method opens
+   * no stream (it may belong to a stream opened before decoding began).
+   */
+  #partial = false;
+  #requestIo: 0 | 1 | undefined;
+  #highestStream = 0;
 
   constructor(
     private readonly counters: H2Counters,
@@ -513,7 +590,15 @@ export class H2Connection<M> {
     const io = this.#io;
     const s = this.#streams.get(stream);
     if (!s) {
-      const method = f[F_METHOD];
+      let method = f[F_METHOD];
+      if (this.#partial) {
+        const highest = this.#highestStream;
+        if (stream > highest) this.#highestStream = stream;
+        if (method !== undefined) this.#requestIo = io;
+        else if (f[F_STATUS] !== undefined) this.#requestIo = io === 0 ? 1 : 0;
+        /* A new client stream whose :method is in the part of the table from before (PUT, DELETE ... once indexed). */
+        else if (io === this.#requestIo && stream > highest && (stream & 1) === 1 && this.directions[io].unknownFields > 0) method = "_OTHER";
+      }
       if (method === undefined) return;
       const contentType = f[F_CONTENT_TYPE];
       if (contentType !== this.#lastContentType) {
@@ -551,6 +636,12 @@ export class H2Connection<M> {
 
   #finish(s: H2Stream<M>, endNs: bigint): void {
     this.#streams.delete(s.id);
+    if (s.status === undefined && this.#partial) {
+      /* Its :status was in the part of the table from before (a 201, a 503 once indexed): not reported as a 0. */
+      this.counters.unanswered++;
+      this.pool.release(s);
+      return;
+    }
     s.response = responseHead(s.status);
     s.endNs = endNs;
     if (s.role === "server") s.meta = this.#meta as M;
@@ -571,6 +662,20 @@ export class H2Connection<M> {
     this.directions[0].startAt(startAt[0]);
     this.directions[1].startAt(startAt[1]);
     this.#streams.add(new H2Stream<M>(1, requestIo, { ...request, version: "2" }, "http", false, startNs, meta));
+  }
+
+  /**
+   * The connection was open before the agent looked at it (the kernel found HTTP/2 frames in its middle): each
+   * direction starts at its first call that starts with frames, its HPACK table partial (H2Direction.startMidstream).
+   * A field named by an entry from before is unknown: a request without its :path has no url.path nor http.route, one
+   * without its :method (on a new stream, in the direction requests travel) has method `_OTHER`, one without its
+   * content-type is not taken for gRPC; a response without its :status counts as unanswered. Streams open when
+   * decoding began are not reported. Before the first call.
+   */
+  midstream(): void {
+    this.#partial = true;
+    this.directions[0].startMidstream();
+    this.directions[1].startMidstream();
   }
 
   /** The kernel stopped forwarding the connection: both directions stop decoding, counted as stopped. */

@@ -28,6 +28,8 @@ export const F_STATUS = 4;
 export const F_CONTENT_TYPE = 5;
 export const F_GRPC_STATUS = 6;
 const NOT_KEPT = -1;
+/** A partial decoder's entry whose name is unknown (added by a literal naming an entry older than its first block). */
+const UNKNOWN_NAME = -2;
 const MAX_KEPT_NAME_BYTES = Math.max(...KEPT_NAMES.map((n) => n.length));
 const KEPT_BYTES = KEPT_NAMES.map((n) => Uint8Array.from(n, (c) => c.charCodeAt(0)));
 
@@ -144,7 +146,7 @@ const STATIC_KEPT = Int8Array.from(STATIC, (e) => keptIndex(e.name));
 const STATIC_NAME_SIZE = Int32Array.from(STATIC, (e) => e.nameSize);
 const STATIC_VALUE = STATIC.map((e) => e.value);
 
-/** A dynamic table entry: which kept name (or NOT_KEPT), the value when kept, octet sizes. */
+/** A dynamic table entry: which kept name (or NOT_KEPT, UNKNOWN_NAME), the value when kept, octet sizes. */
 interface Entry {
   kept: number;
   value: string | undefined;
@@ -190,6 +192,14 @@ export class HpackDecoder {
   readonly #lastBlock = new Uint8Array(REPEAT_BLOCK_BYTES);
   #lastBlockLen = -1;
   readonly #lastFields: HeaderFields = new Array(KEPT_NAMES.length);
+  #lastUnknown = 0;
+  /** Decoding from the middle of a connection (setPartial): entries added before the first block seen are unknown. */
+  #partial = false;
+  /**
+   * Fields of the last block decoded whose name the table did not know (partial decoders only): an index past the
+   * entries seen, an entry added before decoding began. Which fields they were is unknown (:path among them, maybe).
+   */
+  unknownFields = 0;
 
   constructor(
     initialSize: number,
@@ -197,6 +207,20 @@ export class HpackDecoder {
     readonly limit: number,
   ) {
     this.maxSize = initialSize;
+  }
+
+  /**
+   * From here on the decoder starts in the middle of a connection, its table's earlier entries unknown. Indexes are
+   * counted from the newest entry, so the entries added from here on keep their true indexes whatever came before;
+   * an index past them names an entry older than the first block decoded, whose field is counted in unknownFields
+   * and left out, not an error. Keeping an entry the encoder has evicted never misnames a field (the encoder no
+   * longer refers to it), evicting one it still has only makes its field unknown: so the table takes the largest
+   * size accepted until a size update says the encoder's, and an entry whose name is unknown counts no name octets.
+   * Before the first block.
+   */
+  setPartial(): void {
+    this.#partial = true;
+    this.maxSize = this.limit;
   }
 
   /** Entries in the dynamic table. */
@@ -294,6 +318,7 @@ export class HpackDecoder {
     if (n === this.#lastBlockLen && sameBytes(b, from, this.#lastBlock, n)) {
       /* The block decoded last, which changed nothing: the same fields, the table as it is. */
       for (let k = 0; k < KEPT_NAMES.length; k++) out[k] = this.#lastFields[k];
+      this.unknownFields = this.#lastUnknown;
       return;
     }
     this.#lastBlockLen = -1;
@@ -302,12 +327,14 @@ export class HpackDecoder {
     if (n <= REPEAT_BLOCK_BYTES && this.#changes === changes) {
       for (let k = 0; k < n; k++) this.#lastBlock[k] = b[from + k]!;
       for (let k = 0; k < KEPT_NAMES.length; k++) this.#lastFields[k] = out[k];
+      this.#lastUnknown = this.unknownFields;
       this.#lastBlockLen = n;
     }
   }
 
   #decode(b: Uint8Array, from: number, to: number, out: HeaderFields): void {
     for (let k = 0; k < KEPT_NAMES.length; k++) out[k] = undefined;
+    this.unknownFields = 0;
     if (scratch.length < ((to - from) * 8) / 5 + 8) scratch = new Uint8Array(Math.ceil(((to - from) * 8) / 5) + 8);
     src = b;
     pos = from;
@@ -321,10 +348,13 @@ export class HpackDecoder {
         if (index <= STATIC_COUNT) {
           const kept = STATIC_KEPT[index - 1]!;
           if (kept !== NOT_KEPT) out[kept] = STATIC_VALUE[index - 1];
-        } else {
-          if (index - STATIC_COUNT > this.#count) throw new HpackError(`index ${index} past the table`);
+        } else if (index - STATIC_COUNT <= this.#count) {
           const e = this.#entry(index - STATIC_COUNT);
-          if (e.kept !== NOT_KEPT) out[e.kept] = e.value;
+          if (e.kept >= 0) out[e.kept] = e.value;
+          else if (e.kept === UNKNOWN_NAME) this.unknownFields++;
+        } else {
+          if (!this.#partial) throw new HpackError(`index ${index} past the table`);
+          this.unknownFields++;
         }
         continue;
       }
@@ -344,15 +374,20 @@ export class HpackDecoder {
       } else if (index <= STATIC_COUNT) {
         kept = STATIC_KEPT[index - 1]!;
         nameSize = STATIC_NAME_SIZE[index - 1]!;
-      } else {
-        if (index - STATIC_COUNT > this.#count) throw new HpackError(`index ${index} past the table`);
+      } else if (index - STATIC_COUNT <= this.#count) {
         const e = this.#entry(index - STATIC_COUNT);
         kept = e.kept;
         nameSize = e.nameSize;
+        if (kept === UNKNOWN_NAME) this.unknownFields++;
+      } else {
+        if (!this.#partial) throw new HpackError(`index ${index} past the table`);
+        this.unknownFields++;
+        kept = UNKNOWN_NAME;
+        nameSize = 0;
       }
       let value: string | undefined;
       let valueSize: number;
-      if (kept === NOT_KEPT) valueSize = readString(false);
+      if (kept < 0) valueSize = readString(false);
       else {
         value = this.#keptValue(kept);
         valueSize = lastSize;

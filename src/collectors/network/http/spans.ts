@@ -541,7 +541,8 @@ function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, m: E
   c.host = req.host;
   c.connect = connect;
   s.putConnection(m, c);
-  if (!known) s.put(K.methodOriginal, req.method);
+  /* `_OTHER` itself: a method not known to the agent either (an HTTP/2 connection decoded from its middle). */
+  if (!known && req.method !== "_OTHER") s.put(K.methodOriginal, req.method);
   if (req.truncated) s.put(K.truncated, req.truncated);
   if (server) {
     const query = queryStart(req.target);

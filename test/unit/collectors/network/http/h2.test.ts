@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import hpack from "hpack.js";
 import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../../src/collectors/network/http/exchanges";
-import { MAX_OPEN_STREAMS, grpcNames, isH2Opening } from "../../../../../src/collectors/network/http/h2";
+import { MAX_OPEN_STREAMS, grpcNames, h2FrameAt, isH2Opening } from "../../../../../src/collectors/network/http/h2";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -302,5 +302,81 @@ describe("HTTP/1.1 Upgrade to h2c (RFC 9113 section 3.2)", () => {
     const c = new Conn();
     c.send(IO_READ, te.encode("GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"));
     expect(rows(c.send(IO_WRITE, te.encode("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")))).toEqual(["server GET /ws 1.1 101 1.1 undefined"]);
+  });
+});
+
+describe("HTTP/2 connections decoded from their middle (opened before the agent looked)", () => {
+  test("frame headers: each type's stream, flags and fixed length; more than 16,384 bytes, or the reserved bit, is none", () => {
+    const h = (len: number, type: number, flags: number, stream: number) => frame(type, flags, stream, new Uint8Array(len)).subarray(0, 9);
+    expect(h2FrameAt(h(10, 0, 1, 3), 0)).toBe(19);
+    expect(h2FrameAt(h(10, 0, 1, 0), 0)).toBe(0);
+    expect(h2FrameAt(h(20, 1, 0x25, 5), 0)).toBe(29);
+    expect(h2FrameAt(h(20, 1, 0x02, 5), 0)).toBe(0);
+    expect(h2FrameAt(h(4, 8, 0, 0), 0)).toBe(13);
+    expect(h2FrameAt(h(5, 8, 0, 0), 0)).toBe(0);
+    expect(h2FrameAt(h(8, 6, 1, 0), 0)).toBe(17);
+    expect(h2FrameAt(h(8, 6, 0, 1), 0)).toBe(0);
+    expect(h2FrameAt(h(12, 4, 0, 0), 0)).toBe(21);
+    expect(h2FrameAt(h(0, 4, 1, 0), 0)).toBe(9);
+    expect(h2FrameAt(h(16385, 0, 0, 1), 0)).toBe(0);
+    expect(h2FrameAt(h(1, 10, 0, 1), 0)).toBe(0);
+    const reserved = h(4, 3, 0, 1);
+    reserved[5] = 0x80;
+    expect(h2FrameAt(reserved, 0)).toBe(0);
+    expect(h2FrameAt(new TextEncoder().encode("GET / HTTP/1.1\r\n"), 0)).toBe(0);
+  });
+
+  /** A gRPC-like connection whose first streams went by before the agent looked: only the encoders saw them. */
+  function opened(): Conn {
+    const c = new Conn();
+    const before = (io: Io, bytes: Uint8Array) => void (c.off[io]! += bytes.length);
+    before(IO_READ, cat(PREFACE, settings()));
+    before(IO_WRITE, settings());
+    for (let id = 1; id <= 19; id += 2) {
+      const grpc = id < 19;
+      before(IO_READ, c.headers(IO_READ, id, grpc ? { ":method": "POST", ":scheme": "http", ":path": "/pkg.Svc/Old", ":authority": "svc", "content-type": "application/grpc" } : { ":method": "PUT", ":scheme": "http", ":path": "/put", ":authority": "svc" }, END_HEADERS | END_STREAM));
+      before(IO_WRITE, grpc ? cat(c.headers(IO_WRITE, id, { ":status": "200", "content-type": "application/grpc" }), c.headers(IO_WRITE, id, { "grpc-status": "0" }, END_HEADERS | END_STREAM)) : c.headers(IO_WRITE, id, { ":status": "503" }, END_HEADERS | END_STREAM));
+    }
+    return c;
+  }
+  const midstream = (c: Conn, io: Io, bytes: Uint8Array) => {
+    const call: CapturedCall<string> = { connection: "c", io, timestampNs: c.ts++, streamOffset: c.off[io]!, length: bytes.length, data: bytes, meta: "m", h2Midstream: true };
+    c.off[io]! += bytes.length;
+    return c.tracker.push(call);
+  };
+
+  test("server side: each direction starts at a call that starts with frames; fields from the table's earlier part are unknown, not wrong", () => {
+    const c = opened();
+    /* The end of a DATA frame's payload (no frame header at the call's start): skipped, not taken for frames. */
+    expect(midstream(c, IO_READ, new Uint8Array(40).fill(0xff))).toEqual([]);
+    /* Stream 21: :authority and content-type named by entries from before (hpack.js sends :path as a literal each time). */
+    expect(midstream(c, IO_READ, c.headers(IO_READ, 21, { ":method": "POST", ":scheme": "http", ":path": "/pkg.Svc/Old", ":authority": "svc", "content-type": "application/grpc" }, END_HEADERS | END_STREAM))).toEqual([]);
+    /* A response to stream 19, open before: its stream is unknown here, ignored. */
+    expect(midstream(c, IO_WRITE, c.headers(IO_WRITE, 19, { ":status": "200" }, END_HEADERS | END_STREAM))).toEqual([]);
+    const [old] = midstream(c, IO_WRITE, cat(c.headers(IO_WRITE, 21, { ":status": "200", "content-type": "application/grpc" }), c.headers(IO_WRITE, 21, { "grpc-status": "0" }, END_HEADERS | END_STREAM)));
+    expect([old!.role, old!.request.method, old!.request.path, old!.request.host, old!.response.status, old!.rpc, old!.request.version]).toEqual(["server", "POST", "/pkg.Svc/Old", undefined, 200, undefined, "2"]);
+    /* Stream 23: a path never sent before goes into the table as a literal, known from here on. */
+    midstream(c, IO_READ, c.headers(IO_READ, 23, { ":method": "GET", ":scheme": "http", ":path": "/new/7", ":authority": "svc" }, END_HEADERS | END_STREAM));
+    const [fresh] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 23, { ":status": "404" }, END_HEADERS | END_STREAM));
+    expect([fresh!.request.method, fresh!.request.path, fresh!.response.status]).toEqual(["GET", "/new/7", 404]);
+    midstream(c, IO_READ, c.headers(IO_READ, 25, { ":method": "GET", ":scheme": "http", ":path": "/new/7", ":authority": "svc" }, END_HEADERS | END_STREAM));
+    const [again] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 25, { ":status": "404" }, END_HEADERS | END_STREAM));
+    expect([again!.request.path, again!.response.status]).toEqual(["/new/7", 404]);
+    /* Stream 27: PUT was indexed before, so its :method is unknown: `_OTHER` on a new stream of the request side. Its
+     * 503 was indexed before too: the stream counts as unanswered rather than as a status of 0. */
+    const unanswered = c.tracker.h2Counters.unanswered;
+    midstream(c, IO_READ, c.headers(IO_READ, 27, { ":method": "PUT", ":scheme": "http", ":path": "/put", ":authority": "svc" }, END_HEADERS | END_STREAM));
+    expect(midstream(c, IO_WRITE, c.headers(IO_WRITE, 27, { ":status": "503" }, END_HEADERS | END_STREAM))).toEqual([]);
+    expect(c.tracker.h2Counters.unanswered).toBe(unanswered + 1);
+    midstream(c, IO_READ, c.headers(IO_READ, 29, { ":method": "PUT", ":scheme": "http", ":path": "/put", ":authority": "svc" }, END_HEADERS | END_STREAM));
+    const [put] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 29, { ":status": "200" }, END_HEADERS | END_STREAM));
+    expect([put!.request.method, put!.request.path, put!.response.status]).toEqual(["_OTHER", "/put", 200]);
+    expect(c.tracker.h2Counters.lostDirections).toBe(0);
+  });
+
+  test("without the kernel's mark the same calls decode nothing: a connection seen after its start is not guessed at", () => {
+    const c = opened();
+    expect(c.send(IO_READ, c.headers(IO_READ, 21, { ":method": "GET", ":scheme": "http", ":path": "/new/7", ":authority": "svc" }, END_HEADERS | END_STREAM))).toEqual([]);
+    expect(c.send(IO_WRITE, c.headers(IO_WRITE, 21, { ":status": "200" }, END_HEADERS | END_STREAM))).toEqual([]);
   });
 });

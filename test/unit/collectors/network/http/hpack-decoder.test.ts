@@ -150,3 +150,44 @@ describe("HPACK decoder", () => {
     }
   });
 });
+
+describe("a partial decoder (a connection decoded from its middle)", () => {
+  test("C.3: joined at the second block, the entry from before is unknown, the entries added since keep their true indexes", () => {
+    const whole = new HpackDecoder(4096, 65536);
+    const partial = new HpackDecoder(4096, 65536);
+    partial.setPartial();
+    const out: HeaderFields = new Array(KEPT_NAMES.length);
+    whole.decode(hex(EXAMPLES[0]!.input), 0, hex(EXAMPLES[0]!.input).length, out);
+    /* C.3.2 names :authority by the entry C.3.1 added (index 62): unknown to the partial decoder, no error. */
+    const second = hex(EXAMPLES[1]!.input);
+    partial.decode(second, 0, second.length, out);
+    expect(asRecord(out)).toEqual({ ":method": "GET", ":scheme": "http", ":path": "/" });
+    expect(partial.unknownFields).toBe(1);
+    expect(() => new HpackDecoder(4096, 65536).decode(second, 0, second.length, out)).toThrow(HpackError);
+    /* C.3.3 adds custom-key and names cache-control (its own, index 63 then 62 ... ) and :authority (from before). */
+    whole.decode(second, 0, second.length, out);
+    const third = hex(EXAMPLES[2]!.input);
+    partial.decode(third, 0, third.length, out);
+    expect(asRecord(out)).toEqual({ ":method": "GET", ":scheme": "https", ":path": "/index.html" });
+    expect(partial.unknownFields).toBe(1);
+    /* A block that changes nothing, twice (the second time remembered, not decoded): the same unknown count. */
+    const still = Uint8Array.from([0x82, 0xc5]);
+    partial.decode(still, 0, 2, out);
+    expect(partial.unknownFields).toBe(1);
+    partial.decode(still, 0, 2, out);
+    expect([partial.unknownFields, asRecord(out)]).toEqual([1, { ":method": "GET" }]);
+  });
+
+  test("a literal naming an entry from before adds an entry of unknown name: fields that name it later count as unknown", () => {
+    const partial = new HpackDecoder(4096, 65536);
+    partial.setPartial();
+    const out: HeaderFields = new Array(KEPT_NAMES.length);
+    /* 0x7e: literal with incremental indexing, name index 62 (past the empty table), value "/x"; then 0xbe: index 62. */
+    partial.decode(Uint8Array.from([0x7e, 0x02, 0x2f, 0x78]), 0, 4, out);
+    expect(partial.unknownFields).toBe(1);
+    expect(out[1]).toBeUndefined();
+    partial.decode(Uint8Array.from([0x82, 0xbe]), 0, 2, out);
+    expect(asRecord(out)).toEqual({ ":method": "GET" });
+    expect(partial.unknownFields).toBe(1);
+  });
+});

@@ -1,0 +1,118 @@
+/**
+ * Privileged: an HTTP/2 connection opened before the agent (a long-lived h2c or gRPC connection across an agent
+ * restart) is counted from the agent's start on. A Node `http2` client opens one connection to a Node `http2`
+ * server and makes 5 requests over it; only then does the agent load its programs, and the same connection carries
+ * 20 requests to distinct /late/<n> paths, 10 to /missing (404) and 5 more to /early. The kernel finds HTTP/2
+ * frames in the connection's middle and forwards it; user space decodes each direction from its first call that
+ * starts with frames, its HPACK tables partial. The RED metrics at the receiver count exactly the 35 requests
+ * made after the start, on both sides, per status (and per route where the path was sent after the start), and the
+ * server spans carry the paths. Without the kernel's part nothing of the connection is counted.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { startTracingAgent, until, type TracingAgent } from "./harness";
+import { firstLine } from "../../../helpers/wait";
+
+setDefaultTimeout(60_000);
+
+const REPO = new URL("../../../../", import.meta.url).pathname;
+
+const SERVER = `
+const http2 = require("node:http2");
+const s = http2.createServer();
+s.on("stream", (stream, headers) => {
+  const p = headers[":path"];
+  stream.respond({ ":status": p === "/missing" ? 404 : 200, "content-type": "text/plain" });
+  stream.end("hello " + p);
+});
+s.listen(0, "127.0.0.1", () => console.log(s.address().port));
+`;
+
+/* One connection for the client's whole life: 5 requests, "open", then on each "go" line the 35 requests, "done". */
+const CLIENT = `
+const http2 = require("node:http2");
+const s = http2.connect("http://127.0.0.1:" + process.argv[1]);
+const get = (p) => new Promise((res, rej) => {
+  const r = s.request({ ":path": p });
+  r.on("response", (h) => { const st = h[":status"]; r.resume(); r.on("end", () => res(st)); });
+  r.on("error", rej);
+  r.end();
+});
+const lines = require("node:readline").createInterface({ input: process.stdin });
+(async () => {
+  for (let i = 0; i < 5; i++) await get("/early");
+  console.log("open");
+  for await (const line of lines) {
+    if (line !== "go") continue;
+    const counts = {};
+    const paths = [];
+    for (let i = 0; i < 20; i++) paths.push("/late/" + (1000 + i));
+    for (let i = 0; i < 10; i++) paths.push("/missing");
+    for (let i = 0; i < 5; i++) paths.push("/early");
+    for (const p of paths) { const st = await get(p); counts[st] = (counts[st] || 0) + 1; }
+    console.log(JSON.stringify(counts));
+  }
+  s.close();
+})();
+`;
+
+describe("an HTTP/2 connection opened before the agent", () => {
+  let t: TracingAgent | undefined;
+  let server: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let client: Bun.Subprocess<"pipe", "pipe", "inherit">;
+  let port = 0;
+  let counts: Record<string, number> = {};
+
+  beforeAll(async () => {
+    server = Bun.spawn(["node", "-e", SERVER], { cwd: REPO, stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+    port = Number(await firstLine(server.stdout));
+    client = Bun.spawn(["node", "-e", CLIENT, String(port)], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+    expect(await firstLine(client.stdout)).toBe("open");
+    /* The connection and its first five streams are behind it: now the agent starts. */
+    t = await startTracingAgent(`    network:
+      enabled: true
+      max_spans_per_second: 1000000
+      metrics_interval: 1s`);
+    await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+    client.stdin.write("go\n");
+    client.stdin.flush();
+    counts = JSON.parse(await firstLine(client.stdout));
+  }, 90_000);
+
+  afterAll(async () => {
+    client?.stdin.end();
+    client?.kill();
+    server?.kill();
+    await Promise.all([client?.exited, server?.exited]);
+    await t?.stop();
+  });
+
+  test("the client made its 35 requests over the connection it opened before the agent", () => {
+    expect(counts).toEqual({ "200": 25, "404": 10 });
+  });
+
+  test("RED metrics count the 35 requests made after the start exactly, on both sides, per status and route", async () => {
+    const c = t!.collected;
+    const server = (status: number, route?: string | null) =>
+      c.total("http.server.request.duration", (a) => a["server.port"] === port && a["http.response.status_code"] === status && (route === undefined || (route === null ? a["http.route"] === undefined : a["http.route"] === route)));
+    const client = (status: number) => c.total("http.client.request.duration", (a) => a["server.port"] === port && a["http.response.status_code"] === status);
+    await until(() => server(200) + server(404) >= 35 && client(200) + client(404) >= 35, "35 server and 35 client requests counted", 20_000).catch((e: Error) => {
+      throw new Error(`${e.message}: server 200 ${server(200)}, 404 ${server(404)}; client 200 ${client(200)}, 404 ${client(404)}`);
+    });
+    /* Two more intervals: nothing counted twice, nothing from before the start. */
+    await Bun.sleep(2_500);
+    expect([server(200), server(404), client(200), client(404)]).toEqual([25, 10, 25, 10]);
+    /* Every /late/<n> under one route. Node's HTTP/2 sends each :path as a literal without indexing, so /early, sent
+     * before the start too, is known as well. */
+    expect(server(200, "/late/{id}")).toBe(20);
+    expect(server(404, "/missing")).toBe(10);
+    expect(server(200, "/early")).toBe(5);
+    for (const p of c.points.filter((p) => p.metric === "http.server.request.duration" && p.attributes["server.port"] === port)) expect(p.attributes["http.request.method"]).toBe("GET");
+  });
+
+  test("server spans carry the paths sent after the start, as HTTP/2", async () => {
+    const late = () => t!.collected.spans.filter((s) => s.kind === "SPAN_KIND_SERVER" && s.attributes["server.port"] === port && String(s.attributes["url.path"]).startsWith("/late/"));
+    await until(() => late().length >= 20, "20 server spans of /late/<n>");
+    expect(late().map((s) => s.attributes["url.path"]).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `/late/${1000 + i}`));
+    for (const s of late()) expect([s.attributes["network.protocol.version"], s.attributes["http.response.status_code"]]).toEqual(["2", 200]);
+  });
+});
