@@ -251,6 +251,29 @@ static __always_inline __u32 h2_frame_start(const __u8 *d)
   return ok ? len + 9 : 0;
 }
 
+/*
+ * Whether a call whose first bytes (`head` of them at `d`) were read starts with HTTP/2 frames, for a connection
+ * seen only after it opened: a frame header (h2_frame_start, not a CONTINUATION's: one follows a HEADERS frame,
+ * rarely at a call's start, and its looser shape would let more of another protocol's bytes pass) whose frame ends
+ * where the call (`moved` bytes) does, or is followed by another frame header within the call's first `len`
+ * contiguous bytes at `buf` (read into `spare`, 9 bytes of map memory: one more read of user memory).
+ */
+static __always_inline int h2_midstream_start(const __u8 *d, __u32 head, __u64 buf, __u64 len, __u64 moved, __u8 *spare)
+{
+  if (head < 9)
+    return 0;
+  __u32 n = h2_frame_start(d);
+  if (n == 0 || n > moved || d[3] == 9)
+    return 0;
+  if (n == moved)
+    return 1;
+  if (n + 9 > len)
+    return 0;
+  if (bpf_probe_read_user(spare, 9, (void *)(buf + n)) != 0)
+    return 0;
+  return h2_frame_start(spare) != 0;
+}
+
 /* ---- HTTP/1.x message starts, the exchange budget and socket addresses: shared by the socket and TLS captures ---- */
 
 #define START_NONE 0

@@ -111,7 +111,7 @@
 /* struct http_event.flags: a header-only record saying that forwarding of this HTTP/2 connection stopped here
  * because a record was refused (FLAG_H2_STOPPED). */
 #define HTTP_EVENT_H2_STOPPED 1
-/* struct http_event.flags: a call of an HTTP/2 connection found in its middle (h2_midstream): user space decodes it
+/* struct http_event.flags: a call of an HTTP/2 connection found in its middle (h2_midstream_start): user space decodes it
  * from the first call of each direction that starts with frames, its HPACK tables partial. */
 #define HTTP_EVENT_H2_MIDSTREAM 2
 
@@ -926,33 +926,6 @@ static __always_inline int opens_other_protocol(const struct conn *c, __u32 io, 
   return letters < 3;
 }
 
-/*
- * Whether a call on a connection seen only after it opened, with no HTTP/1.x request seen on it, starts with HTTP/2
- * frames: its first bytes (`head` of them, in e->data) a frame header (h2_frame_start) whose frame ends where the
- * call does, or is followed by another frame header within the call's first buffer (`len` contiguous bytes at
- * `buf`; one more read of user memory). A long-lived HTTP/2 or gRPC connection, open before the agent (or before a
- * reload of this set), is then decoded from this call on (HTTP_EVENT_H2_MIDSTREAM).
- */
-static __always_inline int h2_midstream(struct http_event *e, __u64 buf, __u64 len, __u64 moved, __u32 head)
-{
-  if (head < 9)
-    return 0;
-  __u32 n = h2_frame_start(e->data);
-  /* Not a CONTINUATION first: one follows a HEADERS frame, rarely at a call's start, and its looser shape would let
-   * more of another protocol's bytes pass. */
-  if (n == 0 || n > moved || e->data[3] == 9)
-    return 0;
-  if (n == moved)
-    return 1;
-  if (n + 9 > len)
-    return 0;
-  /* Past the bytes read above, inside the record's data (which emit_h2 overwrites). */
-  __u8 *next = e->data + RED_HEAD_BYTES;
-  if (bpf_probe_read_user(next, 9, (void *)(buf + n)) != 0)
-    return 0;
-  return h2_frame_start(next) != 0;
-}
-
 /* Whether a status line (`n` bytes, at least 12 for a yes) is 101 Switching Protocols. */
 static __always_inline int is_status_101(const __u8 *d, __u32 n)
 {
@@ -1166,7 +1139,10 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
     c->flags |= FLAG_H2;
     goto h2;
   }
-  if (start == START_NONE && (c->flags & (FLAG_PREEXISTING | FLAG_HTTP)) == FLAG_PREEXISTING && !c->sampled && h2_midstream(e, buf, len, moved, head)) {
+  /* A long-lived HTTP/2 connection open before the agent (or before a reload of this set): decoded from this call on
+   * (HTTP_EVENT_H2_MIDSTREAM); the spare bytes past those read above, in the record emit_h2 overwrites. */
+  if (start == START_NONE && (c->flags & (FLAG_PREEXISTING | FLAG_HTTP)) == FLAG_PREEXISTING && !c->sampled &&
+      h2_midstream_start(e->data, head, buf, len, moved, e->data + RED_HEAD_BYTES)) {
     c->flags |= FLAG_H2;
     count_stat(STAT_H2_MIDSTREAM);
     goto h2;

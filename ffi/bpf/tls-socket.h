@@ -23,6 +23,11 @@
 /* An HTTP/2 connection no longer forwarded: a call refused (h2_records_per_second, or the ring three quarters full)
  * or a record lost in a full ring. */
 #define TLS_CONN_H2_STOPPED 8
+/* An HTTP/1.x request was seen on the connection: it is not taken for HTTP/2 found in its middle. */
+#define TLS_CONN_HTTP 16
+/* HTTP/2 found in the middle of a connection first seen after it opened (h2_midstream_start): its records say so
+ * (FLAG_H2_MIDSTREAM), and user space decodes it with partial HPACK tables. */
+#define TLS_CONN_H2_MIDSTREAM 32
 
 /* The thread's SSL call in progress (`active`); ssl 0: none. */
 struct tls_call {

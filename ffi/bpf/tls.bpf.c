@@ -63,6 +63,8 @@
 #define FLAG_SOCKET 1
 /* A header-only record: the kernel stopped forwarding this HTTP/2 connection (h2_records_per_second or ring pressure). */
 #define FLAG_H2_STOPPED 2
+/* A call of an HTTP/2 connection found in its middle (TLS_CONN_H2_MIDSTREAM). */
+#define FLAG_H2_MIDSTREAM 4
 /* Calls after a message start on the side that started it (the rest of a head read in pieces). */
 #define FOLLOW_RECORDS 2
 /* Calls on the response side of a captured exchange (user space follows the response's framing to its end). */
@@ -79,7 +81,9 @@
 #define STAT_H2_STOPPED 3
 /* HTTP/1.x exchanges refused because the ring was half full (also in STAT_SAMPLED_OUT). */
 #define STAT_RING_BUSY 4
-#define STAT_COUNT 5
+/* Connections found to carry HTTP/2 in their middle (TLS_CONN_H2_MIDSTREAM). */
+#define STAT_H2_MIDSTREAM 5
+#define STAT_COUNT 6
 
 #include "red.h"
 
@@ -340,8 +344,9 @@ static __always_inline int leave(long ret)
   if (!sv)
     return 0;
   struct tls_event *e = &sv->e;
-  /* 8 bytes tell a message start; with RED on, RED_HEAD_BYTES (a request's method and path, zero past the call's bytes). */
-  __u32 want = 8;
+  /* 9 bytes tell a message start (or an HTTP/2 frame header); with RED on, RED_HEAD_BYTES (a request's method and path,
+   * zero past the call's bytes). */
+  __u32 want = 9;
   if (red_enabled) {
     want = RED_HEAD_BYTES;
     __builtin_memset(e->data, 0, RED_HEAD_BYTES);
@@ -355,8 +360,14 @@ static __always_inline int leave(long ret)
   int h2_stop = 0;
   /* The call's time, read at most once (call_time). */
   __u64 ts = c.io == IO_WRITE ? c.enter_ns : 0;
-  if (!(conn->flags & TLS_CONN_H2) && off == 0 && h2_opening(e->data, head))
+  if (!(conn->flags & TLS_CONN_H2) && off == 0 && h2_opening(e->data, head)) {
     conn->flags |= TLS_CONN_H2;
+  } else if (!(conn->flags & (TLS_CONN_H2 | TLS_CONN_HTTP)) && !conn->sampled &&
+             h2_midstream_start(e->data, head, c.buf, moved, moved, e->data + RED_HEAD_BYTES)) {
+    /* An HTTP/2 connection older than the probes (an SSL object first seen in its middle): decoded from here on. */
+    conn->flags |= TLS_CONN_H2 | TLS_CONN_H2_MIDSTREAM;
+    count_stat(STAT_H2_MIDSTREAM);
+  }
   if (conn->flags & TLS_CONN_H2) {
     if (conn->flags & TLS_CONN_H2_STOPPED)
       return 0;
@@ -391,6 +402,7 @@ static __always_inline int leave(long ret)
       }
     }
     if (start == START_REQUEST) {
+      conn->flags |= TLS_CONN_HTTP;
       /* A request decides whether its whole exchange is captured. */
       conn->sampled = take_exchange_token(call_time(&ts)) ? c.io + 1 : 0;
       if (!conn->sampled)
@@ -429,7 +441,7 @@ static __always_inline int leave(long ret)
   e->len = moved > 0xffffffffULL ? 0xffffffffU : (__u32)moved;
   e->captured = n;
   e->io = c.io;
-  e->flags = (conn->sk ? FLAG_SOCKET : 0) | (h2_stop ? FLAG_H2_STOPPED : 0);
+  e->flags = (conn->sk ? FLAG_SOCKET : 0) | (h2_stop ? FLAG_H2_STOPPED : 0) | ((conn->flags & TLS_CONN_H2_MIDSTREAM) ? FLAG_H2_MIDSTREAM : 0);
   e->sport = conn->sport;
   e->dport = conn->dport;
   e->family = conn->family;

@@ -375,6 +375,7 @@ export class NetworkCollector implements Component {
       data: e.data,
       meta: this.#tlsEndpoint(connection, e),
       h2Stopped: e.h2Stopped,
+      h2Midstream: e.h2Midstream,
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }

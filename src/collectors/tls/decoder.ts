@@ -15,6 +15,8 @@ export const TLS_MAX_CAPTURE_BYTES = 4096;
 export const TLS_FLAG_SOCKET = 1;
 /** FLAG_H2_STOPPED: a header-only record saying the kernel stopped forwarding this HTTP/2 connection. */
 export const TLS_FLAG_H2_STOPPED = 2;
+/** FLAG_H2_MIDSTREAM: a call of an HTTP/2 connection the kernel found in its middle (an SSL object older than the probes). */
+export const TLS_FLAG_H2_MIDSTREAM = 4;
 
 const F = {
   timestampNs: 0, ssl: 8, streamOffset: 16, sk: 24, cgroupId: 32, pid: 40, tid: 44, len: 48, captured: 52, io: 54, flags: 55,
@@ -42,6 +44,8 @@ export interface TlsEvent extends CapturedCall {
   socketKnown: boolean;
   /** The kernel stopped forwarding this HTTP/2 connection here (h2_records_per_second or ring pressure): no data. */
   h2Stopped: boolean;
+  /** A call of an HTTP/2 connection the kernel found in its middle: decoded with partial HPACK tables. */
+  h2Midstream: boolean;
 }
 
 /** Decodes a tls_event; the result owns a copy of the record. Throws RangeError on a short or inconsistent record. */
@@ -70,6 +74,7 @@ export function decodeTlsEvent(view: DataView, offset: number, length: number): 
     io: (v.getUint8(F.io) & 1) as 0 | 1,
     socketKnown,
     h2Stopped: (v.getUint8(F.flags) & TLS_FLAG_H2_STOPPED) !== 0,
+    h2Midstream: (v.getUint8(F.flags) & TLS_FLAG_H2_MIDSTREAM) !== 0,
     localAddress: socketKnown ? formatAddress(new Uint8Array(record, F.saddr, n), family) : "",
     localPort: v.getUint16(F.sport, true),
     remoteAddress: socketKnown ? formatAddress(new Uint8Array(record, F.daddr, n), family) : "",

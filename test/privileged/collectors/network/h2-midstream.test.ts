@@ -6,7 +6,9 @@
  * frames in the connection's middle and forwards it; user space decodes each direction from its first call that
  * starts with frames, its HPACK tables partial. The RED metrics at the receiver count exactly the 35 requests
  * made after the start, on both sides, per status (and per route where the path was sent after the start), and the
- * server spans carry the paths. Without the kernel's part nothing of the connection is counted.
+ * server spans carry the paths. Without the kernel's part nothing of the connection is counted. A reload of the
+ * network set (new programs, new per-socket storage: every connection is one seen after it opened) then gives the
+ * same connection's next 35 requests the same counts.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { startTracingAgent, until, type TracingAgent } from "./harness";
@@ -57,32 +59,49 @@ const lines = require("node:readline").createInterface({ input: process.stdin })
 
 describe("an HTTP/2 connection opened before the agent", () => {
   let t: TracingAgent | undefined;
-  let server: Bun.Subprocess<"ignore", "pipe", "inherit">;
-  let client: Bun.Subprocess<"pipe", "pipe", "inherit">;
+  let serverProc: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let clientProc: Bun.Subprocess<"pipe", "pipe", "inherit">;
   let port = 0;
   let counts: Record<string, number> = {};
 
   beforeAll(async () => {
-    server = Bun.spawn(["node", "-e", SERVER], { cwd: REPO, stdin: "ignore", stdout: "pipe", stderr: "inherit" });
-    port = Number(await firstLine(server.stdout));
-    client = Bun.spawn(["node", "-e", CLIENT, String(port)], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-    expect(await firstLine(client.stdout)).toBe("open");
+    serverProc = Bun.spawn(["node", "-e", SERVER], { cwd: REPO, stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+    port = Number(await firstLine(serverProc.stdout));
+    clientProc = Bun.spawn(["node", "-e", CLIENT, String(port)], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+    expect(await firstLine(clientProc.stdout)).toBe("open");
     /* The connection and its first five streams are behind it: now the agent starts. */
     t = await startTracingAgent(`    network:
       enabled: true
       max_spans_per_second: 1000000
       metrics_interval: 1s`);
     await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    client.stdin.write("go\n");
-    client.stdin.flush();
-    counts = JSON.parse(await firstLine(client.stdout));
+    clientProc.stdin.write("go\n");
+    clientProc.stdin.flush();
+    counts = JSON.parse(await firstLine(clientProc.stdout));
   }, 90_000);
 
+  async function programId(name: string): Promise<number> {
+    const body = (await (await t!.agent.request("/status/ebpf")).json()) as { programs: Array<{ name: string; id: number }> };
+    return body.programs.find((p) => p.name === name)?.id ?? 0;
+  }
+
+  const c = () => t!.collected;
+  const server = (status: number, route?: string) =>
+    c().total("http.server.request.duration", (a) => a["server.port"] === port && a["http.response.status_code"] === status && (route === undefined || a["http.route"] === route));
+  const client = (status: number) => c().total("http.client.request.duration", (a) => a["server.port"] === port && a["http.response.status_code"] === status);
+  async function counted(n: number): Promise<void> {
+    await until(() => server(200) + server(404) >= n && client(200) + client(404) >= n, `${n} server and ${n} client requests counted`, 20_000).catch((e: Error) => {
+      throw new Error(`${e.message}: server 200 ${server(200)}, 404 ${server(404)}; client 200 ${client(200)}, 404 ${client(404)}`);
+    });
+    /* Two more intervals: nothing counted twice, nothing from before the start. */
+    await Bun.sleep(2_500);
+  }
+
   afterAll(async () => {
-    client?.stdin.end();
-    client?.kill();
-    server?.kill();
-    await Promise.all([client?.exited, server?.exited]);
+    clientProc?.stdin.end();
+    clientProc?.kill();
+    serverProc?.kill();
+    await Promise.all([clientProc?.exited, serverProc?.exited]);
     await t?.stop();
   });
 
@@ -91,22 +110,14 @@ describe("an HTTP/2 connection opened before the agent", () => {
   });
 
   test("RED metrics count the 35 requests made after the start exactly, on both sides, per status and route", async () => {
-    const c = t!.collected;
-    const server = (status: number, route?: string | null) =>
-      c.total("http.server.request.duration", (a) => a["server.port"] === port && a["http.response.status_code"] === status && (route === undefined || (route === null ? a["http.route"] === undefined : a["http.route"] === route)));
-    const client = (status: number) => c.total("http.client.request.duration", (a) => a["server.port"] === port && a["http.response.status_code"] === status);
-    await until(() => server(200) + server(404) >= 35 && client(200) + client(404) >= 35, "35 server and 35 client requests counted", 20_000).catch((e: Error) => {
-      throw new Error(`${e.message}: server 200 ${server(200)}, 404 ${server(404)}; client 200 ${client(200)}, 404 ${client(404)}`);
-    });
-    /* Two more intervals: nothing counted twice, nothing from before the start. */
-    await Bun.sleep(2_500);
+    await counted(35);
     expect([server(200), server(404), client(200), client(404)]).toEqual([25, 10, 25, 10]);
     /* Every /late/<n> under one route. Node's HTTP/2 sends each :path as a literal without indexing, so /early, sent
      * before the start too, is known as well. */
     expect(server(200, "/late/{id}")).toBe(20);
     expect(server(404, "/missing")).toBe(10);
     expect(server(200, "/early")).toBe(5);
-    for (const p of c.points.filter((p) => p.metric === "http.server.request.duration" && p.attributes["server.port"] === port)) expect(p.attributes["http.request.method"]).toBe("GET");
+    for (const p of c().points.filter((p) => p.metric === "http.server.request.duration" && p.attributes["server.port"] === port)) expect(p.attributes["http.request.method"]).toBe("GET");
   });
 
   test("server spans carry the paths sent after the start, as HTTP/2", async () => {
@@ -114,5 +125,23 @@ describe("an HTTP/2 connection opened before the agent", () => {
     await until(() => late().length >= 20, "20 server spans of /late/<n>");
     expect(late().map((s) => s.attributes["url.path"]).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `/late/${1000 + i}`));
     for (const s of late()) expect([s.attributes["network.protocol.version"], s.attributes["http.response.status_code"]]).toEqual(["2", 200]);
+  });
+
+  test("after a reload of the network set, the same connection's next 35 requests count the same", async () => {
+    const before = await programId("on_send_length");
+    await t!.reconfigure(`    network:
+      enabled: true
+      max_spans_per_second: 999999
+      metrics_interval: 1s`);
+    await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok after reload", 30_000);
+    const after = await programId("on_send_length");
+    expect(after).toBeGreaterThan(0);
+    expect(after).not.toBe(before);
+    clientProc.stdin.write("go\n");
+    clientProc.stdin.flush();
+    expect(JSON.parse(await firstLine(clientProc.stdout))).toEqual({ "200": 25, "404": 10 });
+    await counted(70);
+    expect([server(200), server(404), client(200), client(404)]).toEqual([50, 20, 50, 20]);
+    expect(server(200, "/late/{id}")).toBe(40);
   });
 });

@@ -20,11 +20,14 @@ describe("tls_event decoder", () => {
     expect(new TextDecoder().decode(e.data)).toBe("GET / HTTP/1.1\r\n");
   });
 
-  test("FLAG_H2_STOPPED: a header-only record saying the kernel stopped forwarding the connection", () => {
+  test("FLAG_H2_STOPPED: a header-only record saying the kernel stopped forwarding the connection; FLAG_H2_MIDSTREAM", () => {
     const v = tlsRecord({ ts: 1n, ssl: 1n, off: 900, pid: 1, len: 300, io: 0, h2Stopped: true, data: "" });
     expect(decodeTlsEvent(v, 0, v.byteLength)).toMatchObject({ h2Stopped: true, socketKnown: true, streamOffset: 900, length: 300, data: new Uint8Array(0) });
     const plain = tlsRecord({ ts: 1n, ssl: 1n, off: 0, pid: 1, io: 0, data: "x" });
     expect(decodeTlsEvent(plain, 0, plain.byteLength).h2Stopped).toBe(false);
+    expect(decodeTlsEvent(plain, 0, plain.byteLength).h2Midstream).toBe(false);
+    const middle = tlsRecord({ ts: 1n, ssl: 1n, off: 900, pid: 1, len: 9, io: 0, h2Midstream: true, data: "" });
+    expect(decodeTlsEvent(middle, 0, middle.byteLength)).toMatchObject({ h2Midstream: true, h2Stopped: false });
   });
 
   test("without a known socket the addresses are empty", () => {
