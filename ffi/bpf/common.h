@@ -253,8 +253,9 @@ static __always_inline __u32 h2_frame_start(const __u8 *d)
 
 /*
  * Whether a call whose first bytes (`head` of them at `d`) were read starts with HTTP/2 frames, for a connection
- * seen only after it opened: a frame header (h2_frame_start, not a CONTINUATION's: one follows a HEADERS frame,
- * rarely at a call's start, and its looser shape would let more of another protocol's bytes pass) whose frame ends
+ * seen only after it opened: a frame header (h2_frame_start; not a CONTINUATION's, which follows a HEADERS frame,
+ * rarely at a call's start, nor an empty HEADERS frame's: their looser shapes would let more of another protocol's
+ * bytes pass) whose frame ends
  * where the call (`moved` bytes) does, or is followed by another frame header within the call's first `len`
  * contiguous bytes at `buf` (read into `spare`, 9 bytes of map memory: one more read of user memory).
  */
@@ -263,7 +264,7 @@ static __always_inline int h2_midstream_start(const __u8 *d, __u32 head, __u64 b
   if (head < 9)
     return 0;
   __u32 n = h2_frame_start(d);
-  if (n == 0 || n > moved || d[3] == 9)
+  if (n == 0 || n > moved || d[3] == 9 || (d[3] == 1 && n == 9))
     return 0;
   if (n == moved)
     return 1;

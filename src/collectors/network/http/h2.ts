@@ -82,11 +82,12 @@ export function h2FrameAt(b: Uint8Array, o: number): number {
 
 /**
  * Whether a call of `length` bytes (`b` the first of them) starts at a frame boundary as far as can be told: a
- * frame header at its start (not a CONTINUATION's), and one after each frame that ends inside the bytes at hand.
+ * frame header at its start (not a CONTINUATION's, nor an empty HEADERS frame's), and one after each frame that
+ * ends inside the bytes at hand.
  */
 function startsWithFrames(b: Uint8Array, length: number): boolean {
-  /* Not a CONTINUATION first (as the kernel's h2_midstream). */
-  if (b.length >= FRAME_HEADER_BYTES && b[3] === T_CONTINUATION) return false;
+  /* Not a CONTINUATION first, nor an empty HEADERS frame (as the kernel's h2_midstream_start). */
+  if (b.length >= FRAME_HEADER_BYTES && (b[3] === T_CONTINUATION || (b[3] === T_HEADERS && b[0] === 0 && b[1] === 0 && b[2] === 0))) return false;
   let o = 0;
   while (o + FRAME_HEADER_BYTES <= b.length) {
     const n = h2FrameAt(b, o);

@@ -349,6 +349,9 @@ describe("HTTP/2 connections decoded from their middle (opened before the agent 
     const c = opened();
     /* The end of a DATA frame's payload (no frame header at the call's start): skipped, not taken for frames. */
     expect(midstream(c, IO_READ, new Uint8Array(40).fill(0xff))).toEqual([]);
+    /* A CONTINUATION (the rest of a header block from before) is no place to start either: taken for one, it would
+     * stop the direction (a CONTINUATION without its HEADERS). */
+    expect(midstream(c, IO_READ, frame(9, END_HEADERS, 19, new Uint8Array([0x82])))).toEqual([]);
     /* Stream 21: :authority and content-type named by entries from before (hpack.js sends :path as a literal each time). */
     expect(midstream(c, IO_READ, c.headers(IO_READ, 21, { ":method": "POST", ":scheme": "http", ":path": "/pkg.Svc/Old", ":authority": "svc", "content-type": "application/grpc" }, END_HEADERS | END_STREAM))).toEqual([]);
     /* A response to stream 19, open before: its stream is unknown here, ignored. */
