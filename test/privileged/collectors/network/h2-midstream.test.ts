@@ -11,7 +11,7 @@
  * same connection's next 35 requests the same counts.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { startTracingAgent, until, type TracingAgent } from "./harness";
+import { LONG_LIVED_H2_CLIENT, startTracingAgent, until, type TracingAgent } from "./harness";
 import { firstLine } from "../../../helpers/wait";
 
 setDefaultTimeout(60_000);
@@ -29,34 +29,6 @@ s.on("stream", (stream, headers) => {
 s.listen(0, "127.0.0.1", () => console.log(s.address().port));
 `;
 
-/* One connection for the client's whole life: 5 requests, "open", then on each "go" line the 35 requests, "done". */
-const CLIENT = `
-const http2 = require("node:http2");
-const s = http2.connect("http://127.0.0.1:" + process.argv[1]);
-const get = (p) => new Promise((res, rej) => {
-  const r = s.request({ ":path": p });
-  r.on("response", (h) => { const st = h[":status"]; r.resume(); r.on("end", () => res(st)); });
-  r.on("error", rej);
-  r.end();
-});
-const lines = require("node:readline").createInterface({ input: process.stdin });
-(async () => {
-  for (let i = 0; i < 5; i++) await get("/early");
-  console.log("open");
-  for await (const line of lines) {
-    if (line !== "go") continue;
-    const counts = {};
-    const paths = [];
-    for (let i = 0; i < 20; i++) paths.push("/late/" + (1000 + i));
-    for (let i = 0; i < 10; i++) paths.push("/missing");
-    for (let i = 0; i < 5; i++) paths.push("/early");
-    for (const p of paths) { const st = await get(p); counts[st] = (counts[st] || 0) + 1; }
-    console.log(JSON.stringify(counts));
-  }
-  s.close();
-})();
-`;
-
 describe("an HTTP/2 connection opened before the agent", () => {
   let t: TracingAgent | undefined;
   let serverProc: Bun.Subprocess<"ignore", "pipe", "inherit">;
@@ -67,7 +39,7 @@ describe("an HTTP/2 connection opened before the agent", () => {
   beforeAll(async () => {
     serverProc = Bun.spawn(["node", "-e", SERVER], { cwd: REPO, stdin: "ignore", stdout: "pipe", stderr: "inherit" });
     port = Number(await firstLine(serverProc.stdout));
-    clientProc = Bun.spawn(["node", "-e", CLIENT, String(port)], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+    clientProc = Bun.spawn(["node", "-e", LONG_LIVED_H2_CLIENT, `http://127.0.0.1:${port}`], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
     expect(await firstLine(clientProc.stdout)).toBe("open");
     /* The connection and its first five streams are behind it: now the agent starts. */
     t = await startTracingAgent(`    network:

@@ -177,6 +177,38 @@ s.on("stream", (stream, headers) => {
 s.listen(0, "127.0.0.1", () => console.log(s.address().port));
 `;
 
+/**
+ * A Node `http2` client of one connection for its whole life, to the base URL in its argument (https: any
+ * certificate): 5 GETs of /early, then "open"; on each "go" line of its stdin, 20 GETs of distinct /late/<n> paths,
+ * 10 of /missing and 5 of /early, one at a time, then a line with the count of each status (JSON).
+ */
+export const LONG_LIVED_H2_CLIENT = `
+const http2 = require("node:http2");
+const s = http2.connect(process.argv[1], { rejectUnauthorized: false });
+const get = (p) => new Promise((res, rej) => {
+  const r = s.request({ ":path": p });
+  r.on("response", (h) => { const st = h[":status"]; r.resume(); r.on("end", () => res(st)); });
+  r.on("error", rej);
+  r.end();
+});
+const lines = require("node:readline").createInterface({ input: process.stdin });
+(async () => {
+  for (let i = 0; i < 5; i++) await get("/early");
+  console.log("open");
+  for await (const line of lines) {
+    if (line !== "go") continue;
+    const counts = {};
+    const paths = [];
+    for (let i = 0; i < 20; i++) paths.push("/late/" + (1000 + i));
+    for (let i = 0; i < 10; i++) paths.push("/missing");
+    for (let i = 0; i < 5; i++) paths.push("/early");
+    for (const p of paths) { const st = await get(p); counts[st] = (counts[st] || 0) + 1; }
+    console.log(JSON.stringify(counts));
+  }
+  s.close();
+})();
+`;
+
 /** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process. */
 export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
   const server = await startPortServer([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`]);

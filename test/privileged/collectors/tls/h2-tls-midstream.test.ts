@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { realpathSync } from "node:fs";
 import { firstLine } from "../../../helpers/wait";
-import { until, type TracingAgent } from "../network/harness";
+import { LONG_LIVED_H2_CLIENT, until, type TracingAgent } from "../network/harness";
 import { startNghttpd, type NghttpdServer } from "./harness";
 import { attachedTarget, startTlsTracingAgent } from "./library-case";
 
@@ -19,34 +19,6 @@ setDefaultTimeout(90_000);
 const NODE = Bun.which("node");
 const isRoot = process.getuid?.() === 0;
 const missing = ["nghttpd", "curl", "openssl", "node"].filter((b) => !Bun.which(b));
-
-/* One connection for the client's whole life: 5 requests, "open", then on "go" the 35 requests and their statuses. */
-const CLIENT = `
-const http2 = require("node:http2");
-const s = http2.connect("https://127.0.0.1:" + process.argv[1], { rejectUnauthorized: false });
-const get = (p) => new Promise((res, rej) => {
-  const r = s.request({ ":path": p });
-  r.on("response", (h) => { const st = h[":status"]; r.resume(); r.on("end", () => res(st)); });
-  r.on("error", rej);
-  r.end();
-});
-const lines = require("node:readline").createInterface({ input: process.stdin });
-(async () => {
-  for (let i = 0; i < 5; i++) await get("/early");
-  console.log("open");
-  for await (const line of lines) {
-    if (line !== "go") continue;
-    const counts = {};
-    const paths = [];
-    for (let i = 0; i < 20; i++) paths.push("/late/" + (1000 + i));
-    for (let i = 0; i < 10; i++) paths.push("/missing");
-    for (let i = 0; i < 5; i++) paths.push("/early");
-    for (const p of paths) { const st = await get(p); counts[st] = (counts[st] || 0) + 1; }
-    console.log(JSON.stringify(counts));
-  }
-  s.close();
-})();
-`;
 
 describe.skipIf(!isRoot || missing.length > 0)(`an HTTP/2 over TLS connection opened before the agent${missing.length ? ` (missing ${missing.join(", ")})` : ""}`, () => {
   let t: TracingAgent | undefined;
@@ -58,7 +30,7 @@ describe.skipIf(!isRoot || missing.length > 0)(`an HTTP/2 over TLS connection op
     const files: Record<string, string> = { early: "early\n" };
     for (let i = 0; i < 20; i++) files[`late/${1000 + i}`] = `late ${i}\n`;
     server = await startNghttpd(files);
-    client = Bun.spawn([NODE!, "-e", CLIENT, String(server.port)], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+    client = Bun.spawn([NODE!, "-e", LONG_LIVED_H2_CLIENT, `https://127.0.0.1:${server.port}`], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
     expect(await firstLine(client.stdout)).toBe("open");
     /* The connection and its first five streams are behind it: now the agent starts and probes both ends. */
     t = await startTlsTracingAgent();
