@@ -33,7 +33,7 @@ import { quietConfig } from "../test/helpers/quiet-config";
 import { argNumber } from "./lib/args";
 
 const SECONDS = argNumber("seconds", 1);
-const ROUNDS = argNumber("rounds", 12);
+const ROUNDS = argNumber("rounds", 24);
 const WARMUP_SECONDS = argNumber("warmup", 10);
 const MAX_WARMUP_SECONDS = argNumber("max-warmup", 120);
 const CLIENTS = argNumber("clients", 4);

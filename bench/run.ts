@@ -69,7 +69,7 @@ const PLANS: Plan[] = [
   { name: "profiling", args: ["10"], quickArgs: ["4"], timeoutS: 90, root: true },
   { name: "http-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "5"], timeoutS: 255, root: true, selfLimitFlag: "--max-seconds" },
   { name: "tls-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2", "--max-warmup", "2"], timeoutS: 250, root: true, selfLimitFlag: "--max-seconds" },
-  { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2", "--max-warmup", "2"], timeoutS: 240, root: true },
+  { name: "h2-overhead", args: [], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2", "--max-warmup", "2"], timeoutS: 330, root: true },
   { name: "span-cost", args: ["--exchanges", "50000", "--rounds", "9"], quickArgs: ["--exchanges", "5000", "--rounds", "1", "--warmup", "20000"], timeoutS: 120 },
   { name: "http-server-choice", args: ["--seconds", "2", "--rounds", "6"], quickArgs: ["--seconds", "1", "--rounds", "1"], timeoutS: 60 },
   { name: "red", args: ["--seconds", "2", "--rounds", "6", "--warmup", "5"], quickArgs: ["--seconds", "1", "--rounds", "1", "--warmup", "2", "--max-warmup", "2"], timeoutS: 420, root: true },
