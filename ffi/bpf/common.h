@@ -255,9 +255,9 @@ static __always_inline __u32 h2_frame_start(const __u8 *d)
  * Whether a call whose first bytes (`head` of them at `d`) were read starts with HTTP/2 frames, for a connection
  * seen only after it opened: a frame header (h2_frame_start; not a CONTINUATION's, which follows a HEADERS frame,
  * rarely at a call's start, nor an empty HEADERS frame's: their looser shapes would let more of another protocol's
- * bytes pass) whose frame ends
- * where the call (`moved` bytes) does, or is followed by another frame header within the call's first `len`
- * contiguous bytes at `buf` (read into `spare`, 9 bytes of map memory: one more read of user memory).
+ * bytes pass) whose frame ends where the call (`moved` bytes) does, or is followed by another frame header within
+ * the call's first `len` contiguous bytes at `buf` (read into `spare`, 9 bytes of map memory: one more read of user
+ * memory).
  */
 static __always_inline int h2_midstream_start(const __u8 *d, __u32 head, __u64 buf, __u64 len, __u64 moved, __u8 *spare)
 {

@@ -54,7 +54,7 @@ const MIDSTREAM_MAX_FRAME_BYTES = 16384;
 /**
  * Whether the 9 bytes at `b[o]` can be an HTTP/2 frame header (RFC 9113 section 6: a known type, its flags, its
  * stream (0 or not) and, where fixed, its length; the reserved bit clear; at most 16,384 bytes long): the frame's
- * whole length, header included, or 0. The kernel's h2_frame_start (network.bpf.c) asks the same.
+ * whole length, header included, or 0. The kernel's h2_frame_start (ffi/bpf/common.h) asks the same.
  */
 export function h2FrameAt(b: Uint8Array, o: number): number {
   if (b.length - o < FRAME_HEADER_BYTES) return 0;
