@@ -8,7 +8,7 @@
  * made after the start, on both sides, per status (and per route where the path was sent after the start), and the
  * server spans carry the paths. Without the kernel's part nothing of the connection is counted. A reload of the
  * network set (new programs, new per-socket storage: every connection is one seen after it opened) then gives the
- * same connection's next 35 requests the same counts.
+ * same connection's next 35 requests the same counts. Both capture modes (socket storage and syscall tracepoints).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { LONG_LIVED_H2_CLIENT, startTracingAgent, until, type TracingAgent } from "./harness";
@@ -29,7 +29,7 @@ s.on("stream", (stream, headers) => {
 s.listen(0, "127.0.0.1", () => console.log(s.address().port));
 `;
 
-describe("an HTTP/2 connection opened before the agent", () => {
+describe.each(["socket", "syscalls"] as const)("an HTTP/2 connection opened before the agent (http_capture: %s)", (mode) => {
   let t: TracingAgent | undefined;
   let serverProc: Bun.Subprocess<"ignore", "pipe", "inherit">;
   let clientProc: Bun.Subprocess<"pipe", "pipe", "inherit">;
@@ -44,6 +44,7 @@ describe("an HTTP/2 connection opened before the agent", () => {
     /* The connection and its first five streams are behind it: now the agent starts. */
     t = await startTracingAgent(`    network:
       enabled: true
+      http_capture: ${mode}
       max_spans_per_second: 1000000
       metrics_interval: 1s`);
     await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
@@ -100,13 +101,14 @@ describe("an HTTP/2 connection opened before the agent", () => {
   });
 
   test("after a reload of the network set, the same connection's next 35 requests count the same", async () => {
-    const before = await programId("on_send_length");
+    const before = await programId(mode === "socket" ? "on_send_length" : "exit_read");
     await t!.reconfigure(`    network:
       enabled: true
+      http_capture: ${mode}
       max_spans_per_second: 999999
       metrics_interval: 1s`);
     await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok after reload", 30_000);
-    const after = await programId("on_send_length");
+    const after = await programId(mode === "socket" ? "on_send_length" : "exit_read");
     expect(after).toBeGreaterThan(0);
     expect(after).not.toBe(before);
     clientProc.stdin.write("go\n");
