@@ -13,7 +13,7 @@
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
 import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_METHOD, F_PATH, F_SCHEME, F_STATUS, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
-import { pathOfTarget, type HttpExchange, type HttpRequestHead, type HttpResponseHead, type RpcInfo } from "./parser";
+import { STATUS_UNKNOWN, pathOfTarget, type HttpExchange, type HttpRequestHead, type HttpResponseHead, type RpcInfo } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const FRAME_HEADER_BYTES = 9;
@@ -637,12 +637,8 @@ export class H2Connection<M> {
 
   #finish(s: H2Stream<M>, endNs: bigint): void {
     this.#streams.delete(s.id);
-    if (s.status === undefined && this.#partial) {
-      /* Its :status was in the part of the table from before (a 201, a 503 once indexed): not reported as a 0. */
-      this.counters.unanswered++;
-      this.pool.release(s);
-      return;
-    }
+    /* Decoded from the middle, a :status named by an entry from before (a 201, a 503 once indexed): unknown, not 0. */
+    if (s.status === undefined && this.#partial) s.status = STATUS_UNKNOWN;
     s.response = responseHead(s.status);
     s.endNs = endNs;
     if (s.role === "server") s.meta = this.#meta as M;
@@ -670,7 +666,7 @@ export class H2Connection<M> {
    * direction starts at its first call that starts with frames, its HPACK table partial (H2Direction.startMidstream).
    * A field named by an entry from before is unknown: a request without its :path has no url.path nor http.route, one
    * without its :method (on a new stream, in the direction requests travel) has method `_OTHER`, one without its
-   * content-type is not taken for gRPC; a response without its :status counts as unanswered. Streams open when
+   * content-type is not taken for gRPC; a response without its :status has status STATUS_UNKNOWN. Streams open when
    * decoding began are not reported. Before the first call.
    */
   midstream(): void {

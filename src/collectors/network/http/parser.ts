@@ -47,8 +47,16 @@ export interface HttpRequestHead {
   truncated?: "url" | "headers";
 }
 
+/**
+ * HttpResponseHead.status of a response that was seen but whose status is not known: an HTTP/2 stream of a
+ * connection decoded from its middle whose `:status` is named by an HPACK entry from before (./h2). Neither a status
+ * nor an error: spans and RED series have no http.response.status_code, and no error.type, for it.
+ */
+export const STATUS_UNKNOWN = -1;
+
 export interface HttpResponseHead {
   kind: "response";
+  /** The status code; 0: no response (the connection closed first); STATUS_UNKNOWN. */
   status: number;
   version: string;
   complete: boolean;

@@ -12,7 +12,7 @@ import { SpanKind, StatusCode, type Scope, type SpanItem, type SpanKindValue, ty
 import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttributes, writeKeyValue, type KeyField } from "../../../export/encode";
 import { ProtoWriter } from "../../../export/wire";
 import { HttpEndpoint } from "../decoders";
-import type { HttpExchange } from "./parser";
+import { STATUS_UNKNOWN, type HttpExchange } from "./parser";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
 const URL_SCHEME = "http";
@@ -531,7 +531,7 @@ function putHttpAttributes(s: AttributeSink, x: HttpExchange<EndpointMeta>, m: E
   const known = KNOWN_METHODS.has(req.method);
   const connect = !server && req.method === "CONNECT";
   s.put(K.method, known ? req.method : "_OTHER");
-  s.put(K.status, x.response.status);
+  if (x.response.status !== STATUS_UNKNOWN) s.put(K.status, x.response.status);
   s.putConstant(HTTP_OVER_TCP);
   const c = CONNECTION_FIELDS;
   c.server = server;

@@ -6,6 +6,7 @@ import { describe, expect, test } from "bun:test";
 import hpack from "hpack.js";
 import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../../src/collectors/network/http/exchanges";
 import { MAX_OPEN_STREAMS, grpcNames, h2FrameAt, isH2Opening } from "../../../../../src/collectors/network/http/h2";
+import { STATUS_UNKNOWN } from "../../../../../src/collectors/network/http/parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -366,11 +367,12 @@ describe("HTTP/2 connections decoded from their middle (opened before the agent 
     const [again] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 25, { ":status": "404" }, END_HEADERS | END_STREAM));
     expect([again!.request.path, again!.response.status]).toEqual(["/new/7", 404]);
     /* Stream 27: PUT was indexed before, so its :method is unknown: `_OTHER` on a new stream of the request side. Its
-     * 503 was indexed before too: the stream counts as unanswered rather than as a status of 0. */
+     * 503 was indexed before too: the status is unknown (STATUS_UNKNOWN), not 0 (no response). */
     const unanswered = c.tracker.h2Counters.unanswered;
     midstream(c, IO_READ, c.headers(IO_READ, 27, { ":method": "PUT", ":scheme": "http", ":path": "/put", ":authority": "svc" }, END_HEADERS | END_STREAM));
-    expect(midstream(c, IO_WRITE, c.headers(IO_WRITE, 27, { ":status": "503" }, END_HEADERS | END_STREAM))).toEqual([]);
-    expect(c.tracker.h2Counters.unanswered).toBe(unanswered + 1);
+    const [unknown] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 27, { ":status": "503" }, END_HEADERS | END_STREAM));
+    expect([unknown!.request.method, unknown!.request.path, unknown!.response.status]).toEqual(["_OTHER", "/put", STATUS_UNKNOWN]);
+    expect(c.tracker.h2Counters.unanswered).toBe(unanswered);
     midstream(c, IO_READ, c.headers(IO_READ, 29, { ":method": "PUT", ":scheme": "http", ":path": "/put", ":authority": "svc" }, END_HEADERS | END_STREAM));
     const [put] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 29, { ":status": "200" }, END_HEADERS | END_STREAM));
     expect([put!.request.method, put!.request.path, put!.response.status]).toEqual(["_OTHER", "/put", 200]);

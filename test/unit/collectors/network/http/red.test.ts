@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { RedAggregator, addressClass, DEFAULT_DURATION_BOUNDS_SECONDS } from "../../../../../src/collectors/network/http/red";
 import { OVERFLOW_ROUTE, RouteTemplater } from "../../../../../src/collectors/network/http/routes";
+import { STATUS_UNKNOWN } from "../../../../../src/collectors/network/http/parser";
 import { RED_BUCKETS, RED_KEY_BYTES, RED_PATH_OVERFLOW, RED_VALUE_BYTES, RedMaps, Role, decodeRedKey, decodeRedPath, sumRedValues, type RedEntry } from "../../../../../src/collectors/network/red-maps";
 import type { HistogramPointItem, SumPointItem } from "../../../../../src/export/model";
 import type { BpfMapApi, BpfObjectApi } from "../../../../../ffi/types";
@@ -201,6 +202,18 @@ describe("RedAggregator", () => {
     ]);
     expect(h("http.client.request.duration").map((p) => [p.resource?.["service.name"], p.count, p.sum])).toEqual([["web", 2, 0.032]]);
     expect(red.collect(2n, 3n)).toEqual([]);
+  });
+
+  test("an exchange whose status is unknown (HTTP/2 from a connection's middle): its own series, no status code, no error", () => {
+    const red = make();
+    const server = { pid: 10, role: Role.SERVER, method: "_OTHER", status: STATUS_UNKNOWN, peer: "127.0.0.1", peerPort: 8080 } as const;
+    red.addExchange(server, "/put", 1e6);
+    red.addExchange({ ...server, status: 200 }, "/put", 1e6);
+    const h = red.collect(1n, 2n).filter((p): p is HistogramPointItem => p.type === "histogram" && p.name === "http.server.request.duration");
+    expect(h.map((p) => [p.attributes?.["http.request.method"], p.attributes?.["http.response.status_code"], p.attributes?.["error.type"], p.count])).toEqual([
+      ["_OTHER", undefined, undefined, 1],
+      ["_OTHER", 200, undefined, 1],
+    ]);
   });
 
   test("body sizes: request and response histograms per series, unit By, beside its duration; none without addBodies", () => {

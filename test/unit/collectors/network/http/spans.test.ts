@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
+import { STATUS_UNKNOWN, type HttpExchange } from "../../../../../src/collectors/network/http/parser";
 import type { HttpRequestHead } from "../../../../../src/collectors/network/http/parser";
 import type { Attributes } from "../../../../../src/export/types";
 import { RouteTable, exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../../src/collectors/network/http/spans";
@@ -32,6 +32,17 @@ describe("HTTP spans per the semantic conventions", () => {
     expect(s.attributes).not.toHaveProperty("http.route");
     expect(s.attributes).not.toHaveProperty("url.full");
     expect(s.endTimeUnixNano - s.startTimeUnixNano).toBe(4_000n);
+  });
+
+  test("a status not known (an HTTP/2 stream decoded from a connection's middle): no status code, no error", () => {
+    for (const role of ["server", "client"] as const) {
+      const s = exchangeToSpan(exchange(role, "_OTHER", "/put", {}, STATUS_UNKNOWN), ctx());
+      expect(s.attributes).not.toHaveProperty("http.response.status_code");
+      expect(s.attributes).not.toHaveProperty("error.type");
+      expect(s.attributes).not.toHaveProperty("http.request.method_original");
+      expect(s.attributes!["http.request.method"]).toBe("_OTHER");
+      expect(s.status?.code).toBe(0);
+    }
   });
 
   test("a configured route template gives http.route and the name `{method} {route}`", () => {
