@@ -10,7 +10,7 @@ const MIN_METRICS_INTERVAL_MS = 1000;
 export const NetworkSchema = Type.Object(
   {
     enabled: Type.Boolean({ default: true, description: "TCP connection and HTTP tracing." }),
-    http: Type.Boolean({ default: true, description: "HTTP/1.x spans from the first bytes of socket reads and writes; HTTP/2 (h2c) and gRPC spans from every byte of connections that open with the HTTP/2 preface or SETTINGS (needs network.enabled)." }),
+    http: Type.Boolean({ default: true, description: "HTTP/1.x spans from the first bytes of socket reads and writes; HTTP/2 (h2c) and gRPC spans from every byte of connections that open with the HTTP/2 preface or SETTINGS, and of connections older than the agent from their first calls that start with HTTP/2 frames (needs network.enabled)." }),
     http_capture: Type.Union([Type.Literal("socket"), Type.Literal("syscalls")], {
       default: "socket",
       description:
