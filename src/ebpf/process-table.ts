@@ -14,7 +14,7 @@
  * start), so a process keeps its name across an agent restart; runc's cloned binary (`/memfd:runc_cloned...`) and
  * exec-by-descriptor paths (`/dev/fd/N`, `/proc/self/exe`) never become a name (the task name is used instead).
  */
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { basename } from "node:path";
 import type { ProcessEvent } from "./sets/process-decoder";
 
@@ -80,18 +80,48 @@ export function layoutOf(fields: readonly string[]): string | undefined {
 export interface ProcSource {
   /** Text of /proc/<pid>/cgroup ("hierarchy:controllers:path" lines; v2 is "0::path"). */
   cgroupPath(pid: number): string | undefined;
+  /**
+   * The cgroup v2 id (the inode of its directory, what the BPF programs report) of a v2 cgroup path as
+   * /proc/<pid>/cgroup gives it; undefined when it cannot be told (no cgroup2 mount, a path outside this cgroup
+   * namespace, the cgroup gone).
+   */
+  cgroupInode?(path: string): bigint | undefined;
   exe(pid: number): string | undefined;
   /** ppid, comm and uid of a running process; `layout`: its address-space layout (see `layoutOf`), when readable. */
   stat(pid: number): ProcStat | undefined;
   pids(): number[];
 }
 
+/** Where cgroup2 is mounted, from `root`/self/mountinfo (its fifth field, the type after " - "); undefined when not. */
+export function cgroup2Mount(root: string): string | undefined {
+  try {
+    for (const line of readFileSync(`${root}/self/mountinfo`, "utf8").split("\n")) {
+      const sep = line.indexOf(" - ");
+      if (sep < 0 || !line.startsWith("cgroup2 ", sep + 3)) continue;
+      return line.slice(0, sep).split(" ")[4];
+    }
+  } catch {
+    /* no mountinfo: not told */
+  }
+  return undefined;
+}
+
 /** A ProcSource reading the proc filesystem mounted at `root`. */
 export function procfsAt(root: string): ProcSource {
+  let mount: string | undefined | null = null;
   return {
   cgroupPath(pid) {
     try {
       return readFileSync(`${root}/${pid}/cgroup`, "utf8");
+    } catch {
+      return undefined;
+    }
+  },
+  cgroupInode(path) {
+    if (mount === null) mount = cgroup2Mount(root);
+    if (mount === undefined || !path.startsWith("/") || path.includes("/..")) return undefined;
+    try {
+      return statSync(`${mount}${path}`, { bigint: true }).ino;
     } catch {
       return undefined;
     }
@@ -180,6 +210,12 @@ export function cgroupIdDecides(text: string): boolean {
   return v2.some((l) => CONTAINER_ID_RE.test(l.slice(3)));
 }
 
+/** The v2 cgroup path in /proc/<pid>/cgroup text (its "0::" line), or undefined. */
+export function v2PathOf(text: string): string | undefined {
+  for (const line of text.split("\n")) if (line.startsWith("0::")) return line.slice(3);
+  return undefined;
+}
+
 /**
  * Whether a process read from /proc is a child its parent forked without exec'ing: the same executable in the same
  * container, and the same address-space layout where both layouts are known.
@@ -256,8 +292,23 @@ export class ProcessTable {
       return parent && (cgroupId === 0n || parent.cgroupId === cgroupId) ? parent.containerId : undefined;
     }
     const id = containerIdFromCgroup(path);
-    if (cgroupId !== 0n && cgroupIdDecides(path)) setBounded(this.#containerByCgroup, cgroupId, id ?? null, CGROUP_CACHE_CAPACITY);
+    this.#remember(cgroupId, path, id);
     return id;
+  }
+
+  /**
+   * Remembers the container (or none) of cgroup id `cgroupId`, read from `path` (/proc/<pid>/cgroup text) after the
+   * event that reported the id: only where the id tells containers apart (cgroupIdDecides) and where the path read
+   * is still that cgroup. A process can move between the event and the read: runc starts a container's first
+   * process in runc's own cgroup and moves it into the container's, so its exec reports the host cgroup's id while
+   * /proc shows the container's path; remembered, that answer made every later process of the host cgroup (a
+   * shell's curl) a process of the container.
+   */
+  #remember(cgroupId: bigint, path: string, id: string | undefined): void {
+    if (cgroupId === 0n || !cgroupIdDecides(path)) return;
+    const v2 = v2PathOf(path);
+    if (v2 === undefined || this.proc.cgroupInode?.(v2) !== cgroupId) return;
+    setBounded(this.#containerByCgroup, cgroupId, id ?? null, CGROUP_CACHE_CAPACITY);
   }
 
   #put(info: ProcessInfo): void {
@@ -331,7 +382,7 @@ export class ProcessTable {
         if (cached !== undefined) containerId = cached ?? undefined;
         else if (path !== undefined) {
           containerId = containerIdFromCgroup(path);
-          if (e.cgroupId !== 0n && cgroupIdDecides(path)) setBounded(this.#containerByCgroup, e.cgroupId, containerId ?? null, CGROUP_CACHE_CAPACITY);
+          this.#remember(e.cgroupId, path, containerId);
         }
       }
       const image = containerId === parent.image.containerId ? parent.image : { ...parent.image, containerId };

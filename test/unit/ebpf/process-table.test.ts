@@ -4,9 +4,11 @@ import type { ProcessEvent } from "../../../src/ebpf/sets/process-decoder";
 
 const ID = "a".repeat(40) + "0123456789abcdef01234567";
 
-function proc(cgroups: Record<number, string> = {}, exes: Record<number, string> = {}): ProcSource {
+/** `inodes`: the cgroup v2 id of each v2 path (what the cgroup2 mount's directory inode gives); the docker one is 77. */
+function proc(cgroups: Record<number, string> = {}, exes: Record<number, string> = {}, inodes: Record<string, bigint> = { [`/docker/${ID}`]: 77n }): ProcSource {
   return {
     cgroupPath: (pid) => cgroups[pid],
+    cgroupInode: (path) => inodes[path],
     exe: (pid) => exes[pid],
     stat: (pid) => (cgroups[pid] !== undefined ? { ppid: 1, comm: `p${pid}`, uid: 0 } : undefined),
     pids: () => Object.keys(cgroups).map(Number),
@@ -47,6 +49,21 @@ describe("ProcessTable", () => {
     expect(t.forPid(11)?.containerId).toBe(ID);
     t.apply(exec(12, { ppid: 99 }));
     expect(t.forPid(12)?.containerId).toBe(ID);
+  });
+
+  test("a process moved into a container's cgroup after its exec (runc's first process) does not make its old cgroup the container's", () => {
+    // The exec reports the host cgroup's id (5); /proc, read after the move, shows the container's path (id 77).
+    const t = new ProcessTable(proc({ 20: `0::/docker/${ID}`, 21: "0::/user.slice/session-1.scope" }, {}, { [`/docker/${ID}`]: 77n, "/user.slice/session-1.scope": 5n }));
+    t.apply(exec(20, { cgroupId: 5n, filename: "/bin/busybox" }));
+    expect(t.forPid(20)?.containerId).toBe(ID);
+    // A later process of the host cgroup (a shell's curl) is the host's, whether it execs or is forked.
+    t.apply(exec(21, { cgroupId: 5n, ppid: 99, filename: "/usr/bin/curl" }));
+    expect(t.forPid(21)?.containerId).toBeUndefined();
+    t.apply({ ...exec(22, { cgroupId: 5n, ppid: 21 }), kind: "fork" });
+    expect(t.forPid(22)?.containerId).toBeUndefined();
+    // The host cgroup's own answer is remembered (its path is that cgroup): a process gone before it is read keeps it.
+    t.apply(exec(23, { cgroupId: 5n, ppid: 98, filename: "/usr/bin/curl" }));
+    expect(t.forPid(23)?.containerId).toBeUndefined();
   });
 
   test("hybrid host (v1 hierarchies beside 0::/): one v2 cgroup id for host and container processes, each keeps its own answer", () => {
