@@ -767,18 +767,27 @@ static __always_inline int refused_unread(struct conn *c, __u32 io, __u8 prev_io
   return 1;
 }
 
-/*
- * Whether a call must be looked at: always while its connection's exchange is captured; otherwise only on
- * the side requests travel (a server's reads, a client's writes; both when the side is unknown), where a
- * request start takes a token or is counted as sampled out. Responses of exchanges not captured are skipped
- * without reading user memory.
- */
 /* Whether a call that moved `moved` bytes in direction `io` is that direction's first on a connection seen from its start. */
 static __always_inline int first_call_from_start(const struct conn *c, __u32 io, __u64 moved)
 {
   return (io == IO_READ ? c->bytes_recv : c->bytes_sent) == moved && !(c->flags & FLAG_PREEXISTING);
 }
 
+/*
+ * Whether HTTP/2 on connection `c` can only have been found in its middle (h2_midstream_start): first seen after it
+ * opened, and no HTTP/1.x request seen on it (an h2c Upgrade is one, and decodes from its start).
+ */
+static __always_inline int seen_midway_without_http(const struct conn *c)
+{
+  return (c->flags & (FLAG_PREEXISTING | FLAG_HTTP)) == FLAG_PREEXISTING;
+}
+
+/*
+ * Whether a call must be looked at: always while its connection's exchange is captured; otherwise only on
+ * the side requests travel (a server's reads, a client's writes; both when the side is unknown), where a
+ * request start takes a token or is counted as sampled out. Responses of exchanges not captured are skipped
+ * without reading user memory.
+ */
 static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 moved)
 {
   if ((c->flags & FLAG_H2_STOPPED) || c->opaque)
@@ -1026,7 +1035,7 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     }
   }
   fill_http_header(e, c, skp, io, moved, got, ts);
-  if ((c->flags & (FLAG_PREEXISTING | FLAG_HTTP)) == FLAG_PREEXISTING)
+  if (seen_midway_without_http(c))
     e->flags = HTTP_EVENT_H2_MIDSTREAM;
   /* Read back from the record (memory the verifier does not follow): each way out of the loops above leaves `got`
    * with a range of its own, and the verifier would walk the rest once per range. */
@@ -1141,7 +1150,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   }
   /* A long-lived HTTP/2 connection open before the agent (or before a reload of this set): decoded from this call on
    * (HTTP_EVENT_H2_MIDSTREAM); the spare bytes past those read above, in the record emit_h2 overwrites. */
-  if (start == START_NONE && (c->flags & (FLAG_PREEXISTING | FLAG_HTTP)) == FLAG_PREEXISTING && !c->sampled &&
+  if (start == START_NONE && seen_midway_without_http(c) && !c->sampled &&
       h2_midstream_start(e->data, head, buf, len, moved, e->data + RED_HEAD_BYTES)) {
     c->flags |= FLAG_H2;
     count_stat(STAT_H2_MIDSTREAM);

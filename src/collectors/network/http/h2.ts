@@ -86,16 +86,15 @@ export function h2FrameAt(b: Uint8Array, o: number): number {
  * ends inside the bytes at hand.
  */
 function startsWithFrames(b: Uint8Array, length: number): boolean {
+  const first = h2FrameAt(b, 0);
   /* Not a CONTINUATION first, nor an empty HEADERS frame (as the kernel's h2_midstream_start). */
-  if (b.length >= FRAME_HEADER_BYTES && (b[3] === T_CONTINUATION || (b[3] === T_HEADERS && b[0] === 0 && b[1] === 0 && b[2] === 0))) return false;
-  let o = 0;
-  while (o + FRAME_HEADER_BYTES <= b.length) {
+  if (first === 0 || b[3] === T_CONTINUATION || (b[3] === T_HEADERS && first === FRAME_HEADER_BYTES)) return false;
+  for (let o = first; o < length && o + FRAME_HEADER_BYTES <= b.length; ) {
     const n = h2FrameAt(b, o);
     if (n === 0) return false;
     o += n;
-    if (o >= length) return true;
   }
-  return o > 0;
+  return true;
 }
 
 /** Where a direction reports what its frames say, as it reads them. */

@@ -309,18 +309,12 @@ describe("HTTP/1.1 Upgrade to h2c (RFC 9113 section 3.2)", () => {
 describe("HTTP/2 connections decoded from their middle (opened before the agent looked)", () => {
   test("frame headers: each type's stream, flags and fixed length; more than 16,384 bytes, or the reserved bit, is none", () => {
     const h = (len: number, type: number, flags: number, stream: number) => frame(type, flags, stream, new Uint8Array(len)).subarray(0, 9);
-    expect(h2FrameAt(h(10, 0, 1, 3), 0)).toBe(19);
-    expect(h2FrameAt(h(10, 0, 1, 0), 0)).toBe(0);
-    expect(h2FrameAt(h(20, 1, 0x25, 5), 0)).toBe(29);
-    expect(h2FrameAt(h(20, 1, 0x02, 5), 0)).toBe(0);
-    expect(h2FrameAt(h(4, 8, 0, 0), 0)).toBe(13);
-    expect(h2FrameAt(h(5, 8, 0, 0), 0)).toBe(0);
-    expect(h2FrameAt(h(8, 6, 1, 0), 0)).toBe(17);
-    expect(h2FrameAt(h(8, 6, 0, 1), 0)).toBe(0);
-    expect(h2FrameAt(h(12, 4, 0, 0), 0)).toBe(21);
-    expect(h2FrameAt(h(0, 4, 1, 0), 0)).toBe(9);
-    expect(h2FrameAt(h(16385, 0, 0, 1), 0)).toBe(0);
-    expect(h2FrameAt(h(1, 10, 0, 1), 0)).toBe(0);
+    /* [payload length, type, flags, stream, the frame's whole length or 0] */
+    const cases: Array<[number, number, number, number, number]> = [
+      [10, 0, 1, 3, 19], [10, 0, 1, 0, 0], [20, 1, 0x25, 5, 29], [20, 1, 0x02, 5, 0], [4, 8, 0, 0, 13], [5, 8, 0, 0, 0],
+      [8, 6, 1, 0, 17], [8, 6, 0, 1, 0], [12, 4, 0, 0, 21], [0, 4, 1, 0, 9], [16385, 0, 0, 1, 0], [1, 10, 0, 1, 0],
+    ];
+    for (const [len, type, flags, stream, whole] of cases) expect([len, type, flags, stream, h2FrameAt(h(len, type, flags, stream), 0)]).toEqual([len, type, flags, stream, whole]);
     const reserved = h(4, 3, 0, 1);
     reserved[5] = 0x80;
     expect(h2FrameAt(reserved, 0)).toBe(0);
