@@ -11,7 +11,7 @@
  * same connection's next 35 requests the same counts. Both capture modes (socket storage and syscall tracepoints).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { LONG_LIVED_H2_CLIENT, startTracingAgent, until, type TracingAgent } from "./harness";
+import { LONG_LIVED_H2_CLIENT, decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
 import { firstLine } from "../../../helpers/wait";
 
 setDefaultTimeout(60_000);
@@ -94,10 +94,12 @@ describe.each(["socket", "syscalls"] as const)("an HTTP/2 connection opened befo
   });
 
   test("server spans carry the paths sent after the start, as HTTP/2", async () => {
-    const late = () => t!.collected.spans.filter((s) => s.kind === "SPAN_KIND_SERVER" && s.attributes["server.port"] === port && String(s.attributes["url.path"]).startsWith("/late/"));
-    await until(() => late().length >= 20, "20 server spans of /late/<n>");
-    expect(late().map((s) => s.attributes["url.path"]).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `/late/${1000 + i}`));
-    for (const s of late()) expect([s.attributes["network.protocol.version"], s.attributes["http.response.status_code"]]).toEqual(["2", 200]);
+    const late = (spans: DecodedSpan[]) => spans.filter((s) => s.kind === "SPAN_KIND_SERVER" && s.attributes["server.port"] === port && String(s.attributes["url.path"]).startsWith("/late/"));
+    /* Waiting reads the receiver's own decoding; the assertions read protoc's, from the official protos. */
+    await until(() => late(t!.collected.spans).length >= 20, "20 server spans of /late/<n>");
+    const spans = late(decodeSpansWithProtoc(t!.collected.traceBodies));
+    expect(spans.map((s) => s.attributes["url.path"]).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `/late/${1000 + i}`));
+    for (const s of spans) expect([s.attributes["network.protocol.version"], s.attributes["http.response.status_code"]]).toEqual(["2", 200]);
   });
 
   test("after a reload of the network set, the same connection's next 35 requests count the same", async () => {
