@@ -5,21 +5,24 @@
  */
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
-import { sampleCpu, withoutLeadIn } from "../../../src/debug/cpu-profile";
+import { PARKED_INTERVAL_US, sampleCpu, withoutLeadIn } from "../../../src/debug/cpu-profile";
 
-/** utime + stime (clock ticks) of this process' threads named `thread` (the sampling thread's name under Bun). */
-function samplerTicks(): number {
-  let ticks = 0;
+/**
+ * Wakeups (voluntary context switches) of this process' threads named `thread` (the sampling thread's name under
+ * Bun): the sampling thread sleeps one interval between samples, so its wakeups count its interval exactly where
+ * clock ticks (10 ms each, charged to whatever runs at the tick) only sample its CPU.
+ */
+function samplerWakeups(): number {
+  let n = 0;
   for (const t of readdirSync("/proc/self/task")) {
     try {
       if (readFileSync(`/proc/self/task/${t}/comm`, "utf8").trim() !== "thread") continue;
-      const f = readFileSync(`/proc/self/task/${t}/stat`, "utf8").split(") ")[1]!.split(" ");
-      ticks += Number(f[11]) + Number(f[12]);
+      n += Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(readFileSync(`/proc/self/task/${t}/status`, "utf8"))?.[1] ?? 0);
     } catch {
       // the thread ended meanwhile
     }
   }
-  return ticks;
+  return n;
 }
 
 function busy(ms: number): void {
@@ -32,10 +35,13 @@ test("after a profile the sampling thread is parked; the next profile samples it
   const first = sampleCpu(0.3);
   busy(200);
   await first;
-  // Unparked, the thread used 3-4 ticks (10 ms each) per 2 s idle; parked, 0.
-  const before = samplerTicks();
-  await Bun.sleep(2000);
-  expect(samplerTicks() - before).toBeLessThanOrEqual(1);
+  // Parked, the thread wakes every PARKED_INTERVAL_US (20 times a second); left at the profile's 1 ms, about
+  // 1,000 times (3-4 clock ticks of CPU per 2 s idle).
+  const before = samplerWakeups();
+  await Bun.sleep(1000);
+  const wakeups = samplerWakeups() - before;
+  expect(wakeups).toBeGreaterThan(0);
+  expect(wakeups).toBeLessThanOrEqual((4 * 1e6) / PARKED_INTERVAL_US);
 
   const second = sampleCpu(0.4);
   await Bun.sleep(80); // past the lead-in (55 ms), inside the window
