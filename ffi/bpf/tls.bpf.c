@@ -83,7 +83,9 @@
 #define STAT_RING_BUSY 4
 /* Connections found to carry HTTP/2 in their middle (TLS_CONN_H2_MIDSTREAM). */
 #define STAT_H2_MIDSTREAM 5
-#define STAT_COUNT 6
+/* A request started on a connection whose previous request was still unanswered (pipelined): the earlier one is not counted. */
+#define STAT_RED_REPLACED 6
+#define STAT_COUNT 7
 
 #include "red.h"
 
@@ -390,7 +392,8 @@ static __always_inline int leave(long ret)
       struct red_conn *r = &conn->red;
       if (start == START_REQUEST) {
         struct red_peer peer = { .pid = id >> 32, .family = conn->family, .sport = conn->sport, .dport = conn->dport, .scheme = RED_SCHEME_HTTPS, .daddr = conn->daddr };
-        red_request(r, &peer, c.io, e->data, at);
+        if (red_request(r, &peer, c.io, e->data, at))
+          count_stat(STAT_RED_REPLACED);
       } else if (r->req_io != c.io + 1) {
         if (start == START_STATUS && r->state == RED_AWAITING) {
           if (r->key.peer_port == 0 && conn->sk)

@@ -25,6 +25,16 @@ export const SPAN_HTTP_UNANSWERED_REASON = "http_unanswered";
 /** HTTP/2 connection directions that stopped decoding (bytes missing, or over a bound): their later streams are lost. */
 export const SPAN_HTTP2_STATE_LOST_REASON = "http2_state_lost";
 /** Drop reasons of spans only, beside DROP_REASONS. */
+/**
+ * What the network and TLS program sets saw but could not account for, by reason: `conns_full`, a socket call
+ * (connect, accept, read, write) on a connection the connection table had no room for (max_connections), not traced
+ * and its requests not counted; `pending_full`, a call whose buffer could not be remembered (http_capture: syscalls),
+ * not captured; `red_replaced`, an HTTP/1.x request not counted in the RED metrics because the next request on its
+ * connection started before its response (pipelining).
+ */
+export const NETWORK_DROP_REASONS = ["conns_full", "pending_full", "red_replaced"] as const;
+export type NetworkDropReason = (typeof NETWORK_DROP_REASONS)[number];
+
 const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP2_STATE_LOST_REASON] as const;
 /** The `code` values of export_errors_total: gRPC status code names other than OK. */
 export const EXPORT_ERROR_CODES = [
@@ -59,6 +69,8 @@ export class AgentMetrics {
   readonly ebpfPerfLost: Counter<"buffer">;
   /** System calls the `syscalls` program set could not count, by reason (stats_full, inflight_full). */
   readonly syscallsDropped: Counter<"reason">;
+  /** Calls and requests the network and TLS sets could not account for, by reason (NETWORK_DROP_REASONS). */
+  readonly networkDropped: Counter<"reason">;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
   readonly exportRetries: Counter<"signal">;
@@ -107,6 +119,13 @@ export class AgentMetrics {
       registers,
     });
     for (const reason of ["stats_full", "inflight_full"]) this.syscallsDropped.inc({ reason }, 0);
+    this.networkDropped = new Counter({
+      name: n("ebpf_network_dropped_total"),
+      help: "What the network and TLS program sets could not account for, by reason (conns_full: socket calls on connections over max_connections, not traced and their requests not counted; pending_full: calls not captured, the in-flight map of http_capture syscalls full; red_replaced: HTTP/1.x requests not counted in the RED metrics, the next request on the connection started before their response).",
+      labelNames: ["reason"],
+      registers,
+    });
+    for (const reason of NETWORK_DROP_REASONS) this.networkDropped.inc({ reason }, 0);
 
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
     this.exportErrors = new Counter({

@@ -37,7 +37,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
 import { networkOf, type NetworkConfig } from "./config";
-import { KernelSpanDrops } from "./kernel-drops";
+import { DropWarnings, KernelSpanDrops } from "./kernel-drops";
 import { DeferredCloses } from "./deferred-closes";
 
 const STATS_POLL_MS = 1000;
@@ -95,7 +95,12 @@ export class NetworkCollector implements Component {
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
-  readonly #kernelDrops = new KernelSpanDrops(NetworkStat.HTTP_SAMPLED_OUT, NetworkStat.H2_STOPPED_LOST);
+  readonly #kernelDrops = new KernelSpanDrops(NetworkStat.HTTP_SAMPLED_OUT, NetworkStat.H2_STOPPED_LOST, [
+    { index: NetworkStat.CONNS_FULL, reason: "conns_full" },
+    { index: NetworkStat.PENDING_FULL, reason: "pending_full" },
+    { index: NetworkStat.RED_REPLACED, reason: "red_replaced" },
+  ]);
+  readonly #dropWarnings = new DropWarnings();
   #removeFlushSource: (() => void) | undefined;
   /**
    * Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later and once their HTTP records
@@ -495,7 +500,9 @@ export class NetworkCollector implements Component {
     const stats = this.#set?.object.map("stats");
     if (!stats) return;
     try {
-      this.counters.kernelSampledOut += this.#kernelDrops.take(stats, this.#ctx.metrics.spans.dropped);
+      const { refused, uncounted } = this.#kernelDrops.take(stats, { spans: this.#ctx.metrics.spans.dropped, network: this.#ctx.metrics.networkDropped });
+      this.counters.kernelSampledOut += refused;
+      this.#dropWarnings.note(uncounted, nowMs, this.#host?.logger, { max_connections: this.#cfg.max_connections });
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
     }

@@ -14,7 +14,7 @@ export const NetworkSchema = Type.Object(
     http_capture: Type.Union([Type.Literal("socket"), Type.Literal("syscalls")], {
       default: "socket",
       description:
-        "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg enter/exit tracepoints (any kernel, more overhead).",
+        "How HTTP bytes are found: socket = at sock_send/recv_length from the syscall's saved registers (kernel 5.15+, x86_64; no work for non-socket I/O); syscalls = read/write/recvfrom/sendto/readv/writev/recvmsg/sendmsg enter/exit tracepoints (any kernel, more overhead; a call whose buffer the in-flight map of 16384 threads has no room for is not captured, counted in <ns>_ebpf_network_dropped_total{reason=\"pending_full\"}).",
     }),
     http_query_redaction: Type.Union([Type.Literal("all"), Type.Literal("sensitive"), Type.Literal("none")], {
       default: "all",
@@ -34,7 +34,7 @@ export const NetworkSchema = Type.Object(
     http_metrics: Type.Boolean({
       default: true,
       description:
-        "RED metrics of every HTTP exchange (http.server.request.duration, http.client.request.duration, the service graph), whatever max_spans_per_second samples. With http_capture socket and kernel BTF, HTTP/1.x exchanges are counted in the kernel (no exchange leaves it but the sampled ones); otherwise the kernel captures every exchange and user space decodes and counts each (more CPU: every exchange crosses the ring buffer and the parser; requests never answered are not counted as connection_closed). HTTP/2 exchanges are counted in user space as their streams end (gRPC calls: rpc.server.duration / rpc.client.duration instead).",
+        "RED metrics of every HTTP exchange (http.server.request.duration, http.client.request.duration, the service graph), whatever max_spans_per_second samples. With http_capture socket and kernel BTF, HTTP/1.x exchanges are counted in the kernel (no exchange leaves it but the sampled ones); otherwise the kernel captures every exchange and user space decodes and counts each (more CPU: every exchange crosses the ring buffer and the parser; requests never answered are not counted as connection_closed). The kernel follows one HTTP/1.x request a connection: one replaced by a pipelined request before its response is not counted, but counted in <ns>_ebpf_network_dropped_total{reason=\"red_replaced\"}. HTTP/2 exchanges are counted in user space as their streams end (gRPC calls: rpc.server.duration / rpc.client.duration instead).",
     }),
     http_duration_buckets: Type.Array(Type.Number({ exclusiveMinimum: 0 }), {
       default: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
@@ -73,7 +73,7 @@ export const NetworkSchema = Type.Object(
       description:
         "Reads and writes of HTTP/2 connections forwarded to user space per second, all socket connections together, and as many SSL_read/SSL_write calls of HTTP/2 over TLS in a window of their own (HTTP/2 needs every call of a connection to decode its headers, whatever max_spans_per_second samples). A connection with a call over it, or with a call arriving while its ring buffer (HTTP, or TLS) is three quarters full, is no longer forwarded: counted per connection direction in svc_spans_dropped_total{reason=\"rate_limit\"} (directions whose records were lost in a full ring or cut: reason http2_state_lost).",
     }),
-    max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are counted and not traced." }),
+    max_connections: Type.Integer({ minimum: 1024, maximum: 4_194_304, default: 65_536, description: "TCP connections tracked in the kernel at once (per-socket storage entries, or entries of the conns hash on kernels without BTF); connections beyond it are not traced, their calls counted in <ns>_ebpf_network_dropped_total{reason=\"conns_full\"}." }),
     max_series: Type.Integer({ minimum: 1, maximum: 100_000, default: 2000, description: "Label sets per export interval of the connection metrics; more go to one overflow series." }),
     metrics_interval: Duration("15s", "How often connection metrics are exported."),
   },

@@ -1,48 +1,109 @@
 /**
- * The span drops an HTTP capture set (network, tls) counts in its per-CPU stats array: exchanges the kernel did not
- * capture (over the per-second budget, or the ring half full) are rate_limit drops; an HTTP/2 connection whose
- * forwarding stopped because a record was lost in a full ring (no record tells user space) is two http2_state_lost
- * drops, one per direction, as user space counts the directions it finds undecodable. Read each second; what is
- * counted is the increase since the last read.
+ * The drops an HTTP capture set (network, tls) counts in its per-CPU stats array, read each second; what is counted
+ * is the increase since the last read.
+ * - Span drops: exchanges the kernel did not capture (over the per-second budget, or the ring half full) are
+ *   rate_limit drops; an HTTP/2 connection whose forwarding stopped because a record was lost in a full ring (no
+ *   record tells user space) is two http2_state_lost drops, one per direction, as user space counts the directions
+ *   it finds undecodable.
+ * - What the set could not account for at all (svc_ebpf_network_dropped_total, NETWORK_DROP_REASONS): calls on
+ *   connections over max_connections, calls whose buffer the in-flight map had no room for, requests replaced by a
+ *   pipelined one before their response.
  */
-import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
+import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_RATE_LIMIT_REASON, type NetworkDropReason } from "../../telemetry/metrics";
 
 /** The per-CPU stats array of a loaded set. */
 interface PerCpuCounters {
   sumPerCpuU64(key: number): bigint;
 }
 
-/** The span drops counter (svc_spans_dropped_total). */
+/** A counter by reason (svc_spans_dropped_total, svc_ebpf_network_dropped_total). */
 interface DropCounter {
   inc(labels: { reason: string }, value: number): void;
+}
+
+/** Where the drops go: the span drops, and what the set could not account for. */
+export interface KernelDropSinks {
+  spans: DropCounter;
+  network: DropCounter;
 }
 
 export class KernelSpanDrops {
   #sampledOut = 0n;
   #h2Lost = 0n;
+  readonly #seen: bigint[];
 
-  /** `sampledOutIndex`, `h2LostIndex`: the set's STAT_* indexes of the two counts. */
+  /**
+   * `sampledOutIndex`, `h2LostIndex`: the set's STAT_* indexes of the two span drop counts; `uncounted`: the set's
+   * STAT_* index of each NETWORK_DROP_REASONS count it keeps.
+   */
   constructor(
     private readonly sampledOutIndex: number,
     private readonly h2LostIndex: number,
-  ) {}
+    private readonly uncounted: ReadonlyArray<{ index: number; reason: NetworkDropReason }> = [],
+  ) {
+    this.#seen = uncounted.map(() => 0n);
+  }
 
   /** A set just attached: its counters start at 0. */
   reset(): void {
     this.#sampledOut = 0n;
     this.#h2Lost = 0n;
+    this.#seen.fill(0n);
   }
 
-  /** Counts the increases since the last read into `dropped`; returns the exchanges newly refused their capture. */
-  take(stats: PerCpuCounters, dropped: DropCounter): number {
+  /**
+   * Counts the increases since the last read into `sinks`; returns the exchanges newly refused their capture and the
+   * reasons of the NETWORK_DROP_REASONS counts that rose, with their increase.
+   */
+  take(stats: PerCpuCounters, sinks: KernelDropSinks): { refused: number; uncounted: Array<[NetworkDropReason, number]> } {
     const sampledOut = stats.sumPerCpuU64(this.sampledOutIndex);
     const refused = Number(sampledOut - this.#sampledOut);
     this.#sampledOut = sampledOut;
-    if (refused > 0) dropped.inc({ reason: SPAN_RATE_LIMIT_REASON }, refused);
+    if (refused > 0) sinks.spans.inc({ reason: SPAN_RATE_LIMIT_REASON }, refused);
     const h2Lost = stats.sumPerCpuU64(this.h2LostIndex);
     const lost = Number(h2Lost - this.#h2Lost);
     this.#h2Lost = h2Lost;
-    if (lost > 0) dropped.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * lost);
-    return Math.max(0, refused);
+    if (lost > 0) sinks.spans.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * lost);
+    const uncounted: Array<[NetworkDropReason, number]> = [];
+    this.uncounted.forEach(({ index, reason }, i) => {
+      const now = stats.sumPerCpuU64(index);
+      const n = Number(now - this.#seen[i]!);
+      this.#seen[i] = now;
+      if (n > 0) {
+        sinks.network.inc({ reason }, n);
+        uncounted.push([reason, n]);
+      }
+    });
+    return { refused: Math.max(0, refused), uncounted };
+  }
+}
+
+/** Seconds between two warnings of the same reason: a host over max_connections would otherwise log every second. */
+const WARN_EVERY_MS = 60_000;
+
+const WARNING: Record<NetworkDropReason, string> = {
+  conns_full: "connections not traced: the connection table is full (agent.ebpf.network.max_connections)",
+  pending_full: "socket calls not captured: the in-flight map of http_capture syscalls is full",
+  red_replaced: "HTTP requests not counted in the RED metrics: pipelined, the next request started before their response",
+};
+
+/**
+ * A warning per reason when its count rises, at most once a minute each: a rise within a minute of the previous
+ * warning waits for the minute's end, and that warning carries all that was counted since the previous one.
+ */
+export class DropWarnings {
+  readonly #last = new Map<NetworkDropReason, number>();
+  /** Counted and not yet warned of, by reason. */
+  readonly #pending = new Map<NetworkDropReason, number>();
+
+  note(uncounted: ReadonlyArray<[NetworkDropReason, number]>, nowMs: number, logger: { warn(msg: string, fields?: Record<string, unknown>): void } | undefined, fields: Record<string, unknown> = {}): void {
+    for (const [reason, n] of uncounted) this.#pending.set(reason, (this.#pending.get(reason) ?? 0) + n);
+    for (const [reason, count] of this.#pending) {
+      const last = this.#last.get(reason);
+      if (last !== undefined && nowMs - last < WARN_EVERY_MS) continue;
+      this.#last.set(reason, nowMs);
+      this.#pending.delete(reason);
+      logger?.warn(WARNING[reason], { reason, count, ...(reason === "conns_full" ? fields : {}) });
+    }
   }
 }

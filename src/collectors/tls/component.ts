@@ -19,7 +19,7 @@ import type { Component, ComponentHost } from "../../lifecycle/component";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
-import { KernelSpanDrops } from "../network/kernel-drops";
+import { DropWarnings, KernelSpanDrops } from "../network/kernel-drops";
 import { configRedCounted, configTlsSocketCallsInNetworkSet, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
@@ -81,7 +81,8 @@ export class TlsCollector implements Component {
   #set: LoadedSet<TlsEvent> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
-  readonly #kernelDrops = new KernelSpanDrops(TlsStat.SAMPLED_OUT, TlsStat.H2_STOPPED_LOST);
+  readonly #kernelDrops = new KernelSpanDrops(TlsStat.SAMPLED_OUT, TlsStat.H2_STOPPED_LOST, [{ index: TlsStat.RED_REPLACED, reason: "red_replaced" }]);
+  readonly #dropWarnings = new DropWarnings();
   /** Pids written to the kernel's tls_tgids. */
   readonly #tgids = new Set<number>();
   /** Whether every tls_events record written until now was handed on. */
@@ -119,7 +120,8 @@ export class TlsCollector implements Component {
     const stats = this.#set?.object.map("tls_stats");
     if (!stats) return;
     try {
-      this.#kernelDrops.take(stats, this.#ctx.metrics.spans.dropped);
+      const { uncounted } = this.#kernelDrops.take(stats, { spans: this.#ctx.metrics.spans.dropped, network: this.#ctx.metrics.networkDropped });
+      this.#dropWarnings.note(uncounted, performance.now(), this.#host?.logger);
     } catch (e) {
       this.#host?.logger.warn("reading tls stats failed", { error: (e as Error).message });
     }

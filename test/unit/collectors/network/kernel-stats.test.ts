@@ -11,6 +11,7 @@ import { EbpfCore } from "../../../../src/ebpf/core";
 import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../../helpers/fakes/ebpf";
 import { RecordingPipeline, recordingHost } from "../../../helpers/fakes/collectors";
 import { advanceTimersByTime, advanceUntil } from "../../../helpers/fake-timers";
+import { Logger } from "../../../../src/log";
 
 class StatsMap extends FakeMap {
   readonly values = new Map<number, bigint>();
@@ -65,6 +66,36 @@ describe("ebpf/network: the kernel's stats", () => {
     t.stats().values.set(NetworkStat.H2_STOPPED_LOST, 4n);
     advanceTimersByTime(1000);
     expect([await dropped("http2_state_lost"), await dropped("rate_limit")]).toEqual([8, 5]);
+    await t.collector.shutdown(AbortSignal.timeout(1000));
+  });
+
+  test("calls over max_connections, calls the in-flight map had no room for and requests replaced by pipelined ones count in svc_ebpf_network_dropped_total, with a warning at most once a minute", async () => {
+    const t = setup();
+    const logs: Array<Record<string, unknown>> = [];
+    const host = { ...recordingHost(), logger: new Logger({ sink: (l) => void logs.push(JSON.parse(l)) }) };
+    await t.collector.start(host);
+    await advanceUntil(() => t.stats() !== undefined && host.states.some((s) => s.state === "ok"), "network set attached", 1, 1000);
+    const dropped = async () => {
+      const lines = (await t.ctx.metrics.registry.metrics()).split("\n").filter((l) => l.startsWith("svc_ebpf_network_dropped_total{"));
+      return Object.fromEntries(lines.map((l) => [/reason="([a-z_]+)"/.exec(l)![1], Number(l.split(" ").at(-1))]));
+    };
+    expect(await dropped()).toEqual({ conns_full: 0, pending_full: 0, red_replaced: 0 });
+    t.stats().values.set(NetworkStat.CONNS_FULL, 7n);
+    t.stats().values.set(NetworkStat.RED_REPLACED, 2n);
+    advanceTimersByTime(1000);
+    expect(await dropped()).toEqual({ conns_full: 7, pending_full: 0, red_replaced: 2 });
+    t.stats().values.set(NetworkStat.CONNS_FULL, 10n);
+    t.stats().values.set(NetworkStat.PENDING_FULL, 1n);
+    advanceTimersByTime(1000);
+    expect(await dropped()).toEqual({ conns_full: 10, pending_full: 1, red_replaced: 2 });
+    const warnings = (reason: string) => logs.filter((l) => l.level === "warn" && l.reason === reason);
+    // conns_full rose twice within a minute: one warning, naming the setting.
+    expect(warnings("conns_full").map((l) => [l.count, l.max_connections])).toEqual([[7, 65_536]]);
+    expect(warnings("pending_full")).toHaveLength(1);
+    t.stats().values.set(NetworkStat.CONNS_FULL, 12n);
+    advanceTimersByTime(60_000);
+    // A minute later: the next warning carries what was counted since the previous one.
+    expect(warnings("conns_full").map((l) => l.count)).toEqual([7, 5]);
     await t.collector.shutdown(AbortSignal.timeout(1000));
   });
 });
