@@ -10,7 +10,7 @@ import type { Context } from "elysia";
 
 /** On every answer of the interface. */
 export const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "cache-control": "no-store" } as const;
-const JSON_CONTENT_TYPE = "application/json;charset=utf-8";
+export const JSON_CONTENT_TYPE = "application/json;charset=utf-8";
 /** Prebuilt Headers per content type: each Response made from one copies it (Bun copies a Headers init); never changed. */
 const prebuilt = new Map<string, Headers>();
 
@@ -24,57 +24,29 @@ function onlySecurityHeaders(headers: AnswerSet["headers"]): boolean {
 }
 
 /**
- * A writer of `schema`'s answers: `(set, status, body) => Response`. With `check` (tests) the body is checked
- * against the schema first (a mismatch is a 500 through the interface's error handler), as Elysia checks plain bodies.
+ * A check of answers against `schema` (tests: ServerOptions.checkAnswers): throws on a mismatch, which the interface's
+ * error handler answers with a 500, as Elysia checks plain bodies.
  */
-export function jsonAnswer<T extends TSchema>(
-  schema: T,
-  check: boolean,
-  figures?: (body: Static<T>, out: unknown[]) => void,
-): (set: AnswerSet, status: number, body: Static<T>) => Response {
-  const checker = check ? TypeCompiler.Compile(schema) : undefined;
-  // With `figures` (a writer of every leaf of the body, in a fixed order): the previous text and its leaves. An
-  // answer whose leaves are all identical to the previous one's reuses its text instead of serialising again.
-  let previous: unknown[] = [];
-  let scratch: unknown[] = [];
-  let previousText: string | undefined;
-  return (set, status, body) => {
-    if (checker && !checker.Check(body)) {
+export function checkerOf<T extends TSchema>(schema: T): (body: unknown) => void {
+  const checker = TypeCompiler.Compile(schema);
+  return (body) => {
+    if (!checker.Check(body)) {
       const problems = [...checker.Errors(body)].map((e) => `${e.path} ${e.message}`).join("; ");
       throw new Error(`answer does not match its schema: ${problems}`);
     }
-    if (!figures) return answerResponse(set, status, JSON.stringify(body), JSON_CONTENT_TYPE);
-    scratch.length = 0;
-    figures(body, scratch);
-    if (previousText === undefined || !sameFigures(previous, scratch)) {
-      previousText = JSON.stringify(body);
-      [previous, scratch] = [scratch, previous];
-    }
-    return answerResponse(set, status, previousText, JSON_CONTENT_TYPE);
   };
 }
 
 /**
- * Every leaf of a JSON body, depth first in key order (an array adds its length first): a `figures` writer for
- * bodies that are always built with one shape, so that equal leaves mean equal text.
+ * A writer of `schema`'s answers: `(set, status, body) => Response`. With `check` (tests) the body is checked
+ * against the schema first (checkerOf).
  */
-export function figuresOf(body: unknown, out: unknown[]): void {
-  if (body === null || typeof body !== "object") {
-    out.push(body);
-    return;
-  }
-  if (Array.isArray(body)) {
-    out.push(body.length);
-    for (const v of body) figuresOf(v, out);
-    return;
-  }
-  for (const k in body) figuresOf((body as Record<string, unknown>)[k], out);
-}
-
-function sameFigures(a: unknown[], b: unknown[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+export function jsonAnswer<T extends TSchema>(schema: T, check: boolean): (set: AnswerSet, status: number, body: Static<T>) => Response {
+  const checked = check ? checkerOf(schema) : undefined;
+  return (set, status, body) => {
+    checked?.(body);
+    return answerResponse(set, status, JSON.stringify(body), JSON_CONTENT_TYPE);
+  };
 }
 
 /**

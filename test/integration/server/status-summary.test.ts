@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { TSchema } from "@sinclair/typebox";
 import { createServer } from "../../../src/server/app";
 import { StatusSchema } from "../../../src/server/model";
-import { statusBody, statusFigures } from "../../../src/server/routes/status";
+import { sameLeaves, STATUS_CONSTANT_FIELDS, STATUS_FIELDS, statusBody } from "../../../src/server/routes/status";
 import { EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
 import { EXPORT_STATUS } from "../../../src/export/status";
 import { spans } from "../export/harness";
@@ -81,18 +81,22 @@ test("a view replaced without a summary is summarised from the view; withdrawn, 
   expect((await get("/status")).ebpf).toMatchObject({ enabled: false, programs_loaded: 0, maps_created: 0 });
 });
 
-test("statusFigures lists every leaf of the /status schema, in order (reused text depends on it)", async () => {
-  const body = await get("/status");
-  const leaves: unknown[] = [];
-  const walk = (schema: TSchema, value: unknown) => {
-    const props = (schema as { properties?: Record<string, TSchema> }).properties;
-    if (!props) return void leaves.push(value);
-    for (const [k, s] of Object.entries(props)) walk(s, (value as Record<string, unknown>)[k]);
-  };
-  walk(StatusSchema, body);
-  const figures: unknown[] = [];
-  statusFigures(body, figures);
-  expect(figures).toEqual(leaves);
+test("every field of the /status schema is compared at each request or constant (reused text depends on it)", async () => {
+  expect(Object.keys((StatusSchema as unknown as { properties: Record<string, TSchema> }).properties)).toEqual(STATUS_FIELDS);
+  expect(Object.keys(await get("/status"))).toEqual(STATUS_FIELDS);
+  // The constant fields are the build's and the host's.
+  const body = statusBody(a.deps);
+  expect(STATUS_CONSTANT_FIELDS.map((k) => body[k])).toEqual([a.deps.build.version, a.deps.build.commit, a.deps.build.built, body.host]);
+});
+
+test("sameLeaves compares every leaf, nested objects and arrays included", () => {
+  expect(sameLeaves({ a: 1, b: { c: "x", d: null } }, { a: 1, b: { c: "x", d: null } })).toBe(true);
+  expect(sameLeaves({ a: 1, b: { c: "x" } }, { a: 1, b: { c: "y" } })).toBe(false);
+  expect(sameLeaves({ a: 1 }, { a: 1, b: undefined })).toBe(false);
+  expect(sameLeaves({ a: [1, 2] }, { a: [1, 2, 3] })).toBe(false);
+  expect(sameLeaves({ a: [1, { b: 2 }] }, { a: [1, { b: 2 }] })).toBe(true);
+  expect(sameLeaves({ a: null }, { a: {} })).toBe(false);
+  expect(sameLeaves({ a: 0 }, { a: "0" })).toBe(false);
 });
 
 test("/status text is reused only while every figure is unchanged, in the listener's mode too", async () => {
