@@ -100,7 +100,8 @@ export class StatusAggregator {
   /**
    * Publishes (or replaces) a named view; the provider must be cheap and synchronous. `summary`, when given,
    * answers the few figures /status shows of the view without building it (same values at the same instant);
-   * replacing a view without one withdraws the previous summary.
+   * replacing a view without one withdraws the previous summary. Either returns a new object at each call, or one
+   * never changed afterwards (GET /status compares a summary with the previous one, and the same object is equal).
    */
   provide(view: string, provider: ViewProvider, summary?: ViewProvider): void {
     this.#views.set(view, provider);
