@@ -71,6 +71,8 @@ export class AgentMetrics {
   readonly syscallsDropped: Counter<"reason">;
   /** Calls and requests the network and TLS sets could not account for, by reason (NETWORK_DROP_REASONS). */
   readonly networkDropped: Counter<"reason">;
+  /** HTTP/2 connections the network and TLS sets found in their middle (decoded from there, HPACK tables partial). */
+  readonly http2Midstream: Counter;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
   readonly exportRetries: Counter<"signal">;
@@ -126,6 +128,11 @@ export class AgentMetrics {
       registers,
     });
     for (const reason of NETWORK_DROP_REASONS) this.networkDropped.inc({ reason }, 0);
+    this.http2Midstream = new Counter({
+      name: n("ebpf_http2_midstream_total"),
+      help: "HTTP/2 connections (cleartext, or TLS plaintext) first seen in their middle (open before the programs loaded: an agent restart, a reload of the network set), decoded from their next frame on with partial HPACK tables.",
+      registers,
+    });
 
     this.exportRequests = new Counter({ name: n("export_requests_total"), help: "Export requests sent to the backend.", labelNames: ["signal"], registers });
     this.exportErrors = new Counter({

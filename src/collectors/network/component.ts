@@ -37,7 +37,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
 import { networkOf, type NetworkConfig } from "./config";
-import { DropWarnings, KernelSpanDrops } from "./kernel-drops";
+import { DropWarnings, KernelSpanDrops, StatDelta } from "./kernel-drops";
 import { DeferredCloses } from "./deferred-closes";
 
 const STATS_POLL_MS = 1000;
@@ -101,6 +101,7 @@ export class NetworkCollector implements Component {
     { index: NetworkStat.RED_REPLACED, reason: "red_replaced" },
   ]);
   readonly #dropWarnings = new DropWarnings();
+  readonly #h2Midstream = new StatDelta(NetworkStat.H2_MIDSTREAM);
   #removeFlushSource: (() => void) | undefined;
   /**
    * Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later and once their HTTP records
@@ -190,6 +191,7 @@ export class NetworkCollector implements Component {
       onAttached: (set) => {
         this.#set = set;
         this.#kernelDrops.reset();
+        this.#h2Midstream.reset();
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
           try {
@@ -503,6 +505,7 @@ export class NetworkCollector implements Component {
       const { refused, uncounted } = this.#kernelDrops.take(stats, { spans: this.#ctx.metrics.spans.dropped, network: this.#ctx.metrics.networkDropped });
       this.counters.kernelSampledOut += refused;
       this.#dropWarnings.note(uncounted, nowMs, this.#host?.logger, { max_connections: this.#cfg.max_connections });
+      this.#ctx.metrics.http2Midstream.inc(this.#h2Midstream.take(stats));
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
     }

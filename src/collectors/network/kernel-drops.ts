@@ -27,28 +27,45 @@ export interface KernelDropSinks {
   network: DropCounter;
 }
 
+/** The increases of one slot of a set's per-CPU stats array since the previous read. */
+export class StatDelta {
+  #seen = 0n;
+
+  constructor(readonly index: number) {}
+
+  /** A set just attached: its counters start at 0. */
+  reset(): void {
+    this.#seen = 0n;
+  }
+
+  take(stats: PerCpuCounters): number {
+    const now = stats.sumPerCpuU64(this.index);
+    const n = Number(now - this.#seen);
+    this.#seen = now;
+    return Math.max(0, n);
+  }
+}
+
 export class KernelSpanDrops {
-  #sampledOut = 0n;
-  #h2Lost = 0n;
-  readonly #seen: bigint[];
+  readonly #sampledOut: StatDelta;
+  readonly #h2Lost: StatDelta;
+  readonly #uncounted: Array<{ delta: StatDelta; reason: NetworkDropReason }>;
 
   /**
    * `sampledOutIndex`, `h2LostIndex`: the set's STAT_* indexes of the two span drop counts; `uncounted`: the set's
    * STAT_* index of each NETWORK_DROP_REASONS count it keeps.
    */
-  constructor(
-    private readonly sampledOutIndex: number,
-    private readonly h2LostIndex: number,
-    private readonly uncounted: ReadonlyArray<{ index: number; reason: NetworkDropReason }> = [],
-  ) {
-    this.#seen = uncounted.map(() => 0n);
+  constructor(sampledOutIndex: number, h2LostIndex: number, uncounted: ReadonlyArray<{ index: number; reason: NetworkDropReason }> = []) {
+    this.#sampledOut = new StatDelta(sampledOutIndex);
+    this.#h2Lost = new StatDelta(h2LostIndex);
+    this.#uncounted = uncounted.map(({ index, reason }) => ({ delta: new StatDelta(index), reason }));
   }
 
   /** A set just attached: its counters start at 0. */
   reset(): void {
-    this.#sampledOut = 0n;
-    this.#h2Lost = 0n;
-    this.#seen.fill(0n);
+    this.#sampledOut.reset();
+    this.#h2Lost.reset();
+    for (const u of this.#uncounted) u.delta.reset();
   }
 
   /**
@@ -56,25 +73,19 @@ export class KernelSpanDrops {
    * reasons of the NETWORK_DROP_REASONS counts that rose, with their increase.
    */
   take(stats: PerCpuCounters, sinks: KernelDropSinks): { refused: number; uncounted: Array<[NetworkDropReason, number]> } {
-    const sampledOut = stats.sumPerCpuU64(this.sampledOutIndex);
-    const refused = Number(sampledOut - this.#sampledOut);
-    this.#sampledOut = sampledOut;
+    const refused = this.#sampledOut.take(stats);
     if (refused > 0) sinks.spans.inc({ reason: SPAN_RATE_LIMIT_REASON }, refused);
-    const h2Lost = stats.sumPerCpuU64(this.h2LostIndex);
-    const lost = Number(h2Lost - this.#h2Lost);
-    this.#h2Lost = h2Lost;
+    const lost = this.#h2Lost.take(stats);
     if (lost > 0) sinks.spans.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * lost);
     const uncounted: Array<[NetworkDropReason, number]> = [];
-    this.uncounted.forEach(({ index, reason }, i) => {
-      const now = stats.sumPerCpuU64(index);
-      const n = Number(now - this.#seen[i]!);
-      this.#seen[i] = now;
+    for (const { delta, reason } of this.#uncounted) {
+      const n = delta.take(stats);
       if (n > 0) {
         sinks.network.inc({ reason }, n);
         uncounted.push([reason, n]);
       }
-    });
-    return { refused: Math.max(0, refused), uncounted };
+    }
+    return { refused, uncounted };
   }
 }
 

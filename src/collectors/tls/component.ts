@@ -19,7 +19,7 @@ import type { Component, ComponentHost } from "../../lifecycle/component";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
-import { DropWarnings, KernelSpanDrops } from "../network/kernel-drops";
+import { DropWarnings, KernelSpanDrops, StatDelta } from "../network/kernel-drops";
 import { configRedCounted, configTlsSocketCallsInNetworkSet, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
@@ -83,6 +83,7 @@ export class TlsCollector implements Component {
   /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
   readonly #kernelDrops = new KernelSpanDrops(TlsStat.SAMPLED_OUT, TlsStat.H2_STOPPED_LOST, [{ index: TlsStat.RED_REPLACED, reason: "red_replaced" }]);
   readonly #dropWarnings = new DropWarnings();
+  readonly #h2Midstream = new StatDelta(TlsStat.H2_MIDSTREAM);
   /** Pids written to the kernel's tls_tgids. */
   readonly #tgids = new Set<number>();
   /** Whether every tls_events record written until now was handed on. */
@@ -122,6 +123,7 @@ export class TlsCollector implements Component {
     try {
       const { uncounted } = this.#kernelDrops.take(stats, { spans: this.#ctx.metrics.spans.dropped, network: this.#ctx.metrics.networkDropped });
       this.#dropWarnings.note(uncounted, performance.now(), this.#host?.logger);
+      this.#ctx.metrics.http2Midstream.inc(this.#h2Midstream.take(stats));
     } catch (e) {
       this.#host?.logger.warn("reading tls stats failed", { error: (e as Error).message });
     }
@@ -135,6 +137,7 @@ export class TlsCollector implements Component {
   #attached(set: LoadedSet<TlsEvent>): void {
     this.#set = set;
     this.#kernelDrops.reset();
+    this.#h2Midstream.reset();
     this.#statsTimer = setInterval(() => {
       this.#pollStats();
       if (this.#registry && this.#registry.sweep() > 0) this.#refreshPrograms();

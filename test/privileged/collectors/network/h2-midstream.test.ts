@@ -8,7 +8,8 @@
  * made after the start, on both sides, per status (and per route where the path was sent after the start), and the
  * server spans carry the paths. Without the kernel's part nothing of the connection is counted. A reload of the
  * network set (new programs, new per-socket storage: every connection is one seen after it opened) then gives the
- * same connection's next 35 requests the same counts. Both capture modes (socket storage and syscall tracepoints).
+ * same connection's next 35 requests the same counts. svc_ebpf_http2_midstream_total counts the connection's two
+ * sockets each time. Both capture modes (socket storage and syscall tracepoints).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { LONG_LIVED_H2_CLIENT, decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
@@ -70,6 +71,11 @@ describe.each(["socket", "syscalls"] as const)("an HTTP/2 connection opened befo
     await Bun.sleep(2_500);
   }
 
+  async function midstreamConnections(): Promise<number> {
+    const text = await (await t!.agent.request("/metrics")).text();
+    return Number(text.split("\n").find((l) => l.startsWith("svc_ebpf_http2_midstream_total "))?.split(" ")[1] ?? NaN);
+  }
+
   afterAll(async () => {
     clientProc?.stdin.end();
     clientProc?.kill();
@@ -91,6 +97,8 @@ describe.each(["socket", "syscalls"] as const)("an HTTP/2 connection opened befo
     expect(server(404, "/missing")).toBe(10);
     expect(server(200, "/early")).toBe(5);
     for (const p of c().points.filter((p) => p.metric === "http.server.request.duration" && p.attributes["server.port"] === port)) expect(p.attributes["http.request.method"]).toBe("GET");
+    /* Both ends of the connection (two sockets of this host) were found in their middle, and /metrics says so. */
+    expect(await midstreamConnections()).toBeGreaterThanOrEqual(2);
   });
 
   test("server spans carry the paths sent after the start, as HTTP/2", async () => {
@@ -119,5 +127,7 @@ describe.each(["socket", "syscalls"] as const)("an HTTP/2 connection opened befo
     await counted(70);
     expect([server(200), server(404), client(200), client(404)]).toEqual([50, 20, 50, 20]);
     expect(server(200, "/late/{id}")).toBe(40);
+    /* The reloaded set found both ends in their middle again. */
+    expect(await midstreamConnections()).toBeGreaterThanOrEqual(4);
   });
 });

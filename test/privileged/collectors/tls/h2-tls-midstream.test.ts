@@ -5,7 +5,8 @@
  * distinct /late/<n> paths, 10 to /missing (404) and 5 more to /early. The kernel finds HTTP/2 frames in the
  * plaintext of an SSL object first seen in its middle and forwards it; user space decodes it with partial HPACK
  * tables. The RED metrics at the receiver count exactly the 35 requests made after the start on both sides, per
- * status and route, with url.scheme https. Without the kernel's part nothing of the connection is counted.
+ * status and route, with url.scheme https, and svc_ebpf_http2_midstream_total counts both SSL objects. Without the
+ * kernel's part nothing of the connection is counted.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { realpathSync } from "node:fs";
@@ -67,5 +68,8 @@ describe.skipIf(!isRoot || missing.length > 0)(`an HTTP/2 over TLS connection op
     expect(server_(200, "/late/{id}")).toBe(20);
     expect(server_(404, "/missing")).toBe(10);
     expect(server_(200, "/early")).toBe(5);
+    /* Both SSL objects (the client's and the server's) were found in their middle, and /metrics says so. */
+    const text = await (await t!.agent.request("/metrics")).text();
+    expect(Number(text.split("\n").find((l) => l.startsWith("svc_ebpf_http2_midstream_total "))?.split(" ")[1])).toBeGreaterThanOrEqual(2);
   });
 });

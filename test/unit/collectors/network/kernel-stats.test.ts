@@ -48,7 +48,7 @@ describe("ebpf/network: the kernel's stats", () => {
   beforeEach(() => jest.useFakeTimers());
   afterEach(() => jest.useRealTimers());
 
-  test("HTTP/2 connections stopped by a record lost in a full ring count two http2_state_lost drops each; refused exchanges count as rate_limit", async () => {
+  test("HTTP/2 connections stopped by a record lost in a full ring count two http2_state_lost drops each; refused exchanges count as rate_limit; those found in their middle in svc_ebpf_http2_midstream_total", async () => {
     const t = setup();
     const host = recordingHost();
     await t.collector.start(host);
@@ -64,8 +64,11 @@ describe("ebpf/network: the kernel's stats", () => {
     advanceTimersByTime(1000);
     expect([await dropped("http2_state_lost"), await dropped("rate_limit")]).toEqual([6, 5]);
     t.stats().values.set(NetworkStat.H2_STOPPED_LOST, 4n);
+    t.stats().values.set(NetworkStat.H2_MIDSTREAM, 3n);
     advanceTimersByTime(1000);
     expect([await dropped("http2_state_lost"), await dropped("rate_limit")]).toEqual([8, 5]);
+    // HTTP/2 connections found in their middle: counted, not drops.
+    expect((await t.ctx.metrics.registry.metrics()).split("\n")).toContain("svc_ebpf_http2_midstream_total 3");
     await t.collector.shutdown(AbortSignal.timeout(1000));
   });
 
