@@ -1,9 +1,9 @@
 /**
  * Privileged e2e: what the network set sees but cannot account for reaches svc_ebpf_network_dropped_total, so that
  * counted and uncounted add up to what the peers did.
- * - red_replaced: a client (python3, one process with its server thread) writes three pipelined requests, each in a
- *   write of its own 100 ms apart, before reading any response; its server reads each as it arrives (it reports how
- *   many of its reads started a request) and answers all three. Each side's RED metrics count one exchange (the last
+ * - red_replaced: a client (test/fixtures/pipelined-http.py, one process with its server thread) writes three
+ *   pipelined requests, each in a write of its own 100 ms apart, before reading any response; its server reads each
+ *   as it arrives (it reports how many of its reads started a request) and answers all three. Each side's RED metrics count one exchange (the last
  *   request started, answered by the first response) and the requests it replaced are counted as red_replaced: 1 + 2
  *   = 3 per side, the requests sent.
  * - conns_full: with max_connections at its minimum (1,024 entries, both ends of a loopback connection one each),
@@ -11,39 +11,12 @@
  *   connect or accept and again at each call that moves data.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { resolve } from "node:path";
 import { startTracingAgent, until, type TracingAgent } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 
-const PIPELINED_PY = `
-import socket, threading, time
-srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
-port = srv.getsockname()[1]
-starts = 0
-def serve():
-    s, _ = srv.accept()
-    global starts
-    got = b""
-    while got.count(b"\\r\\n\\r\\n") < 3:
-        chunk = s.recv(4096)
-        starts += chunk.startswith(b"GET ")
-        got += chunk
-    for _ in range(3):
-        s.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
-        time.sleep(0.1)
-    time.sleep(0.3)
-    s.close()
-t = threading.Thread(target=serve); t.start()
-c = socket.create_connection(("127.0.0.1", port))
-for _ in range(3):
-    c.sendall(b"GET /pipelined HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n")
-    time.sleep(0.1)
-got = b""
-while got.count(b"ok") < 3:
-    got += c.recv(4096)
-t.join(); c.close()
-print(port, starts, flush=True)
-`;
+const PIPELINED = resolve(import.meta.dir, "../../../fixtures/pipelined-http.py");
 
 async function dropped(t: TracingAgent): Promise<Record<string, number>> {
   const text = await (await t.agent.request("/metrics")).text();
@@ -67,9 +40,15 @@ describe.skipIf(!isRoot)("network: what the kernel could not account for", () =>
 
   test("pipelined requests replaced before their response: counted one exchange and two red_replaced per side", async () => {
     const before = await dropped(t);
-    const py = Bun.spawn(["python3", "-c", PIPELINED_PY], { stdout: "pipe", stderr: "inherit" });
-    const [port, serverStarts] = (await new Response(py.stdout).text()).trim().split(" ").map(Number) as [number, number];
+    const py = Bun.spawn(["python3", PIPELINED], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+    const lines = py.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    const port = Number((await lines.read()).value);
+    py.stdin.write("\n");
+    py.stdin.end();
     expect(await py.exited).toBe(0);
+    let rest = "";
+    for (let r = await lines.read(); !r.done; r = await lines.read()) rest += r.value;
+    const serverStarts = Number(rest.trim());
     // The client's three writes are three request starts; the server's reads are three unless a busy host let two
     // requests arrive before it read (then one read carries both, seen as one start).
     expect(serverStarts).toBeGreaterThanOrEqual(1);
