@@ -24,7 +24,6 @@ export const SPAN_HTTP_UNPARSED_REASON = "http_unparsed";
 export const SPAN_HTTP_UNANSWERED_REASON = "http_unanswered";
 /** HTTP/2 connection directions that stopped decoding (bytes missing, or over a bound): their later streams are lost. */
 export const SPAN_HTTP2_STATE_LOST_REASON = "http2_state_lost";
-/** Drop reasons of spans only, beside DROP_REASONS. */
 /**
  * What the network and TLS program sets saw but could not account for, by reason: `conns_full`, a socket call
  * (connect, accept, read, write) on a connection the connection table had no room for (max_connections), not traced
@@ -35,6 +34,7 @@ export const SPAN_HTTP2_STATE_LOST_REASON = "http2_state_lost";
 export const NETWORK_DROP_REASONS = ["conns_full", "pending_full", "red_replaced"] as const;
 export type NetworkDropReason = (typeof NETWORK_DROP_REASONS)[number];
 
+/** Drop reasons of spans only, beside DROP_REASONS. */
 const SPAN_DROP_REASONS = [SPAN_RATE_LIMIT_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP2_STATE_LOST_REASON] as const;
 /** The `code` values of export_errors_total: gRPC status code names other than OK. */
 export const EXPORT_ERROR_CODES = [
@@ -99,13 +99,17 @@ export class AgentMetrics {
     this.metrics = signal("metrics", "metric data points");
     this.logs = signal("logs", "log records");
     this.profiles = signal("profiles", "profiles");
-    this.logsTruncated = new Counter({
-      name: n("logs_truncated_total"),
-      help: "Log records cut short when read, by reason (max_line_size: a line cut; max_lines, max_bytes: lines of a multiline record dropped).",
-      labelNames: ["reason"],
-      registers,
-    });
-    for (const reason of LOG_TRUNCATION_REASONS) this.logsTruncated.inc({ reason }, 0);
+    /** A counter by `reason`, each of `reasons` shown from the start (at 0). */
+    const byReason = (suffix: string, help: string, reasons: readonly string[]): Counter<"reason"> => {
+      const c = new Counter({ name: n(suffix), help, labelNames: ["reason"], registers });
+      for (const reason of reasons) c.inc({ reason }, 0);
+      return c;
+    };
+    this.logsTruncated = byReason(
+      "logs_truncated_total",
+      "Log records cut short when read, by reason (max_line_size: a line cut; max_lines, max_bytes: lines of a multiline record dropped).",
+      LOG_TRUNCATION_REASONS,
+    );
 
     this.ebpfProgramsLoaded = new Gauge({ name: n("ebpf_programs_loaded"), help: "Number of eBPF programs loaded.", registers });
     this.ebpfMapEntries = new Gauge({ name: n("ebpf_map_entries"), help: "Entries in eBPF maps.", labelNames: ["map"], registers });
@@ -114,20 +118,16 @@ export class AgentMetrics {
     this.ebpfPerfEvents = new Counter({ name: n("ebpf_perf_events_total"), help: "Perf buffer events received.", labelNames: ["buffer"], registers });
     this.ebpfPerfLost = new Counter({ name: n("ebpf_perf_lost_total"), help: "Perf buffer events lost.", labelNames: ["buffer"], registers });
 
-    this.syscallsDropped = new Counter({
-      name: n("ebpf_syscalls_dropped_total"),
-      help: "System calls not counted by the syscalls program set, by reason (stats_full: the statistics map is full; inflight_full: the in-flight map is full).",
-      labelNames: ["reason"],
-      registers,
-    });
-    for (const reason of ["stats_full", "inflight_full"]) this.syscallsDropped.inc({ reason }, 0);
-    this.networkDropped = new Counter({
-      name: n("ebpf_network_dropped_total"),
-      help: "What the network and TLS program sets could not account for, by reason (conns_full: socket calls on connections over max_connections, not traced and their requests not counted; pending_full: calls not captured, the in-flight map of http_capture syscalls full; red_replaced: HTTP/1.x requests not counted in the RED metrics, the next request on the connection started before their response).",
-      labelNames: ["reason"],
-      registers,
-    });
-    for (const reason of NETWORK_DROP_REASONS) this.networkDropped.inc({ reason }, 0);
+    this.syscallsDropped = byReason(
+      "ebpf_syscalls_dropped_total",
+      "System calls not counted by the syscalls program set, by reason (stats_full: the statistics map is full; inflight_full: the in-flight map is full).",
+      ["stats_full", "inflight_full"],
+    );
+    this.networkDropped = byReason(
+      "ebpf_network_dropped_total",
+      "What the network and TLS program sets could not account for, by reason (conns_full: socket calls on connections over max_connections, not traced and their requests not counted; pending_full: calls not captured, the in-flight map of http_capture syscalls full; red_replaced: HTTP/1.x requests not counted in the RED metrics, the next request on the connection started before their response).",
+      NETWORK_DROP_REASONS,
+    );
     this.http2Midstream = new Counter({
       name: n("ebpf_http2_midstream_total"),
       help: "HTTP/2 connections (cleartext, or TLS plaintext) first seen in their middle (open before the programs loaded: an agent restart, a reload of the network set), decoded from their next frame on with partial HPACK tables.",
