@@ -37,7 +37,7 @@ import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
 import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
 import { networkOf, type NetworkConfig } from "./config";
-import { DropWarnings, KernelSpanDrops, StatDelta } from "./kernel-drops";
+import { DropWarnings, KernelStats } from "./kernel-stats";
 import { DeferredCloses } from "./deferred-closes";
 
 const STATS_POLL_MS = 1000;
@@ -94,14 +94,18 @@ export class NetworkCollector implements Component {
   #flushScheduled = false;
   #metricsTimer: ReturnType<typeof setInterval> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
-  /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
-  readonly #kernelDrops = new KernelSpanDrops(NetworkStat.HTTP_SAMPLED_OUT, NetworkStat.H2_STOPPED_LOST, [
-    { index: NetworkStat.CONNS_FULL, reason: "conns_full" },
-    { index: NetworkStat.PENDING_FULL, reason: "pending_full" },
-    { index: NetworkStat.RED_REPLACED, reason: "red_replaced" },
-  ]);
+  /** What the kernel's stats say was dropped, or could not be accounted for, and the HTTP/2 connections found midway. */
+  readonly #kernelStats = new KernelStats({
+    sampledOut: NetworkStat.HTTP_SAMPLED_OUT,
+    h2Lost: NetworkStat.H2_STOPPED_LOST,
+    h2Midstream: NetworkStat.H2_MIDSTREAM,
+    uncounted: [
+      { index: NetworkStat.CONNS_FULL, reason: "conns_full" },
+      { index: NetworkStat.PENDING_FULL, reason: "pending_full" },
+      { index: NetworkStat.RED_REPLACED, reason: "red_replaced" },
+    ],
+  });
   readonly #dropWarnings = new DropWarnings();
-  readonly #h2Midstream = new StatDelta(NetworkStat.H2_MIDSTREAM);
   #removeFlushSource: (() => void) | undefined;
   /**
    * Connections closed in the kernel, forgotten by the HTTP tracker CLOSE_GRACE_MS later and once their HTTP records
@@ -190,8 +194,7 @@ export class NetworkCollector implements Component {
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
-        this.#kernelDrops.reset();
-        this.#h2Midstream.reset();
+        this.#kernelStats.reset();
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
           try {
@@ -502,10 +505,10 @@ export class NetworkCollector implements Component {
     const stats = this.#set?.object.map("stats");
     if (!stats) return;
     try {
-      const { refused, uncounted } = this.#kernelDrops.take(stats, { spans: this.#ctx.metrics.spans.dropped, network: this.#ctx.metrics.networkDropped });
+      const m = this.#ctx.metrics;
+      const { refused, uncounted } = this.#kernelStats.take(stats, { spans: m.spans.dropped, network: m.networkDropped, midstream: m.http2Midstream });
       this.counters.kernelSampledOut += refused;
       this.#dropWarnings.note(uncounted, nowMs, this.#host?.logger, { max_connections: this.#cfg.max_connections });
-      this.#ctx.metrics.http2Midstream.inc(this.#h2Midstream.take(stats));
     } catch (e) {
       this.#host?.logger.warn("reading network stats failed", { error: (e as Error).message });
     }

@@ -19,7 +19,7 @@ import type { Component, ComponentHost } from "../../lifecycle/component";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
-import { DropWarnings, KernelSpanDrops, StatDelta } from "../network/kernel-drops";
+import { DropWarnings, KernelStats } from "../network/kernel-stats";
 import { configRedCounted, configTlsSocketCallsInNetworkSet, kernelExchangesPerSecond } from "../network/spec";
 import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
@@ -80,10 +80,14 @@ export class TlsCollector implements Component {
   readonly #selfPid: number;
   #set: LoadedSet<TlsEvent> | undefined;
   #statsTimer: ReturnType<typeof setInterval> | undefined;
-  /** What the kernel's stats say was dropped: rate_limit, and HTTP/2 connections stopped by a lost record. */
-  readonly #kernelDrops = new KernelSpanDrops(TlsStat.SAMPLED_OUT, TlsStat.H2_STOPPED_LOST, [{ index: TlsStat.RED_REPLACED, reason: "red_replaced" }]);
+  /** What the kernel's stats say was dropped, or could not be accounted for, and the HTTP/2 connections found midway. */
+  readonly #kernelStats = new KernelStats({
+    sampledOut: TlsStat.SAMPLED_OUT,
+    h2Lost: TlsStat.H2_STOPPED_LOST,
+    h2Midstream: TlsStat.H2_MIDSTREAM,
+    uncounted: [{ index: TlsStat.RED_REPLACED, reason: "red_replaced" }],
+  });
   readonly #dropWarnings = new DropWarnings();
-  readonly #h2Midstream = new StatDelta(TlsStat.H2_MIDSTREAM);
   /** Pids written to the kernel's tls_tgids. */
   readonly #tgids = new Set<number>();
   /** Whether every tls_events record written until now was handed on. */
@@ -121,9 +125,9 @@ export class TlsCollector implements Component {
     const stats = this.#set?.object.map("tls_stats");
     if (!stats) return;
     try {
-      const { uncounted } = this.#kernelDrops.take(stats, { spans: this.#ctx.metrics.spans.dropped, network: this.#ctx.metrics.networkDropped });
+      const m = this.#ctx.metrics;
+      const { uncounted } = this.#kernelStats.take(stats, { spans: m.spans.dropped, network: m.networkDropped, midstream: m.http2Midstream });
       this.#dropWarnings.note(uncounted, performance.now(), this.#host?.logger);
-      this.#ctx.metrics.http2Midstream.inc(this.#h2Midstream.take(stats));
     } catch (e) {
       this.#host?.logger.warn("reading tls stats failed", { error: (e as Error).message });
     }
@@ -136,8 +140,7 @@ export class TlsCollector implements Component {
 
   #attached(set: LoadedSet<TlsEvent>): void {
     this.#set = set;
-    this.#kernelDrops.reset();
-    this.#h2Midstream.reset();
+    this.#kernelStats.reset();
     this.#statsTimer = setInterval(() => {
       this.#pollStats();
       if (this.#registry && this.#registry.sweep() > 0) this.#refreshPrograms();

@@ -1,6 +1,6 @@
 /**
- * The drops an HTTP capture set (network, tls) counts in its per-CPU stats array, read each second; what is counted
- * is the increase since the last read.
+ * What an HTTP capture set (network, tls) counts in its per-CPU stats array, read each second; what is counted is
+ * the increase since the last read.
  * - Span drops: exchanges the kernel did not capture (over the per-second budget, or the ring half full) are
  *   rate_limit drops; an HTTP/2 connection whose forwarding stopped because a record was lost in a full ring (no
  *   record tells user space) is two http2_state_lost drops, one per direction, as user space counts the directions
@@ -8,6 +8,7 @@
  * - What the set could not account for at all (svc_ebpf_network_dropped_total, NETWORK_DROP_REASONS): calls on
  *   connections over max_connections, calls whose buffer the in-flight map had no room for, requests replaced by a
  *   pipelined one before their response.
+ * - HTTP/2 connections found in their middle (svc_ebpf_http2_midstream_total).
  */
 import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_RATE_LIMIT_REASON, type NetworkDropReason } from "../../telemetry/metrics";
 
@@ -21,14 +22,27 @@ interface DropCounter {
   inc(labels: { reason: string }, value: number): void;
 }
 
-/** Where the drops go: the span drops, and what the set could not account for. */
-export interface KernelDropSinks {
+/** Where the counts go: the span drops, what the set could not account for, the HTTP/2 connections found midway. */
+export interface KernelStatSinks {
   spans: DropCounter;
   network: DropCounter;
+  midstream: { inc(value: number): void };
+}
+
+/** The set's STAT_* indexes of what KernelStats reads. */
+export interface KernelStatIndexes {
+  /** Exchanges refused their capture (rate_limit span drops). */
+  sampledOut: number;
+  /** HTTP/2 connections stopped with no record to say so (two http2_state_lost span drops each). */
+  h2Lost: number;
+  /** HTTP/2 connections found in their middle. */
+  h2Midstream: number;
+  /** Each NETWORK_DROP_REASONS count the set keeps. */
+  uncounted: ReadonlyArray<{ index: number; reason: NetworkDropReason }>;
 }
 
 /** The increases of one slot of a set's per-CPU stats array since the previous read. */
-export class StatDelta {
+class StatDelta {
   #seen = 0n;
 
   constructor(readonly index: number) {}
@@ -46,25 +60,24 @@ export class StatDelta {
   }
 }
 
-export class KernelSpanDrops {
+export class KernelStats {
   readonly #sampledOut: StatDelta;
   readonly #h2Lost: StatDelta;
+  readonly #h2Midstream: StatDelta;
   readonly #uncounted: Array<{ delta: StatDelta; reason: NetworkDropReason }>;
 
-  /**
-   * `sampledOutIndex`, `h2LostIndex`: the set's STAT_* indexes of the two span drop counts; `uncounted`: the set's
-   * STAT_* index of each NETWORK_DROP_REASONS count it keeps.
-   */
-  constructor(sampledOutIndex: number, h2LostIndex: number, uncounted: ReadonlyArray<{ index: number; reason: NetworkDropReason }> = []) {
-    this.#sampledOut = new StatDelta(sampledOutIndex);
-    this.#h2Lost = new StatDelta(h2LostIndex);
-    this.#uncounted = uncounted.map(({ index, reason }) => ({ delta: new StatDelta(index), reason }));
+  constructor(indexes: KernelStatIndexes) {
+    this.#sampledOut = new StatDelta(indexes.sampledOut);
+    this.#h2Lost = new StatDelta(indexes.h2Lost);
+    this.#h2Midstream = new StatDelta(indexes.h2Midstream);
+    this.#uncounted = indexes.uncounted.map(({ index, reason }) => ({ delta: new StatDelta(index), reason }));
   }
 
   /** A set just attached: its counters start at 0. */
   reset(): void {
     this.#sampledOut.reset();
     this.#h2Lost.reset();
+    this.#h2Midstream.reset();
     for (const u of this.#uncounted) u.delta.reset();
   }
 
@@ -72,11 +85,13 @@ export class KernelSpanDrops {
    * Counts the increases since the last read into `sinks`; returns the exchanges newly refused their capture and the
    * reasons of the NETWORK_DROP_REASONS counts that rose, with their increase.
    */
-  take(stats: PerCpuCounters, sinks: KernelDropSinks): { refused: number; uncounted: Array<[NetworkDropReason, number]> } {
+  take(stats: PerCpuCounters, sinks: KernelStatSinks): { refused: number; uncounted: Array<[NetworkDropReason, number]> } {
     const refused = this.#sampledOut.take(stats);
     if (refused > 0) sinks.spans.inc({ reason: SPAN_RATE_LIMIT_REASON }, refused);
     const lost = this.#h2Lost.take(stats);
     if (lost > 0) sinks.spans.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * lost);
+    const midstream = this.#h2Midstream.take(stats);
+    if (midstream > 0) sinks.midstream.inc(midstream);
     const uncounted: Array<[NetworkDropReason, number]> = [];
     for (const { delta, reason } of this.#uncounted) {
       const n = delta.take(stats);
