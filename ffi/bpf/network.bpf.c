@@ -170,7 +170,7 @@ struct conn {
   __u64 bytes_recv;    /*  24 */
   __u64 cgroup_id;     /*  32: of the owning process once known */
   __u32 pid;           /*  40: tgid of the owning process, 0 while unknown */
-  __u32 retransmits;   /*  44: segments retransmitted (tcp_skb_pcount per tcp_retransmit_skb), as total_retrans counts */
+  __u32 retransmits;   /*  44: segments retransmitted (tcp_skb_pcount per tcp_retransmit_skb the kernel counted), as total_retrans counts */
   __u16 sport;         /*  48: local port, host order */
   __u16 dport;         /*  50: remote port, host order */
   __u16 family;        /*  52: AF_INET or AF_INET6 */
@@ -1465,18 +1465,46 @@ static __always_inline __u32 retransmitted_segments(const struct sk_buff *skb)
   return segs ? segs : 1;
 }
 
-SEC("tp_btf/tcp_retransmit_skb")
-int BPF_PROG(on_retransmit, const struct sock *sk, const struct sk_buff *skb)
+/*
+ * The tracepoint's record where it carries the attempt's outcome: kernels with that field fire it on every attempt,
+ * also on those __tcp_retransmit_skb gave up before counting (earlier kernels fire it on successful ones only).
+ */
+struct trace_event_raw_tcp_retransmit_skb___err {
+  int err;
+} __attribute__((preserve_access_index));
+
+#define RETRANSMIT_HAS_ERR bpf_core_field_exists(struct trace_event_raw_tcp_retransmit_skb___err, err)
+
+/*
+ * Whether the kernel counted an attempt that ended in `err` in total_retrans: the attempts __tcp_retransmit_skb gives
+ * up on before it counts end in -EBUSY (the previous copy still in the host's queues), -EINVAL, -ENOMEM (trimming,
+ * fragmenting), -EHOSTUNREACH (no route: rebuild_header) or -EAGAIN (no window); an error of the transmission itself
+ * (-ENOBUFS, a netfilter -EPERM, a qdisc's drop) comes after the count. A route lost between the two checks would
+ * also end in -EHOSTUNREACH after counting: taken as the earlier one (the route was just checked).
+ */
+static __always_inline int retransmit_counted(int err)
 {
-  struct conn *c = conn_get(STORE_SK, (void *)sk);
+  return err != -16 /* EBUSY */ && err != -22 /* EINVAL */ && err != -12 /* ENOMEM */ && err != -113 /* EHOSTUNREACH */ &&
+         err != -11 /* EAGAIN */;
+}
+
+/* tp_btf: arguments (sk, skb) and, where the tracepoint carries it, err. */
+SEC("tp_btf/tcp_retransmit_skb")
+int on_retransmit(__u64 *ctx)
+{
+  if (RETRANSMIT_HAS_ERR && !retransmit_counted((int)ctx[2]))
+    return 0;
+  struct conn *c = conn_get(STORE_SK, (void *)ctx[0]);
   if (c)
-    __sync_fetch_and_add(&c->retransmits, retransmitted_segments(skb));
+    __sync_fetch_and_add(&c->retransmits, retransmitted_segments((const struct sk_buff *)ctx[1]));
   return 0;
 }
 
 SEC("tracepoint/tcp/tcp_retransmit_skb")
 int on_retransmit_tp(struct tp_tcp_retransmit *ctx)
 {
+  if (RETRANSMIT_HAS_ERR && !retransmit_counted(((struct trace_event_raw_tcp_retransmit_skb___err *)ctx)->err))
+    return 0;
   struct conn *c = conn_get(STORE_HASH, (void *)ctx->skaddr);
   if (c)
     __sync_fetch_and_add(&c->retransmits, retransmitted_segments(ctx->skbaddr));

@@ -3,7 +3,8 @@
  * kernel BTF; classic tracepoints on the `conns` hash, what kernels without BTF and syscall capture get), over
  * IPv4 and IPv6 loopback: a request and its response arrive as http_events with their first bytes, both sides
  * of the connection are opened and closed with their addresses, ports, owner and bytes; retransmits are
- * counted (segments dropped in a network namespace); the per-socket storage honours max_connections; the
+ * counted as total_retrans counts them (segments dropped in a network namespace; attempts given up on for want of a
+ * route left out); the per-socket storage honours max_connections; the
  * per-second exchange budget captures whole exchanges and counts the others.
  */
 import { describe, expect, test } from "bun:test";
@@ -145,65 +146,105 @@ describe("network set, both connection storages", () => {
     }
   });
 
-  // In a network namespace of its own (loopback MTU 1500, so that one skb carries many segments): 256 KiB whose
-  // segments to the server are dropped (nft, input hook) until the kernel retransmitted three times, then
-  // delivered; after the recovery (every byte acknowledged: tcpi_unacked 0) prints the retransmitted segments
-  // tcpi_total_retrans counted, and the namespace's RetransSegs from /proc/net/snmp.
-  const RETRANSMITS_PY = `
+  // Both scripts run in a network namespace of their own and print, once every byte is acknowledged (tcpi_unacked
+  // 0): the client's and server's ports, the retransmitted segments tcpi_total_retrans counted, the namespace's
+  // RetransSegs from /proc/net/snmp, and the timeouts whose attempt the kernel gave up on before counting (0 for the
+  // first).
+  const TCP_INFO_PY = `
 import socket, struct, subprocess, time
-subprocess.run(["ip", "link", "set", "lo", "mtu", "1500", "up"], check=True)
+sh = lambda *a: subprocess.run(list(a), check=True)
+info = lambda s: s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+total_retrans = lambda s: struct.unpack_from("I", info(s), 100)[0]
+def drop_to(port):
+    sh("nft", "add table ip svc_retrans")
+    sh("nft", "add chain ip svc_retrans in { type filter hook input priority 0 ; }")
+    sh("nft", f"add rule ip svc_retrans in tcp dport {port} drop")
+def report(c, s, port, size, gave_up):
+    got = 0
+    while got < size: got += len(s.recv(65536))
+    deadline = time.monotonic() + 15
+    while struct.unpack_from("I", info(c), 24)[0] != 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    snmp = [l.split() for l in open("/proc/net/snmp") if l.startswith("Tcp:")]
+    print(c.getsockname()[1], port, total_retrans(c), int(snmp[1][snmp[0].index("RetransSegs")]), gave_up, flush=True)
+`;
+  // Loopback MTU 1500, so that one skb carries many segments: 256 KiB whose segments to the server are dropped (nft,
+  // input hook) until the kernel retransmitted three times, then delivered.
+  const RETRANSMITS_PY = `${TCP_INFO_PY}
+sh("ip", "link", "set", "lo", "mtu", "1500", "up")
 SIZE = 256 * 1024
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(); port = srv.getsockname()[1]
 c = socket.socket(); c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * SIZE)
 c.connect(("127.0.0.1", port)); s, _ = srv.accept()
 c.send(b"a"); s.recv(1)
-info = lambda: c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
-subprocess.run(["nft", "add table ip svc_retrans"], check=True)
-subprocess.run(["nft", "add chain ip svc_retrans in { type filter hook input priority 0 ; }"], check=True)
-subprocess.run(["nft", f"add rule ip svc_retrans in tcp dport {port} drop"], check=True)
+drop_to(port)
 c.sendall(b"x" * SIZE)
 deadline = time.monotonic() + 15
-while struct.unpack_from("I", info(), 100)[0] < 3 and time.monotonic() < deadline:
+while total_retrans(c) < 3 and time.monotonic() < deadline:
     time.sleep(0.05)
-subprocess.run(["nft", "delete table ip svc_retrans"], check=True)
-got = 0
-while got < SIZE: got += len(s.recv(65536))
-while struct.unpack_from("I", info(), 24)[0] != 0 and time.monotonic() < deadline + 15:
-    time.sleep(0.01)
-total = struct.unpack_from("I", info(), 100)[0]
-snmp = [l.split() for l in open("/proc/net/snmp") if l.startswith("Tcp:")]
-retrans_segs = int(snmp[1][snmp[0].index("RetransSegs")])
-print(c.getsockname()[1], port, total, retrans_segs, flush=True)
-c.close(); s.close(); srv.close()
+sh("nft", "delete table ip svc_retrans")
+report(c, s, port, SIZE, 0)
 `;
-  for (const kernelBtf of [true, false]) {
-    test(`retransmitted segments (${kernelBtf ? "tp_btf on per-socket storage" : "classic tracepoint on the conns hash"}) are counted on the connection as the kernel's total_retrans counts them`, async () => {
-      const runtime = await openBpfRuntime(process.env);
-      const spec = networkSetSpec({ selfPid: 1, http: false, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf });
-      const out = await loadProgramSet(spec, { runtime, probes: new FeatureProbes(runtime), objectBytes: embeddedObject, ringbufSizeBytes: 1 << 20, useRingbuf: true });
-      if (!out.ok) throw out.error;
-      try {
-        expect(out.set.programs.find((p) => p.name === (kernelBtf ? "on_retransmit" : "on_retransmit_tp"))?.attached).toBe(true);
-        const py = Bun.spawn(["unshare", "-n", "python3", "-c", RETRANSMITS_PY], { stdout: "pipe", stderr: "inherit" });
-        const [clientPort, serverPort, total, retransSegs] = (await new Response(py.stdout).text()).trim().split(" ").map(Number);
-        expect(await py.exited).toBe(0);
-        expect(total).toBeGreaterThanOrEqual(3);
-        // The namespace's own counter: the client's segments, and whatever else retransmitted there (nothing, mostly).
-        expect(retransSegs).toBeGreaterThanOrEqual(total!);
-        const events: NetworkEvent[] = [];
-        const closed = () => {
-          for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(keeping(r)(v, o, len) as NetworkEvent));
-          return events.find((e): e is ConnEvent => e.type === "conn" && e.kind === ConnKind.CLOSED && e.pid === py.pid && e.localPort === clientPort && e.remotePort === serverPort);
-        };
-        await until(() => closed() !== undefined, "the client's CLOSED record", 10_000);
-        expect(closed()!.retransmits).toBe(total!);
-      } finally {
-        const ids = out.set.programs.map((p) => p.id).filter((id) => id > 0);
-        out.set.close();
-        await expectReleased(ids);
-      }
-    });
-  }
+  // 1,000 bytes dropped (nft), then the server's address removed: each retransmission timeout's attempt finds no
+  // route and is given up before the kernel counts it (tcpi_retransmits counts the timeouts, total_retrans stays 0;
+  // kernels whose tracepoint carries `err` still fire it); three of them, then the address back and the drop gone.
+  const UNROUTED_PY = `${TCP_INFO_PY}
+sh("ip", "link", "set", "lo", "up")
+sh("ip", "addr", "add", "10.9.0.1/32", "dev", "lo")
+srv = socket.socket(); srv.bind(("10.9.0.1", 0)); srv.listen(); port = srv.getsockname()[1]
+c = socket.socket(); c.connect(("10.9.0.1", port)); s, _ = srv.accept()
+c.send(b"a"); s.recv(1)
+drop_to(port)
+c.send(b"x" * 1000)
+sh("ip", "addr", "del", "10.9.0.1/32", "dev", "lo")
+deadline = time.monotonic() + 15
+while info(c)[2] < 3 and time.monotonic() < deadline:
+    time.sleep(0.05)
+gave_up = info(c)[2] if total_retrans(c) == 0 else 0
+sh("ip", "addr", "add", "10.9.0.1/32", "dev", "lo")
+sh("nft", "delete table ip svc_retrans")
+report(c, s, port, 1000, gave_up)
+`;
+  const retransmitCases = [
+    { name: (family: string) => `retransmitted segments (${family}) are counted on the connection as the kernel's total_retrans counts them`, script: RETRANSMITS_PY, gaveUp: 0 },
+    {
+      name: (family: string) => `retransmission attempts the kernel gave up on before counting them (no route; ${family}) are not counted, as in total_retrans`,
+      script: UNROUTED_PY,
+      gaveUp: 3,
+    },
+  ];
+  for (const { name, script, gaveUp } of retransmitCases)
+    for (const kernelBtf of [true, false]) {
+      test(name(kernelBtf ? "tp_btf on per-socket storage" : "classic tracepoint on the conns hash"), async () => {
+        const runtime = await openBpfRuntime(process.env);
+        const spec = networkSetSpec({ selfPid: 1, http: false, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf });
+        const out = await loadProgramSet(spec, { runtime, probes: new FeatureProbes(runtime), objectBytes: embeddedObject, ringbufSizeBytes: 1 << 20, useRingbuf: true });
+        if (!out.ok) throw out.error;
+        try {
+          expect(out.set.programs.find((p) => p.name === (kernelBtf ? "on_retransmit" : "on_retransmit_tp"))?.attached).toBe(true);
+          const py = Bun.spawn(["unshare", "-n", "python3", "-c", script], { stdout: "pipe", stderr: "inherit" });
+          const printed = (await new Response(py.stdout).text()).trim();
+          expect(await py.exited).toBe(0);
+          const [clientPort, serverPort, total, retransSegs, gaveUpSeen] = printed.split(" ").map(Number);
+          expect(total).toBeGreaterThanOrEqual(gaveUp === 0 ? 3 : 1);
+          // The attempts given up on: as many timeouts as waited for, while total_retrans stayed 0.
+          expect(gaveUpSeen).toBeGreaterThanOrEqual(gaveUp);
+          // The namespace's own counter: the client's segments, and whatever else retransmitted there (nothing, mostly).
+          expect(retransSegs).toBeGreaterThanOrEqual(total!);
+          const events: NetworkEvent[] = [];
+          const closed = () => {
+            for (const r of out.set.readers) r.reader.consume((v, o, len) => events.push(keeping(r)(v, o, len) as NetworkEvent));
+            return events.find((e): e is ConnEvent => e.type === "conn" && e.kind === ConnKind.CLOSED && e.pid === py.pid && e.localPort === clientPort && e.remotePort === serverPort);
+          };
+          await until(() => closed() !== undefined, "the client's CLOSED record", 10_000);
+          expect({ retransmits: closed()!.retransmits, printed }).toEqual({ retransmits: total!, printed });
+        } finally {
+          const ids = out.set.programs.map((p) => p.id).filter((id) => id > 0);
+          out.set.close();
+          await expectReleased(ids);
+        }
+      });
+    }
 
   test("the exchange budget: requests over it on a keep-alive connection are counted, not captured; captured ones keep their responses", async () => {
     const runtime = await openBpfRuntime(process.env);
