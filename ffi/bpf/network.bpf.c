@@ -359,6 +359,9 @@ struct h2_scratch_value {
   __u8 more[3 * H2_CAPTURE_BYTES];
   /* An iovec call's array, read in one user read (not one read per iovec). */
   struct iovec iovs[H2_MAX_IOVECS];
+  /* The run of iovecs that continue one another being gathered (emit_h2): in map memory, whose values the verifier
+   * does not follow, so that each turn of the loop leaves it in one state. */
+  struct iovec run;
 };
 
 struct {
@@ -1023,15 +1026,31 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
     asm volatile("%0 &= 1023" : "+r"(array));
     if (array == 0 || array > sizeof(sv->iovs) || bpf_probe_read_user(sv->iovs, array, (void *)buf) != 0)
       return 0;
-    for (__u32 i = 0; i < H2_MAX_IOVECS; i++) {
-      if (i >= cnt || got >= H2_CAPTURE_BYTES || got >= moved)
+    /* Iovecs that continue one another in memory are read as one run (Node's HTTP/2 writes carry such runs):
+     * sv->run is the pending one, its length grown by each iovec that continues it. */
+    _Static_assert((H2_MAX_IOVECS & (H2_MAX_IOVECS - 1)) == 0, "iovec indexes are masked with H2_MAX_IOVECS - 1");
+    sv->run = sv->iovs[0];
+    /* `got` in the one state the loop leaves it in (read back from the record): a run gathered or not, each turn
+     * starts alike. */
+    e->captured = 0;
+    got = *(volatile __u16 *)&e->captured;
+    for (__u32 i = 1; i <= H2_MAX_IOVECS; i++) {
+      struct iovec *next = &sv->iovs[i & (H2_MAX_IOVECS - 1)];
+      if (i < cnt && i < H2_MAX_IOVECS && (__u64)sv->run.iov_base + sv->run.iov_len == (__u64)next->iov_base) {
+        sv->run.iov_len += next->iov_len;
+        continue;
+      }
+      if (got >= H2_CAPTURE_BYTES || got >= moved)
         break;
-      __u32 n = gather_iov(e, &sv->iovs[i], got, moved, H2_CAPTURE_BYTES, 4095, 8191);
+      __u32 n = gather_iov(e, &sv->run, got, moved, H2_CAPTURE_BYTES, 4095, 8191);
       if (n > H2_CAPTURE_BYTES)
         break;
       /* Through the record, as below: one range of `got` for the next iteration, whatever this one took. */
       e->captured = n;
       got = *(volatile __u16 *)&e->captured;
+      if (i >= cnt || i >= H2_MAX_IOVECS)
+        break;
+      sv->run = *next;
     }
   }
   fill_http_header(e, c, skp, io, moved, got, ts);

@@ -3,7 +3,8 @@
  * HTTP/2 call's iovec array in one user read and then each iovec's bytes; a wrong count or array would leave
  * frames out, and the HPACK state of the connection with them. A Python child process (python3-h2 builds the
  * frames) is server and client on loopback: every call after the connection's first bytes goes out cut into up
- * to 30 iovecs behind an empty one (the client by sendmsg, the server by writev), and each side reads with
+ * to 30 iovecs behind an empty one (the client by sendmsg, the server by writev), runs of iovecs that continue
+ * one another in memory broken by ones that do not, and each side reads with
  * readv([empty, buffer]). Two requests on the connection (the second's header block refers to the first's in the
  * HPACK dynamic table) must be server and client spans with their exact paths and statuses, with either way of
  * capturing HTTP bytes.
@@ -28,14 +29,17 @@ most = [0]
 
 def pieces(data, first):
     # An empty iovec, then the first bytes whole (they tell the kernel the connection is HTTP/2), then the rest cut
-    # into pieces of 5 bytes, at most 30 iovecs in all.
-    out = [b"", data[:first]]
-    rest = data[first:]
-    while rest and len(out) < 29:
-        out.append(rest[:5])
-        rest = rest[5:]
-    if rest:
-        out.append(rest)
+    # into pieces of 5 bytes, at most 30 iovecs in all: slices of the one buffer (iovecs that continue one another,
+    # which the kernel reads as one run) but for every third piece, a copy of its own elsewhere (which ends a run).
+    mv = memoryview(data)
+    out = [b"", mv[:first]]
+    at = first
+    while at < len(data) and len(out) < 29:
+        piece = mv[at:at + 5]
+        out.append(bytes(piece) if len(out) % 3 == 0 else piece)
+        at += 5
+    if at < len(data):
+        out.append(mv[at:])
     most[0] = max(most[0], len(out))
     return out
 
