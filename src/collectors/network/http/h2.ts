@@ -363,6 +363,14 @@ class H2Stream<M> implements HttpExchange<M> {
   rpc: RpcInfo | undefined = undefined;
   status: number | undefined = undefined;
   grpcStatus: number | undefined = undefined;
+  /**
+   * Decoded from a connection's middle: a POST to a `/service/method` path whose content-type may be among the
+   * fields named by entries from before (H2Connection.midstream). A gRPC call if its response is a 200 that ends on a
+   * header block (trailers, or a trailers-only response), as every gRPC response does.
+   */
+  grpcByShape = false;
+  /** A header block of the response named fields by entries from before (its grpc-status may be one of them). */
+  responseUnknown = false;
 
   constructor(
     /** The stream's id. */
@@ -393,6 +401,8 @@ class H2Stream<M> implements HttpExchange<M> {
     this.rpc = undefined;
     this.status = undefined;
     this.grpcStatus = undefined;
+    this.grpcByShape = false;
+    this.responseUnknown = false;
     return this;
   }
 }
@@ -553,7 +563,10 @@ export class H2Connection<M> {
       headers: (stream, fields, endStream, at) => this.#headers(stream, fields, endStream, at),
       end: (stream, at) => {
         const s = this.#streams.get(stream);
-        if (s && s.requestIo !== this.#io) this.#finish(s, at);
+        if (!s || s.requestIo === this.#io) return;
+        /* A response that ends on DATA is no gRPC response. */
+        s.grpcByShape = false;
+        this.#finish(s, at);
       },
       reset: (stream, at) => {
         const s = this.#streams.get(stream);
@@ -605,7 +618,9 @@ export class H2Connection<M> {
         this.#lastContentType = contentType;
         this.#lastGrpc = (contentType ?? "").startsWith("application/grpc");
       }
-      const displaced = this.#streams.add(this.pool.take<M>(stream, io, this.#requestHead(method, f[F_PATH] ?? "", f[F_AUTHORITY]), f[F_SCHEME], this.#lastGrpc, at, this.#meta as M));
+      const opened = this.pool.take<M>(stream, io, this.#requestHead(method, f[F_PATH] ?? "", f[F_AUTHORITY]), f[F_SCHEME], this.#lastGrpc, at, this.#meta as M);
+      if (this.#partial && contentType === undefined && method === "POST" && this.directions[io].unknownFields > 0) opened.grpcByShape = grpcNames(opened.request.path ?? "") !== undefined;
+      const displaced = this.#streams.add(opened);
       if (displaced !== undefined) this.counters.unanswered++;
       return;
     }
@@ -619,7 +634,9 @@ export class H2Connection<M> {
       const n = this.#lastStatus;
       if (n >= 100 && n < 200) return; /* interim responses */
       s.status = n;
+      if (n !== 200) s.grpcByShape = false;
     }
+    if (this.#partial && this.directions[io].unknownFields > 0) s.responseUnknown = true;
     const gs = f[F_GRPC_STATUS];
     if (gs !== undefined && /^\d+$/.test(gs)) s.grpcStatus = Number(gs);
     if (endStream) this.#finish(s, at);
@@ -641,9 +658,11 @@ export class H2Connection<M> {
     s.response = responseHead(s.status);
     s.endNs = endNs;
     if (s.role === "server") s.meta = this.#meta as M;
-    if (s.grpc) {
+    if (s.grpc || s.grpcByShape) {
       const names = grpcNames(s.request.path ?? "");
-      if (names) s.rpc = { system: "grpc", service: names.service, method: names.method, statusCode: s.grpcStatus };
+      /* No grpc-status decoded where the response named fields by entries from before: unknown, not missing. */
+      const statusCode = s.grpcStatus ?? (s.responseUnknown ? STATUS_UNKNOWN : undefined);
+      if (names) s.rpc = { system: "grpc", service: names.service, method: names.method, statusCode };
     }
     (this.#done ??= []).push(s);
   }
@@ -664,9 +683,11 @@ export class H2Connection<M> {
    * The connection was open before the agent looked at it (the kernel found HTTP/2 frames in its middle): each
    * direction starts at its first call that starts with frames, its HPACK table partial (H2Direction.startMidstream).
    * A field named by an entry from before is unknown: a request without its :path has no url.path nor http.route, one
-   * without its :method (on a new stream, in the direction requests travel) has method `_OTHER`, one without its
-   * content-type is not taken for gRPC; a response without its :status has status STATUS_UNKNOWN. Streams open when
-   * decoding began are not reported. Before the first call.
+   * without its :method (on a new stream, in the direction requests travel) has method `_OTHER`; a response without
+   * its :status has status STATUS_UNKNOWN. A POST to a `/service/method` path without its content-type is a gRPC
+   * call when its response is a 200 that ends on a header block (trailers, or trailers only), as gRPC responses
+   * always do and others seldom; a call whose grpc-status was not decoded there has status STATUS_UNKNOWN (not an
+   * error). Streams open when decoding began are not reported. Before the first call.
    */
   midstream(): void {
     this.#partial = true;

@@ -96,7 +96,10 @@ export interface RpcInfo {
   system: "grpc";
   service: string;
   method: string;
-  /** grpc-status of the trailers (or of a trailers-only response); undefined when none arrived. */
+  /**
+   * grpc-status of the trailers (or of a trailers-only response); undefined when none arrived; STATUS_UNKNOWN when
+   * the response named fields by HPACK entries from before decoding began (a connection decoded from its middle).
+   */
   statusCode: number | undefined;
 }
 

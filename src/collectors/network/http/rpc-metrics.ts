@@ -11,7 +11,7 @@ import type { Attributes } from "../../../export/types";
 import { Temporality, type MetricPointItem, type Scope } from "../../../export/model";
 import { bucketIndex } from "../connections";
 import { ResourceKeys } from "../resource-keys";
-import { exchangeDurationNs, type HttpExchange } from "./parser";
+import { STATUS_UNKNOWN, exchangeDurationNs, type HttpExchange } from "./parser";
 import { rpcUrlScheme, type EndpointMeta } from "./spans";
 
 export const METRIC_RPC_SERVER_DURATION = "rpc.server.duration";
@@ -68,7 +68,7 @@ export class RpcMetrics {
       "server.port": server ? m.localPort : m.remotePort,
     };
     if (!server) attributes["server.address"] = m.remoteAddress;
-    if (rpc.statusCode !== undefined) attributes["rpc.grpc.status_code"] = rpc.statusCode;
+    if (rpc.statusCode !== undefined && rpc.statusCode !== STATUS_UNKNOWN) attributes["rpc.grpc.status_code"] = rpc.statusCode;
     const name = server ? METRIC_RPC_SERVER_DURATION : METRIC_RPC_CLIENT_DURATION;
     let key = `${name}\u0000${this.#resourceKeys.of(who.resource)}\u0000${who.name}\u0000${rpc.service}\u0000${rpc.method}\u0000${rpc.statusCode ?? ""}\u0000${attributes["server.port"]}\u0000${attributes["server.address"] ?? ""}\u0000${attributes["url.scheme"]}`;
     let s = this.#series.get(key);

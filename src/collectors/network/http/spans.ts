@@ -218,9 +218,13 @@ export class RouteTable {
 /** gRPC status codes a server reports as errors (RPC semantic conventions, gRPC): UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS. */
 const GRPC_SERVER_ERRORS = new Set([2, 4, 12, 13, 14, 15]);
 
-/** Whether a gRPC call ended in error for the side that reports it (clients: any status but OK; no status at all is one too). */
+/**
+ * Whether a gRPC call ended in error for the side that reports it (clients: any status but OK; no status at all is
+ * one too; a status not known, STATUS_UNKNOWN, is none).
+ */
 export function grpcIsError(server: boolean, code: number | undefined): boolean {
   if (code === undefined) return true;
+  if (code === STATUS_UNKNOWN) return false;
   return server ? GRPC_SERVER_ERRORS.has(code) : code !== 0;
 }
 
@@ -255,7 +259,7 @@ function rpcSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): SpanItem {
     "server.address": server ? (host?.address ?? m.localAddress) : (host?.address ?? m.remoteAddress),
     "server.port": server ? (host?.port ?? m.localPort) : (host?.port ?? m.remotePort),
   };
-  if (rpc.statusCode !== undefined) attributes["rpc.grpc.status_code"] = rpc.statusCode;
+  if (rpc.statusCode !== undefined && rpc.statusCode !== STATUS_UNKNOWN) attributes["rpc.grpc.status_code"] = rpc.statusCode;
   if (server) {
     attributes["client.address"] = m.remoteAddress;
     attributes["client.port"] = m.remotePort;

@@ -352,7 +352,16 @@ describe("HTTP/2 connections decoded from their middle (opened before the agent 
     /* A response to stream 19, open before: its stream is unknown here, ignored. */
     expect(midstream(c, IO_WRITE, c.headers(IO_WRITE, 19, { ":status": "200" }, END_HEADERS | END_STREAM))).toEqual([]);
     const [old] = midstream(c, IO_WRITE, cat(c.headers(IO_WRITE, 21, { ":status": "200", "content-type": "application/grpc" }), c.headers(IO_WRITE, 21, { "grpc-status": "0" }, END_HEADERS | END_STREAM)));
-    expect([old!.role, old!.request.method, old!.request.path, old!.request.host, old!.response.status, old!.rpc, old!.request.version]).toEqual(["server", "POST", "/pkg.Svc/Old", undefined, 200, undefined, "2"]);
+    /* Its content-type and grpc-status were indexed before: a gRPC call by its shape (below), status unknown. */
+    expect([old!.role, old!.request.method, old!.request.path, old!.request.host, old!.response.status, old!.rpc, old!.request.version]).toEqual([
+      "server",
+      "POST",
+      "/pkg.Svc/Old",
+      undefined,
+      200,
+      { system: "grpc", service: "pkg.Svc", method: "Old", statusCode: STATUS_UNKNOWN },
+      "2",
+    ]);
     /* Stream 23: a path never sent before goes into the table as a literal, known from here on. */
     midstream(c, IO_READ, c.headers(IO_READ, 23, { ":method": "GET", ":scheme": "http", ":path": "/new/7", ":authority": "svc" }, END_HEADERS | END_STREAM));
     const [fresh] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 23, { ":status": "404" }, END_HEADERS | END_STREAM));
@@ -371,6 +380,38 @@ describe("HTTP/2 connections decoded from their middle (opened before the agent 
     const [put] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 29, { ":status": "200" }, END_HEADERS | END_STREAM));
     expect([put!.request.method, put!.request.path, put!.response.status]).toEqual(["_OTHER", "/put", 200]);
     expect(c.tracker.h2Counters.lostDirections).toBe(0);
+  });
+
+  test("gRPC by its shape: a POST to /service/method without its content-type, answered 200 and ended on a header block", () => {
+    const c = opened();
+    const post = (id: number, path: string, extra: Record<string, string> = { "content-type": "application/grpc" }) =>
+      midstream(c, IO_READ, c.headers(IO_READ, id, { ":method": "POST", ":scheme": "http", ":path": path, ":authority": "svc", ...extra }, END_HEADERS | END_STREAM));
+    const rpcOf = (x: { rpc?: unknown } | undefined) => x?.rpc;
+    /* Trailers-only (a header block with END_STREAM): its grpc-status 5, never sent before, is a literal whose name
+     * is the entry of grpc-status 0 from before: unknown too. */
+    post(21, "/pkg.Svc/Old");
+    const [only] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 21, { ":status": "200", "content-type": "application/grpc", "grpc-status": "5" }, END_HEADERS | END_STREAM));
+    expect(rpcOf(only)).toEqual({ system: "grpc", service: "pkg.Svc", method: "Old", statusCode: STATUS_UNKNOWN });
+    /* HEADERS, DATA, trailers with grpc-status 0 from before: a call of unknown status. */
+    post(23, "/pkg.Svc/Other");
+    midstream(c, IO_WRITE, cat(c.headers(IO_WRITE, 23, { ":status": "200", "content-type": "application/grpc" }), frame(0, 0, 23, new Uint8Array([0, 0, 0, 0, 1, 7]))));
+    const [trailed] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 23, { "grpc-status": "0" }, END_HEADERS | END_STREAM));
+    expect(rpcOf(trailed)).toEqual({ system: "grpc", service: "pkg.Svc", method: "Other", statusCode: STATUS_UNKNOWN });
+    /* A response that ends on DATA is no gRPC response. */
+    post(25, "/pkg.Svc/Old");
+    const [data] = midstream(c, IO_WRITE, cat(c.headers(IO_WRITE, 25, { ":status": "200", "content-type": "application/grpc" }), frame(0, END_STREAM, 25, new Uint8Array(6))));
+    expect([data!.request.path, data!.response.status, rpcOf(data)]).toEqual(["/pkg.Svc/Old", 200, undefined]);
+    /* Nor one with another status (a proxy's 404), ended on a header block as it may be. */
+    post(27, "/pkg.Svc/Old");
+    const [missing] = midstream(c, IO_WRITE, c.headers(IO_WRITE, 27, { ":status": "404" }, END_HEADERS | END_STREAM));
+    expect([missing!.response.status, rpcOf(missing)]).toEqual([404, undefined]);
+    /* Another path shape, another method: not gRPC. */
+    post(31, "/pkg.Svc/Old/more");
+    midstream(c, IO_READ, c.headers(IO_READ, 33, { ":method": "GET", ":scheme": "http", ":path": "/pkg.Svc/Old", ":authority": "svc", "content-type": "application/grpc" }, END_HEADERS | END_STREAM));
+    for (const id of [31, 33]) {
+      const [x] = midstream(c, IO_WRITE, c.headers(IO_WRITE, id, { ":status": "200", "grpc-status": "0" }, END_HEADERS | END_STREAM));
+      expect([x!.request.path, x!.response.status, rpcOf(x)]).toEqual([id === 31 ? "/pkg.Svc/Old/more" : "/pkg.Svc/Old", 200, undefined]);
+    }
   });
 
   test("without the kernel's mark the same calls decode nothing: a connection seen after its start is not guessed at", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
+import { STATUS_UNKNOWN, type HttpExchange } from "../../../../../src/collectors/network/http/parser";
 import { RPC_DURATION_BOUNDS_MS, RpcMetrics } from "../../../../../src/collectors/network/http/rpc-metrics";
-import type { EndpointMeta } from "../../../../../src/collectors/network/http/spans";
+import { grpcIsError, type EndpointMeta } from "../../../../../src/collectors/network/http/spans";
 
 const meta: EndpointMeta = { pid: 7, comm: "srv", localAddress: "127.0.0.1", localPort: 50051, remoteAddress: "127.0.0.1", remotePort: 40000 };
 const call = (method: string, code: number | undefined, ms: number, role: "server" | "client" = "server"): HttpExchange<EndpointMeta> => ({
@@ -41,5 +41,20 @@ describe("RPC duration metrics", () => {
     m.add(call("A", 0, 1, "client"));
     const [c] = m.collect(30n);
     expect([c?.name, c?.attributes?.["server.address"], c?.attributes?.["server.port"], c?.startTimeUnixNano]).toEqual(["rpc.client.duration", "127.0.0.1", 40000, 20n]);
+  });
+});
+
+describe("RPC metrics and spans of calls whose status is not known (decoded from a connection's middle)", () => {
+  test("no rpc.grpc.status_code, a series apart from those with a status, and no error", () => {
+    const m = new RpcMetrics({ maxSeries: 10, describe: () => ({ name: "srv", resource: undefined }) }, 0n);
+    m.add(call("A", STATUS_UNKNOWN, 3));
+    m.add(call("A", STATUS_UNKNOWN, 4));
+    m.add(call("A", 0, 5));
+    const points = m.collect(10n);
+    expect(points.map((p) => [p.attributes?.["rpc.method"], "rpc.grpc.status_code" in (p.attributes ?? {}) ? p.attributes?.["rpc.grpc.status_code"] : "none", p.type === "histogram" ? p.count : 0])).toEqual([
+      ["A", "none", 2],
+      ["A", 0, 1],
+    ]);
+    expect([grpcIsError(true, STATUS_UNKNOWN), grpcIsError(false, STATUS_UNKNOWN), grpcIsError(false, undefined), grpcIsError(true, 13)]).toEqual([false, false, true, true]);
   });
 });
