@@ -251,15 +251,20 @@ static __always_inline __u32 h2_frame_start(const __u8 *d)
   return ok ? len + 9 : 0;
 }
 
+/* Iovecs after the first that h2_midstream_start looks through for the second frame header. */
+#define H2_MIDSTREAM_IOVECS 4
+
 /*
  * Whether a call whose first bytes (`head` of them at `d`) were read starts with HTTP/2 frames, for a connection
  * seen only after it opened: a frame header (h2_frame_start; not a CONTINUATION's, which follows a HEADERS frame,
  * rarely at a call's start, nor an empty HEADERS frame's: their looser shapes would let more of another protocol's
- * bytes pass) whose frame ends where the call (`moved` bytes) does, or is followed by another frame header within
- * the call's first `len` contiguous bytes at `buf` (read into `spare`, 9 bytes of map memory: one more read of user
- * memory).
+ * bytes pass) whose frame ends where the call (`moved` bytes) does, or is followed by another frame header (read
+ * into `spare`, 9 bytes of map memory: one more read of user memory). That header is looked for in the call's first
+ * `len` contiguous bytes at `buf` and, for an iovec call (`iovcnt` iovecs at `iovp`, `buf` the first's bytes), in
+ * the next H2_MIDSTREAM_IOVECS iovecs, whole in one of them (Node's HTTP/2 client writes a request's frame header,
+ * header block and DATA frame in iovecs of their own).
  */
-static __always_inline int h2_midstream_start(const __u8 *d, __u32 head, __u64 buf, __u64 len, __u64 moved, __u8 *spare)
+static __always_inline int h2_midstream_start(const __u8 *d, __u32 head, __u64 buf, __u64 len, __u64 iovp, __u64 iovcnt, __u64 moved, __u8 *spare)
 {
   if (head < 9)
     return 0;
@@ -268,9 +273,30 @@ static __always_inline int h2_midstream_start(const __u8 *d, __u32 head, __u64 b
     return 0;
   if (n == moved)
     return 1;
-  if (n + 9 > len)
-    return 0;
-  if (bpf_probe_read_user(spare, 9, (void *)(buf + n)) != 0)
+  __u64 at = 0;
+  if (n + 9 <= len) {
+    at = buf + n;
+  } else {
+    /* The bytes of the iovecs before the one read from. */
+    __u64 off = len;
+    for (__u32 k = 1; k <= H2_MIDSTREAM_IOVECS; k++) {
+      if (k >= iovcnt)
+        return 0;
+      struct iovec iov = {};
+      if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(iovp + k * sizeof(iov))) != 0)
+        return 0;
+      if (n < off + iov.iov_len) {
+        if (n + 9 > off + iov.iov_len)
+          return 0;
+        at = (__u64)iov.iov_base + (n - off);
+        break;
+      }
+      off += iov.iov_len;
+    }
+    if (at == 0)
+      return 0;
+  }
+  if (bpf_probe_read_user(spare, 9, (void *)at) != 0)
     return 0;
   return h2_frame_start(spare) != 0;
 }

@@ -1138,8 +1138,9 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
       if (iov.iov_len > 0)
         break;
       iovp += sizeof(iov);
+      iovcnt--;
     }
-    if (iov.iov_len == 0)
+    if (iov.iov_len == 0 || iovcnt == 0)
       return 0;
     buf = (__u64)iov.iov_base;
     if (iov.iov_len < len)
@@ -1170,7 +1171,7 @@ static __always_inline int emit_http(struct conn *c, __u64 skp, __u32 io, __u64 
   /* A long-lived HTTP/2 connection open before the agent (or before a reload of this set): decoded from this call on
    * (HTTP_EVENT_H2_MIDSTREAM); the spare bytes past those read above, in the record emit_h2 overwrites. */
   if (start == START_NONE && seen_midway_without_http(c) && !c->sampled &&
-      h2_midstream_start(e->data, head, buf, len, moved, e->data + RED_HEAD_BYTES)) {
+      h2_midstream_start(e->data, head, buf, len, is_iov ? iovp : 0, is_iov ? iovcnt : 0, moved, e->data + RED_HEAD_BYTES)) {
     c->flags |= FLAG_H2;
     count_stat(STAT_H2_MIDSTREAM);
     goto h2;

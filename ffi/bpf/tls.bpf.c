@@ -365,7 +365,7 @@ static __always_inline int leave(long ret)
   if (!(conn->flags & TLS_CONN_H2) && off == 0 && h2_opening(e->data, head)) {
     conn->flags |= TLS_CONN_H2;
   } else if (!(conn->flags & (TLS_CONN_H2 | TLS_CONN_HTTP)) && !conn->sampled &&
-             h2_midstream_start(e->data, head, c.buf, moved, moved, e->data + RED_HEAD_BYTES)) {
+             h2_midstream_start(e->data, head, c.buf, moved, 0, 0, moved, e->data + RED_HEAD_BYTES)) {
     /* An HTTP/2 connection older than the probes (an SSL object first seen in its middle): decoded from here on. */
     conn->flags |= TLS_CONN_H2 | TLS_CONN_H2_MIDSTREAM;
     count_stat(STAT_H2_MIDSTREAM);

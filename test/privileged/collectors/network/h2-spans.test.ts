@@ -6,7 +6,7 @@
  * the receiver; the HTTP RED metrics count the HTTP/2 exchanges and the RPC duration metrics the gRPC calls.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { GRPC_ECHO_COMMON, GRPC_ECHO_SERVER, decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
 
 setDefaultTimeout(60_000);
 
@@ -30,30 +30,7 @@ s.on("stream", (stream, headers) => {
 s.listen(0, "127.0.0.1", () => console.log(s.address().port));
 `;
 
-const GRPC_COMMON = `
-const grpc = require("@grpc/grpc-js");
-const id = (b) => b;
-const def = (path, requestStream, responseStream) => ({ path, requestStream, responseStream, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id });
-const service = {
-  Echo: def("/test.v1.Echo/Echo", false, false),
-  Fail: def("/test.v1.Echo/Fail", false, false),
-  Stream: def("/test.v1.Echo/Stream", false, true),
-  Collect: def("/test.v1.Echo/Collect", true, false),
-};
-`;
-
-const GRPC_SERVER = `${GRPC_COMMON}
-const server = new grpc.Server();
-server.addService(service, {
-  Echo: (call, cb) => cb(null, call.request),
-  Fail: (call, cb) => cb({ code: grpc.status.NOT_FOUND, details: "nothing here" }),
-  Stream: (call) => { for (let i = 0; i < 3; i++) call.write(Buffer.from("part" + i)); call.end(); },
-  Collect: (call, cb) => { let n = 0; call.on("data", () => n++); call.on("end", () => cb(null, Buffer.from(String(n)))); },
-});
-server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => { if (err) throw err; console.log(port); });
-`;
-
-const GRPC_CLIENT = `${GRPC_COMMON}
+const GRPC_CLIENT = `${GRPC_ECHO_COMMON}
 const Client = grpc.makeGenericClientConstructor(service, "Echo");
 const c = new Client("127.0.0.1:" + process.argv[1], grpc.credentials.createInsecure());
 const unary = (m, arg) => new Promise((res) => c[m](arg, (err, v) => res(err ? err.code : 0)));
@@ -104,7 +81,7 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
       metrics_interval: 1s`);
     await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
     h2Server = spawnNode(H2_SERVER);
-    grpcServer = spawnNode(GRPC_SERVER);
+    grpcServer = spawnNode(GRPC_ECHO_SERVER);
     children.push(h2Server, grpcServer);
     h2Port = Number(await firstLine(h2Server));
     grpcPort = Number(await firstLine(grpcServer));

@@ -209,6 +209,34 @@ const lines = require("node:readline").createInterface({ input: process.stdin })
 })();
 `;
 
+/** @grpc/grpc-js and the test.v1.Echo service (bytes in, bytes out): unary Echo and Fail, server-streaming Stream, client-streaming Collect. */
+export const GRPC_ECHO_COMMON = `
+const grpc = require("@grpc/grpc-js");
+const id = (b) => b;
+const def = (path, requestStream, responseStream) => ({ path, requestStream, responseStream, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id });
+const service = {
+  Echo: def("/test.v1.Echo/Echo", false, false),
+  Fail: def("/test.v1.Echo/Fail", false, false),
+  Stream: def("/test.v1.Echo/Stream", false, true),
+  Collect: def("/test.v1.Echo/Collect", true, false),
+};
+`;
+
+/**
+ * An h2c gRPC server of test.v1.Echo on 127.0.0.1 (run by node from the repository, which has @grpc/grpc-js); prints
+ * its port. Echo answers its request, Fail NOT_FOUND, Stream three messages, Collect how many it got.
+ */
+export const GRPC_ECHO_SERVER = `${GRPC_ECHO_COMMON}
+const server = new grpc.Server();
+server.addService(service, {
+  Echo: (call, cb) => cb(null, call.request),
+  Fail: (call, cb) => cb({ code: grpc.status.NOT_FOUND, details: "nothing here" }),
+  Stream: (call) => { for (let i = 0; i < 3; i++) call.write(Buffer.from("part" + i)); call.end(); },
+  Collect: (call, cb) => { let n = 0; call.on("data", () => n++); call.on("end", () => cb(null, Buffer.from(String(n)))); },
+});
+server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => { if (err) throw err; console.log(port); });
+`;
+
 /** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process. */
 export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
   const server = await startPortServer([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`]);
