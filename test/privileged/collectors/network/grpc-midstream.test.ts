@@ -10,7 +10,7 @@
  * the second round's five calls; nothing of the connection counts as HTTP. Both capture modes.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { GRPC_ECHO_COMMON, GRPC_ECHO_SERVER, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { GRPC_ECHO_COMMON, GRPC_ECHO_SERVER, startAgentThenGo, until, type DecodedSpan, type TracingAgent } from "./harness";
 import { firstLine } from "../../../helpers/wait";
 
 setDefaultTimeout(60_000);
@@ -48,15 +48,9 @@ describe.each(["socket", "syscalls"] as const)("a gRPC connection opened before 
     client = Bun.spawn(["node", "-e", CLIENT, String(port)], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
     expect(await firstLine(client.stdout)).toBe("open");
     /* The connection and its first round are behind it: now the agent starts. */
-    t = await startTracingAgent(`    network:
-      enabled: true
-      http_capture: ${mode}
-      max_spans_per_second: 1000000
-      metrics_interval: 1s`);
-    await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    client.stdin.write("go\n");
-    client.stdin.flush();
-    expect(await firstLine(client.stdout)).toBe(JSON.stringify([0, 0, 0, 5, 0]));
+    const started = await startAgentThenGo(mode, client);
+    t = started.t;
+    expect(started.line).toBe(JSON.stringify([0, 0, 0, 5, 0]));
   }, 90_000);
 
   afterAll(async () => {

@@ -12,7 +12,7 @@
  * sockets each time. Both capture modes (socket storage and syscall tracepoints).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { LONG_LIVED_H2_CLIENT, decodeSpansWithProtoc, startTracingAgent, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { LONG_LIVED_H2_CLIENT, decodeSpansWithProtoc, startAgentThenGo, until, type DecodedSpan, type TracingAgent } from "./harness";
 import { firstLine } from "../../../helpers/wait";
 
 setDefaultTimeout(60_000);
@@ -43,15 +43,9 @@ describe.each(["socket", "syscalls"] as const)("an HTTP/2 connection opened befo
     clientProc = Bun.spawn(["node", "-e", LONG_LIVED_H2_CLIENT, `http://127.0.0.1:${port}`], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
     expect(await firstLine(clientProc.stdout)).toBe("open");
     /* The connection and its first five streams are behind it: now the agent starts. */
-    t = await startTracingAgent(`    network:
-      enabled: true
-      http_capture: ${mode}
-      max_spans_per_second: 1000000
-      metrics_interval: 1s`);
-    await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
-    clientProc.stdin.write("go\n");
-    clientProc.stdin.flush();
-    counts = JSON.parse(await firstLine(clientProc.stdout));
+    const started = await startAgentThenGo(mode, clientProc);
+    t = started.t;
+    counts = JSON.parse(started.line);
   }, 90_000);
 
   async function programId(name: string): Promise<number> {

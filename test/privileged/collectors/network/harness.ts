@@ -10,6 +10,7 @@ import { inProcessAgent, type InProcessAgent } from "../../../helpers/in-process
 import { startPortServer } from "../../../helpers/ports";
 import { parseProtocText, type ProtocNode } from "../../../helpers/protoc";
 import { quietConfig } from "../../../helpers/quiet-config";
+import { firstLine } from "../../../helpers/wait";
 
 type Json = Record<string, unknown>;
 
@@ -164,6 +165,23 @@ export async function startCaptureAgent(mode: "socket" | "syscalls"): Promise<Tr
 }
 
 /**
+ * For a connection opened before the agent: starts it now (network tracing in capture mode `mode`, every exchange a
+ * span, metrics each second), and once ebpf/network is ok writes "go" to `client` (a long-lived client waiting on
+ * its stdin) and resolves with the agent and the first line the client prints back.
+ */
+export async function startAgentThenGo(mode: "socket" | "syscalls", client: Bun.Subprocess<"pipe", "pipe", "inherit">): Promise<{ t: TracingAgent; line: string }> {
+  const t = await startTracingAgent(`    network:
+      enabled: true
+      http_capture: ${mode}
+      max_spans_per_second: 1000000
+      metrics_interval: 1s`);
+  await until(() => t.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+  client.stdin.write("go\n");
+  client.stdin.flush();
+  return { t, line: await firstLine(client.stdout) };
+}
+
+/**
  * A Node HTTP/2 cleartext server (header lists up to 1 MiB) answering every stream 200 with "hello <path>"; prints
  * its loopback port first (for startPortServer(["node", "-e", NODE_H2_SERVER])).
  */
@@ -209,31 +227,15 @@ const lines = require("node:readline").createInterface({ input: process.stdin })
 })();
 `;
 
-/** @grpc/grpc-js and the test.v1.Echo service (bytes in, bytes out): unary Echo and Fail, server-streaming Stream, client-streaming Collect. */
+/** @grpc/grpc-js and the test.v1.Echo service (test/fixtures/grpc-echo-service.cjs), for node -e run from the repository. */
 export const GRPC_ECHO_COMMON = `
-const grpc = require("@grpc/grpc-js");
-const id = (b) => b;
-const def = (path, requestStream, responseStream) => ({ path, requestStream, responseStream, requestSerialize: id, requestDeserialize: id, responseSerialize: id, responseDeserialize: id });
-const service = {
-  Echo: def("/test.v1.Echo/Echo", false, false),
-  Fail: def("/test.v1.Echo/Fail", false, false),
-  Stream: def("/test.v1.Echo/Stream", false, true),
-  Collect: def("/test.v1.Echo/Collect", true, false),
-};
+const { grpc, service, handlers } = require("./test/fixtures/grpc-echo-service.cjs");
 `;
 
-/**
- * An h2c gRPC server of test.v1.Echo on 127.0.0.1 (run by node from the repository, which has @grpc/grpc-js); prints
- * its port. Echo answers its request, Fail NOT_FOUND, Stream three messages, Collect how many it got.
- */
+/** An h2c gRPC server of test.v1.Echo on 127.0.0.1 (node -e, from the repository); prints its port. */
 export const GRPC_ECHO_SERVER = `${GRPC_ECHO_COMMON}
 const server = new grpc.Server();
-server.addService(service, {
-  Echo: (call, cb) => cb(null, call.request),
-  Fail: (call, cb) => cb({ code: grpc.status.NOT_FOUND, details: "nothing here" }),
-  Stream: (call) => { for (let i = 0; i < 3; i++) call.write(Buffer.from("part" + i)); call.end(); },
-  Collect: (call, cb) => { let n = 0; call.on("data", () => n++); call.on("end", () => cb(null, Buffer.from(String(n)))); },
-});
+server.addService(service, handlers);
 server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => { if (err) throw err; console.log(port); });
 `;
 
