@@ -88,7 +88,8 @@
  * any connection, but no HTTP capture or RED counting (the agent's exports seen by a local receiver). */
 #define FLAG_SELF_PEER 64
 /* An HTTP/2 connection no longer forwarded: one of its records was refused (h2_records_per_second, or the ring
- * three quarters full) or lost (ring full). User space cannot decode the rest of it, so no more of it is read. */
+ * three quarters full) or lost (ring full). User space cannot go on decoding it: it is forwarded again from a later
+ * call that starts with frames (emit_h2), and decoded anew from there. */
 #define FLAG_H2_STOPPED 128
 
 #define HTTP_CAPTURE_BYTES 256
@@ -114,6 +115,13 @@
 /* struct http_event.flags: a call of an HTTP/2 connection found in its middle (h2_midstream_start): user space decodes it
  * from the first call of each direction that starts with frames, its HPACK tables partial. */
 #define HTTP_EVENT_H2_MIDSTREAM 2
+/* struct http_event.flags: the first call forwarded of a stopped HTTP/2 connection that resumed, or the first call
+ * that starts with frames after one forwarded cut (emit_h2): user space decodes the connection anew from here, as one
+ * found in its middle, where it cannot go on decoding it. */
+#define HTTP_EVENT_H2_RESUMED 4
+/* h2_scratch_value.resuming: the call may resume a stopped connection, or mark the first call with frames after a cut. */
+#define H2_RESUME_STOPPED 1
+#define H2_RESUME_CUT 2
 
 #define IO_READ 0
 #define IO_WRITE 1
@@ -140,7 +148,9 @@
 #define STAT_NOT_HTTP 10
 /* HTTP/2 connections found in their middle (open before the programs loaded): forwarded from there (FLAG_H2). */
 #define STAT_H2_MIDSTREAM 11
-#define STAT_COUNT 12
+/* Stopped HTTP/2 connections forwarded again (emit_h2). */
+#define STAT_H2_RESUMED 12
+#define STAT_COUNT 13
 
 /* Set before load. */
 #define CAPTURE_OFF 0
@@ -191,7 +201,9 @@ struct conn {
                         * e.g. WebSocket: back to HTTP/1.x capture, and the RED exchange counts with status 101) */
   __u8 opaque;         /* 133: OPAQUE_*: the connection carries no HTTP (TLS records, another protocol), never read for it again */
   __u8 tunnel;         /* 134: a CONNECT request was seen: what follows its answer may be TLS */
-  __u8 pad2;           /* 135 */
+  __u8 h2_resync;      /* 135: an HTTP/2 call was forwarded cut: the next one that starts with frames is marked
+                        * HTTP_EVENT_H2_RESUMED, for user space to decode anew from there should the cut have lost it a
+                        * direction (emit_h2) */
 };
 
 /* struct conn.opaque */
@@ -362,6 +374,9 @@ struct h2_scratch_value {
   /* The run of iovecs that continue one another being gathered (emit_h2): in map memory, whose values the verifier
    * does not follow, so that each turn of the loop leaves it in one state. */
   struct iovec run;
+  /* What emit_h2's call may do (H2_RESUME_*): kept here, where the verifier does not follow its value, so that it
+   * walks the gathering once rather than once per value. */
+  __u32 resuming;
 };
 
 struct {
@@ -793,8 +808,9 @@ static __always_inline int seen_midway_without_http(const struct conn *c)
  */
 static __always_inline int needs_inspection(struct conn *c, __u32 io, __u64 moved)
 {
-  if ((c->flags & FLAG_H2_STOPPED) || c->opaque)
+  if (c->opaque)
     return 0;
+  /* HTTP/2 connections also while stopped: emit_h2 resumes them. */
   if (c->sampled || (c->flags & FLAG_H2))
     return 1;
   /* The first call of a direction on a connection seen from its start: it may open HTTP/2 (a server's SETTINGS). */
@@ -963,24 +979,46 @@ static __always_inline int upgraded_to_h2(__u64 buf, __u32 is_iov)
  * Takes one record of the per-second HTTP/2 budget; refused as well while the ring is three quarters full (what
  * user space does not drain stops connections here, counted, rather than losing records of every connection).
  */
-static __always_inline int take_h2_token(__u64 now)
+static __always_inline int take_h2_token(__u64 now, int count)
 {
   __u32 zero = 0;
   struct rate_window *w = bpf_map_lookup_elem(&h2_rate, &zero);
   if (!w)
     return 0;
   if (!svc_window_open(w, now, h2_records_per_second)) {
-    count_stat(STAT_H2_STOPPED_LIMIT);
+    if (count)
+      count_stat(STAT_H2_STOPPED_LIMIT);
     return 0;
   }
   if (bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 4 * 3) {
-    count_stat(STAT_H2_STOPPED_RING);
+    if (count)
+      count_stat(STAT_H2_STOPPED_RING);
     return 0;
   }
   if (svc_window_take(w, h2_records_per_second))
     return 1;
-  count_stat(STAT_H2_STOPPED_LIMIT);
+  if (count)
+    count_stat(STAT_H2_STOPPED_LIMIT);
   return 0;
+}
+
+/*
+ * Whether the `got` bytes gathered of a call that moved `moved` start with HTTP/2 frames, as h2_midstream_start asks
+ * of a connection's first call seen: a stopped connection resumes at such a call.
+ */
+static __always_inline int h2_gathered_frames(const __u8 *d, __u32 got, __u64 moved)
+{
+  if (got < 9 || got > H2_CAPTURE_BYTES)
+    return 0;
+  __u32 n = h2_frame_start(d);
+  if (n == 0 || n > moved || d[3] == 9 || (d[3] == 1 && n == 9))
+    return 0;
+  if (n == moved)
+    return 1;
+  if (n + 9 > got)
+    return 0;
+  asm volatile("%0 &= 4095" : "+r"(n));
+  return h2_frame_start(d + n) != 0;
 }
 
 /*
@@ -988,18 +1026,25 @@ static __always_inline int take_h2_token(__u64 now)
  * H2_MAX_IOVECS iovecs in order (`buf` a struct iovec * when is_iov). No exchange budget: user space parses
  * frames and keeps HPACK state, which needs every header block of the connection. Bounded by h2_records_per_second
  * and ring pressure instead: a refused call stops the connection's forwarding (FLAG_H2_STOPPED), said by a
- * header-only record (HTTP_EVENT_H2_STOPPED); a record lost in a full ring stops it too.
+ * header-only record (HTTP_EVENT_H2_STOPPED); a record lost in a full ring stops it too. A stopped connection
+ * resumes at a later call that starts with frames (h2_gathered_frames) once the ring is under a quarter full and
+ * the budget has room: that record says so (HTTP_EVENT_H2_RESUMED), and user space decodes the connection anew from
+ * there, as one found in its middle (the header blocks in between, and the HPACK entries they added, are unknown).
  */
 static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 buf, __u32 is_iov, __u64 iovcnt, __u64 moved, __u64 now, __u64 ts)
 {
-  if (c->flags & FLAG_H2_STOPPED)
-    return 0;
   __u32 zero = 0;
   struct h2_scratch_value *sv = bpf_map_lookup_elem(&h2_scratch, &zero);
   if (!sv)
     return 0;
   struct http_event *e = &sv->e;
-  if (!take_h2_token(now)) {
+  sv->resuming = (c->flags & FLAG_H2_STOPPED) ? H2_RESUME_STOPPED : c->h2_resync ? H2_RESUME_CUT : 0;
+  if ((c->flags & FLAG_H2_STOPPED) && bpf_ringbuf_query(&http_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&http_events, BPF_RB_RING_SIZE) / 4)
+    return 0;
+  if (!take_h2_token(now, *(volatile __u32 *)&sv->resuming != H2_RESUME_STOPPED)) {
+    /* A stopped connection stays stopped while the budget has no room: said once, when it stopped. */
+    if (*(volatile __u32 *)&sv->resuming == H2_RESUME_STOPPED)
+      return 0;
     c->flags |= FLAG_H2_STOPPED;
     fill_http_header(e, c, skp, io, moved, 0, ts);
     e->flags = HTTP_EVENT_H2_STOPPED;
@@ -1053,9 +1098,25 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
       sv->run = *next;
     }
   }
+  __u32 resuming = *(volatile __u32 *)&sv->resuming;
+  if (resuming) {
+    int frames = h2_gathered_frames(e->data, got, moved);
+    /* A stopped connection stays stopped until a call starts with frames; after a cut, calls go on meanwhile. */
+    if (!frames && resuming == H2_RESUME_STOPPED)
+      return 0;
+    if (!frames)
+      resuming = 0;
+    else if (resuming == H2_RESUME_STOPPED)
+      count_stat(STAT_H2_RESUMED);
+    c->flags &= ~FLAG_H2_STOPPED;
+    if (frames)
+      c->h2_resync = 0;
+  }
   fill_http_header(e, c, skp, io, moved, got, ts);
   if (seen_midway_without_http(c))
     e->flags = HTTP_EVENT_H2_MIDSTREAM;
+  if (resuming)
+    e->flags |= HTTP_EVENT_H2_RESUMED;
   /* Read back from the record (memory the verifier does not follow): each way out of the loops above leaves `got`
    * with a range of its own, and the verifier would walk the rest once per range. */
   got = *(volatile __u16 *)&e->captured;
@@ -1063,8 +1124,10 @@ static __always_inline int emit_h2(struct conn *c, __u64 skp, __u32 io, __u64 bu
    * iovecs from an offset for each record makes the programs too large for the verifier). */
   if (!is_iov && moved > H2_CAPTURE_BYTES && got == H2_CAPTURE_BYTES)
     e->len = H2_CAPTURE_BYTES;
-  if (moved > (is_iov ? H2_CAPTURE_BYTES : (__u64)H2_CHUNKS * H2_CAPTURE_BYTES))
+  if (moved > (is_iov ? H2_CAPTURE_BYTES : (__u64)H2_CHUNKS * H2_CAPTURE_BYTES)) {
     count_stat(STAT_H2_CUT);
+    c->h2_resync = 1;
+  }
   __u64 base = e->stream_off;
   for (__u32 k = 0; k < H2_CHUNKS; k++) {
     if (k > 0) {

@@ -27,7 +27,7 @@
  * shared with the load) is emptied into memory first (src/ebpf/spill.ts: a copy per record, far cheaper than
  * decoding it) and decoded from there, oldest first, while every later record goes the same way until the backlog
  * is gone, so that the ring stays below the three quarters at which the kernel stops forwarding HTTP/2 connections
- * (a stopped connection is never decoded again). The backlog held is bounded (SPILL_RING_SIZES rings, at most
+ * (a stopped connection is decoded again only from a later call that starts with frames, its HPACK state partial). The backlog held is bounded (SPILL_RING_SIZES rings, at most
  * MAX_SPILL_BYTES) and takes nothing while the memory limiter refuses: past either, records wait in the ring as
  * before.
  */

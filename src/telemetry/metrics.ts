@@ -73,6 +73,7 @@ export class AgentMetrics {
   readonly networkDropped: Counter<"reason">;
   /** HTTP/2 connections the network and TLS sets found in their middle (decoded from there, HPACK tables partial). */
   readonly http2Midstream: Counter;
+  readonly http2Resumed: Counter;
   readonly exportRequests: Counter<"signal">;
   readonly exportErrors: Counter<"signal" | "code">;
   readonly exportRetries: Counter<"signal">;
@@ -131,6 +132,11 @@ export class AgentMetrics {
     this.http2Midstream = new Counter({
       name: n("ebpf_http2_midstream_total"),
       help: "HTTP/2 connections (cleartext, or TLS plaintext) first seen in their middle (open before the programs loaded: an agent restart, a reload of the network set), decoded from their next frame on with partial HPACK tables.",
+      registers,
+    });
+    this.http2Resumed = new Counter({
+      name: n("ebpf_http2_resumed_total"),
+      help: "Cleartext HTTP/2 connections whose forwarding the kernel had stopped (http2_records_per_second, or the ring three quarters full) forwarded again once the ring was under a quarter full and the budget had room, decoded anew from their next frame on with partial HPACK tables.",
       registers,
     });
 

@@ -84,7 +84,7 @@ export class NetworkCollector implements Component {
   readonly #rpc: RpcMetrics;
   readonly #http = new ExchangeTracker<EndpointMeta>(MAX_HTTP_CONNECTIONS);
   /** The call #onHttp hands the tracker, refilled for each record. */
-  readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, h2Midstream: false, meta: NO_ENDPOINT };
+  readonly #call: CapturedCall<EndpointMeta> = { connection: "", io: 0, timestampNs: 0n, streamOffset: 0, length: 0, data: NO_BYTES, h2Stopped: false, h2Midstream: false, h2Resumed: false, meta: NO_ENDPOINT };
   /** The tracker's connection keys and endpoints by socket address (bounded: emptied when it holds twice the connections tracked). */
   readonly #httpConnections = new Map<number, HttpConnection>();
   /** The endpoint of each TLS connection by its key (at most MAX_HTTP_CONNECTIONS, oldest forgotten first). */
@@ -99,6 +99,7 @@ export class NetworkCollector implements Component {
     sampledOut: NetworkStat.HTTP_SAMPLED_OUT,
     h2Lost: NetworkStat.H2_STOPPED_LOST,
     h2Midstream: NetworkStat.H2_MIDSTREAM,
+    h2Resumed: NetworkStat.H2_RESUMED,
     uncounted: [
       { index: NetworkStat.CONNS_FULL, reason: "conns_full" },
       { index: NetworkStat.PENDING_FULL, reason: "pending_full" },
@@ -262,6 +263,7 @@ export class NetworkCollector implements Component {
     call.data = e.data;
     call.h2Stopped = (e.flags & HttpEventFlag.H2_STOPPED) !== 0;
     call.h2Midstream = (e.flags & HttpEventFlag.H2_MIDSTREAM) !== 0;
+    call.h2Resumed = (e.flags & HttpEventFlag.H2_RESUMED) !== 0;
     /* The connection's endpoint while its records say the same: its task name and addresses are decoded only for the calls that become spans. */
     call.meta = connection.endpoint = e.endpointOr(connection.endpoint);
     const nowMs = this.#turnNowMs();
@@ -506,7 +508,7 @@ export class NetworkCollector implements Component {
     if (!stats) return;
     try {
       const m = this.#ctx.metrics;
-      const { refused, uncounted } = this.#kernelStats.take(stats, { spans: m.spans.dropped, network: m.networkDropped, midstream: m.http2Midstream });
+      const { refused, uncounted } = this.#kernelStats.take(stats, { spans: m.spans.dropped, network: m.networkDropped, midstream: m.http2Midstream, resumed: m.http2Resumed });
       this.counters.kernelSampledOut += refused;
       this.#dropWarnings.note(uncounted, nowMs, this.#host?.logger, { max_connections: this.#cfg.max_connections });
     } catch (e) {

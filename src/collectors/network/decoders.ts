@@ -29,7 +29,7 @@ const HTTP = {
   sport: 48, dport: 50, family: 52, flags: 54, saddr: 56, daddr: 72, comm: 88, data: 104,
 } as const;
 /** struct http_event.flags (HTTP_EVENT_* in the C program). */
-export const HttpEventFlag = { H2_STOPPED: 1, H2_MIDSTREAM: 2 } as const;
+export const HttpEventFlag = { H2_STOPPED: 1, H2_MIDSTREAM: 2, H2_RESUMED: 4 } as const;
 
 export const AF_INET = 2;
 export const AF_INET6 = 10;
@@ -93,7 +93,9 @@ export interface HttpEvent extends CapturedCall {
   direction: DirectionValue;
   /**
    * HttpEventFlag bits: H2_STOPPED, a header-only record saying the kernel stopped forwarding this HTTP/2 connection;
-   * H2_MIDSTREAM, a call of an HTTP/2 connection the kernel found in its middle (open before the programs loaded).
+   * H2_MIDSTREAM, a call of an HTTP/2 connection the kernel found in its middle (open before the programs loaded);
+   * H2_RESUMED, the first call forwarded of a stopped HTTP/2 connection the kernel forwards again (and the further
+   * records of that call).
    */
   flags: number;
 }

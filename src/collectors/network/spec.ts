@@ -175,4 +175,4 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
 }
 
 /** Indexes of the `stats` per-CPU array (STAT_* in the C program). */
-export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3, RED_REPLACED: 4, HTTP_RING_BUSY: 5, H2_STOPPED_LIMIT: 6, H2_STOPPED_LOST: 7, H2_CUT: 8, H2_STOPPED_RING: 9, NOT_HTTP: 10, H2_MIDSTREAM: 11 } as const;
+export const NetworkStat = { CONNS_FULL: 0, PENDING_FULL: 1, HTTP_SAMPLED_OUT: 2, HTTP_EVENTS: 3, RED_REPLACED: 4, HTTP_RING_BUSY: 5, H2_STOPPED_LIMIT: 6, H2_STOPPED_LOST: 7, H2_CUT: 8, H2_STOPPED_RING: 9, NOT_HTTP: 10, H2_MIDSTREAM: 11, H2_RESUMED: 12 } as const;

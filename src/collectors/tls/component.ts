@@ -126,7 +126,7 @@ export class TlsCollector implements Component {
     if (!stats) return;
     try {
       const m = this.#ctx.metrics;
-      const { uncounted } = this.#kernelStats.take(stats, { spans: m.spans.dropped, network: m.networkDropped, midstream: m.http2Midstream });
+      const { uncounted } = this.#kernelStats.take(stats, { spans: m.spans.dropped, network: m.networkDropped, midstream: m.http2Midstream, resumed: m.http2Resumed });
       this.#dropWarnings.note(uncounted, performance.now(), this.#host?.logger);
     } catch (e) {
       this.#host?.logger.warn("reading tls stats failed", { error: (e as Error).message });

@@ -9,8 +9,8 @@
  * instead (./h2): each stream is one exchange, with the same request/response heads (version "2"). So does one
  * whose request asked for `Upgrade: h2c` and got 101: that request becomes stream 1 (RFC 9113 section 3.2), and the
  * 101 is no exchange of its own. One whose calls the kernel found to be HTTP/2 frames in its middle (a connection
- * open before it looked: CapturedCall.h2Midstream) goes to an H2Connection decoding from there (midstream).
- * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
+ * open before it looked: CapturedCall.h2Midstream) goes to an H2Connection decoding from there (midstream), and so
+ * does one whose forwarding the kernel stopped and then resumed (CapturedCall.h2Resumed). Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
 import { H2Connection, H2StreamPool, isH2Opening, type H2Counters } from "./h2";
@@ -40,6 +40,11 @@ export interface CapturedCall<M = unknown> {
   h2Stopped?: boolean;
   /** A call of an HTTP/2 connection the kernel found in its middle (opened before it looked): H2Connection.midstream. */
   h2Midstream?: boolean;
+  /**
+   * The first call forwarded of an HTTP/2 connection the kernel had stopped (h2Stopped) and forwards again, and the
+   * further records of that call: the connection is decoded anew from it, as one found in its middle.
+   */
+  h2Resumed?: boolean;
 }
 
 /**
@@ -165,6 +170,15 @@ export class ExchangeTracker<M = unknown> {
     let done: Array<HttpExchange<M>> | undefined;
     const key = call.connection;
     let conn = this.#connections.get(key);
+    const at = conn?.h2?.directions[call.io].expectedOffset;
+    if (call.h2Resumed === true && conn?.h2 !== undefined && (conn.h2.stopped || conn.h2.lostDirection || (at !== undefined && at !== call.streamOffset))) {
+      /* Forwarded again after a stop (said, or its record lost: the bytes in between missing), or the first call with
+       * frames after one forwarded cut that lost a direction; not a later record of the call that resumed it, nor a
+       * cut the decoding went past: decoded anew from here, the streams open before it counted as unanswered. */
+      conn!.h2!.close();
+      conn!.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
+      conn!.h2.midstream();
+    }
     const expected = conn?.h2 ? conn.h2.directions[call.io].expectedOffset : conn?.parsers[call.io].expectedOffset;
     if (conn && expected !== undefined && call.streamOffset < expected) {
       /* Offsets never go back on one connection: the socket address was reused by a new one. */
@@ -188,7 +202,7 @@ export class ExchangeTracker<M = unknown> {
     }
     conn.lastSeenMs = nowMs;
     if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
-    else if (!conn.h2 && call.h2Midstream && conn.parsers[0].expectedOffset === undefined && conn.parsers[1].expectedOffset === undefined) {
+    else if (!conn.h2 && (call.h2Midstream || call.h2Resumed) && conn.parsers[0].expectedOffset === undefined && conn.parsers[1].expectedOffset === undefined) {
       conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
       conn.h2.midstream();
     }

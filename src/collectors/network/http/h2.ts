@@ -697,7 +697,16 @@ export class H2Connection<M> {
 
   /** The kernel stopped forwarding the connection: both directions stop decoding, counted as stopped. */
   stop(): void {
+    this.stopped = true;
     for (const dir of this.directions) if (dir.stop("the kernel stopped forwarding the connection (HTTP/2 record limit or ring pressure)")) this.counters.stoppedDirections++;
+  }
+
+  /** The kernel stopped forwarding the connection (stop). */
+  stopped = false;
+
+  /** A direction cannot be decoded further (bytes it needed were not forwarded, or did not decode). */
+  get lostDirection(): boolean {
+    return this.directions[0].lost !== undefined || this.directions[1].lost !== undefined;
   }
 
   /** The connection closed: streams still open are counted as unanswered. */

@@ -48,7 +48,7 @@ describe("ebpf/network: the kernel's stats", () => {
   beforeEach(() => jest.useFakeTimers());
   afterEach(() => jest.useRealTimers());
 
-  test("HTTP/2 connections stopped by a record lost in a full ring count two http2_state_lost drops each; refused exchanges count as rate_limit; those found in their middle in svc_ebpf_http2_midstream_total", async () => {
+  test("HTTP/2 connections stopped by a record lost in a full ring count two http2_state_lost drops each; refused exchanges count as rate_limit; those found in their middle in svc_ebpf_http2_midstream_total, resumed ones in svc_ebpf_http2_resumed_total", async () => {
     const t = setup();
     const host = recordingHost();
     await t.collector.start(host);
@@ -65,10 +65,11 @@ describe("ebpf/network: the kernel's stats", () => {
     expect([await dropped("http2_state_lost"), await dropped("rate_limit")]).toEqual([6, 5]);
     t.stats().values.set(NetworkStat.H2_STOPPED_LOST, 4n);
     t.stats().values.set(NetworkStat.H2_MIDSTREAM, 3n);
+    t.stats().values.set(NetworkStat.H2_RESUMED, 2n);
     advanceTimersByTime(1000);
     expect([await dropped("http2_state_lost"), await dropped("rate_limit")]).toEqual([8, 5]);
-    // HTTP/2 connections found in their middle: counted, not drops.
-    expect((await t.ctx.metrics.registry.metrics()).split("\n")).toContain("svc_ebpf_http2_midstream_total 3");
+    // HTTP/2 connections found in their middle, and stopped ones forwarded again: counted, not drops.
+    expect((await t.ctx.metrics.registry.metrics()).split("\n")).toEqual(expect.arrayContaining(["svc_ebpf_http2_midstream_total 3", "svc_ebpf_http2_resumed_total 2"]));
     await t.collector.shutdown(AbortSignal.timeout(1000));
   });
 

@@ -414,6 +414,45 @@ describe("HTTP/2 connections decoded from their middle (opened before the agent 
     }
   });
 
+  test("a connection the kernel stopped and forwards again is decoded anew from the call that resumed it, as one found in its middle", () => {
+    const c = new Conn();
+    const call = (io: Io, bytes: Uint8Array, flags: { h2Stopped?: boolean; h2Resumed?: boolean } = {}) => {
+      const x: CapturedCall<string> = { connection: "c", io, timestampNs: c.ts++, streamOffset: c.off[io]!, length: bytes.length, data: bytes, meta: "m", ...flags };
+      c.off[io]! += bytes.length;
+      return c.tracker.push(x);
+    };
+    const get = (id: number, path: string) => c.headers(IO_READ, id, { ":method": "GET", ":scheme": "http", ":path": path, ":authority": "svc", "x-tenant": "blue" }, END_HEADERS | END_STREAM);
+    const ok = (id: number) => c.headers(IO_WRITE, id, { ":status": "200", "content-type": "text/plain" }, END_HEADERS | END_STREAM);
+    call(IO_READ, cat(PREFACE, settings(), get(1, "/a")));
+    call(IO_WRITE, settings());
+    expect(call(IO_WRITE, ok(1)).map((x) => x.request.path)).toEqual(["/a"]);
+    /* Stream 3 opens; then the kernel stops forwarding (a header-only record). */
+    call(IO_READ, get(3, "/b"));
+    const stopped = c.tracker.h2Counters.stoppedDirections;
+    expect(c.tracker.push({ connection: "c", io: IO_WRITE, timestampNs: c.ts++, streamOffset: c.off[IO_WRITE]!, length: 0, data: new Uint8Array(0), meta: "m", h2Stopped: true })).toEqual([]);
+    expect(c.tracker.h2Counters.stoppedDirections).toBe(stopped + 2);
+    /* What went by while stopped: only the encoders saw it (x-trace indexed, x-tenant's entry moved on). */
+    const gap = (io: Io, bytes: Uint8Array) => void (c.off[io]! += bytes.length);
+    gap(IO_WRITE, ok(3));
+    gap(IO_READ, c.headers(IO_READ, 5, { ":method": "GET", ":scheme": "http", ":path": "/c", ":authority": "svc", "x-trace": "t1" }, END_HEADERS | END_STREAM));
+    gap(IO_WRITE, ok(5));
+    const unanswered = c.tracker.h2Counters.unanswered;
+    /* Resumed at stream 7: its x-trace names an entry added in the gap (unknown), its path is a literal. */
+    expect(call(IO_READ, c.headers(IO_READ, 7, { ":method": "GET", ":scheme": "http", ":path": "/d", ":authority": "svc", "x-trace": "t1" }, END_HEADERS | END_STREAM), { h2Resumed: true })).toEqual([]);
+    /* Stream 3, open when it stopped, is counted unanswered once, not reported. */
+    expect(c.tracker.h2Counters.unanswered).toBe(unanswered + 1);
+    /* The response in two records of one call, both marked (a call over a record's room): the second continues the
+     * first, no new start (which would forget stream 7 and leave its DATA nothing to end). */
+    expect(call(IO_WRITE, c.headers(IO_WRITE, 7, { ":status": "200", "content-type": "text/plain" }), { h2Resumed: true })).toEqual([]);
+    const [d] = call(IO_WRITE, frame(0, END_STREAM, 7, new Uint8Array(4)), { h2Resumed: true });
+    expect([d!.request.method, d!.request.path, d!.response.status]).toEqual(["GET", "/d", 200]);
+    /* And on from there. */
+    call(IO_READ, get(9, "/e"));
+    const [e] = call(IO_WRITE, ok(9));
+    expect([e!.request.path, e!.response.status]).toEqual(["/e", 200]);
+    expect(c.tracker.h2Counters.lostDirections).toBe(0);
+  });
+
   test("without the kernel's mark the same calls decode nothing: a connection seen after its start is not guessed at", () => {
     const c = opened();
     expect(c.send(IO_READ, c.headers(IO_READ, 21, { ":method": "GET", ":scheme": "http", ":path": "/new/7", ":authority": "svc" }, END_HEADERS | END_STREAM))).toEqual([]);
