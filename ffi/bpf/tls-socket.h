@@ -28,6 +28,9 @@
 /* HTTP/2 found in the middle of a connection first seen after it opened (h2_midstream_start): its records say so
  * (FLAG_H2_MIDSTREAM), and user space decodes it with partial HPACK tables. */
 #define TLS_CONN_H2_MIDSTREAM 32
+/* An HTTP/2 call was forwarded cut (over H2_CHUNKS records): the next one that starts with frames is marked
+ * FLAG_H2_RESUMED, for user space to decode anew from there should the cut have lost it a direction. */
+#define TLS_CONN_H2_RESYNC 64
 
 /* The thread's SSL call in progress (`active`); ssl 0: none. */
 struct tls_call {

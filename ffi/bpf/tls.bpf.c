@@ -65,6 +65,9 @@
 #define FLAG_H2_STOPPED 2
 /* A call of an HTTP/2 connection found in its middle (TLS_CONN_H2_MIDSTREAM). */
 #define FLAG_H2_MIDSTREAM 4
+/* The first call forwarded of a stopped HTTP/2 connection that resumed, or the first call that starts with frames
+ * after one forwarded cut (and the further records of that call): user space decodes the connection anew from it. */
+#define FLAG_H2_RESUMED 8
 /* Calls after a message start on the side that started it (the rest of a head read in pieces). */
 #define FOLLOW_RECORDS 2
 /* Calls on the response side of a captured exchange (user space follows the response's framing to its end). */
@@ -85,7 +88,9 @@
 #define STAT_H2_MIDSTREAM 5
 /* A request started on a connection whose previous request was still unanswered (pipelined): the earlier one is not counted. */
 #define STAT_RED_REPLACED 6
-#define STAT_COUNT 7
+/* Stopped HTTP/2 connections forwarded again. */
+#define STAT_H2_RESUMED 7
+#define STAT_COUNT 8
 
 #include "red.h"
 
@@ -370,16 +375,29 @@ static __always_inline int leave(long ret)
     conn->flags |= TLS_CONN_H2 | TLS_CONN_H2_MIDSTREAM;
     count_stat(STAT_H2_MIDSTREAM);
   }
+  int resumed = 0;
   if (conn->flags & TLS_CONN_H2) {
-    if (conn->flags & TLS_CONN_H2_STOPPED)
-      return 0;
     cap = H2_CAPTURE_BYTES;
-    /* Refused: the connection is no longer forwarded, said by a header-only record. */
-    if (!take_h2_token(call_time(&ts))) {
+    /* A stopped connection, or one whose last call went out cut: does this call start with frames? */
+    int frames = (conn->flags & (TLS_CONN_H2_STOPPED | TLS_CONN_H2_RESYNC)) && h2_midstream_start(e->data, head, c.buf, moved, 0, 0, moved, e->data + RED_HEAD_BYTES);
+    if (conn->flags & TLS_CONN_H2_STOPPED) {
+      /* Forwarded again from a call that starts with frames, once the ring is under a quarter full and the budget
+       * has room; said by its records (FLAG_H2_RESUMED). */
+      if (!frames || bpf_ringbuf_query(&tls_events, BPF_RB_AVAIL_DATA) > bpf_ringbuf_query(&tls_events, BPF_RB_RING_SIZE) / 4 ||
+          !take_h2_token(call_time(&ts)))
+        return 0;
+      conn->flags &= ~TLS_CONN_H2_STOPPED;
+      count_stat(STAT_H2_RESUMED);
+    } else if (!take_h2_token(call_time(&ts))) {
+      /* Refused: the connection is no longer forwarded, said by a header-only record. */
       conn->flags |= TLS_CONN_H2_STOPPED;
       count_stat(STAT_H2_STOPPED);
       h2_stop = 1;
       cap = 0;
+    }
+    if (frames && !h2_stop) {
+      resumed = 1;
+      conn->flags &= ~TLS_CONN_H2_RESYNC;
     }
   } else {
     int start = http_start(e->data, head);
@@ -444,7 +462,8 @@ static __always_inline int leave(long ret)
   e->len = moved > 0xffffffffULL ? 0xffffffffU : (__u32)moved;
   e->captured = n;
   e->io = c.io;
-  e->flags = (conn->sk ? FLAG_SOCKET : 0) | (h2_stop ? FLAG_H2_STOPPED : 0) | ((conn->flags & TLS_CONN_H2_MIDSTREAM) ? FLAG_H2_MIDSTREAM : 0);
+  e->flags = (conn->sk ? FLAG_SOCKET : 0) | (h2_stop ? FLAG_H2_STOPPED : 0) | ((conn->flags & TLS_CONN_H2_MIDSTREAM) ? FLAG_H2_MIDSTREAM : 0) |
+             (resumed ? FLAG_H2_RESUMED : 0);
   e->sport = conn->sport;
   e->dport = conn->dport;
   e->family = conn->family;
@@ -455,6 +474,9 @@ static __always_inline int leave(long ret)
   int h2 = (conn->flags & TLS_CONN_H2) != 0;
   if (h2 && !h2_stop && moved > n)
     e->len = n; /* the call continues in the records below */
+  /* Over what the records below carry: the rest is not forwarded, and may hold a header block. */
+  if (h2 && !h2_stop && moved > (__u64)H2_CHUNKS * H2_CAPTURE_BYTES)
+    conn->flags |= TLS_CONN_H2_RESYNC;
   __u32 total = offsetof(struct tls_event, data) + n;
   if (total > sizeof(*e))
     total = sizeof(*e);

@@ -136,7 +136,7 @@ export class AgentMetrics {
     });
     this.http2Resumed = new Counter({
       name: n("ebpf_http2_resumed_total"),
-      help: "Cleartext HTTP/2 connections whose forwarding the kernel had stopped (http2_records_per_second, or the ring three quarters full) forwarded again once the ring was under a quarter full and the budget had room, decoded anew from their next frame on with partial HPACK tables.",
+      help: "HTTP/2 connections (cleartext, or TLS plaintext) whose forwarding the kernel had stopped (http2_records_per_second, or the ring three quarters full) forwarded again once the ring was under a quarter full and the budget had room, decoded anew from their next frame on with partial HPACK tables.",
       registers,
     });
 

@@ -388,6 +388,7 @@ export class NetworkCollector implements Component {
       meta: this.#tlsEndpoint(connection, e),
       h2Stopped: e.h2Stopped,
       h2Midstream: e.h2Midstream,
+      h2Resumed: e.h2Resumed,
     };
     this.#offerExchanges(this.#http.push(call, performance.now()));
   }

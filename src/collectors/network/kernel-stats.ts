@@ -9,7 +9,7 @@
  *   connections over max_connections, calls whose buffer the in-flight map had no room for, requests replaced by a
  *   pipelined one before their response.
  * - HTTP/2 connections found in their middle (svc_ebpf_http2_midstream_total), and stopped ones forwarded again
- *   (svc_ebpf_http2_resumed_total; the network set's).
+ *   (svc_ebpf_http2_resumed_total).
  */
 import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_RATE_LIMIT_REASON, type NetworkDropReason } from "../../telemetry/metrics";
 
@@ -39,8 +39,8 @@ export interface KernelStatIndexes {
   h2Lost: number;
   /** HTTP/2 connections found in their middle. */
   h2Midstream: number;
-  /** Stopped HTTP/2 connections forwarded again, where the set resumes them. */
-  h2Resumed?: number;
+  /** Stopped HTTP/2 connections forwarded again. */
+  h2Resumed: number;
   /** Each NETWORK_DROP_REASONS count the set keeps. */
   uncounted: ReadonlyArray<{ index: number; reason: NetworkDropReason }>;
 }
@@ -68,14 +68,14 @@ export class KernelStats {
   readonly #sampledOut: StatDelta;
   readonly #h2Lost: StatDelta;
   readonly #h2Midstream: StatDelta;
-  readonly #h2Resumed: StatDelta | undefined;
+  readonly #h2Resumed: StatDelta;
   readonly #uncounted: Array<{ delta: StatDelta; reason: NetworkDropReason }>;
 
   constructor(indexes: KernelStatIndexes) {
     this.#sampledOut = new StatDelta(indexes.sampledOut);
     this.#h2Lost = new StatDelta(indexes.h2Lost);
     this.#h2Midstream = new StatDelta(indexes.h2Midstream);
-    this.#h2Resumed = indexes.h2Resumed === undefined ? undefined : new StatDelta(indexes.h2Resumed);
+    this.#h2Resumed = new StatDelta(indexes.h2Resumed);
     this.#uncounted = indexes.uncounted.map(({ index, reason }) => ({ delta: new StatDelta(index), reason }));
   }
 
@@ -84,7 +84,7 @@ export class KernelStats {
     this.#sampledOut.reset();
     this.#h2Lost.reset();
     this.#h2Midstream.reset();
-    this.#h2Resumed?.reset();
+    this.#h2Resumed.reset();
     for (const u of this.#uncounted) u.delta.reset();
   }
 
@@ -99,7 +99,7 @@ export class KernelStats {
     if (lost > 0) sinks.spans.inc({ reason: SPAN_HTTP2_STATE_LOST_REASON }, 2 * lost);
     const midstream = this.#h2Midstream.take(stats);
     if (midstream > 0) sinks.midstream.inc(midstream);
-    const resumed = this.#h2Resumed?.take(stats) ?? 0;
+    const resumed = this.#h2Resumed.take(stats);
     if (resumed > 0) sinks.resumed.inc(resumed);
     const uncounted: Array<[NetworkDropReason, number]> = [];
     for (const { delta, reason } of this.#uncounted) {

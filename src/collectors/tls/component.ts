@@ -85,6 +85,7 @@ export class TlsCollector implements Component {
     sampledOut: TlsStat.SAMPLED_OUT,
     h2Lost: TlsStat.H2_STOPPED_LOST,
     h2Midstream: TlsStat.H2_MIDSTREAM,
+    h2Resumed: TlsStat.H2_RESUMED,
     uncounted: [{ index: TlsStat.RED_REPLACED, reason: "red_replaced" }],
   });
   readonly #dropWarnings = new DropWarnings();

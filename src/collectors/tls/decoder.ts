@@ -17,6 +17,8 @@ export const TLS_FLAG_SOCKET = 1;
 export const TLS_FLAG_H2_STOPPED = 2;
 /** FLAG_H2_MIDSTREAM: a call of an HTTP/2 connection the kernel found in its middle (an SSL object older than the probes). */
 export const TLS_FLAG_H2_MIDSTREAM = 4;
+/** FLAG_H2_RESUMED: the first call forwarded of a stopped HTTP/2 connection forwarded again, or the first with frames after a cut one (and that call's further records). */
+export const TLS_FLAG_H2_RESUMED = 8;
 
 const F = {
   timestampNs: 0, ssl: 8, streamOffset: 16, sk: 24, cgroupId: 32, pid: 40, tid: 44, len: 48, captured: 52, io: 54, flags: 55,
@@ -46,6 +48,8 @@ export interface TlsEvent extends CapturedCall {
   h2Stopped: boolean;
   /** A call of an HTTP/2 connection the kernel found in its middle: decoded with partial HPACK tables. */
   h2Midstream: boolean;
+  /** The kernel forwards this stopped (or cut) HTTP/2 connection again from this call (FLAG_H2_RESUMED). */
+  h2Resumed: boolean;
 }
 
 /** Decodes a tls_event; the result owns a copy of the record. Throws RangeError on a short or inconsistent record. */
@@ -75,6 +79,7 @@ export function decodeTlsEvent(view: DataView, offset: number, length: number): 
     socketKnown,
     h2Stopped: (v.getUint8(F.flags) & TLS_FLAG_H2_STOPPED) !== 0,
     h2Midstream: (v.getUint8(F.flags) & TLS_FLAG_H2_MIDSTREAM) !== 0,
+    h2Resumed: (v.getUint8(F.flags) & TLS_FLAG_H2_RESUMED) !== 0,
     localAddress: socketKnown ? formatAddress(new Uint8Array(record, F.saddr, n), family) : "",
     localPort: v.getUint16(F.sport, true),
     remoteAddress: socketKnown ? formatAddress(new Uint8Array(record, F.daddr, n), family) : "",

@@ -26,7 +26,7 @@ const tpBtf = (name: string): ProgramSpec => ({ name, attach: { kind: "tp_btf" }
 const manual = (name: string, kind: "uprobe" | "uretprobe", func: string): ProgramSpec => ({ name, attach: { kind, binary: "", func }, required: true, manual: true });
 
 /** Indexes of the `tls_stats` per-CPU array (STAT_* in the C program). */
-export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1, H2_STOPPED_LOST: 2, H2_STOPPED: 3, RING_BUSY: 4, H2_MIDSTREAM: 5, RED_REPLACED: 6 } as const;
+export const TlsStat = { SAMPLED_OUT: 0, EVENTS: 1, H2_STOPPED_LOST: 2, H2_STOPPED: 3, RING_BUSY: 4, H2_MIDSTREAM: 5, RED_REPLACED: 6, H2_RESUMED: 7 } as const;
 
 const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
 

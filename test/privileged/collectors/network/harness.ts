@@ -239,6 +239,35 @@ server.addService(service, handlers);
 server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => { if (err) throw err; console.log(port); });
 `;
 
+/**
+ * A Node `http2` client of one connection to the base URL in its argument (https: any certificate): a GET of /warm,
+ * then "open"; on a line of stdin, a first phase (argv[2]: "sequential", forty GETs of /fast/<n> one after another;
+ * "burst", 200 concurrent GETs of /burst/<n>), 1.5 s of quiet, then ten GETs of /slow/<n> 500 ms apart; then "done".
+ */
+export const RESUME_H2_CLIENT = `
+const http2 = require("node:http2");
+const s = http2.connect(process.argv[1], { rejectUnauthorized: false });
+const get = (p) => new Promise((res, rej) => {
+  const r = s.request({ ":path": p });
+  r.on("response", (h) => { r.resume(); r.on("end", () => res(h[":status"])); });
+  r.on("error", rej);
+  r.end();
+});
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+(async () => {
+  await get("/warm");
+  console.log("open");
+  process.stdin.once("data", async () => {
+    if (process.argv[2] === "burst") await Promise.all(Array.from({ length: 200 }, (_, i) => get("/burst/" + i)));
+    else for (let i = 0; i < 40; i++) await get("/fast/" + i);
+    await sleep(1500);
+    for (let i = 0; i < 10; i++) { await get("/slow/" + i); await sleep(500); }
+    console.log("done");
+    s.close();
+  });
+})();
+`;
+
 /** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process. */
 export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
   const server = await startPortServer([process.execPath, "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`]);

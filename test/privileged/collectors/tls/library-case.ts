@@ -17,12 +17,12 @@ import type { TlsTarget } from "./harness";
 const PY_SERVER = resolve(import.meta.dir, "../../../fixtures/https-server.py");
 
 /** The in-process agent with network, HTTP and TLS on, once ebpf/tls is ok. */
-export async function startTlsTracingAgent(): Promise<TracingAgent> {
+export async function startTlsTracingAgent(extra = ""): Promise<TracingAgent> {
   const t = await startTracingAgent(`    network:
       enabled: true
       tls: true
       max_spans_per_second: 1000000
-      metrics_interval: 1s`);
+      metrics_interval: 1s${extra}`);
   await until(() => t.agent.agent.status.component("ebpf/tls")?.state === "ok", "ebpf/tls ok", 30_000);
   return t;
 }
