@@ -251,14 +251,29 @@ static __always_inline __u32 h2_frame_start(const __u8 *d)
   return ok ? len + 9 : 0;
 }
 
+/*
+ * The whole length of the first frame of a call (`moved` bytes, the first `head` of them at `d`) where decoding may
+ * start at it: a frame header (h2_frame_start) whose frame ends within the call, not a CONTINUATION's (it follows a
+ * HEADERS frame, rarely at a call's start) nor an empty HEADERS frame's (their looser shapes would let more of
+ * another protocol's bytes pass); else 0.
+ */
+static __always_inline __u32 h2_first_frame(const __u8 *d, __u32 head, __u64 moved)
+{
+  if (head < 9)
+    return 0;
+  __u32 n = h2_frame_start(d);
+  if (n == 0 || n > moved || d[3] == 9 || (d[3] == 1 && n == 9))
+    return 0;
+  return n;
+}
+
 /* Iovecs after the first that h2_midstream_start looks through for the second frame header. */
 #define H2_MIDSTREAM_IOVECS 4
 
 /*
  * Whether a call whose first bytes (`head` of them at `d`) were read starts with HTTP/2 frames, for a connection
- * seen only after it opened: a frame header (h2_frame_start; not a CONTINUATION's, which follows a HEADERS frame,
- * rarely at a call's start, nor an empty HEADERS frame's: their looser shapes would let more of another protocol's
- * bytes pass) whose frame ends where the call (`moved` bytes) does, or is followed by another frame header (read
+ * seen only after it opened: a first frame (h2_first_frame) that ends where the call (`moved` bytes) does, or is
+ * followed by another frame header (read
  * into `spare`, 9 bytes of map memory: one more read of user memory). That header is looked for in the call's first
  * `len` contiguous bytes at `buf` and, for an iovec call (`iovcnt` iovecs at `iovp`, `buf` the first's bytes), in
  * the next H2_MIDSTREAM_IOVECS iovecs, whole in one of them (Node's HTTP/2 client writes a request's frame header,
@@ -266,10 +281,8 @@ static __always_inline __u32 h2_frame_start(const __u8 *d)
  */
 static __always_inline int h2_midstream_start(const __u8 *d, __u32 head, __u64 buf, __u64 len, __u64 iovp, __u64 iovcnt, __u64 moved, __u8 *spare)
 {
-  if (head < 9)
-    return 0;
-  __u32 n = h2_frame_start(d);
-  if (n == 0 || n > moved || d[3] == 9 || (d[3] == 1 && n == 9))
+  __u32 n = h2_first_frame(d, head, moved);
+  if (n == 0)
     return 0;
   if (n == moved)
     return 1;

@@ -1008,10 +1008,10 @@ static __always_inline int take_h2_token(__u64 now, int count)
  */
 static __always_inline int h2_gathered_frames(const __u8 *d, __u32 got, __u64 moved)
 {
-  if (got < 9 || got > H2_CAPTURE_BYTES)
+  if (got > H2_CAPTURE_BYTES)
     return 0;
-  __u32 n = h2_frame_start(d);
-  if (n == 0 || n > moved || d[3] == 9 || (d[3] == 1 && n == 9))
+  __u32 n = h2_first_frame(d, got, moved);
+  if (n == 0)
     return 0;
   if (n == moved)
     return 1;

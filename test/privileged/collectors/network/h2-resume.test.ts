@@ -15,7 +15,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { startPortServer, type PortServer } from "../../../helpers/ports";
 import { firstLine } from "../../../helpers/wait";
-import { RESUME_H2_CLIENT, startTracingAgent, until, type TracingAgent } from "./harness";
+import { RESUME_H2_CLIENT, expectSecondPhase, startTracingAgent, until, type TracingAgent } from "./harness";
 
 setDefaultTimeout(90_000);
 
@@ -66,28 +66,9 @@ for (const { mode, phase, records } of cases)
     test("the requests of the second phase are spans and RED counts on both sides, exactly", async () => {
       client = Bun.spawn(["node", "-e", RESUME_H2_CLIENT, `http://127.0.0.1:${server.port}`, phase], { cwd: REPO, stdin: "pipe", stdout: "pipe", stderr: "inherit" });
       expect(await firstLine(client.stdout)).toBe("open");
-      client.stdin.write("go\n");
-      client.stdin.flush();
-      expect(await firstLine(client.stdout)).toBe("done");
-      const slow = (kind: string, pid: number) =>
-        t.collected.spans
-          .filter((s) => s.kind === kind && s.attributes["process.pid"] === pid && String(s.attributes["url.path"]).startsWith("/slow/"))
-          .map((s) => `${s.attributes["url.path"]} ${s.attributes["http.response.status_code"]}`)
-          .sort();
-      /* The second phase's requests are the only ones answered 404. */
-      const counted = (metric: string) => t.collected.total(metric, (a) => a["server.port"] === server.port && a["http.response.status_code"] === 404);
-      const expected = Array.from({ length: 10 }, (_, i) => `/slow/${i} 404`).sort();
-      await until(() => slow("SPAN_KIND_SERVER", server.pid).length >= 10 && slow("SPAN_KIND_CLIENT", client.pid).length >= 10, "ten /slow server and client spans", 20_000);
-      await until(() => counted("http.server.request.duration") >= 10 && counted("http.client.request.duration") >= 10, "ten /slow RED counts on each side", 20_000);
-      /* A second more: nothing else arrives (each request once). */
-      await Bun.sleep(1500);
-      expect(slow("SPAN_KIND_SERVER", server.pid)).toEqual(expected);
-      expect(slow("SPAN_KIND_CLIENT", client.pid)).toEqual(expected);
-      expect([counted("http.server.request.duration"), counted("http.client.request.duration")]).toEqual([10, 10]);
+      const resumed = await expectSecondPhase(t, client, server.pid, server.port, "http");
       expect(t.collected.total("http.server.request.duration", (a) => a["server.port"] === server.port && a["http.route"] === "/slow/{id}")).toBe(10);
       /* Over the budget both sockets stopped, and resumed; else the kernel cut a call and marked the next one. */
-      const metrics = (await (await t.agent.request("/metrics")).text()).split("\n");
-      const resumed = Number(metrics.find((l) => l.startsWith("svc_ebpf_http2_resumed_total "))?.split(" ")[1] ?? 0);
       if (phase === "sequential") expect(resumed).toBeGreaterThanOrEqual(2);
       else expect(resumed).toBe(0);
     });

@@ -2,6 +2,7 @@
  * Shared by the privileged network/syscall tests: an in-process agent with real eBPF exporting to an
  * in-process OTLP receiver (src/export/receiver), and helpers to find decoded spans and metric points.
  */
+import { expect } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -267,6 +268,34 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
   });
 })();
 `;
+
+/**
+ * Runs RESUME_H2_CLIENT's phases (`client` waiting on its stdin) and checks the second: its ten GETs of /slow/<n>,
+ * answered 404 (the only ones), are ten server spans of `serverPid` and ten client spans of the client, with
+ * url.scheme `scheme`, and count exactly ten in the RED metrics of each side at `port`; resolves with the agent's
+ * svc_ebpf_http2_resumed_total.
+ */
+export async function expectSecondPhase(t: TracingAgent, client: Bun.Subprocess<"pipe", "pipe", "inherit">, serverPid: number, port: number, scheme: string): Promise<number> {
+  client.stdin.write("go\n");
+  client.stdin.flush();
+  expect(await firstLine(client.stdout)).toBe("done");
+  const slow = (kind: string, pid: number) =>
+    t.collected.spans
+      .filter((s) => s.kind === kind && s.attributes["process.pid"] === pid && String(s.attributes["url.path"]).startsWith("/slow/"))
+      .map((s) => `${s.attributes["url.scheme"]} ${s.attributes["url.path"]} ${s.attributes["http.response.status_code"]}`)
+      .sort();
+  const counted = (metric: string) => t.collected.total(metric, (a) => a["server.port"] === port && a["http.response.status_code"] === 404 && a["url.scheme"] === (scheme === "https" ? "https" : undefined));
+  const expected = Array.from({ length: 10 }, (_, i) => `${scheme} /slow/${i} 404`).sort();
+  await until(() => slow("SPAN_KIND_SERVER", serverPid).length >= 10 && slow("SPAN_KIND_CLIENT", client.pid).length >= 10, "ten /slow server and client spans", 20_000);
+  await until(() => counted("http.server.request.duration") >= 10 && counted("http.client.request.duration") >= 10, "ten /slow RED counts on each side", 20_000);
+  /* A second more: nothing else arrives (each request once). */
+  await Bun.sleep(1500);
+  expect(slow("SPAN_KIND_SERVER", serverPid)).toEqual(expected);
+  expect(slow("SPAN_KIND_CLIENT", client.pid)).toEqual(expected);
+  expect([counted("http.server.request.duration"), counted("http.client.request.duration")]).toEqual([10, 10]);
+  const metrics = (await (await t.agent.request("/metrics")).text()).split("\n");
+  return Number(metrics.find((l) => l.startsWith("svc_ebpf_http2_resumed_total "))?.split(" ")[1] ?? 0);
+}
 
 /** A Bun.serve HTTP server answering "ok" on a free loopback port, in a child process. */
 export async function startLoopbackHttpServer(): Promise<{ base: string; stop(): Promise<void> }> {
