@@ -10,7 +10,8 @@
  * whose request asked for `Upgrade: h2c` and got 101: that request becomes stream 1 (RFC 9113 section 3.2), and the
  * 101 is no exchange of its own. One whose calls the kernel found to be HTTP/2 frames in its middle (a connection
  * open before it looked: CapturedCall.h2Midstream) goes to an H2Connection decoding from there (midstream), and so
- * does one whose forwarding the kernel stopped and then resumed (CapturedCall.h2Resumed). Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
+ * does one whose forwarding the kernel stopped and then resumed (CapturedCall.h2Resumed).
+ * Bounded: at most `maxConnections` connections (least recently used evicted) and `maxPendingPerConnection`
  * unanswered requests each. Pure apart from the timestamps the caller passes.
  */
 import { H2Connection, H2StreamPool, isH2Opening, type H2Counters } from "./h2";
