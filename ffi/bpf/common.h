@@ -273,8 +273,8 @@ static __always_inline __u32 h2_first_frame(const __u8 *d, __u32 head, __u64 mov
 /*
  * Whether a call whose first bytes (`head` of them at `d`) were read starts with HTTP/2 frames, for a connection
  * seen only after it opened: a first frame (h2_first_frame) that ends where the call (`moved` bytes) does, or is
- * followed by another frame header (read
- * into `spare`, 9 bytes of map memory: one more read of user memory). That header is looked for in the call's first
+ * followed by another frame header (read into `spare`, 9 bytes of map memory: one more read of user memory). That
+ * header is looked for in the call's first
  * `len` contiguous bytes at `buf` and, for an iovec call (`iovcnt` iovecs at `iovp`, `buf` the first's bytes), in
  * the next H2_MIDSTREAM_IOVECS iovecs, whole in one of them (Node's HTTP/2 client writes a request's frame header,
  * header block and DATA frame in iovecs of their own).

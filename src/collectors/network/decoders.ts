@@ -94,8 +94,8 @@ export interface HttpEvent extends CapturedCall {
   /**
    * HttpEventFlag bits: H2_STOPPED, a header-only record saying the kernel stopped forwarding this HTTP/2 connection;
    * H2_MIDSTREAM, a call of an HTTP/2 connection the kernel found in its middle (open before the programs loaded);
-   * H2_RESUMED, the first call forwarded of a stopped HTTP/2 connection the kernel forwards again (and the further
-   * records of that call).
+   * H2_RESUMED, the first call forwarded of a stopped HTTP/2 connection the kernel forwards again, or the first that
+   * starts with frames after a call forwarded cut (and the further records of that call).
    */
   flags: number;
 }

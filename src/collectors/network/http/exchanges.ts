@@ -42,8 +42,9 @@ export interface CapturedCall<M = unknown> {
   /** A call of an HTTP/2 connection the kernel found in its middle (opened before it looked): H2Connection.midstream. */
   h2Midstream?: boolean;
   /**
-   * The first call forwarded of an HTTP/2 connection the kernel had stopped (h2Stopped) and forwards again, and the
-   * further records of that call: the connection is decoded anew from it, as one found in its middle.
+   * The first call forwarded of an HTTP/2 connection the kernel had stopped (h2Stopped) and forwards again, or the
+   * first that starts with frames after a call forwarded cut, and the further records of that call: the connection
+   * is decoded anew from it where it cannot go on, as one found in its middle.
    */
   h2Resumed?: boolean;
 }
@@ -138,6 +139,13 @@ export class ExchangeTracker<M = unknown> {
     this.#h2Streams.release(x);
   }
 
+  /** An HTTP/2 connection decoded from its middle (H2Connection.midstream). */
+  #midstreamH2(): H2Connection<M> {
+    const h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
+    h2.midstream();
+    return h2;
+  }
+
   #emptyDone(): Array<HttpExchange<M>> {
     this.#done.length = 0;
     return this.#done;
@@ -177,8 +185,7 @@ export class ExchangeTracker<M = unknown> {
        * frames after one forwarded cut that lost a direction; not a later record of the call that resumed it, nor a
        * cut the decoding went past: decoded anew from here, the streams open before it counted as unanswered. */
       conn!.h2!.close();
-      conn!.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
-      conn!.h2.midstream();
+      conn!.h2 = this.#midstreamH2();
     }
     const expected = conn?.h2 ? conn.h2.directions[call.io].expectedOffset : conn?.parsers[call.io].expectedOffset;
     if (conn && expected !== undefined && call.streamOffset < expected) {
@@ -203,10 +210,7 @@ export class ExchangeTracker<M = unknown> {
     }
     conn.lastSeenMs = nowMs;
     if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
-    else if (!conn.h2 && (call.h2Midstream || call.h2Resumed) && conn.parsers[0].expectedOffset === undefined && conn.parsers[1].expectedOffset === undefined) {
-      conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
-      conn.h2.midstream();
-    }
+    else if (!conn.h2 && (call.h2Midstream || call.h2Resumed) && conn.parsers[0].expectedOffset === undefined && conn.parsers[1].expectedOffset === undefined) conn.h2 = this.#midstreamH2();
     if (conn.h2) {
       done = conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta, done);
       return done ?? (NO_EXCHANGES as ReadonlyArray<HttpExchange<M>>);
