@@ -10,6 +10,7 @@
  */
 import { existsSync } from "node:fs";
 import type { NetworkConfig } from "./config";
+import { kernelAtLeast } from "../../ebpf/features";
 import { EXCHANGE_SHARED_MAPS, TLS_SOCKET_SHARED_MAPS, type ProgramSetSpec, type ProgramSpec } from "../../ebpf/spec";
 import { decodeConnEvent, decodeHttpEventReused, HTTP_CAPTURE_BYTES, HTTP_EVENT_HEADER_BYTES, type NetworkEvent } from "./decoders";
 
@@ -60,7 +61,16 @@ export interface NetworkSetOptions {
   tls?: boolean;
   /** Whether the kernel has BTF (tp_btf programs); defaults to whether /sys/kernel/btf/vmlinux exists. */
   kernelBtf?: boolean;
+  /**
+   * Whether the kernel has the bpf_rdonly_cast kfunc (6.2+), which the socket length programs use to read the saved
+   * user registers and the TCP clock without helper calls; without it their `_compat` twins (helpers only) are
+   * loaded. Defaults to the running kernel's release (KFUNC_CAST_MIN_KERNEL or newer).
+   */
+  kfuncCast?: boolean;
 }
+
+/** The first kernel with the bpf_rdonly_cast kfunc, callable from tracing programs. */
+export const KFUNC_CAST_MIN_KERNEL = "6.2";
 
 const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
 
@@ -71,15 +81,16 @@ const tp = (name: string, category: string, event: string, required: boolean): P
 
 /**
  * The lifecycle programs: with `socketStorage` (kernel BTF) the tp_btf family on per-socket storage
- * (`on_set_state`, `on_send_length`, `on_recv_length`, `on_retransmit`), else the classic tracepoints on the
- * `conns` hash (the same names with `_tp`).
+ * (`on_set_state`, `on_send_length`, `on_recv_length`, `on_retransmit`; without `kfuncCast` the socket length
+ * programs' `_compat` twins), else the classic tracepoints on the `conns` hash (the same names with `_tp`).
  */
-export function lifecyclePrograms(socketStorage: boolean): ProgramSpec[] {
+export function lifecyclePrograms(socketStorage: boolean, kfuncCast = true): ProgramSpec[] {
+  const lengths = kfuncCast ? "" : "_compat";
   const family: ProgramSpec[] = socketStorage
     ? [
         { name: "on_set_state", attach: { kind: "tp_btf" }, required: true },
-        { name: "on_send_length", attach: { kind: "tp_btf" }, required: true },
-        { name: "on_recv_length", attach: { kind: "tp_btf" }, required: true },
+        { name: `on_send_length${lengths}`, attach: { kind: "tp_btf" }, required: true },
+        { name: `on_recv_length${lengths}`, attach: { kind: "tp_btf" }, required: true },
         { name: "on_retransmit", attach: { kind: "tp_btf" }, required: false },
       ]
     : [
@@ -148,7 +159,7 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
   return {
     name: "network",
     object: "network",
-    programs: [...lifecyclePrograms(socketStorage), ...(syscallCapture ? HTTP_PROGRAMS : [])],
+    programs: [...lifecyclePrograms(socketStorage, o.kfuncCast ?? kernelAtLeast(KFUNC_CAST_MIN_KERNEL)), ...(syscallCapture ? HTTP_PROGRAMS : [])],
     ringBuffers: [
       { map: "conn_events", lostMap: "conn_events_lost", decode: decodeConnEvent },
       { map: "http_events", lostMap: "http_events_lost", decode: decodeHttpEventReused, autoSizeBytes: o.http ? httpRingAutoBytes(o.httpExchangesPerSecond, o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND) : 4096 },

@@ -27,11 +27,16 @@ describe("network set, both connection storages", () => {
   test("program choice: tp_btf on per-socket storage with kernel BTF, classic tracepoints without or with syscall capture", () => {
     const kinds = (ps: ReturnType<typeof lifecyclePrograms>) => ps.filter((p) => p.attach.kind !== "kprobe").map((p) => [p.name, p.attach.kind]);
     expect(kinds(lifecyclePrograms(true))).toEqual([["on_set_state", "tp_btf"], ["on_send_length", "tp_btf"], ["on_recv_length", "tp_btf"], ["on_retransmit", "tp_btf"]]);
+    // Kernels with BTF but without the bpf_rdonly_cast kfunc (before 6.2): the socket length programs' helper-only twins.
+    expect(kinds(lifecyclePrograms(true, false))).toEqual([["on_set_state", "tp_btf"], ["on_send_length_compat", "tp_btf"], ["on_recv_length_compat", "tp_btf"], ["on_retransmit", "tp_btf"]]);
     expect(kinds(lifecyclePrograms(false))).toEqual([["on_set_state_tp", "tracepoint"], ["on_send_length_tp", "tracepoint"], ["on_recv_length_tp", "tracepoint"], ["on_retransmit_tp", "tracepoint"]]);
     const names = (o: Partial<Parameters<typeof networkSetSpec>[0]>) => networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf: true, ...o }).programs.map((p) => p.name);
     expect(names({})).toContain("on_set_state");
     expect(names({ httpCapture: "syscalls" })).toContain("on_set_state_tp");
     expect(names({ kernelBtf: false })).toContain("on_set_state_tp");
+    expect(names({ kfuncCast: true })).toEqual(expect.arrayContaining(["on_send_length", "on_recv_length"]));
+    expect(names({ kfuncCast: false })).toEqual(expect.arrayContaining(["on_send_length_compat", "on_recv_length_compat"]));
+    expect(names({ kfuncCast: false })).not.toContain("on_send_length");
     expect(networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf: true }).mapSizes).toEqual({ conns: 1, red_body_a: 1, red_body_b: 1 });
     // With body sizes counted, their maps keep their full size.
     expect(networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: 10, maxConnections: 4096, kernelBtf: true, redMetrics: true, redBodySizes: true }).mapSizes).toEqual({ conns: 1 });
@@ -41,20 +46,22 @@ describe("network set, both connection storages", () => {
     { storage: "classic tracepoints, conns hash", kernelBtf: false, host: "127.0.0.1", family: AF_INET },
     { storage: "tp_btf, per-socket storage", kernelBtf: true, host: "127.0.0.1", family: AF_INET },
     { storage: "tp_btf, per-socket storage", kernelBtf: true, host: "::1", family: AF_INET6 },
+    { storage: "tp_btf, per-socket storage, helpers only (the _compat programs of kernels before 6.2), RED on", kernelBtf: true, kfuncCast: false, redMetrics: true, host: "127.0.0.1", family: AF_INET },
     { storage: "classic tracepoints, conns hash", kernelBtf: false, host: "::1", family: AF_INET6 },
   ];
   for (const c of cases) {
     test(`${c.storage}, ${c.host}: lifecycle, addresses, bytes and HTTP bytes of a loopback exchange (the test process is the server; the agent's pid is 1 here)`, async () => {
       const runtime = await openBpfRuntime(process.env);
-      const spec = networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: UNLIMITED_EXCHANGES, maxConnections: 4096, kernelBtf: c.kernelBtf });
+      const spec = networkSetSpec({ selfPid: 1, http: true, httpCapture: "socket", httpExchangesPerSecond: UNLIMITED_EXCHANGES, maxConnections: 4096, kernelBtf: c.kernelBtf, kfuncCast: c.kfuncCast, redMetrics: c.redMetrics });
       const out = await loadProgramSet(spec, { runtime, probes: new FeatureProbes(runtime), objectBytes: embeddedObject, ringbufSizeBytes: 1 << 20, useRingbuf: true });
       if (!out.ok) throw out.error;
       const server = Bun.serve({ hostname: c.host, port: 0, fetch: () => new Response(BODY) });
       try {
         const suffix = c.kernelBtf ? "" : "_tp";
         const kind = c.kernelBtf ? "tp_btf" : "tracepoint";
+        const lengths = c.kfuncCast === false ? "_compat" : "";
         expect(out.set.programs.filter((p) => p.type !== "kprobe").map((p) => [p.name, p.type, p.attached])).toEqual(
-          ["on_set_state", "on_send_length", "on_recv_length", "on_retransmit"].map((n) => [n + suffix, kind, true]),
+          ["on_set_state", `on_send_length${lengths}`, `on_recv_length${lengths}`, "on_retransmit"].map((n) => [n + suffix, kind, true]),
         );
         const url = c.family === AF_INET6 ? `http://[::1]:${server.port}/classic?x=1` : `http://127.0.0.1:${server.port}/classic?x=1`;
         const curl = Bun.spawn(["curl", "-s", "-g", "--http1.1", url], { stdout: "pipe" });
