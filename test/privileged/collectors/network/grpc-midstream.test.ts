@@ -10,7 +10,7 @@
  * the second round's five calls; nothing of the connection counts as HTTP. Both capture modes.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { GRPC_ECHO_COMMON, GRPC_ECHO_SERVER, startAgentThenGo, until, type DecodedSpan, type TracingAgent } from "./harness";
+import { GRPC_ECHO_COMMON, GRPC_ECHO_SERVER, decodePointsWithProtoc, decodeSpansWithProtoc, startAgentThenGo, totalOf, until, type DecodedPoint, type DecodedSpan, type TracingAgent } from "./harness";
 import { firstLine } from "../../../helpers/wait";
 
 setDefaultTimeout(60_000);
@@ -60,29 +60,32 @@ describe.each(["socket", "syscalls"] as const)("a gRPC connection opened before 
     await t?.stop();
   });
 
-  const rpcSpans = (pid: number, kind: string): DecodedSpan[] =>
-    t!.collected.spans.filter((s) => s.kind === kind && s.attributes["process.pid"] === pid && s.attributes["rpc.system"] === "grpc");
-  const rpcCalls = (metric: string) => t!.collected.total(metric, (a) => a["rpc.service"] === "test.v1.Echo" && a["server.port"] === port);
+  const rpcSpans = (pid: number, kind: string, spans: DecodedSpan[] = t!.collected.spans): DecodedSpan[] =>
+    spans.filter((s) => s.kind === kind && s.attributes["process.pid"] === pid && s.attributes["rpc.system"] === "grpc");
+  const rpcCalls = (metric: string, points: DecodedPoint[] = t!.collected.points) => totalOf(points, metric, (a) => a["rpc.service"] === "test.v1.Echo" && a["server.port"] === port);
 
   test("each call of the second round is an RPC span on both sides and counted once in the RPC metrics; none as HTTP", async () => {
     const pids = [
       [server.pid, "SPAN_KIND_SERVER", "rpc.server.duration"],
       [client.pid, "SPAN_KIND_CLIENT", "rpc.client.duration"],
     ] as const;
+    /* Waiting reads the receiver's own decoding; the assertions read protoc's, from the official protos. */
     await until(() => pids.every(([pid, kind, metric]) => rpcSpans(pid, kind).length >= 5 && rpcCalls(metric) >= 5), "5 RPC spans and counts on each side", 20_000);
     /* A second later: nothing more arrived (each call once). */
     await Bun.sleep(1500);
+    const decoded = decodeSpansWithProtoc(t!.collected.traceBodies);
+    const points = decodePointsWithProtoc(t!.collected.metricBodies);
     for (const [pid, kind, metric] of pids) {
-      const spans = rpcSpans(pid, kind);
+      const spans = rpcSpans(pid, kind, decoded);
       expect(spans.map((s) => s.name).sort()).toEqual(["test.v1.Echo/Echo", "test.v1.Echo/Echo", "test.v1.Echo/Echo", "test.v1.Echo/Fail", "test.v1.Echo/Stream"]);
       for (const s of spans) {
-        expect([s.attributes["rpc.service"], s.attributes["rpc.grpc.status_code"], s.attributes["error.type"], s.status?.code]).toEqual(["test.v1.Echo", undefined, undefined, undefined]);
+        expect([s.attributes["rpc.service"], s.attributes["rpc.grpc.status_code"], s.attributes["error.type"], (s.status as { code?: unknown } | undefined)?.code]).toEqual(["test.v1.Echo", undefined, undefined, undefined]);
       }
-      expect(rpcCalls(metric)).toBe(5);
+      expect(rpcCalls(metric, points)).toBe(5);
     }
-    const http = t!.collected.spans.filter((s) => s.attributes["http.request.method"] !== undefined && (s.attributes["server.port"] === port || s.attributes["network.peer.port"] === port));
+    const http = decoded.filter((s) => s.attributes["http.request.method"] !== undefined && (s.attributes["server.port"] === port || s.attributes["network.peer.port"] === port));
     expect(http.map((s) => s.name)).toEqual([]);
-    expect(t!.collected.total("http.server.request.duration", (a) => a["server.port"] === port)).toBe(0);
-    expect(t!.collected.total("http.client.request.duration", (a) => a["server.port"] === port)).toBe(0);
+    expect(totalOf(points, "http.server.request.duration", (a) => a["server.port"] === port)).toBe(0);
+    expect(totalOf(points, "http.client.request.duration", (a) => a["server.port"] === port)).toBe(0);
   });
 });

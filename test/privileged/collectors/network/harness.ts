@@ -52,6 +52,8 @@ export class Collected {
   readonly points: DecodedPoint[] = [];
   /** The ExportTraceServiceRequest bodies as they arrived. */
   readonly traceBodies: Uint8Array[] = [];
+  /** The ExportMetricsServiceRequest bodies as they arrived. */
+  readonly metricBodies: Uint8Array[] = [];
 
   add(signal: string, body: Uint8Array): void {
     if (signal === "traces") {
@@ -74,6 +76,7 @@ export class Collected {
         }
       }
     } else if (signal === "metrics") {
+      this.metricBodies.push(body);
       const req = decodeRequest("metrics", body) as { resourceMetrics?: Json[] };
       for (const rm of req.resourceMetrics ?? []) {
         for (const sm of (rm.scopeMetrics as Json[]) ?? []) {
@@ -99,8 +102,13 @@ export class Collected {
 
   /** Sum of the values (sums) or counts (histograms) of `metric` over points matching `where`. */
   total(metric: string, where: (a: Record<string, string | number | boolean>) => boolean): number {
-    return this.points.filter((p) => p.metric === metric && where(p.attributes)).reduce((s, p) => s + (p.kind === "histogram" ? p.count : p.value), 0);
+    return totalOf(this.points, metric, where);
   }
+}
+
+/** Sum of the values (sums) or counts (histograms) of `metric` over `points` matching `where`. */
+export function totalOf(points: DecodedPoint[], metric: string, where: (a: Record<string, string | number | boolean>) => boolean): number {
+  return points.filter((p) => p.metric === metric && where(p.attributes)).reduce((s, p) => s + (p.kind === "histogram" ? p.count : p.value), 0);
 }
 
 /**
@@ -279,20 +287,25 @@ export async function expectSecondPhase(t: TracingAgent, client: Bun.Subprocess<
   client.stdin.write("go\n");
   client.stdin.flush();
   expect(await firstLine(client.stdout)).toBe("done");
-  const slow = (kind: string, pid: number) =>
-    t.collected.spans
+  const slowIn = (spans: DecodedSpan[], kind: string, pid: number) =>
+    spans
       .filter((s) => s.kind === kind && s.attributes["process.pid"] === pid && String(s.attributes["url.path"]).startsWith("/slow/"))
       .map((s) => `${s.attributes["url.scheme"]} ${s.attributes["url.path"]} ${s.attributes["http.response.status_code"]}`)
       .sort();
-  const counted = (metric: string) => t.collected.total(metric, (a) => a["server.port"] === port && a["http.response.status_code"] === 404 && a["url.scheme"] === (scheme === "https" ? "https" : undefined));
+  const slow = (kind: string, pid: number) => slowIn(t.collected.spans, kind, pid);
+  const countedIn = (points: DecodedPoint[], metric: string) => totalOf(points, metric, (a) => a["server.port"] === port && a["http.response.status_code"] === 404 && a["url.scheme"] === (scheme === "https" ? "https" : undefined));
+  const counted = (metric: string) => countedIn(t.collected.points, metric);
   const expected = Array.from({ length: 10 }, (_, i) => `${scheme} /slow/${i} 404`).sort();
+  /* Waiting reads the receiver's own decoding; the assertions read protoc's, from the official protos. */
   await until(() => slow("SPAN_KIND_SERVER", serverPid).length >= 10 && slow("SPAN_KIND_CLIENT", client.pid).length >= 10, "ten /slow server and client spans", 20_000);
   await until(() => counted("http.server.request.duration") >= 10 && counted("http.client.request.duration") >= 10, "ten /slow RED counts on each side", 20_000);
   /* A second more: nothing else arrives (each request once). */
   await Bun.sleep(1500);
-  expect(slow("SPAN_KIND_SERVER", serverPid)).toEqual(expected);
-  expect(slow("SPAN_KIND_CLIENT", client.pid)).toEqual(expected);
-  expect([counted("http.server.request.duration"), counted("http.client.request.duration")]).toEqual([10, 10]);
+  const spans = decodeSpansWithProtoc(t.collected.traceBodies);
+  const points = decodePointsWithProtoc(t.collected.metricBodies);
+  expect(slowIn(spans, "SPAN_KIND_SERVER", serverPid)).toEqual(expected);
+  expect(slowIn(spans, "SPAN_KIND_CLIENT", client.pid)).toEqual(expected);
+  expect([countedIn(points, "http.server.request.duration"), countedIn(points, "http.client.request.duration")]).toEqual([10, 10]);
   const metrics = (await (await t.agent.request("/metrics")).text()).split("\n");
   return Number(metrics.find((l) => l.startsWith("svc_ebpf_http2_resumed_total "))?.split(" ")[1] ?? 0);
 }
@@ -335,29 +348,67 @@ type TextNode = ProtocNode;
 const nodes = (n: TextNode, f: string) => (n[f] ?? []) as TextNode[];
 const scalar = (n: TextNode, f: string) => n[f]?.[0] as string | undefined;
 
+/** `bodies` decoded by `protoc --decode` (Debian's protobuf-compiler, not the project's decoder) as `message`, in proto/. */
+function protocDecode(bodies: Uint8Array[], message: string, file: string): TextNode[] {
+  return bodies.map((body) => {
+    const r = Bun.spawnSync(["protoc", `-I${PROTO_DIR}`, `--decode=${message}`, file], { stdin: body, stdout: "pipe", stderr: "pipe" });
+    if (r.exitCode !== 0) throw new Error(`protoc --decode failed: ${r.stderr.toString()}`);
+    return parseProtocText(r.stdout.toString());
+  });
+}
+
+/** The attributes of a decoded message (its `attributes` key-value list). */
+function protocAttributes(n: TextNode): Record<string, string | number | boolean> {
+  const a: Record<string, string | number | boolean> = {};
+  for (const x of nodes(n, "attributes")) {
+    const v = nodes(x, "value")[0] ?? {};
+    const key = scalar(x, "key")!;
+    if (v.string_value) a[key] = scalar(v, "string_value")!;
+    else if (v.int_value) a[key] = Number(scalar(v, "int_value"));
+    else if (v.bool_value) a[key] = scalar(v, "bool_value") === "true";
+    else if (v.double_value) a[key] = Number(scalar(v, "double_value"));
+  }
+  return a;
+}
+
+/**
+ * The sum and histogram points of the received metric requests as decoded by `protoc --decode` against the OTLP
+ * definitions in proto/ (what Collected.points holds from the project's decoder).
+ */
+export function decodePointsWithProtoc(bodies: Uint8Array[]): DecodedPoint[] {
+  const out: DecodedPoint[] = [];
+  for (const req of protocDecode(bodies, "opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest", "opentelemetry/proto/collector/metrics/v1/metrics_service.proto")) {
+    for (const rm of nodes(req, "resource_metrics")) {
+      for (const sm of nodes(rm, "scope_metrics")) {
+        for (const m of nodes(sm, "metrics")) {
+          const sum = nodes(m, "sum")[0];
+          const hist = nodes(m, "histogram")[0];
+          for (const p of nodes(sum ?? hist ?? {}, "data_points")) {
+            out.push({
+              metric: scalar(m, "name")!,
+              kind: sum ? "sum" : "histogram",
+              value: Number(scalar(p, "as_int") ?? scalar(p, "as_double") ?? 0),
+              count: Number(scalar(p, "count") ?? 0),
+              time: scalar(p, "time_unix_nano") ?? "0",
+              attributes: protocAttributes(p),
+            });
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 /**
  * The spans of the received trace requests as decoded by `protoc --decode` (Debian's protobuf-compiler, not the
  * project's decoder) against the OTLP definitions in proto/.
  */
 export function decodeSpansWithProtoc(bodies: Uint8Array[]): DecodedSpan[] {
   const out: DecodedSpan[] = [];
-  for (const body of bodies) {
-    const r = Bun.spawnSync(["protoc", `-I${PROTO_DIR}`, "--decode=opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest", "opentelemetry/proto/collector/trace/v1/trace_service.proto"], { stdin: body, stdout: "pipe", stderr: "pipe" });
-    if (r.exitCode !== 0) throw new Error(`protoc --decode failed: ${r.stderr.toString()}`);
-    const kv = (n: TextNode) => {
-      const a: Record<string, string | number | boolean> = {};
-      for (const x of nodes(n, "attributes")) {
-        const v = nodes(x, "value")[0] ?? {};
-        const key = scalar(x, "key")!;
-        if (v.string_value) a[key] = scalar(v, "string_value")!;
-        else if (v.int_value) a[key] = Number(scalar(v, "int_value"));
-        else if (v.bool_value) a[key] = scalar(v, "bool_value") === "true";
-        else if (v.double_value) a[key] = Number(scalar(v, "double_value"));
-      }
-      return a;
-    };
-    for (const rs of nodes(parseProtocText(r.stdout.toString()), "resource_spans")) {
-      const resource = kv(nodes(rs, "resource")[0] ?? {});
+  for (const req of protocDecode(bodies, "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest", "opentelemetry/proto/collector/trace/v1/trace_service.proto")) {
+    for (const rs of nodes(req, "resource_spans")) {
+      const resource = protocAttributes(nodes(rs, "resource")[0] ?? {});
       for (const ss of nodes(rs, "scope_spans")) {
         for (const s of nodes(ss, "spans")) {
           out.push({
@@ -365,7 +416,7 @@ export function decodeSpansWithProtoc(bodies: Uint8Array[]): DecodedSpan[] {
             kind: scalar(s, "kind") ?? "SPAN_KIND_UNSPECIFIED",
             startNs: BigInt(scalar(s, "start_time_unix_nano")!),
             endNs: BigInt(scalar(s, "end_time_unix_nano")!),
-            attributes: kv(s),
+            attributes: protocAttributes(s),
             status: nodes(s, "status")[0] as Json | undefined,
             resource,
           });
