@@ -29,11 +29,11 @@
  * RED metrics (`red_enabled`, socket storage programs only; red.h, shared with tls.bpf.c): every exchange, captured
  * or not, is counted in the kernel. A request start records its method, the precise clock and, on the server side, the first
  * RED_PATH_BYTES of its path and a hash of the path up to '?', '#' or the space before the version (behind the
- * connection's entry in its per-socket storage, `conn_store`). The response's status line counts the exchange into the per-CPU hash of the current
- * generation (`red_a` or `red_b`, chosen by `red_config.gen`) keyed by (pid, role, method, status, path hash,
- * peer); later calls on the response side move its duration to their time (its last byte) while the generation
- * lasts. User space flips the generation, then takes the other map whole (lookup-and-delete), so nothing counted
- * is lost or counted twice. The path of each new key goes to `red_paths` (hash -> bytes). Keys beyond the map's
+ * connection's entry in its per-socket storage, `conn_store`). The response's status line counts the exchange into the
+ * current generation (`red_idx_a`/`red_vals_a` or `_b`, chosen by `red_config.gen`: a key index and per-CPU counts
+ * by slot, red.h) under the key (pid, role, method, status, path hash, peer); later calls on the response side move
+ * its duration to their time (its last byte) while the generation lasts. User space flips the generation, then
+ * takes the other one whole, so nothing counted is lost or counted twice. The path of each new key goes to `red_paths` (hash -> bytes). Keys beyond the map's
  * room are counted per role in `red_overflow` (cumulative; user space takes differences). With `red_body_sizes`,
  * the request's and response's body sizes of each counted exchange too (red-body.h).
  *

@@ -1,7 +1,7 @@
 /*
  * RED body sizes (`red_body_sizes`, off by default; network.bpf.c only, after red.h): the request's and the
  * response's body size of every exchange counted in the RED maps, as two histograms per RED key in the per-CPU hash
- * of the same generation (`red_body_a` / `red_body_b`, taken by user space with red_a / red_b).
+ * of the same generation (`red_body_a` / `red_body_b`, taken by user space with the counts of red.h).
  *
  * A body is the bytes of its message after its head: where a message starts, the first RED_BODY_SCAN_BYTES of the
  * call that carries it are searched for the head's end (the blank line "\r\n\r\n", found as the only "\n\r" of a

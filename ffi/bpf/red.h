@@ -16,7 +16,7 @@
 /* Histogram bounds at most (the conventions' default has 14). */
 #define RED_MAX_BOUNDS 16
 #define RED_BUCKETS (RED_MAX_BOUNDS + 1)
-/* Keys per generation (each map): 88 bytes per possible CPU each, preallocated. */
+/* Keys per generation: slots of 88 bytes per possible CPU each, preallocated. */
 #define RED_MAX_KEYS 4096
 
 #define RED_IDLE 0
@@ -75,6 +75,9 @@ struct red_conn {
   __u8 bucket;               /*  62 */
   __u8 pad;                  /*  63 */
   __u64 path[RED_PATH_WORDS];/*  64: server: the path's first bytes, zero from its end on */
+  struct red_key slot_key;   /* 128: the key the connection last counted under ... */
+  __u32 slot;                /* 168: ... its slot in red_vals_a / red_vals_b ... */
+  __u32 slot_gen;            /* 172: ... and the generation + 1 of that slot (0: none) */
 };
 
 struct red_config_value {
@@ -94,18 +97,43 @@ _Static_assert(15 + RED_PATH_BYTES <= RED_HEAD_BYTES, "red_request copies the pa
 _Static_assert(sizeof(struct red_value) == 88, "struct red_value layout is mirrored by the decoder");
 
 
-/* One generation's counts. Preallocated: an element is taken from a free list in any context (allocating on demand
- * fails under bursts of new keys). */
-#define RED_GENERATION_MAP(name)              \
+/*
+ * One generation's counts: each key has a slot (`red_idx_*`: key -> slot, preallocated: an element is taken from a
+ * free list in any context, where allocating on demand fails under bursts of new keys), its counts in that slot of
+ * the per-CPU array `red_vals_*`. A connection keeps the slot of the key it last counted under (red_conn.slot), so
+ * that the next exchange with the same key, the usual case, counts through an array lookup the verifier inlines,
+ * without hashing the key or a helper call (the hash lookup was a tenth of the socket programs' time). Slots are
+ * taken in order from `red_next[gen & 1]`; user space takes a generation's slots, zeroes them and resets its
+ * counter once the generation is old.
+ */
+#define RED_INDEX_MAP(name)                   \
   struct {                                    \
-    __uint(type, BPF_MAP_TYPE_PERCPU_HASH);   \
+    __uint(type, BPF_MAP_TYPE_HASH);          \
     __uint(max_entries, RED_MAX_KEYS);        \
     __type(key, struct red_key);              \
+    __type(value, __u32);                     \
+  } name SEC(".maps")
+
+#define RED_VALUES_MAP(name)                  \
+  struct {                                    \
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);  \
+    __uint(max_entries, RED_MAX_KEYS);        \
+    __type(key, __u32);                       \
     __type(value, struct red_value);          \
   } name SEC(".maps")
 
-RED_GENERATION_MAP(red_a);
-RED_GENERATION_MAP(red_b);
+RED_INDEX_MAP(red_idx_a);
+RED_INDEX_MAP(red_idx_b);
+RED_VALUES_MAP(red_vals_a);
+RED_VALUES_MAP(red_vals_b);
+
+/* The next free slot of each generation's parity (gen & 1); reset by user space once it took that generation. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, __u64);
+} red_next SEC(".maps");
 
 /* Path bytes of each path hash counted (written when its key is new). */
 struct {
@@ -130,14 +158,6 @@ struct {
   __type(key, __u32);
   __type(value, struct red_config_value);
 } red_config SEC(".maps");
-
-/* A zero red_value to create keys from. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct red_value);
-} red_zero SEC(".maps");
 
 /* ---- RED metrics: every exchange counted (see the header) ---- */
 
@@ -312,27 +332,57 @@ static __always_inline __u32 red_bucket(struct red_config_value *cfg, __u64 d, _
   return red_bound_index(cfg->bounds_ns, cfg->nbounds, d, slot);
 }
 
-/* The value of `k` in `map` (one generation), created from zero (its path recorded) when new; 0 when there is no room. */
-static __always_inline struct red_value *red_slot(void *map, struct red_key *k, __u64 *path, struct red_config_value *cfg)
+/* Whether two keys are equal (five 8-byte words). */
+static __always_inline int red_key_eq(const struct red_key *a, const struct red_key *b)
 {
-  struct red_value *v = bpf_map_lookup_elem(map, k);
-  if (v)
-    return v;
-  if (k->path_hash > RED_PATH_OVERFLOW && __sync_fetch_and_add(&cfg->path_keys, 1) >= RED_PATH_KEYS_MAX) {
-    k->path_hash = RED_PATH_OVERFLOW;
-    v = bpf_map_lookup_elem(map, k);
-    if (v)
-      return v;
+  const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+  return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+/*
+ * The counts of `r->key` in generation `gen` (its maps `idx` and `vals`): through the connection's slot when it
+ * counted under the same key in this generation before, else found or given a slot (its path recorded when new) and
+ * remembered; 0 when there is no room (the caller counts it as overflow). The key's path hash becomes
+ * RED_PATH_OVERFLOW when the generation has no room for another path.
+ */
+static __always_inline struct red_value *red_slot(void *idx, void *vals, struct red_conn *r, __u32 gen, struct red_config_value *cfg)
+{
+  struct red_key *k = &r->key;
+  __u32 slot;
+  if (r->slot_gen == gen + 1 && red_key_eq(&r->slot_key, k)) {
+    slot = r->slot;
+    return bpf_map_lookup_elem(vals, &slot);
   }
-  __u32 zero = 0;
-  struct red_value *z = bpf_map_lookup_elem(&red_zero, &zero);
-  if (!z)
-    return 0;
-  bpf_map_update_elem(map, k, z, BPF_NOEXIST);
-  v = bpf_map_lookup_elem(map, k);
-  if (v && k->path_hash > RED_PATH_OVERFLOW)
-    bpf_map_update_elem(&red_paths, &k->path_hash, path, BPF_ANY);
-  return v;
+  __u32 *found = bpf_map_lookup_elem(idx, k);
+  if (!found && k->path_hash > RED_PATH_OVERFLOW && __sync_fetch_and_add(&cfg->path_keys, 1) >= RED_PATH_KEYS_MAX) {
+    k->path_hash = RED_PATH_OVERFLOW;
+    found = bpf_map_lookup_elem(idx, k);
+  }
+  if (found) {
+    slot = *found;
+  } else {
+    __u32 parity = gen & 1;
+    __u64 *next = bpf_map_lookup_elem(&red_next, &parity);
+    if (!next)
+      return 0;
+    __u64 given = __sync_fetch_and_add(next, 1);
+    if (given >= RED_MAX_KEYS)
+      return 0;
+    slot = given;
+    if (bpf_map_update_elem(idx, k, &slot, BPF_NOEXIST) != 0) {
+      /* Another CPU gave the key a slot first (this one stays unused), or the index is full. */
+      found = bpf_map_lookup_elem(idx, k);
+      if (!found)
+        return 0;
+      slot = *found;
+    } else if (k->path_hash > RED_PATH_OVERFLOW) {
+      bpf_map_update_elem(&red_paths, &k->path_hash, r->path, BPF_ANY);
+    }
+  }
+  r->slot_key = *k;
+  r->slot = slot;
+  r->slot_gen = gen + 1;
+  return bpf_map_lookup_elem(vals, &slot);
 }
 
 static __always_inline void red_add(struct red_value *v, __u64 b, __u64 d)
@@ -355,8 +405,10 @@ static __always_inline void red_count(struct red_conn *r, __u16 status, __u64 ts
   __u32 gen = cfg->gen;
   __u64 d = (__s64)(ts - r->start_ns) > 0 ? ts - r->start_ns : 0;
   __u64 b = red_bucket(cfg, d, &r->bucket);
-  struct red_value *v = (gen & 1) ? red_slot(&red_b, &r->key, r->path, cfg) : red_slot(&red_a, &r->key, r->path, cfg);
+  struct red_value *v = (gen & 1) ? red_slot(&red_idx_b, &red_vals_b, r, gen, cfg) : red_slot(&red_idx_a, &red_vals_a, r, gen, cfg);
   if (!v) {
+    /* Counted in no slot: red_move leaves it alone. */
+    r->slot_gen = 0;
     __u32 role = r->key.role == ROLE_CLIENT ? ROLE_CLIENT : ROLE_SERVER;
     v = bpf_map_lookup_elem(&red_overflow, &role);
   }
@@ -399,7 +451,11 @@ static __always_inline void red_move(struct red_conn *r, __u64 ts)
     return;
   if ((__s64)(ts - r->end_ns) <= 0)
     return;
-  struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_b, &r->key) : bpf_map_lookup_elem(&red_a, &r->key);
+  /* The slot red_count counted the exchange in (slot_gen: this generation's). */
+  if (r->slot_gen != r->gen + 1)
+    return;
+  __u32 slot = r->slot;
+  struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_vals_b, &slot) : bpf_map_lookup_elem(&red_vals_a, &slot);
   if (!v)
     return;
   /* 64-bit indexes: the verifier sees the bound on the register that indexes. */

@@ -1,9 +1,10 @@
 /**
- * The kernel side of the RED metrics (ffi/bpf/network.bpf.c, "RED metrics"): writes `red_config` (generation
- * and histogram bounds), and takes what the kernel counted: it flips the generation, lets programs already
- * running on the old one finish, then takes the old generation's per-CPU hash whole (lookup-and-delete) and sums
- * each key over CPUs. Keys that found no room are read from `red_overflow` as differences of its cumulative
- * counts. Decoders are pure; offsets mirror the C structs (asserted there).
+ * The kernel side of the RED metrics (ffi/bpf/network.bpf.c, "RED metrics"; ffi/bpf/red.h): writes `red_config`
+ * (generation and histogram bounds), and takes what the kernel counted: it flips the generation, lets programs
+ * already running on the old one finish, then takes the old generation: its key index (`red_idx_*`, key -> slot)
+ * whole (lookup-and-delete), the per-CPU counts of each slot given out (`red_vals_*`, up to `red_next`), summed over
+ * CPUs and zeroed, and resets its slot counter. Keys that found no room are read from `red_overflow` as
+ * differences of its cumulative counts. Decoders are pure; offsets mirror the C structs (asserted there).
  */
 import type { BpfMapApi, BpfObjectApi } from "../../../ffi/types";
 import { formatAddress } from "./addresses";
@@ -23,6 +24,8 @@ export const RED_PATH_OVERFLOW = 1n;
 export const RED_PATH_BYTES = 64;
 /** Keys taken per batch call at most. */
 const TAKE_BATCH_KEYS = 4096;
+/** RED_MAX_KEYS in the C program: slots per generation. */
+export const RED_MAX_KEYS = 4096;
 /** Programs that read the old generation just before the flip finish within microseconds. */
 const FLIP_GRACE_MS = 1;
 
@@ -121,7 +124,12 @@ export class RedMaps {
   #gen = 0;
   readonly #cpus: number;
   readonly #overflowSeen = new Map<number, RedCounts>();
-  readonly #red: [BpfMapApi, BpfMapApi];
+  /** Per generation parity: the key index (key -> slot) and the per-CPU counts by slot. */
+  readonly #index: [BpfMapApi, BpfMapApi];
+  readonly #values: [BpfMapApi, BpfMapApi];
+  readonly #next: BpfMapApi;
+  /** A zero per-CPU red_value, written over each slot taken. */
+  readonly #zero: Uint8Array;
   readonly #config: BpfMapApi;
   readonly #paths: BpfMapApi | undefined;
   readonly #overflow: BpfMapApi | undefined;
@@ -130,11 +138,16 @@ export class RedMaps {
 
   /** Throws when the object lacks the RED maps (or the body size maps, with `bodyBoundsBytes`). */
   constructor(object: BpfObjectApi, private readonly boundsSeconds: readonly number[], bodyBoundsBytes?: readonly number[]) {
-    const a = object.map("red_a");
-    const b = object.map("red_b");
+    const ia = object.map("red_idx_a");
+    const ib = object.map("red_idx_b");
+    const va = object.map("red_vals_a");
+    const vb = object.map("red_vals_b");
+    const next = object.map("red_next");
     const config = object.map("red_config");
-    if (!a || !b || !config) throw new Error("the network object has no RED maps");
-    this.#red = [a, b];
+    if (!ia || !ib || !va || !vb || !next || !config) throw new Error("the network object has no RED maps");
+    this.#index = [ia, ib];
+    this.#values = [va, vb];
+    this.#next = next;
     this.#config = config;
     this.#paths = object.map("red_paths");
     this.#overflow = object.map("red_overflow");
@@ -142,6 +155,7 @@ export class RedMaps {
     const probe = this.#overflow?.lookupU32Key(0);
     if (!probe) throw new Error("the network object has no red_overflow map");
     this.#cpus = Math.max(1, Math.floor(probe.length / RED_VALUE_BYTES));
+    this.#zero = new Uint8Array(RED_VALUE_BYTES * this.#cpus);
     if (bodyBoundsBytes) {
       const ba = object.map("red_body_a");
       const bb = object.map("red_body_b");
@@ -177,17 +191,19 @@ export class RedMaps {
     return v ? decodeRedPath(v) : undefined;
   }
 
-  /** Everything counted since the previous take: flips the generation, then empties the old one. Blocks ~1 ms. */
+  /**
+   * Everything counted since the previous take: flips the generation, then empties the old one. Blocks ~1 ms. The
+   * generation about to be counted into is emptied first: what a program preempted across the previous take still
+   * counted there (late, counted now) must not keep a slot the new generation gives out again.
+   */
   take(): { entries: RedEntry[]; overflow: Map<RoleValue, RedCounts>; bodies: RedBodyEntry[] } {
     const index = this.#gen & 1;
+    const entries: RedEntry[] = [];
+    this.#takeSlots(index ^ 1, entries);
     this.#gen = (this.#gen + 1) >>> 0;
     this.#writeConfig();
     Bun.sleepSync(FLIP_GRACE_MS);
-    const entries: RedEntry[] = [];
-    this.#takeAll(this.#red[index]!, RED_VALUE_BYTES, (keys, values, i, stride) => {
-      const counts = sumRedValues(values, i * stride, this.#cpus);
-      if (counts.count !== 0) entries.push({ key: decodeRedKey(keys, i * RED_KEY_BYTES), ...counts });
-    });
+    this.#takeSlots(index, entries);
     const bodies: RedBodyEntry[] = [];
     if (this.#body)
       this.#takeAll(this.#body[index]!, RED_BODY_VALUE_BYTES, (keys, values, i, stride) => {
@@ -197,6 +213,29 @@ export class RedMaps {
         if (request.count !== 0 || response.count !== 0) bodies.push({ key: decodeRedKey(keys, i * RED_KEY_BYTES), request, response });
       });
     return { entries, overflow: this.#takeOverflow(), bodies };
+  }
+
+  /** Takes the generation parity `index`: its keys' slots, their counts (then zeroed) and its slot counter (reset). */
+  #takeSlots(index: number, entries: RedEntry[]): void {
+    const raw = this.#next.lookupU32Key(index);
+    /* Slots given out: the counter goes past RED_MAX_KEYS once the generation is full. */
+    const next = raw ? new DataView(raw.buffer, raw.byteOffset, 8).getBigUint64(0, true) : 0n;
+    const given = Number(next < BigInt(RED_MAX_KEYS) ? next : BigInt(RED_MAX_KEYS));
+    if (given === 0) return;
+    const keyOf = new Map<number, Uint8Array>();
+    this.#takeAll(this.#index[index]!, 4, (keys, values, i) => {
+      keyOf.set(new DataView(values.buffer, values.byteOffset + i * 4, 4).getUint32(0, true), keys.slice(i * RED_KEY_BYTES, (i + 1) * RED_KEY_BYTES));
+    });
+    const values = this.#values[index]!;
+    for (let slot = 0; slot < given; slot++) {
+      const v = values.lookupU32Key(slot);
+      if (!v || v.every((x) => x === 0)) continue;
+      const counts = sumRedValues(v, 0, this.#cpus);
+      const key = keyOf.get(slot);
+      if (key && counts.count !== 0) entries.push({ key: decodeRedKey(key), ...counts });
+      values.updateU32Key!(slot, this.#zero);
+    }
+    this.#next.updateU32Key!(index, new Uint8Array(8));
   }
 
   /** Takes `map` whole (per-CPU values of `valueBytes` each), calling `each` per key with its values' stride. */

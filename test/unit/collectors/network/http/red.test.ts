@@ -53,66 +53,121 @@ describe("RED map decoders (byte fixtures)", () => {
   });
 });
 
+/** A map as RedMaps uses it: hash entries (taken in batches), array slots by u32 key, and what was written. */
 class FakeMap {
   entries: Array<[Uint8Array, Uint8Array]> = [];
+  slots = new Map<number, Uint8Array>();
   written: Uint8Array[] = [];
   constructor(readonly name: string, readonly typeName: string, private readonly one?: Uint8Array) {}
-  updateU32Key(_k: number, v: Uint8Array) {
+  updateU32Key(k: number, v: Uint8Array) {
     this.written.push(v.slice());
+    this.slots.set(k, v.slice());
   }
-  lookupU32Key(_k: number) {
-    return this.one;
+  lookupU32Key(k: number) {
+    return this.one ?? this.slots.get(k);
   }
   lookup(k: Uint8Array) {
     return this.entries.find(([key]) => key.every((x, i) => x === k[i]))?.[1];
   }
   takeBatch(limit: number) {
     const taken = this.entries.splice(0, limit);
-    const keys = new Uint8Array(taken.length * RED_KEY_BYTES);
-    const values = new Uint8Array(taken.reduce((s, [, v]) => s + v.length, 0));
-    let off = 0;
-    taken.forEach(([k, v], i) => {
-      keys.set(k, i * RED_KEY_BYTES);
-      values.set(v, off);
-      off += v.length;
-    });
+    const keys = new Uint8Array(taken.reduce((n, [k]) => n + k.length, 0));
+    const values = new Uint8Array(taken.reduce((n, [, v]) => n + v.length, 0));
+    let ko = 0;
+    let vo = 0;
+    for (const [k, v] of taken) {
+      keys.set(k, ko);
+      values.set(v, vo);
+      ko += k.length;
+      vo += v.length;
+    }
     return { count: taken.length, keys, values };
   }
 }
 
+const u32 = (n: number) => new Uint8Array(new Uint32Array([n]).buffer);
+const u64 = (n: number) => new Uint8Array(new BigUint64Array([BigInt(n)]).buffer);
+
+/** One generation parity's maps as red.h has them: key index, per-CPU counts by slot, and the slot counter. */
+function generation(parity: "a" | "b", next: FakeMap, index: number) {
+  const idx = new FakeMap(`red_idx_${parity}`, "hash");
+  const vals = new FakeMap(`red_vals_${parity}`, "percpu_array");
+  return {
+    idx,
+    vals,
+    /** Counts `value` under `key` in a new slot, as a program would. */
+    count(key: Uint8Array, value: Uint8Array) {
+      const slot = Number(new DataView((next.slots.get(index) ?? u64(0)).buffer).getBigUint64(0, true));
+      next.slots.set(index, u64(slot + 1));
+      idx.entries.push([key, u32(slot)]);
+      vals.slots.set(slot, value);
+    },
+    /** Whether the generation was emptied: no key, every slot given out zero, the counter reset. */
+    empty() {
+      const given = Number(new DataView((next.slots.get(index) ?? u64(0)).buffer).getBigUint64(0, true));
+      return idx.entries.length === 0 && given === 0 && [...vals.slots.values()].every((v) => v.every((x) => x === 0));
+    },
+  };
+}
+
+function redObject(extra: FakeMap[] = []) {
+  const next = new FakeMap("red_next", "array");
+  const a = generation("a", next, 0);
+  const b = generation("b", next, 1);
+  const config = new FakeMap("red_config", "array");
+  const overflow = new FakeMap("red_overflow", "percpu_array", valueBytes([{ count: 0, sumNs: 0, buckets: {} }, { count: 0, sumNs: 0, buckets: {} }]));
+  const maps = [a.idx, a.vals, b.idx, b.vals, next, config, overflow, ...extra] as unknown as BpfMapApi[];
+  const object = { map: (n: string) => maps.find((m) => m.name === n) } as unknown as BpfObjectApi;
+  return { object, a, b, config };
+}
+
 describe("RedMaps", () => {
-  test("each take flips the generation and empties the old generation's map only", () => {
-    const a = new FakeMap("red_a", "percpu_hash");
-    const b = new FakeMap("red_b", "percpu_hash");
-    const config = new FakeMap("red_config", "array");
-    const overflow = new FakeMap("red_overflow", "percpu_array", valueBytes([{ count: 0, sumNs: 0, buckets: {} }, { count: 0, sumNs: 0, buckets: {} }]));
-    const maps = [a, b, config, overflow] as unknown as BpfMapApi[];
-    const object = { map: (n: string) => maps.find((m) => m.name === n) } as unknown as BpfObjectApi;
+  test("each take flips the generation and empties the old generation: its keys' slots summed over CPUs, then zeroed", () => {
+    const { object, a, b, config } = redObject();
     const red = new RedMaps(object, [0.005, 0.01]);
     const cfg0 = new DataView(config.written[0]!.buffer);
     expect([cfg0.getUint32(0, true), cfg0.getUint32(4, true), cfg0.getBigUint64(8, true), cfg0.getBigUint64(16, true)]).toEqual([0, 2, 5_000_000n, 10_000_000n]);
-    a.entries.push([keyBytes({ pid: 1, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 3, sumNs: 10, buckets: { 0: 3 } }, { count: 1, sumNs: 1, buckets: { 1: 1 } }])]);
-    b.entries.push([keyBytes({ pid: 2, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 5, sumNs: 0, buckets: { 0: 5 } }, { count: 0, sumNs: 0, buckets: {} }])]);
+    a.count(keyBytes({ pid: 1, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 3, sumNs: 10, buckets: { 0: 3 } }, { count: 1, sumNs: 1, buckets: { 1: 1 } }]));
+    a.count(keyBytes({ pid: 3, status: 404, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 0, sumNs: 0, buckets: {} }, { count: 2, sumNs: 4, buckets: { 1: 2 } }]));
     const first = red.take();
     expect(new DataView(config.written.at(-1)!.buffer).getUint32(0, true)).toBe(1);
-    expect(first.entries.map((e) => [e.key.pid, e.count])).toEqual([[1, 4]]);
-    expect(b.entries.length).toBe(1);
+    expect(first.entries.map((e) => [e.key.pid, e.key.status, e.count, e.sumNs, e.buckets[0], e.buckets[1]])).toEqual([
+      [1, 200, 4, 11, 3, 1],
+      [3, 404, 2, 4, 0, 2],
+    ]);
+    expect(a.empty()).toBe(true);
+    // Counted into the new generation meanwhile: taken by the next take, which empties it in turn.
+    b.count(keyBytes({ pid: 2, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 5, sumNs: 0, buckets: { 0: 5 } }, { count: 0, sumNs: 0, buckets: {} }]));
     const second = red.take();
     expect(second.entries.map((e) => [e.key.pid, e.count])).toEqual([[2, 5]]);
+    expect(b.empty()).toBe(true);
+  });
+
+  test("what a late program counted into the generation about to be counted into is taken before it is reused", () => {
+    const { object, a, b } = redObject();
+    const red = new RedMaps(object, [0.005]);
+    a.count(keyBytes({ pid: 1, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 1, sumNs: 1, buckets: { 0: 1 } }, { count: 0, sumNs: 0, buckets: {} }]));
+    red.take();
+    // gen 1 (b) is current; a program still on gen 0 counts into a after it was emptied.
+    a.count(keyBytes({ pid: 7, status: 500, method: 2, role: 1, peerPort: 80 }), valueBytes([{ count: 2, sumNs: 2, buckets: { 0: 2 } }, { count: 0, sumNs: 0, buckets: {} }]));
+    b.count(keyBytes({ pid: 2, status: 200, method: 1, role: 1, peerPort: 80 }), valueBytes([{ count: 1, sumNs: 1, buckets: { 0: 1 } }, { count: 0, sumNs: 0, buckets: {} }]));
+    const second = red.take();
+    expect(second.entries.map((e) => [e.key.pid, e.key.method, e.count]).sort()).toEqual([
+      [2, "GET", 1],
+      [7, "POST", 2],
+    ]);
+    // a is current again, from slot 0, with nothing left of before.
+    expect(a.empty()).toBe(true);
+    expect(b.empty()).toBe(true);
   });
 });
 
 describe("RedMaps body sizes", () => {
   test("writes the body bounds, and takes the request's and response's per-CPU histograms of the same generation", () => {
-    const a = new FakeMap("red_a", "percpu_hash");
-    const b = new FakeMap("red_b", "percpu_hash");
     const bodyA = new FakeMap("red_body_a", "percpu_hash");
     const bodyB = new FakeMap("red_body_b", "percpu_hash");
     const bodyConfig = new FakeMap("red_body_config", "array");
-    const config = new FakeMap("red_config", "array");
-    const overflow = new FakeMap("red_overflow", "percpu_array", valueBytes([{ count: 0, sumNs: 0, buckets: {} }, { count: 0, sumNs: 0, buckets: {} }]));
-    const maps = [a, b, bodyA, bodyB, bodyConfig, config, overflow] as unknown as BpfMapApi[];
-    const object = { map: (n: string) => maps.find((m) => m.name === n) } as unknown as BpfObjectApi;
+    const { object } = redObject([bodyA, bodyB, bodyConfig]);
     const red = new RedMaps(object, [0.005], [0, 100, 1000]);
     const cfg = new DataView(bodyConfig.written[0]!.buffer);
     expect([cfg.getUint32(0, true), cfg.getBigUint64(8, true), cfg.getBigUint64(16, true), cfg.getBigUint64(24, true)]).toEqual([3, 0n, 100n, 1000n]);
