@@ -1540,56 +1540,33 @@ static __always_inline int on_length(void *ctx, __u32 store, void *sk, int ret, 
  * every socket read and write of every process; the entry is the socket's own storage. Not with
  * http_capture `syscalls`, whose syscall exits find connections by socket address in `conns`.
  */
-static __always_inline int send_length(void *ctx, struct sock *sk, int ret, int flags, int cast)
+/* A socket length program's body: `io` the call's direction, `cast` whether bpf_rdonly_cast is used (a constant). */
+static __always_inline int socket_length(void *ctx, struct sock *sk, int ret, int flags, __u32 io, int cast)
 {
   if (sk->sk_protocol != IPPROTO_TCP)
     return 0;
   if (ret <= 0) {
     if (tls_follow)
-      tls_socket_call(sk, IO_WRITE);
+      tls_socket_call(sk, io);
     return 0;
   }
   /* on_length runs the TLS set's socket part (tls_follow) once it knows the connection. */
-  return on_length(ctx, STORE_SK, sk, ret, flags, IO_WRITE, cast);
+  return on_length(ctx, STORE_SK, sk, ret, flags, io, cast);
 }
 
-static __always_inline int recv_length(void *ctx, struct sock *sk, int ret, int flags, int cast)
-{
-  if (sk->sk_protocol != IPPROTO_TCP)
-    return 0;
-  if (ret <= 0) {
-    if (tls_follow)
-      tls_socket_call(sk, IO_READ);
-    return 0;
+#define SOCKET_LENGTH_PROGRAM(name, tracepoint, io, cast)          \
+  SEC("tp_btf/" tracepoint)                                       \
+  int BPF_PROG(name, struct sock *sk, int ret, int flags)         \
+  {                                                               \
+    return socket_length(ctx, sk, ret, flags, io, cast);          \
   }
-  return on_length(ctx, STORE_SK, sk, ret, flags, IO_READ, cast);
-}
 
 /* Kernels with bpf_rdonly_cast (6.2+): see its declaration. */
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(on_send_length, struct sock *sk, int ret, int flags)
-{
-  return send_length(ctx, sk, ret, flags, 1);
-}
-
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(on_recv_length, struct sock *sk, int ret, int flags)
-{
-  return recv_length(ctx, sk, ret, flags, 1);
-}
-
+SOCKET_LENGTH_PROGRAM(on_send_length, "sock_send_length", IO_WRITE, 1)
+SOCKET_LENGTH_PROGRAM(on_recv_length, "sock_recv_length", IO_READ, 1)
 /* The same through helpers only, for kernels with BTF but without bpf_rdonly_cast. */
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(on_send_length_compat, struct sock *sk, int ret, int flags)
-{
-  return send_length(ctx, sk, ret, flags, 0);
-}
-
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(on_recv_length_compat, struct sock *sk, int ret, int flags)
-{
-  return recv_length(ctx, sk, ret, flags, 0);
-}
+SOCKET_LENGTH_PROGRAM(on_send_length_compat, "sock_send_length", IO_WRITE, 0)
+SOCKET_LENGTH_PROGRAM(on_recv_length_compat, "sock_recv_length", IO_READ, 0)
 
 /* The same through the classic tracepoints and the `conns` hash. */
 SEC("tracepoint/sock/sock_send_length")
