@@ -1384,8 +1384,8 @@ __u64 user_regs_off = 0;
  * The number, second and third arguments of the syscall running now, from the saved user registers (direct loads:
  * no helper call per field). With `cast` (bpf_rdonly_cast) the registers are found from the task's stack base and
  * user_regs_off, without the bpf_task_pt_regs call after the first: on this host a helper's call and return cost
- * more than the loads (socket length programs: 1,246 -> 1,121 ns per HTTP/1.1 request with both ends traced,
- * together with red_clock's cast). Returns 0 when they cannot be read.
+ * more than the loads (with red_clock's cast: 1,208-1,269 -> 1,088-1,104 ns of the socket programs per HTTP/1.1
+ * request with both ends traced, bench/findings.md). Returns 0 when they cannot be read.
  */
 static __always_inline int syscall_args(long *nr, __u64 *arg1, __u64 *arg2, int cast)
 {
