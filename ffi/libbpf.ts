@@ -122,6 +122,10 @@ const LIBBPF_SYMBOLS = {
   bpf_map_delete_elem: { args: [i32, P], returns: i32 },
   /** int bpf_map_lookup_and_delete_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, __u32 *count, opts); -ENOENT at the end. */
   bpf_map_lookup_and_delete_batch: { args: [i32, P, P, P, P, P, P], returns: i32 },
+  /** int bpf_map_lookup_batch(int fd, void *in_batch, void *out_batch, void *keys, void *values, __u32 *count, opts); -ENOENT at the end. */
+  bpf_map_lookup_batch: { args: [i32, P, P, P, P, P, P], returns: i32 },
+  /** int bpf_map_update_batch(int fd, const void *keys, const void *values, __u32 *count, opts); -errno. */
+  bpf_map_update_batch: { args: [i32, P, P, P, P], returns: i32 },
   /** int bpf_obj_get_info_by_fd(int bpf_fd, void *info, __u32 *info_len); -errno. */
   bpf_obj_get_info_by_fd: { args: [i32, P, P], returns: i32 },
 

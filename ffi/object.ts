@@ -347,6 +347,32 @@ export class BpfMap implements BpfMapApi {
     return value;
   }
 
+  readArrayBatch(count: number): Uint8Array | undefined {
+    const values = new Uint8Array(this.#valueBytes() * count);
+    if (count === 0) return values;
+    const keys = new Uint32Array(count);
+    // An array's batch token is the next index (u32); 8 bytes leave room for any map type.
+    const token = new Uint8Array(8);
+    const n = new Uint32Array([count]);
+    const r = nativeLib().bpf.bpf_map_lookup_batch(this.#fd(), null, ptr(token), ptr(keys), ptr(values), ptr(n), null);
+    if (r < 0 && (-r === 22 || -r === 95 || -r === 524)) return undefined;
+    // ENOENT: the map's last key was reached, with the count written back.
+    if (r < 0 && -r !== 2) throw new LibbpfError("bpf_map_lookup_batch", -r, { subject: this.name });
+    if (n[0] !== count) throw new LibbpfError("bpf_map_lookup_batch", 34, { subject: this.name, detail: `read ${n[0]} of ${count} keys` });
+    return values;
+  }
+
+  writeArrayBatch(count: number, values: Uint8Array): boolean {
+    if (count === 0) return true;
+    const keys = new Uint32Array(count);
+    for (let i = 0; i < count; i++) keys[i] = i;
+    const n = new Uint32Array([count]);
+    const r = nativeLib().bpf.bpf_map_update_batch(this.#fd(), ptr(keys), ptr(values), ptr(n), null);
+    if (r < 0 && (-r === 22 || -r === 95 || -r === 524)) return false;
+    if (r < 0) throw new LibbpfError("bpf_map_update_batch", -r, { subject: this.name });
+    return true;
+  }
+
   lookup(key: Uint8Array): Uint8Array | undefined {
     const n = nativeLib();
     const value = new Uint8Array(this.#valueBytes());

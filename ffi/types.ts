@@ -126,6 +126,14 @@ export interface BpfMapApi {
    * (EINVAL/ENOTSUPP): use keys/lookup/delete. Optional.
    */
   takeBatch?(limit: number): { count: number; keys: Uint8Array; values: Uint8Array } | undefined;
+  /**
+   * The values at keys 0 to `count` - 1 of an array map, back to back, in one batch call (bpf_map_lookup_batch; a
+   * per-CPU map's value is every possible CPU's value, each rounded up to 8 bytes). Undefined when the kernel lacks
+   * batch operations (EINVAL/ENOTSUPP): use lookupU32Key. Optional.
+   */
+  readArrayBatch?(count: number): Uint8Array | undefined;
+  /** Writes `values` (readArrayBatch's layout) at keys 0 to `count` - 1 of an array map in one batch call; false without batch operations. Optional. */
+  writeArrayBatch?(count: number, values: Uint8Array): boolean;
 }
 
 export interface BpfObjectApi extends Disposable {

@@ -227,13 +227,23 @@ export class RedMaps {
       keyOf.set(new DataView(values.buffer, values.byteOffset + i * 4, 4).getUint32(0, true), keys.slice(i * RED_KEY_BYTES, (i + 1) * RED_KEY_BYTES));
     });
     const values = this.#values[index]!;
-    for (let slot = 0; slot < given; slot++) {
-      const v = values.lookupU32Key(slot);
-      if (!v || v.every((x) => x === 0)) continue;
-      const counts = sumRedValues(v, 0, this.#cpus);
+    const add = (v: Uint8Array, off: number, slot: number) => {
+      const counts = sumRedValues(v, off, this.#cpus);
       const key = keyOf.get(slot);
       if (key && counts.count !== 0) entries.push({ key: decodeRedKey(key), ...counts });
-      values.updateU32Key!(slot, this.#zero);
+    };
+    /* The slots given out in one batch call each way (a generation of 4,096 keys slot by slot: ~9 ms here). */
+    const stride = this.#zero.length;
+    const all = values.readArrayBatch?.(given);
+    if (all && values.writeArrayBatch?.(given, new Uint8Array(stride * given))) {
+      for (let slot = 0; slot < given; slot++) add(all, slot * stride, slot);
+    } else {
+      for (let slot = 0; slot < given; slot++) {
+        const v = values.lookupU32Key(slot);
+        if (!v || v.every((x) => x === 0)) continue;
+        add(v, 0, slot);
+        values.updateU32Key!(slot, this.#zero);
+      }
     }
     this.#next.updateU32Key!(index, new Uint8Array(8));
   }

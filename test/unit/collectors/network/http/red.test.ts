@@ -85,13 +85,34 @@ class FakeMap {
   }
 }
 
+/** A per-CPU array map with batch calls: keys 0 to count - 1, each value RED_VALUE_BYTES per CPU (2 CPUs here). */
+class BatchFakeMap extends FakeMap {
+  batchCalls = 0;
+  readArrayBatch(count: number) {
+    this.batchCalls++;
+    const stride = 2 * RED_VALUE_BYTES;
+    const out = new Uint8Array(stride * count);
+    for (let i = 0; i < count; i++) {
+      const v = this.slots.get(i);
+      if (v) out.set(v, i * stride);
+    }
+    return out;
+  }
+  writeArrayBatch(count: number, values: Uint8Array) {
+    this.batchCalls++;
+    const stride = 2 * RED_VALUE_BYTES;
+    for (let i = 0; i < count; i++) this.slots.set(i, values.slice(i * stride, (i + 1) * stride));
+    return true;
+  }
+}
+
 const u32 = (n: number) => new Uint8Array(new Uint32Array([n]).buffer);
 const u64 = (n: number) => new Uint8Array(new BigUint64Array([BigInt(n)]).buffer);
 
 /** One generation parity's maps as red.h has them: key index, per-CPU counts by slot, and the slot counter. */
-function generation(parity: "a" | "b", next: FakeMap, index: number) {
+function generation(parity: "a" | "b", next: FakeMap, index: number, batch: boolean) {
   const idx = new FakeMap(`red_idx_${parity}`, "hash");
-  const vals = new FakeMap(`red_vals_${parity}`, "percpu_array");
+  const vals = batch ? new BatchFakeMap(`red_vals_${parity}`, "percpu_array") : new FakeMap(`red_vals_${parity}`, "percpu_array");
   return {
     idx,
     vals,
@@ -110,10 +131,10 @@ function generation(parity: "a" | "b", next: FakeMap, index: number) {
   };
 }
 
-function redObject(extra: FakeMap[] = []) {
+function redObject(extra: FakeMap[] = [], batch = false) {
   const next = new FakeMap("red_next", "array");
-  const a = generation("a", next, 0);
-  const b = generation("b", next, 1);
+  const a = generation("a", next, 0, batch);
+  const b = generation("b", next, 1, batch);
   const config = new FakeMap("red_config", "array");
   const overflow = new FakeMap("red_overflow", "percpu_array", valueBytes([{ count: 0, sumNs: 0, buckets: {} }, { count: 0, sumNs: 0, buckets: {} }]));
   const maps = [a.idx, a.vals, b.idx, b.vals, next, config, overflow, ...extra] as unknown as BpfMapApi[];
@@ -122,8 +143,11 @@ function redObject(extra: FakeMap[] = []) {
 }
 
 describe("RedMaps", () => {
-  test("each take flips the generation and empties the old generation: its keys' slots summed over CPUs, then zeroed", () => {
-    const { object, a, b, config } = redObject();
+  test.each([
+    ["slot by slot", false],
+    ["in batch calls", true],
+  ])("each take flips the generation and empties the old generation: its keys' slots summed over CPUs, then zeroed (%s)", (_how, batch) => {
+    const { object, a, b, config } = redObject([], batch);
     const red = new RedMaps(object, [0.005, 0.01]);
     const cfg0 = new DataView(config.written[0]!.buffer);
     expect([cfg0.getUint32(0, true), cfg0.getUint32(4, true), cfg0.getBigUint64(8, true), cfg0.getBigUint64(16, true)]).toEqual([0, 2, 5_000_000n, 10_000_000n]);
@@ -141,6 +165,7 @@ describe("RedMaps", () => {
     const second = red.take();
     expect(second.entries.map((e) => [e.key.pid, e.count])).toEqual([[2, 5]]);
     expect(b.empty()).toBe(true);
+    if (batch) expect([a.vals, b.vals].map((m) => (m as BatchFakeMap).batchCalls)).toEqual([2, 2]);
   });
 
   test("what a late program counted into the generation about to be counted into is taken before it is reused", () => {
