@@ -23,6 +23,11 @@ const MAX_MAP_TYPE_ID = 64;
 const LIBBPF_LEVELS = ["warn", "info", "debug"] as const;
 const ONLINE_CPUS_PATH = "/sys/devices/system/cpu/online";
 
+/** Whether a batch call's result says the kernel or map type lacks batch operations (EINVAL, EOPNOTSUPP, ENOTSUPP). */
+function batchUnsupported(r: number): boolean {
+  return r < 0 && (-r === 22 || -r === 95 || -r === 524);
+}
+
 /** A NUL-terminated copy of `s`, to pass as `const char *` (keep it referenced during the call). */
 function cstr(s: string): Buffer {
   return Buffer.from(s + "\0", "utf8");
@@ -355,7 +360,7 @@ export class BpfMap implements BpfMapApi {
     const token = new Uint8Array(8);
     const n = new Uint32Array([count]);
     const r = nativeLib().bpf.bpf_map_lookup_batch(this.#fd(), null, ptr(token), ptr(keys), ptr(values), ptr(n), null);
-    if (r < 0 && (-r === 22 || -r === 95 || -r === 524)) return undefined;
+    if (batchUnsupported(r)) return undefined;
     // ENOENT: the map's last key was reached, with the count written back.
     if (r < 0 && -r !== 2) throw new LibbpfError("bpf_map_lookup_batch", -r, { subject: this.name });
     if (n[0] !== count) throw new LibbpfError("bpf_map_lookup_batch", 34, { subject: this.name, detail: `read ${n[0]} of ${count} keys` });
@@ -368,7 +373,7 @@ export class BpfMap implements BpfMapApi {
     for (let i = 0; i < count; i++) keys[i] = i;
     const n = new Uint32Array([count]);
     const r = nativeLib().bpf.bpf_map_update_batch(this.#fd(), ptr(keys), ptr(values), ptr(n), null);
-    if (r < 0 && (-r === 22 || -r === 95 || -r === 524)) return false;
+    if (batchUnsupported(r)) return false;
     if (r < 0) throw new LibbpfError("bpf_map_update_batch", -r, { subject: this.name });
     return true;
   }
@@ -422,7 +427,7 @@ export class BpfMap implements BpfMapApi {
       count[0] = limit - taken;
       const r = n.bpf.bpf_map_lookup_and_delete_batch(fd, first ? null : ptr(token), ptr(token), ptr(keys, taken * keySize), ptr(values, taken * valueSize), ptr(count), null);
       first = false;
-      if (r < 0 && (-r === 22 || -r === 95 || -r === 524) && taken === 0) return undefined;
+      if (batchUnsupported(r) && taken === 0) return undefined;
       if (r < 0 && -r !== 2 && -r !== 28) throw new LibbpfError("bpf_map_lookup_and_delete_batch", -r, { subject: this.name });
       // The count written back is what this call took, also with ENOENT (the end) and ENOSPC (a bucket larger than the room left).
       taken += count[0]!;
