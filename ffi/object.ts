@@ -495,6 +495,23 @@ interface ConstantSlot {
   size: number;
 }
 
+/** Writes `entries` into the section bytes `into` at their slots; throws (`op`, `unknown(name)`) on a name without one. */
+function writeSlots(slots: Map<string, ConstantSlot>, entries: Array<[string, number | bigint]>, into: Uint8Array, op: string, unknown: (name: string) => string): void {
+  const dv = new DataView(into.buffer, into.byteOffset, into.byteLength);
+  for (const [name, value] of entries) {
+    const slot = slots.get(name);
+    if (!slot) throw new LibbpfError(op, 2, { subject: name, detail: unknown(name) });
+    const v = BigInt(value);
+    switch (slot.size) {
+      case 1: dv.setUint8(slot.offset, Number(BigInt.asUintN(8, v))); break;
+      case 2: dv.setUint16(slot.offset, Number(BigInt.asUintN(16, v)), true); break;
+      case 4: dv.setUint32(slot.offset, Number(BigInt.asUintN(32, v)), true); break;
+      case 8: dv.setBigUint64(slot.offset, BigInt.asUintN(64, v), true); break;
+      default: throw new LibbpfError(op, 22, { subject: name, detail: `unsupported size ${slot.size}` });
+    }
+  }
+}
+
 export class BpfObject implements BpfObjectApi {
   #handle: Pointer | undefined;
   readonly name: string;
@@ -506,6 +523,8 @@ export class BpfObject implements BpfObjectApi {
   readonly #log: LibbpfLog;
   readonly #programs: BpfProgram[] = [];
   readonly #maps: BpfMap[] = [];
+  /** Set once bpf_object__load succeeded: the maps exist in the kernel. */
+  #loaded = false;
 
   constructor(bytes: Uint8Array, name: string, log: LibbpfLog) {
     const n = nativeLib();
@@ -548,13 +567,14 @@ export class BpfObject implements BpfObjectApi {
     return this.#maps.find((m) => m.name === name);
   }
 
-  #constantSlots(): Map<string, ConstantSlot> {
+  /** Name -> place of each global of a data section (".rodata": the `const volatile` ones; ".data": the others set non-zero). */
+  #slots(section: string): Map<string, ConstantSlot> {
     const n = nativeLib();
     const slots = new Map<string, ConstantSlot>();
     if (!this.#handle) return slots;
     const btf = n.bpf.bpf_object__btf(this.#handle);
     if (isNull(btf)) return slots;
-    const secName = cstr(".rodata");
+    const secName = cstr(section);
     const id = n.bpf.btf__find_by_name_kind(btf, ptr(secName), BTF_KIND_DATASEC);
     if (id < 0) return slots;
     const sec = n.bpf.btf__type_by_id(btf, id) as Pointer;
@@ -569,28 +589,35 @@ export class BpfObject implements BpfObjectApi {
   }
 
   constantNames(): string[] {
-    return [...this.#constantSlots().keys()];
+    return [...this.#slots(".rodata").keys()];
   }
 
   setConstants(values: Record<string, number | bigint>): void {
     const entries = Object.entries(values);
     if (entries.length === 0) return;
-    const slots = this.#constantSlots();
     const rodata = this.#maps.find((m) => m.name.endsWith(".rodata"))?.initialValue();
     if (!rodata) throw new LibbpfError("bpf_map__initial_value", 2, { subject: `${this.name}.rodata`, detail: "object has no constants" });
-    const dv = new DataView(rodata.buffer, rodata.byteOffset, rodata.byteLength);
-    for (const [name, value] of entries) {
-      const slot = slots.get(name);
-      if (!slot) throw new LibbpfError("setConstants", 2, { subject: name, detail: `no const volatile '${name}' in ${this.name}` });
-      const v = BigInt(value);
-      switch (slot.size) {
-        case 1: dv.setUint8(slot.offset, Number(BigInt.asUintN(8, v))); break;
-        case 2: dv.setUint16(slot.offset, Number(BigInt.asUintN(16, v)), true); break;
-        case 4: dv.setUint32(slot.offset, Number(BigInt.asUintN(32, v)), true); break;
-        case 8: dv.setBigUint64(slot.offset, BigInt.asUintN(64, v), true); break;
-        default: throw new LibbpfError("setConstants", 22, { subject: name, detail: `unsupported size ${slot.size}` });
-      }
+    writeSlots(this.#slots(".rodata"), entries, rodata, "setConstants", (name) => `no const volatile '${name}' in ${this.name}`);
+  }
+
+  setVariables(values: Record<string, number | bigint>): void {
+    const entries = Object.entries(values);
+    if (entries.length === 0) return;
+    const map = this.#maps.find((m) => m.name.endsWith(".data"));
+    if (!map) throw new LibbpfError("setVariables", 2, { subject: `${this.name}.data`, detail: "object has no .data section" });
+    const slots = this.#slots(".data");
+    const unknown = (name: string) => `no initialised global '${name}' in ${this.name}'s .data`;
+    if (!this.#loaded) {
+      const initial = map.initialValue();
+      if (!initial) throw new LibbpfError("bpf_map__initial_value", 2, { subject: map.name, detail: "no initial value" });
+      writeSlots(slots, entries, initial, "setVariables", unknown);
+      return;
     }
+    // Loaded: the section is the one value of an array map the programs read at each use; rewritten whole.
+    const value = map.lookupU32Key(0);
+    if (!value) throw new LibbpfError("bpf_map_lookup_elem", 2, { subject: map.name });
+    writeSlots(slots, entries, value, "setVariables", unknown);
+    map.updateU32Key(0, value);
   }
 
   load(options: { quiet?: boolean } = {}): void {
@@ -602,6 +629,7 @@ export class BpfObject implements BpfObjectApi {
       const r = this.#log.silenced(() => withSignalsBlocked(() => nativeLib().bpf.bpf_object__load(handle)));
       if (r < 0) throw new QuietLoadError(this.name, -r);
       this.#bytes = undefined;
+      this.#loaded = true;
       return;
     }
     const captured: string[] = [];
@@ -613,6 +641,7 @@ export class BpfObject implements BpfObjectApi {
       throw new LibbpfError("bpf_object__load", -r, { subject: f.program, verifierLog: f.verifierLog, detail: f.detail });
     }
     this.#bytes = undefined;
+    this.#loaded = true;
   }
 
   close(): void {

@@ -147,6 +147,12 @@ export interface BpfObjectApi extends Disposable {
   /** Sets `const volatile` globals by name (before load); throws on an unknown name or a size mismatch. */
   setConstants(values: Record<string, number | bigint>): void;
   /**
+   * Sets globals of .data (initialised, not const) by name: before load their initial values, after load the values
+   * the running programs read (the section is rewritten whole; nothing in it may be written by the programs).
+   * Throws on an unknown name or a size mismatch. Optional: fakes may leave it out.
+   */
+  setVariables?(values: Record<string, number | bigint>): void;
+  /**
    * Loads every autoload program and creates the maps. On failure throws LibbpfError with `subject` = the program
    * libbpf blamed (when it said) and its verifier log. `quiet`: libbpf logs nothing and every signal waits until
    * the load is done (the verifier gives up with EAGAIN while a signal is pending, and a process under a sampling

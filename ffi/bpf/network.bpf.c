@@ -169,11 +169,17 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 const volatile __u32 self_tgid = 0;
 /* CAPTURE_SYSCALLS: buffers from the syscall tracepoints; CAPTURE_SOCKET: from the syscall's own registers at sock_*_length. */
 const volatile __u32 capture_http = CAPTURE_SOCKET;
-const volatile __u32 http_requests_per_second = 1000;
 /* Entries of conn_store at most (per-socket storage has no max_entries of its own). */
 const volatile __u32 max_conns = 65536;
+
+/*
+ * Limits user space sets before load and may change while the programs run (a reload of max_spans_per_second or
+ * http2_records_per_second: no new set, so nothing in flight is missed). Not const: in .data, read at each use.
+ */
+/* HTTP exchanges captured per second at most (all connections together). */
+volatile __u32 http_requests_per_second = 1000;
 /* Records of HTTP/2 connections forwarded per second at most (all connections together). */
-const volatile __u32 h2_records_per_second = 50000;
+volatile __u32 h2_records_per_second = 50000;
 /* Count every HTTP exchange into the RED maps (socket storage programs only). */
 const volatile __u32 red_enabled = 0;
 

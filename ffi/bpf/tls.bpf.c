@@ -95,9 +95,10 @@
 #include "red.h"
 
 const volatile __u32 self_tgid = 0;
-const volatile __u32 exchanges_per_second = 1000;
+/* Limits set before load and changed in place by a reload (in .data, read at each use; see network.bpf.c). */
+volatile __u32 exchanges_per_second = 1000;
 /* HTTP/2 calls forwarded per second, all TLS connections together (agent.ebpf.network.http2_records_per_second). */
-const volatile __u32 h2_records_per_second = 50000;
+volatile __u32 h2_records_per_second = 50000;
 /* Count every HTTP/1.x exchange into the RED maps (red.h; the network set's, shared by user space). */
 const volatile __u32 red_enabled = 0;
 /* 1: the thread's call in task storage (kernel BTF); 0: in the active_by_tid hash. */

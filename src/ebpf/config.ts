@@ -13,7 +13,7 @@ const EbpfCoreKeys = {
   ringbuf_size: Type.Union([Type.Literal("auto"), Size(0, "")], {
     default: "auto",
     description:
-      "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: one second of max_spans_per_second exchanges or a tenth of a second of http2_records_per_second records, whichever is larger, 256KiB to 8MiB; the others 1MiB). A ring found more than half full (the agent fell behind its events) is moved into the agent's memory and decoded from there, up to 8 ring sizes (64MiB) and not while agent.memory_limit refuses; events that do not fit are counted as lost. A set that stops (shutdown, reload) first decodes what its ring and that memory still hold, for up to 100 ms in all; what is left then is counted as lost.",
+      "Size of every ring buffer in bytes, rounded up to a power of two; auto sizes each ring to the event rate the configuration allows (network http_events: one second of max_spans_per_second exchanges or a tenth of a second of http2_records_per_second records, whichever is larger, 256KiB to 8MiB, as the set loads: a reload of those two limits alone keeps it; the others 1MiB). A ring found more than half full (the agent fell behind its events) is moved into the agent's memory and decoded from there, up to 8 ring sizes (64MiB) and not while agent.memory_limit refuses; events that do not fit are counted as lost. A set that stops (shutdown, reload) first decodes what its ring and that memory still hold, for up to 100 ms in all; what is left then is counted as lost.",
   }),
 };
 

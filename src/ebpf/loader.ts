@@ -261,7 +261,7 @@ function emptyMap(object: BpfObjectApi, name: string): void {
   for (const k of map.keys(map.maxEntries)) map.delete(k);
 }
 
-/** Autoload, constants, buffer sizes, and which transport map the kernel creates. Throws on a spec that does not match the object. */
+/** Autoload, constants and variables, buffer sizes, and which transport map the kernel creates. Throws on a spec that does not match the object. */
 function configure<E>(object: BpfObjectApi, spec: ProgramSetSpec<E>, options: LoaderOptions, excluded: Map<string, string>): void {
   const wanted = new Set(spec.programs.map((p) => p.name));
   for (const prog of object.programs()) prog.setAutoload(wanted.has(prog.name) && !excluded.has(prog.name));
@@ -283,6 +283,10 @@ function configure<E>(object: BpfObjectApi, spec: ProgramSetSpec<E>, options: Lo
     else ring.setAutocreate(false);
   }
   object.setConstants(constants);
+  if (spec.variables && Object.keys(spec.variables).length > 0) {
+    if (!object.setVariables) throw new LibbpfError("setVariables", 95, { subject: spec.object, detail: "this object cannot set .data globals" });
+    object.setVariables(spec.variables);
+  }
   for (const [name, size] of Object.entries(spec.mapSizes ?? {})) {
     const map = object.map(name);
     if (!map) throw new LibbpfError("bpf_object__find_map_by_name", 2, { subject: name, detail: `no map ${name} in ${spec.object}` });

@@ -45,6 +45,11 @@ export interface ProgramSetSpec<E = unknown> {
   ringBuffers: Array<RingBufferSpec<E>>;
   /** `const volatile` globals set before load. */
   constants?: Record<string, number | bigint>;
+  /**
+   * Initialised (not const) globals of .data set before load; the set's owner may change them while it runs
+   * (LoadedSet.object.setVariables), e.g. limits a reload changes without a new set.
+   */
+  variables?: Record<string, number | bigint>;
   /** max_entries of maps other than ring buffers, set before load (configurable map sizes). */
   mapSizes?: Record<string, number>;
   /** Maps the kernel does not create (a kind this kernel lacks): a constant makes the verifier prune the code using them. */

@@ -35,7 +35,7 @@ import { ConnKind, HttpEventFlag, releaseData, type ConnEvent, type HttpEndpoint
 import { ProcessLabeler } from "./labels";
 import { ownKernelPid } from "../../ebpf/self";
 import type { TlsEvent } from "../tls/decoder";
-import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkSetSpec, userRedCounted } from "./spec";
+import { NetworkStat, configRedCounted, kernelExchangesPerSecond, networkLimits, networkSetSpec, userRedCounted } from "./spec";
 import { networkOf, type NetworkConfig } from "./config";
 import { DropWarnings, KernelStats } from "./kernel-stats";
 import { DeferredCloses } from "./deferred-closes";
@@ -61,9 +61,18 @@ interface HttpConnection {
 
 const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress: "", localPort: 0, remoteAddress: "", remotePort: 0 });
 
-/** What the kernel side is built with: a change needs the set reloaded. */
+/**
+ * What the kernel side is built with: a change needs a new set (which misses what runs while it loads). The
+ * limits (max_spans_per_second, http2_records_per_second) are set in the running set instead (networkLimits); the
+ * http_events ring keeps the size it was created with.
+ */
 function kernelKey(c: NetworkConfig): string {
-  return JSON.stringify([c.http, c.tls, c.http_capture, c.max_spans_per_second, c.http2_records_per_second, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
+  return JSON.stringify([c.http, c.tls, c.http_capture, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
+}
+
+/** The kernel's limits under `c`, as the network set's .data globals. */
+function limitsOf(c: NetworkConfig): Record<string, number> {
+  return networkLimits(kernelExchangesPerSecond(c), c.http2_records_per_second);
 }
 
 export class NetworkCollector implements Component {
@@ -165,6 +174,16 @@ export class NetworkCollector implements Component {
   }
 
   /** Takes what the kernel counted since the last take into the aggregator. */
+  /** Sets the running set's limits to the configuration's (a set still loading gets them when it attaches). */
+  #applyLimits(): void {
+    if (!this.#set) return;
+    try {
+      this.#set.object.setVariables?.(limitsOf(this.#cfg));
+    } catch (e) {
+      this.#host?.logger.warn("setting the network set's limits failed", { error: (e as Error).message });
+    }
+  }
+
   #takeRed(): void {
     if (!this.#redMaps) return;
     try {
@@ -195,6 +214,8 @@ export class NetworkCollector implements Component {
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
+        // A reload while the set was loading may have changed its limits since its spec was made.
+        this.#applyLimits();
         this.#kernelStats.reset();
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
@@ -573,7 +594,9 @@ export class NetworkCollector implements Component {
       this.exportMetrics();
       this.#connections = this.#newConnections(b);
     }
-    this.#inner = await reloadSet(this.#inner, kernelKey(a) !== kernelKey(b) && this.#host !== undefined, () => this.#newInner(b), this.#host, next, previous);
+    const rebuild = kernelKey(a) !== kernelKey(b) && this.#host !== undefined;
+    this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(b), this.#host, next, previous);
+    if (!rebuild) this.#applyLimits();
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimers();
     else {
       this.#stopTimers();

@@ -151,6 +151,14 @@ export function kernelExchangesPerSecond(c: NetworkConfig): number {
   return userRedCounted(c) ? UNCAPPED_EXCHANGES_PER_SECOND : c.max_spans_per_second;
 }
 
+/**
+ * The network set's limits as its .data globals: set before load, and in place while it runs when a reload changes
+ * only them (max_spans_per_second, http2_records_per_second), so that no exchange in flight is missed.
+ */
+export function networkLimits(exchangesPerSecond: number, h2RecordsPerSecond: number): Record<string, number> {
+  return { http_requests_per_second: exchangesPerSecond, h2_records_per_second: h2RecordsPerSecond };
+}
+
 export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEvent> {
   const syscallCapture = o.http && o.httpCapture === "syscalls";
   const bodySizes = redCounted(o) && o.redBodySizes === true;
@@ -167,13 +175,12 @@ export function networkSetSpec(o: NetworkSetOptions): ProgramSetSpec<NetworkEven
     constants: {
       self_tgid: o.selfPid,
       capture_http: !o.http ? CaptureMode.OFF : o.httpCapture === "syscalls" ? CaptureMode.SYSCALLS : CaptureMode.SOCKET,
-      http_requests_per_second: o.httpExchangesPerSecond,
-      h2_records_per_second: o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND,
       max_conns: o.maxConnections,
       red_enabled: redCounted(o) ? 1 : 0,
       red_body_sizes: bodySizes ? 1 : 0,
       tls_follow: tlsFollow ? 1 : 0,
     },
+    variables: networkLimits(o.httpExchangesPerSecond, o.h2RecordsPerSecond ?? DEFAULT_H2_RECORDS_PER_SECOND),
     // With per-socket storage (max_conns bounds it) the hash is left unused but by the optional kprobe: one entry.
     // The body size maps (preallocated per CPU) take room only while body sizes are counted.
     mapSizes: { conns: socketStorage ? 1 : o.maxConnections, ...(bodySizes ? {} : { red_body_a: 1, red_body_b: 1 }) },

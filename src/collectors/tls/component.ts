@@ -21,7 +21,7 @@ import type { TlsEvent } from "./decoder";
 import { TlsTargetRegistry } from "./registry";
 import { DropWarnings, KernelStats } from "../network/kernel-stats";
 import { configRedCounted, configTlsSocketCallsInNetworkSet, kernelExchangesPerSecond } from "../network/spec";
-import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsSetSpec } from "./spec";
+import { TLS_ENTRY_PROGRAMS, TLS_RETURN_PROGRAM, TlsStat, tlsLimits, tlsSetSpec } from "./spec";
 import { procTargetSource, type TargetSource } from "./targets";
 import { networkOf } from "../network/config";
 
@@ -79,6 +79,8 @@ export class TlsCollector implements Component {
   readonly #ctx: AgentContext;
   readonly #selfPid: number;
   #set: LoadedSet<TlsEvent> | undefined;
+  /** The kernel's limits under the configuration in force (tlsLimits), set in the running set's .data. */
+  #limits: Record<string, number> = {};
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   /** What the kernel's stats say was dropped, or could not be accounted for, and the HTTP/2 connections found midway. */
   readonly #kernelStats = new KernelStats({
@@ -106,9 +108,9 @@ export class TlsCollector implements Component {
 
   #newInner(config: Config): EbpfSetComponent<TlsEvent> {
     const network = networkOf(config);
-    const exchangesPerSecond = kernelExchangesPerSecond(network);
+    this.#limits = tlsLimits(kernelExchangesPerSecond(network), network.http2_records_per_second);
     return new EbpfSetComponent<TlsEvent>(this.#core, {
-      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond, h2RecordsPerSecond: network.http2_records_per_second, redCounted: tlsRedCounted(config), socketCallsInNetworkSet: configTlsSocketCallsInNetworkSet(network) }),
+      spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond: kernelExchangesPerSecond(network), h2RecordsPerSecond: network.http2_records_per_second, redCounted: tlsRedCounted(config), socketCallsInNetworkSet: configTlsSocketCallsInNetworkSet(network) }),
       onEvent: (e) => this.#sink.handleTls(e),
       onAttached: (set) => this.#attached(set),
       onDetached: () => this.#detached(),
@@ -141,6 +143,8 @@ export class TlsCollector implements Component {
 
   #attached(set: LoadedSet<TlsEvent>): void {
     this.#set = set;
+    // A reload while the set was loading may have changed its limits since its spec was made.
+    this.#applyLimits();
     this.#kernelStats.reset();
     this.#statsTimer = setInterval(() => {
       this.#pollStats();
@@ -303,8 +307,23 @@ export class TlsCollector implements Component {
     const a = networkOf(previous);
     const b = networkOf(next);
     this.#maxTargets = b.max_tls_libraries;
-    // A new bound needs the targets attached again; a new budget (exchanges, HTTP/2 calls) or RED counting is a constant of the kernel side.
-    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || kernelExchangesPerSecond(a) !== kernelExchangesPerSecond(b) || a.http2_records_per_second !== b.http2_records_per_second || tlsRedCounted(previous) !== tlsRedCounted(next) || configTlsSocketCallsInNetworkSet(a) !== configTlsSocketCallsInNetworkSet(b);
+    // A new bound needs the targets attached again; RED counting is a constant of the kernel side. A new budget
+    // (exchanges, HTTP/2 calls) is set in the running set: a new set would miss what runs while it loads.
+    const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || tlsRedCounted(previous) !== tlsRedCounted(next) || configTlsSocketCallsInNetworkSet(a) !== configTlsSocketCallsInNetworkSet(b);
     this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(next), this.#host, next, previous);
+    if (!rebuild) {
+      this.#limits = tlsLimits(kernelExchangesPerSecond(b), b.http2_records_per_second);
+      this.#applyLimits();
+    }
+  }
+
+  /** Sets the running set's limits to #limits (a set still loading gets them when it attaches). */
+  #applyLimits(): void {
+    if (!this.#set) return;
+    try {
+      this.#set.object.setVariables?.(this.#limits);
+    } catch (e) {
+      this.#host?.logger.warn("setting the tls set's limits failed", { error: (e as Error).message });
+    }
   }
 }

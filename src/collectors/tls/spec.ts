@@ -40,6 +40,11 @@ const VMLINUX_BTF = "/sys/kernel/btf/vmlinux";
  * `tls_recv_length` and shares that part's maps with it. Those maps then outlive this set: the ones its programs and
  * user space fill are emptied before it attaches.
  */
+/** The tls set's limits as its .data globals: set before load, and in place while it runs (see networkLimits). */
+export function tlsLimits(exchangesPerSecond: number, h2RecordsPerSecond: number): Record<string, number> {
+  return { exchanges_per_second: exchangesPerSecond, h2_records_per_second: h2RecordsPerSecond };
+}
+
 export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; h2RecordsPerSecond: number; redCounted?: boolean; kernelBtf?: boolean; socketCallsInNetworkSet?: boolean }): ProgramSetSpec<TlsEvent> {
   const btf = o.kernelBtf ?? existsSync(VMLINUX_BTF);
   const inNetwork = btf && o.socketCallsInNetworkSet === true;
@@ -52,7 +57,8 @@ export function tlsSetSpec(o: { selfPid: number; exchangesPerSecond: number; h2R
       ...(btf ? [...(inNetwork ? [] : [tpBtf("tls_send_length"), tpBtf("tls_recv_length")]), tpBtf("tls_sock_close")] : []),
     ],
     ringBuffers: [{ map: "tls_events", lostMap: "tls_events_lost", decode: decodeTlsEvent }],
-    constants: { self_tgid: o.selfPid, exchanges_per_second: o.exchangesPerSecond, h2_records_per_second: o.h2RecordsPerSecond, red_enabled: o.redCounted ? 1 : 0, task_storage: btf ? 1 : 0 },
+    constants: { self_tgid: o.selfPid, red_enabled: o.redCounted ? 1 : 0, task_storage: btf ? 1 : 0 },
+    variables: tlsLimits(o.exchangesPerSecond, o.h2RecordsPerSecond),
     ...(btf ? { mapSizes: { active_by_tid: 1 } } : { mapsLeftOut: ["active"] }),
     ...(inNetwork ? { sharedMaps: [...EXCHANGE_SHARED_MAPS, ...TLS_SOCKET_SHARED_MAPS], emptiedMaps: ["tls_conns", "tls_socks", "tls_tgids"] } : { sharedMaps: EXCHANGE_SHARED_MAPS }),
   };

@@ -184,6 +184,10 @@ export class FakeObject implements BpfObjectApi {
   /** libbpf's log goes to a sink: a quiet load is a verbose one (as BpfObject does). */
   logToSink = false;
   constants: Record<string, number | bigint> = {};
+  /** The .data globals as set (before load and while loaded), by name. */
+  variables: Record<string, number | bigint> = {};
+  /** Every setVariables call made after load, in order. */
+  readonly variableUpdates: Array<Record<string, number | bigint>> = [];
   readonly #programs: FakeProgram[];
   readonly #maps: FakeMap[];
   constructor(readonly name: string, programs: ProgramTemplate[], maps: MapTemplate[], readonly constantSlots: string[]) {
@@ -208,6 +212,10 @@ export class FakeObject implements BpfObjectApi {
   setConstants(values: Record<string, number | bigint>): void {
     for (const k of Object.keys(values)) if (!this.constantSlots.includes(k)) throw new LibbpfError("setConstants", 2, { subject: k });
     Object.assign(this.constants, values);
+  }
+  setVariables(values: Record<string, number | bigint>): void {
+    Object.assign(this.variables, values);
+    if (this.loaded) this.variableUpdates.push({ ...values });
   }
   load(options: { quiet?: boolean } = {}): void {
     const quiet = options.quiet === true && !this.logToSink;

@@ -110,6 +110,7 @@ describe.each(["socket", "syscalls"] as const)("an HTTP/2 connection opened befo
       enabled: true
       http_capture: ${mode}
       max_spans_per_second: 999999
+      max_connections: 4096
       metrics_interval: 1s`);
     await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok after reload", 30_000);
     const after = await programId(mode === "socket" ? "on_send_length" : "exit_read");

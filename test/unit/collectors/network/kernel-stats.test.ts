@@ -9,7 +9,7 @@ import { NetworkCollector } from "../../../../src/collectors/network/component";
 import { networkSetSpec, NetworkStat } from "../../../../src/collectors/network/spec";
 import { EbpfCore } from "../../../../src/ebpf/core";
 import { FakeMap, FakeObject, FakeRuntime, fakeDeps, testContext } from "../../../helpers/fakes/ebpf";
-import { RecordingPipeline, recordingHost } from "../../../helpers/fakes/collectors";
+import { RecordingPipeline, fakeContext, recordingHost } from "../../../helpers/fakes/collectors";
 import { advanceTimersByTime, advanceUntil } from "../../../helpers/fake-timers";
 import { Logger } from "../../../../src/log";
 
@@ -41,7 +41,7 @@ function setup() {
   const core = new EbpfCore(ctx, fakeDeps(runtime));
   const agentCtx = Object.assign(Object.create(ctx), { pipeline: new RecordingPipeline(), workloads: { forContainer: () => undefined, forPid: () => undefined } });
   const collector = new NetworkCollector(agentCtx, core, 999);
-  return { ctx, collector, stats: () => stats };
+  return { ctx, collector, runtime, stats: () => stats };
 }
 
 describe("ebpf/network: the kernel's stats", () => {
@@ -100,6 +100,30 @@ describe("ebpf/network: the kernel's stats", () => {
     advanceTimersByTime(60_000);
     // A minute later: the next warning carries what was counted since the previous one.
     expect(warnings("conns_full").map((l) => l.count)).toEqual([7, 5]);
+    await t.collector.shutdown(AbortSignal.timeout(1000));
+  });
+
+  test("a reload of max_spans_per_second and http2_records_per_second sets them in the running set; another kernel key makes a new set", async () => {
+    const t = setup();
+    const host = recordingHost();
+    await t.collector.start(host);
+    await advanceUntil(() => t.stats() !== undefined && host.states.some((s) => s.state === "ok"), "network set attached", 1, 1000);
+    expect(t.runtime.opened).toHaveLength(1);
+    const first = t.runtime.opened[0]!;
+    // Set before load from the configuration (http_metrics off: the kernel's budget is the span cap).
+    expect(first.variables).toEqual({ http_requests_per_second: 250, h2_records_per_second: 50_000 });
+    expect(first.variableUpdates).toEqual([{ http_requests_per_second: 250, h2_records_per_second: 50_000 }]);
+    const config = (yaml: string) => fakeContext(`agent:\n  ebpf:\n    network:\n      http_metrics: false\n${yaml}`).config;
+    const limits = config("      max_spans_per_second: 40\n      http2_records_per_second: 700\n");
+    await t.collector.reload(limits, fakeContext("agent:\n  ebpf:\n    network:\n      http_metrics: false\n").config);
+    t.ctx.setConfig(limits as unknown as Parameters<typeof t.ctx.setConfig>[0]);
+    expect(t.runtime.opened).toHaveLength(1);
+    expect(first.variableUpdates.at(-1)).toEqual({ http_requests_per_second: 40, h2_records_per_second: 700 });
+    const rebuilt = config("      max_spans_per_second: 40\n      http2_records_per_second: 700\n      max_connections: 2048\n");
+    await t.collector.reload(rebuilt, limits);
+    t.ctx.setConfig(rebuilt as unknown as Parameters<typeof t.ctx.setConfig>[0]);
+    await advanceUntil(() => t.runtime.opened.length === 2 && t.runtime.opened[1]!.loaded, "a new set loaded", 1, 1000);
+    expect(t.runtime.opened[1]!.variables).toEqual({ http_requests_per_second: 40, h2_records_per_second: 700 });
     await t.collector.shutdown(AbortSignal.timeout(1000));
   });
 });

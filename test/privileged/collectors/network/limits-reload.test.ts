@@ -1,0 +1,77 @@
+/**
+ * Privileged e2e: a reload that changes only the kernel's limits (max_spans_per_second, http2_records_per_second)
+ * under load. The network set keeps running (the same kernel programs before and after, by their ids in
+ * /status/ebpf) with the new limits set in place: h2load's requests, sent while the reload happens, are all counted
+ * in the RED metrics on both sides (a new set would miss everything sent while it loads: about three quarters of a
+ * second of this load), and the kernel captures spans at the new rate, far beyond what the old cap lets through.
+ * Metrics and spans are read from the in-process OTLP receiver's decoding of what the agent exported.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { startPortServer, type PortServer } from "../../../helpers/ports";
+import { startTracingAgent, until, type TracingAgent } from "./harness";
+
+const isRoot = process.getuid?.() === 0;
+const hasH2load = Bun.which("h2load") !== null;
+const SERVER = `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`;
+const OLD_CAP = 20;
+const NEW_CAP = 5000;
+const REQUESTS = 200_000;
+
+const network = (cap: number, h2: number) => `    network:
+      enabled: true
+      http: true
+      metrics_interval: 1h
+      max_spans_per_second: ${cap}
+      http2_records_per_second: ${h2}`;
+
+/** Kernel ids of the network set's attached programs, from GET /status/ebpf. */
+async function networkProgramIds(t: TracingAgent): Promise<number[]> {
+  const view = (await (await t.agent.request("/status/ebpf")).json()) as { programs: Array<{ name: string; id: number; attached: boolean }> };
+  return view.programs.filter((p) => p.attached && /length|set_state/.test(p.name) && !p.name.startsWith("tls_")).map((p) => p.id).sort((a, b) => a - b);
+}
+
+describe.skipIf(!isRoot || !hasH2load)("ebpf/network limits changed by a reload under load", () => {
+  let t: TracingAgent | undefined;
+  let server: PortServer | undefined;
+  afterAll(async () => {
+    await server?.stop();
+    await t?.stop();
+  });
+
+  test("the set keeps running: every request counted on both sides, spans at the new cap", async () => {
+    t = await startTracingAgent(network(OLD_CAP, 1000));
+    await until(() => t!.agent.agent.status.component("ebpf/network")?.state === "ok", "ebpf/network ok", 30_000);
+    server = await startPortServer([process.execPath, "-e", SERVER]);
+    const before = await networkProgramIds(t);
+    expect(before.length).toBeGreaterThan(0);
+
+    const load = Bun.spawn(["h2load", "--h1", "-m", "1", "-c", "8", "-n", String(REQUESTS), `http://127.0.0.1:${server.port}/r`], { stdout: "pipe", stderr: "pipe" });
+    await Bun.sleep(700);
+    const outcome = (await t.reconfigure(network(NEW_CAP, 20_000))) as { ok: boolean };
+    expect(outcome.ok).toBe(true);
+    // The reload came while h2load ran: otherwise this test proves nothing.
+    expect(load.exitCode).toBeNull();
+    const out = await new Response(load.stdout).text();
+    expect(await load.exited).toBe(0);
+    const done = Number(/requests: \d+ total, \d+ started, (\d+) done/.exec(out)?.[1]);
+    expect(done).toBe(REQUESTS);
+    expect(await networkProgramIds(t)).toEqual(before);
+
+    const port = server.port;
+    const count = (metric: string) => t!.collected.total(metric, (a) => a["server.port"] === port);
+    await until(
+      () => {
+        void t!.agent.request("/admin/flush", { method: "POST" });
+        return count("http.server.request.duration") >= REQUESTS && count("http.client.request.duration") >= REQUESTS;
+      },
+      "every request counted",
+      20_000,
+    );
+    await Bun.sleep(300);
+    expect(count("http.server.request.duration")).toBe(REQUESTS);
+    expect(count("http.client.request.duration")).toBe(REQUESTS);
+    // At the old cap the whole run could give at most a few dozen spans; the kernel captures at the new one.
+    const spans = t.collected.spans.filter((s) => s.attributes["server.port"] === port).length;
+    expect(spans).toBeGreaterThan(OLD_CAP * 20);
+  }, 120_000);
+});
