@@ -8,7 +8,7 @@ import type { Component, ComponentHost } from "../lifecycle/component";
 import type { EbpfCore } from "./core";
 import { loadProgramSet, type LoadedSet } from "./loader";
 import { RecordPump } from "./pump";
-import type { ProgramSetSpec } from "./spec";
+import type { ProgramSetSpec, ProgramStatus } from "./spec";
 
 /** How long a stopping set's pumps keep reading what their rings and backlogs hold, all pumps together. */
 export const STOP_DRAIN_MS = 100;
@@ -34,6 +34,10 @@ export class EbpfSetComponent<E> implements Component {
   #host: ComponentHost | undefined;
   #loading: Promise<void> | undefined;
   #loaded: LoadedSet<E> | undefined;
+  /** Loaded by prepare(), waiting for activate() to attach. */
+  #prepared: LoadedSet<E> | undefined;
+  /** A set prepare() did not load (disabled, failed): its record, made again by activate(). */
+  #replay: (() => void) | undefined;
   #pumps: Array<RecordPump<E>> = [];
   #generation = 0;
 
@@ -53,26 +57,29 @@ export class EbpfSetComponent<E> implements Component {
     this.#begin(host);
   }
 
-  #begin(host: ComponentHost): void {
+  #begin(host: ComponentHost, deferAttach = false): void {
     const name = this.#def.spec.name;
     if (!this.#enabled(this.#core.ctxConfig())) {
-      this.#core.record(name, { programs: [], loaded: undefined, pumps: [] });
-      host.report("disabled");
+      const disabled = () => {
+        this.#core.record(name, { programs: [], loaded: undefined, pumps: [] });
+        host.report("disabled");
+      };
+      if (deferAttach) this.#replay = disabled;
+      else disabled();
       return;
     }
     host.report("starting");
     const generation = ++this.#generation;
-    this.#loading = this.#core.track(`ebpf/${name} load`, () => this.#load(host, generation));
+    this.#loading = this.#core.track(`ebpf/${name} load`, () => this.#load(host, generation, deferAttach));
   }
 
-  async #load(host: ComponentHost, generation: number): Promise<void> {
+  async #load(host: ComponentHost, generation: number, deferAttach: boolean): Promise<void> {
     const spec = this.#def.spec;
     const prepared = await this.#core.prepare();
     if (generation !== this.#generation) return;
     if (!prepared.ok) {
       const programs = spec.programs.map((p) => ({ name: p.name, type: p.attach.kind, attached: false, id: 0, reason: prepared.reason }));
-      this.#core.record(spec.name, { programs, loaded: undefined, pumps: [] });
-      host.report("permanent_error", prepared.reason);
+      this.#failed(host, programs, prepared.reason, deferAttach);
       return;
     }
     const outcome = await loadProgramSet(spec, {
@@ -82,17 +89,44 @@ export class EbpfSetComponent<E> implements Component {
       ringbufSizeBytes: this.#core.ringbufSizeBytes(),
       useRingbuf: prepared.environment.ringbuf && !prepared.probes.ringbuf(),
       onVerifierLog: (program, log) => this.#core.verifierLog(spec.name, program, log),
+      deferAttach,
     });
     if (generation !== this.#generation) {
       if (outcome.ok) outcome.set.close();
       return;
     }
     if (!outcome.ok) {
-      this.#core.record(spec.name, { programs: outcome.programs, loaded: undefined, pumps: [] });
-      host.report("permanent_error", outcome.reason);
+      this.#failed(host, outcome.programs, outcome.reason, deferAttach);
       return;
     }
-    const set = outcome.set;
+    if (deferAttach) {
+      this.#prepared = outcome.set;
+      return;
+    }
+    this.#activate(host, outcome.set);
+  }
+
+  /**
+   * Records and reports a set that could not run; from prepare() (`deferred`) only at activate(), once the set it
+   * replaces stopped (whose record is still the one in use until then).
+   */
+  #failed(host: ComponentHost, programs: ProgramStatus[], reason: string, deferred: boolean): void {
+    if (deferred) {
+      this.#replay = () => this.#failed(host, programs, reason, false);
+      return;
+    }
+    this.#core.record(this.#def.spec.name, { programs, loaded: undefined, pumps: [] });
+    host.report("permanent_error", reason);
+  }
+
+  /** Attaches a loaded set (if it waited), starts its pumps and says it is ok. */
+  #activate(host: ComponentHost, set: LoadedSet<E>): void {
+    const spec = this.#def.spec;
+    const failed = set.attach();
+    if (failed !== undefined) {
+      this.#failed(host, set.programs, failed, false);
+      return;
+    }
     this.#loaded = set;
     this.#pumps = set.readers.map((b) => {
       const pump = new RecordPump<E>(b, (e) => this.#def.onEvent(e), (err) => host.logger.warn("ring buffer read failed", { map: b.map, error: err.message }));
@@ -114,10 +148,34 @@ export class EbpfSetComponent<E> implements Component {
     host.report("ok");
   }
 
+  /**
+   * Starts as start() does, but loads the set without attaching it (the kernel verifies its programs meanwhile);
+   * resolves once loaded (or failed, or disabled). activate() then attaches it: a set replacing another is made
+   * ready while the other still runs.
+   */
+  async prepare(host: ComponentHost): Promise<void> {
+    this.#host = host;
+    this.#begin(host, true);
+    await this.#loading;
+  }
+
+  /** Attaches what prepare() loaded and starts reading it (nothing when it did not load). */
+  activate(): void {
+    const set = this.#prepared;
+    const replay = this.#replay;
+    this.#prepared = undefined;
+    this.#replay = undefined;
+    if (set && this.#host) this.#activate(this.#host, set);
+    else replay?.();
+  }
+
   async #stop(): Promise<void> {
     this.#generation++;
     await this.#loading;
     this.#loading = undefined;
+    this.#prepared?.close();
+    this.#prepared = undefined;
+    this.#replay = undefined;
     // What the rings and backlogs hold goes to the handlers before the set closes (a shutdown's final flush, a
     // reload's last counts); what is still there after STOP_DRAIN_MS counts as lost.
     const end = performance.now() + STOP_DRAIN_MS;
@@ -163,16 +221,23 @@ const REPLACE_STOP_MS = 5000;
 
 /**
  * Reloads the set component `set` of a collector: when `rebuild` (a constant the kernel side is built with
- * changed) it is stopped and `make()` takes its place, started when there is a host; otherwise it reloads.
- * Returns the component in use afterwards.
+ * changed) `make()` takes its place; otherwise it reloads. The replacement is loaded (the verifier's part, the
+ * longest) while `set` still runs, and attached right after `set` stopped: what the host does in between is not
+ * seen, a gap of the old set's last drain and close instead of the whole load. Returns the component in use
+ * afterwards.
  */
 export async function reloadSet<E>(set: EbpfSetComponent<E>, rebuild: boolean, make: () => EbpfSetComponent<E>, host: ComponentHost | undefined, next: Config, previous: Config): Promise<EbpfSetComponent<E>> {
   if (!rebuild) {
     await set.reload(next, previous);
     return set;
   }
-  await set.shutdown(AbortSignal.timeout(REPLACE_STOP_MS));
   const replacement = make();
-  if (host) await replacement.start(host);
+  if (!host) {
+    await set.shutdown(AbortSignal.timeout(REPLACE_STOP_MS));
+    return replacement;
+  }
+  await replacement.prepare(host);
+  await set.shutdown(AbortSignal.timeout(REPLACE_STOP_MS));
+  replacement.activate();
   return replacement;
 }

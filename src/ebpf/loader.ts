@@ -28,6 +28,11 @@ export interface LoaderOptions {
   onVerifierLog?(program: string, log: string): void;
   /** CPUs to size perf buffers for (default: this machine's). */
   cpuCount?: number;
+  /**
+   * Load without attaching: the set's programs run only once LoadedSet.attach() is called (a set replacing another
+   * is verified while the one it replaces still runs).
+   */
+  deferAttach?: boolean;
 }
 
 /** One open reader of a loaded set. */
@@ -43,9 +48,11 @@ export interface ReaderBinding<E = unknown> {
   sizeBytes: number;
 }
 
-/** A set whose programs are loaded and attached. close() detaches and frees everything; idempotent. */
+/** A set whose programs are loaded and attached (or wait for attach()). close() detaches and frees everything; idempotent. */
 export class LoadedSet<E = unknown> {
   #closed = false;
+  /** Attaches the programs of a set loaded with deferAttach; undefined once done (or when there was nothing to do). */
+  #pending: (() => string | undefined) | undefined;
 
   constructor(
     readonly spec: ProgramSetSpec<E>,
@@ -53,7 +60,28 @@ export class LoadedSet<E = unknown> {
     readonly links: BpfLinkApi[],
     readonly programs: ProgramStatus[],
     readonly readers: Array<ReaderBinding<E>>,
-  ) {}
+    pending?: () => string | undefined,
+  ) {
+    this.#pending = pending;
+  }
+
+  /** Whether the programs still wait for attach(). */
+  get attachPending(): boolean {
+    return this.#pending !== undefined;
+  }
+
+  /**
+   * Attaches the programs of a set loaded with deferAttach (nothing otherwise). Returns the reason when a required
+   * program failed to attach: the set is closed then.
+   */
+  attach(): string | undefined {
+    const pending = this.#pending;
+    this.#pending = undefined;
+    if (!pending || this.#closed) return undefined;
+    const failed = pending();
+    if (failed !== undefined) this.close();
+    return failed;
+  }
 
   /** Maps the kernel created, internal ones (.rodata, .bss) left out. */
   maps(): BpfMapApi[] {
@@ -191,26 +219,44 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
     object.close();
     return fail(reason, error);
   };
-  for (const p of spec.programs) {
-    const status = statuses.get(p.name)!;
-    const why = excluded.get(p.name);
-    if (why) {
-      status.reason = why;
-      continue;
+  /** Attaches every program not excluded; the reason when a required one failed (the links made stay in `links`). */
+  const attachAll = (): string | undefined => {
+    for (const p of spec.programs) {
+      const status = statuses.get(p.name)!;
+      const why = excluded.get(p.name);
+      if (why) {
+        status.reason = why;
+        continue;
+      }
+      const prog = object.program(p.name)!;
+      if (p.manual) {
+        status.id = prog.id();
+        status.reason = "attached by its set to targets found at run time: none yet";
+        continue;
+      }
+      try {
+        status.id = prog.id();
+        links.push(prog.attach(p.attach));
+        status.attached = true;
+        delete status.reason;
+      } catch (e) {
+        status.reason = reasonOf(e);
+        if (p.required) {
+          for (const s of statuses.values()) s.attached = false;
+          return `required program ${p.name} failed to attach: ${reasonOf(e)}`;
+        }
+      }
     }
-    const prog = object.program(p.name)!;
-    if (p.manual) {
-      status.id = prog.id();
-      status.reason = "attached by its set to targets found at run time: none yet";
-      continue;
-    }
-    try {
-      status.id = prog.id();
-      links.push(prog.attach(p.attach));
-      status.attached = true;
-    } catch (e) {
-      status.reason = reasonOf(e);
-      if (p.required) return abandon(`required program ${p.name} failed to attach: ${reasonOf(e)}`, e as Error);
+    return undefined;
+  };
+  if (!options.deferAttach) {
+    const failed = attachAll();
+    if (failed !== undefined) return abandon(failed, new Error(failed));
+  } else {
+    for (const p of spec.programs) {
+      const status = statuses.get(p.name)!;
+      status.reason = excluded.get(p.name) ?? "loaded, not attached yet";
+      if (!excluded.has(p.name)) status.id = object.program(p.name)!.id();
     }
   }
 
@@ -231,7 +277,7 @@ export async function loadProgramSet<E>(spec: ProgramSetSpec<E>, options: Loader
     }
   }
   options.runtime.releaseFreedMemory?.();
-  return { ok: true, set: new LoadedSet(spec, object, links, programs(), readers) };
+  return { ok: true, set: new LoadedSet(spec, object, links, programs(), readers, options.deferAttach ? attachAll : undefined) };
 }
 
 /** The kernel maps of `sharedMaps` by name: a descriptor of each, kept for the life of the process. */

@@ -208,12 +208,13 @@ export class NetworkCollector implements Component {
   }
 
   #newInner(c: NetworkConfig): EbpfSetComponent<NetworkEvent> {
-    this.#userRed = userRedCounted(c);
     return new EbpfSetComponent<NetworkEvent>(this.#core, {
       spec: networkSetSpec({ selfPid: this.#selfPid, http: c.http, httpCapture: c.http_capture, httpExchangesPerSecond: kernelExchangesPerSecond(c), h2RecordsPerSecond: c.http2_records_per_second, maxConnections: c.max_connections, redMetrics: c.http_metrics, redBodySizes: c.http_body_sizes, tls: c.tls }),
       onEvent: (e) => this.handle(e),
       onAttached: (set) => {
         this.#set = set;
+        // Set here, not when the set is made: a replacement is made while the set it replaces drains its last events.
+        this.#userRed = userRedCounted(c);
         // A reload while the set was loading may have changed its limits since its spec was made.
         this.#applyLimits();
         this.#kernelStats.reset();

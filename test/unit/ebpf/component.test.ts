@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
 import { Value } from "@sinclair/typebox/value";
 import { parseConfig } from "../../../src/config/load";
-import { EbpfSetComponent } from "../../../src/ebpf/component";
+import { EbpfSetComponent, reloadSet } from "../../../src/ebpf/component";
 import { EbpfCore, MAP_COUNT_LIMIT, MAP_SWEEP_SLICE_KEYS } from "../../../src/ebpf/core";
 import { pollIntervalMs } from "../../../src/ebpf/pump";
 import type { ProgramSetSpec } from "../../../src/ebpf/spec";
@@ -198,6 +198,51 @@ describe("ebpf/<set> component and the ebpf view", () => {
     expect(first.closed).toBe(true);
     expect(rt.last.map("events")!.maxEntries).toBe(1024 * 1024);
     await c.shutdown(AbortSignal.timeout(1000));
+    core.close();
+  });
+
+  test("a set replaced on reload (reloadSet) is loaded while the old one runs, and attached once the old one stopped", async () => {
+    const ctx = testContext();
+    const rt = runtime();
+    const core = new EbpfCore(ctx, fakeDeps(rt));
+    const make = () => new EbpfSetComponent(core, { spec: SPEC, onEvent: () => {} });
+    const old = make();
+    const h = host(ctx, old.id);
+    await old.start(h);
+    await until(() => h.states.some(([s]) => s === "ok"), "ok");
+    const first = rt.last;
+    const steps: string[] = [];
+    for (const p of first.programs()) for (const l of p.links) {
+      const close = l.close.bind(l);
+      l.close = () => {
+        steps.push(`old ${p.name} detached`);
+        close();
+      };
+    }
+    const open = rt.openObject.bind(rt);
+    rt.openObject = (bytes, name) => {
+      const o = open(bytes, name);
+      const load = o.load.bind(o);
+      o.load = (options) => {
+        steps.push("new loaded");
+        load(options);
+      };
+      for (const p of o.programs()) {
+        const attach = p.attach.bind(p);
+        p.attach = (target) => {
+          steps.push(`new ${p.name} attached`);
+          return attach(target);
+        };
+      }
+      return o;
+    };
+    const replacement = await reloadSet(old, true, make, h, ctx.config, ctx.config);
+    expect(replacement).not.toBe(old);
+    expect(steps).toEqual(["new loaded", "old a detached", "new a attached"]);
+    expect(first.closed).toBe(true);
+    expect(h.states.at(-1)).toEqual(["ok", undefined]);
+    expect(core.view().programs.filter((p) => p.attached).map((p) => [p.name, p.id])).toEqual([["a", rt.last.program("a")!.loadedId]]);
+    await replacement.shutdown(AbortSignal.timeout(1000));
     core.close();
   });
 
