@@ -65,11 +65,6 @@ export class LoadedSet<E = unknown> {
     this.#pending = pending;
   }
 
-  /** Whether the programs still wait for attach(). */
-  get attachPending(): boolean {
-    return this.#pending !== undefined;
-  }
-
   /**
    * Attaches the programs of a set loaded with deferAttach (nothing otherwise). Returns the reason when a required
    * program failed to attach: the set is closed then.

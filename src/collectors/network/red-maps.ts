@@ -170,6 +170,9 @@ export class RedMaps {
       bc.updateU32Key!(0, value);
     }
     this.#writeConfig();
+    /* red_overflow is cumulative and outlives a set (shared across reloads): what it holds now was reported by the
+     * RedMaps of the set before, so the first take reports only what is counted from here on. */
+    this.#takeOverflow();
   }
 
   #writeConfig(): void {

@@ -187,6 +187,34 @@ describe("RedMaps", () => {
   });
 });
 
+describe("RedMaps across a new set", () => {
+  test("red_overflow outlives a set: the RedMaps of the next set reports only what is counted after it was made", () => {
+    const overflow = new FakeMap("red_overflow", "percpu_array");
+    const { object } = redObject();
+    const shared = { map: (n: string) => (n === "red_overflow" ? overflow : object.map(n)) } as unknown as BpfObjectApi;
+    const cpu = (count: number) => ({ count, sumNs: count, buckets: { 0: count } });
+    /** What the overflow keys counted so far, per role, as the kernel keeps it (two CPUs). */
+    const counted = (server: number, client: number) => {
+      overflow.slots.set(0, valueBytes([cpu(0), cpu(0)]));
+      overflow.slots.set(Role.SERVER, valueBytes([cpu(server), cpu(0)]));
+      overflow.slots.set(Role.CLIENT, valueBytes([cpu(0), cpu(client)]));
+    };
+    const taken = (red: RedMaps) => [...red.take().overflow].map(([role, c]) => [role, c.count]);
+    counted(3, 2);
+    const first = new RedMaps(shared, [0.005]);
+    counted(5, 2);
+    expect(taken(first)).toEqual([[Role.SERVER, 2]]);
+    // The set is replaced; the map keeps its counts (5 and 2), every one reported already.
+    const second = new RedMaps(shared, [0.005]);
+    expect(taken(second)).toEqual([]);
+    counted(6, 4);
+    expect(taken(second)).toEqual([
+      [Role.SERVER, 1],
+      [Role.CLIENT, 2],
+    ]);
+  });
+});
+
 describe("RedMaps body sizes", () => {
   test("writes the body bounds, and takes the request's and response's per-CPU histograms of the same generation", () => {
     const bodyA = new FakeMap("red_body_a", "percpu_hash");
