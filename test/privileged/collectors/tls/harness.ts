@@ -180,6 +180,19 @@ export async function firstAttempt<T>(t: TlsAgent, start: (i: number, lo: number
   return undefined;
 }
 
+/**
+ * Flushes the agent until `arrived` holds on what the receiver decoded (at most `timeoutMs`), then once more, and
+ * gives that last flush's exports time to arrive: what is read after it is all the agent had to send.
+ */
+export async function flushUntil(t: TlsAgent, arrived: () => boolean, timeoutMs = 20_000): Promise<void> {
+  await t.rx.waitFor(() => {
+    void fetch(`${t.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
+    return arrived();
+  }, timeoutMs);
+  await fetch(`${t.agent.url}/admin/flush`, { method: "POST" });
+  await Bun.sleep(500);
+}
+
 /** Whether a port is in attempt `lo`'s range. */
 export const inRange = (p: unknown, lo: number): boolean => typeof p === "number" && p >= lo && p < lo + ATTEMPT_PORTS;
 

@@ -18,7 +18,7 @@ import { rmSync } from "node:fs";
 import { resolve } from "node:path";
 import { missingOfficialTools } from "../../../helpers/official-receiver";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { ATTEMPT_PORTS, libsslCopy, probeLinks, firstAttempt, histogram, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
+import { ATTEMPT_PORTS, libsslCopy, probeLinks, firstAttempt, flushUntil, histogram, httpsOf, inRange, spans, startPortServer, startTlsAgent, until, type Span, type TlsAgent } from "./harness";
 
 setDefaultTimeout(90_000);
 
@@ -130,13 +130,7 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
       };
       const expected = { "https GET 200": 5, "https GET 404": 3, "https POST 201": 2 };
       const total = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
-      await t!.rx.waitFor(() => {
-        void fetch(`${t!.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
-        return total(counts("http.server.request.duration")) >= 10 && total(counts("http.client.request.duration")) >= 10;
-      }, 20_000);
-      // Another flush: nothing more may arrive.
-      await fetch(`${t!.agent.url}/admin/flush`, { method: "POST" });
-      await Bun.sleep(500);
+      await flushUntil(t!, () => total(counts("http.server.request.duration")) >= 10 && total(counts("http.client.request.duration")) >= 10);
       expect(counts("http.server.request.duration")).toEqual(expected);
       expect(counts("http.client.request.duration")).toEqual(expected);
       const client = histogram(t!.rx.requests(), "http.client.request.duration").find((p) => p.attributes["server.port"] === port)!;
@@ -168,12 +162,7 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
       const expected = 2 + (Number(rest.trim()) - 1);
       await until("the replaced requests counted", async () => ((await replaced()) - before >= expected ? true : undefined), 10_000);
       const counts = (metric: string) => histogram(t!.rx.requests(), metric).filter((p) => p.attributes["server.port"] === port && p.attributes["url.scheme"] === "https" && p.attributes["http.response.status_code"] === 200).reduce((n, p) => n + p.count, 0);
-      await t!.rx.waitFor(() => {
-        void fetch(`${t!.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
-        return counts("http.server.request.duration") >= 1 && counts("http.client.request.duration") >= 1;
-      }, 20_000);
-      await fetch(`${t!.agent.url}/admin/flush`, { method: "POST" });
-      await Bun.sleep(500);
+      await flushUntil(t!, () => counts("http.server.request.duration") >= 1 && counts("http.client.request.duration") >= 1);
       // 1 counted and the others replaced, per side: the requests sent.
       expect((await replaced()) - before).toBe(expected);
       expect([counts("http.server.request.duration"), counts("http.client.request.duration")]).toEqual([1, 1]);
@@ -206,12 +195,7 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
       };
       const expected = { "https GET - connection_closed": N, "https GET 200 -": 1 };
       const total = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
-      await t!.rx.waitFor(() => {
-        void fetch(`${t!.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
-        return total(counts("http.server.request.duration")) >= N + 1 && total(counts("http.client.request.duration")) >= N + 1;
-      }, 20_000);
-      await fetch(`${t!.agent.url}/admin/flush`, { method: "POST" });
-      await Bun.sleep(500);
+      await flushUntil(t!, () => total(counts("http.server.request.duration")) >= N + 1 && total(counts("http.client.request.duration")) >= N + 1);
       expect(counts("http.server.request.duration")).toEqual(expected);
       expect(counts("http.client.request.duration")).toEqual(expected);
     } finally {

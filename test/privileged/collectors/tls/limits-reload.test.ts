@@ -10,7 +10,7 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { missingOfficialTools } from "../../../helpers/official-receiver";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { histogram, probeLinks, startPortServer, startTlsAgent, until, type TlsAgent } from "./harness";
+import { flushUntil, histogram, probeLinks, startPortServer, startTlsAgent, until, type TlsAgent } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 const missing = [...missingOfficialTools(), ...(Bun.which("h2load") ? [] : ["h2load"])];
@@ -56,12 +56,7 @@ describe.skipIf(!isRoot || missing.length > 0)(`TLS limits changed by a reload u
       expect(await probeLinks(t!)).toEqual(links);
 
       const count = (metric: string) => histogram(t!.rx.requests(), metric).filter((p) => p.attributes["server.port"] === port && p.attributes["url.scheme"] === "https").reduce((n, p) => n + p.count, 0);
-      await t!.rx.waitFor(() => {
-        void fetch(`${t!.agent.url}/admin/flush`, { method: "POST" }).catch(() => {});
-        return count("http.server.request.duration") >= REQUESTS && count("http.client.request.duration") >= REQUESTS;
-      }, 30_000);
-      await fetch(`${t!.agent.url}/admin/flush`, { method: "POST" });
-      await Bun.sleep(500);
+      await flushUntil(t!, () => count("http.server.request.duration") >= REQUESTS && count("http.client.request.duration") >= REQUESTS, 30_000);
       expect(count("http.server.request.duration")).toBe(REQUESTS);
       expect(count("http.client.request.duration")).toBe(REQUESTS);
     } finally {
