@@ -169,6 +169,11 @@ export class RedMaps {
       for (let i = 0; i < n; i++) v.setBigUint64(8 + i * 8, BigInt(Math.floor(bodyBoundsBytes[i]!)), true);
       bc.updateU32Key!(0, value);
     }
+    /* red_config outlives a set too: the generations go on from its number. A connection remembers the generation of
+     * the slot it last counted in (red_conn.slot_gen: a TLS connection's in tls_conns, kept across a new network set),
+     * so a number given again could make it count into a slot that is another key's, or none that is taken. */
+    const current = config.lookupU32Key(0);
+    if (current && current.byteLength >= 4) this.#gen = new DataView(current.buffer, current.byteOffset, 4).getUint32(0, true);
     this.#writeConfig();
     /* red_overflow is cumulative and outlives a set (shared across reloads): what it holds now was reported by the
      * RedMaps of the set before, so the first take reports only what is counted from here on. */

@@ -188,6 +188,20 @@ describe("RedMaps", () => {
 });
 
 describe("RedMaps across a new set", () => {
+  test("red_config outlives a set: the RedMaps of the next set goes on from its generation, not from 0", () => {
+    const { object, config } = redObject();
+    const first = new RedMaps(object, [0.005]);
+    for (let i = 0; i < 3; i++) first.take();
+    const gen = () => new DataView(config.written.at(-1)!.buffer).getUint32(0, true);
+    expect(gen()).toBe(3);
+    const second = new RedMaps(object, [0.005, 0.01]);
+    // The bounds are the new set's; the generation the one counted into now.
+    expect(gen()).toBe(3);
+    expect(new DataView(config.written.at(-1)!.buffer).getUint32(4, true)).toBe(2);
+    second.take();
+    expect(gen()).toBe(4);
+  });
+
   test("red_overflow outlives a set: the RedMaps of the next set reports only what is counted after it was made", () => {
     const overflow = new FakeMap("red_overflow", "percpu_array");
     const { object } = redObject();
