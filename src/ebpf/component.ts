@@ -38,6 +38,8 @@ export class EbpfSetComponent<E> implements Component {
   #prepared: LoadedSet<E> | undefined;
   /** A set prepare() did not load (disabled, failed): its record, made again by activate(). */
   #replay: (() => void) | undefined;
+  /** .data globals changed since the spec was made (setVariables): set in every set loaded from now on too. */
+  #variables: Record<string, number | bigint> | undefined;
   #pumps: Array<RecordPump<E>> = [];
   #generation = 0;
 
@@ -122,6 +124,7 @@ export class EbpfSetComponent<E> implements Component {
   /** Attaches a loaded set (if it waited), starts its pumps and says it is ok. */
   #activate(host: ComponentHost, set: LoadedSet<E>): void {
     const spec = this.#def.spec;
+    this.#applyVariables(set);
     const failed = set.attach();
     if (failed !== undefined) {
       this.#failed(host, set.programs, failed, false);
@@ -146,6 +149,24 @@ export class EbpfSetComponent<E> implements Component {
       transport: set.readers.map((r) => `${r.map}:${r.kind}`),
     });
     host.report("ok");
+  }
+
+  /**
+   * Sets .data globals of the set (ProgramSetSpec.variables) while it runs: in the loaded set now, and in any loaded
+   * later (one loading now, or loaded again by a reload) before it attaches.
+   */
+  setVariables(values: Record<string, number | bigint>): void {
+    this.#variables = { ...this.#variables, ...values };
+    this.#applyVariables(this.#loaded);
+  }
+
+  #applyVariables(set: LoadedSet<E> | undefined): void {
+    if (!set || !this.#variables) return;
+    try {
+      set.object.setVariables?.(this.#variables);
+    } catch (e) {
+      this.#host?.logger.warn("setting globals of an eBPF program set failed", { set: this.#def.spec.name, error: (e as Error).message });
+    }
   }
 
   /**

@@ -63,17 +63,13 @@ const NO_ENDPOINT: EndpointMeta = Object.freeze({ pid: 0, comm: "", localAddress
 
 /**
  * What the kernel side is built with: a change needs a new set (which misses what runs while it loads). The
- * limits (max_spans_per_second, http2_records_per_second) are set in the running set instead (networkLimits); the
+ * limits (max_spans_per_second, http2_records_per_second) are set in the running set instead (setVariables); the
  * http_events ring keeps the size it was created with.
  */
 function kernelKey(c: NetworkConfig): string {
   return JSON.stringify([c.http, c.tls, c.http_capture, c.max_connections, c.http_metrics, c.http_duration_buckets, c.http_body_sizes, c.http_body_size_buckets]);
 }
 
-/** The kernel's limits under `c`, as the network set's .data globals. */
-function limitsOf(c: NetworkConfig): Record<string, number> {
-  return networkLimits(kernelExchangesPerSecond(c), c.http2_records_per_second);
-}
 
 export class NetworkCollector implements Component {
   readonly id = "ebpf/network";
@@ -174,16 +170,6 @@ export class NetworkCollector implements Component {
   }
 
   /** Takes what the kernel counted since the last take into the aggregator. */
-  /** Sets the running set's limits to the configuration's (a set still loading gets them when it attaches). */
-  #applyLimits(): void {
-    if (!this.#set) return;
-    try {
-      this.#set.object.setVariables?.(limitsOf(this.#cfg));
-    } catch (e) {
-      this.#host?.logger.warn("setting the network set's limits failed", { error: (e as Error).message });
-    }
-  }
-
   #takeRed(): void {
     if (!this.#redMaps) return;
     try {
@@ -215,8 +201,6 @@ export class NetworkCollector implements Component {
         this.#set = set;
         // Set here, not when the set is made: a replacement is made while the set it replaces drains its last events.
         this.#userRed = userRedCounted(c);
-        // A reload while the set was loading may have changed its limits since its spec was made.
-        this.#applyLimits();
         this.#kernelStats.reset();
         this.#redMaps = undefined;
         if (configRedCounted(c)) {
@@ -597,7 +581,7 @@ export class NetworkCollector implements Component {
     }
     const rebuild = kernelKey(a) !== kernelKey(b) && this.#host !== undefined;
     this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(b), this.#host, next, previous);
-    if (!rebuild) this.#applyLimits();
+    if (!rebuild) this.#inner.setVariables(networkLimits(kernelExchangesPerSecond(b), b.http2_records_per_second));
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimers();
     else {
       this.#stopTimers();

@@ -79,8 +79,6 @@ export class TlsCollector implements Component {
   readonly #ctx: AgentContext;
   readonly #selfPid: number;
   #set: LoadedSet<TlsEvent> | undefined;
-  /** The kernel's limits under the configuration in force (tlsLimits), set in the running set's .data. */
-  #limits: Record<string, number> = {};
   #statsTimer: ReturnType<typeof setInterval> | undefined;
   /** What the kernel's stats say was dropped, or could not be accounted for, and the HTTP/2 connections found midway. */
   readonly #kernelStats = new KernelStats({
@@ -108,7 +106,6 @@ export class TlsCollector implements Component {
 
   #newInner(config: Config): EbpfSetComponent<TlsEvent> {
     const network = networkOf(config);
-    this.#limits = tlsLimits(kernelExchangesPerSecond(network), network.http2_records_per_second);
     return new EbpfSetComponent<TlsEvent>(this.#core, {
       spec: tlsSetSpec({ selfPid: this.#selfPid, exchangesPerSecond: kernelExchangesPerSecond(network), h2RecordsPerSecond: network.http2_records_per_second, redCounted: tlsRedCounted(config), socketCallsInNetworkSet: configTlsSocketCallsInNetworkSet(network) }),
       onEvent: (e) => this.#sink.handleTls(e),
@@ -143,8 +140,6 @@ export class TlsCollector implements Component {
 
   #attached(set: LoadedSet<TlsEvent>): void {
     this.#set = set;
-    // A reload while the set was loading may have changed its limits since its spec was made.
-    this.#applyLimits();
     this.#kernelStats.reset();
     this.#statsTimer = setInterval(() => {
       this.#pollStats();
@@ -311,19 +306,6 @@ export class TlsCollector implements Component {
     // (exchanges, HTTP/2 calls) is set in the running set: a new set would miss what runs while it loads.
     const rebuild = tlsEnabled(previous) !== tlsEnabled(next) || a.max_tls_libraries !== b.max_tls_libraries || tlsRedCounted(previous) !== tlsRedCounted(next) || configTlsSocketCallsInNetworkSet(a) !== configTlsSocketCallsInNetworkSet(b);
     this.#inner = await reloadSet(this.#inner, rebuild, () => this.#newInner(next), this.#host, next, previous);
-    if (!rebuild) {
-      this.#limits = tlsLimits(kernelExchangesPerSecond(b), b.http2_records_per_second);
-      this.#applyLimits();
-    }
-  }
-
-  /** Sets the running set's limits to #limits (a set still loading gets them when it attaches). */
-  #applyLimits(): void {
-    if (!this.#set) return;
-    try {
-      this.#set.object.setVariables?.(this.#limits);
-    } catch (e) {
-      this.#host?.logger.warn("setting the tls set's limits failed", { error: (e as Error).message });
-    }
+    if (!rebuild) this.#inner.setVariables(tlsLimits(kernelExchangesPerSecond(b), b.http2_records_per_second));
   }
 }

@@ -246,6 +246,31 @@ describe("ebpf/<set> component and the ebpf view", () => {
     core.close();
   });
 
+  test("setVariables: the running set's .data globals now, and those of a set loaded later before it attaches", async () => {
+    const ctx = testContext();
+    const rt = runtime();
+    const core = new EbpfCore(ctx, fakeDeps(rt));
+    const c = new EbpfSetComponent(core, { spec: { ...SPEC, variables: { limit: 1 } }, onEvent: () => {} });
+    const h = host(ctx, c.id);
+    await c.start(h);
+    // Set while the set loads: applied before its programs attach.
+    c.setVariables({ limit: 2 });
+    await until(() => h.states.some(([s]) => s === "ok"), "ok");
+    const first = rt.last;
+    expect(first.variables).toEqual({ limit: 2 });
+    c.setVariables({ limit: 3 });
+    expect(first.variableUpdates.at(-1)).toEqual({ limit: 3 });
+    // Loaded again (a new ring size): the spec's value, then the one set since.
+    const next = parseConfig("agent:\n  ebpf:\n    ringbuf_size: 1MiB\n", {});
+    const prev = ctx.config;
+    ctx.setConfig(next);
+    await c.reload(next, prev);
+    await until(() => rt.last !== first && h.states.filter(([s]) => s === "ok").length === 2, "second ok");
+    expect(rt.last.variables).toEqual({ limit: 3 });
+    await c.shutdown(AbortSignal.timeout(1000));
+    core.close();
+  });
+
   test("poll interval follows the ring size", () => {
     expect(pollIntervalMs(16 * 1024 * 1024)).toBe(22);
     expect(pollIntervalMs(4096)).toBe(1);
