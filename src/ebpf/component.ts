@@ -153,7 +153,8 @@ export class EbpfSetComponent<E> implements Component {
 
   /**
    * Sets .data globals of the set (ProgramSetSpec.variables) while it runs: in the loaded set now, and in any loaded
-   * later (one loading now, or loaded again by a reload) before it attaches.
+   * later (one loading now, or loaded again by a reload) as it is activated: before its programs attach when it was
+   * prepared, right after when start() loaded it (the loader attaches those).
    */
   setVariables(values: Record<string, number | bigint>): void {
     this.#variables = { ...this.#variables, ...values };

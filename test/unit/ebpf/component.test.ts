@@ -246,14 +246,14 @@ describe("ebpf/<set> component and the ebpf view", () => {
     core.close();
   });
 
-  test("setVariables: the running set's .data globals now, and those of a set loaded later before it attaches", async () => {
+  test("setVariables: the running set's .data globals now, and those of a set loaded later once it is loaded", async () => {
     const ctx = testContext();
     const rt = runtime();
     const core = new EbpfCore(ctx, fakeDeps(rt));
     const c = new EbpfSetComponent(core, { spec: { ...SPEC, variables: { limit: 1 } }, onEvent: () => {} });
     const h = host(ctx, c.id);
     await c.start(h);
-    // Set while the set loads: applied before its programs attach.
+    // Set while the set loads: applied once it is loaded.
     c.setVariables({ limit: 2 });
     await until(() => h.states.some(([s]) => s === "ok"), "ok");
     const first = rt.last;
