@@ -8,11 +8,12 @@
  * still runs and attached as soon as it stopped: of the requests sent across it, those missed are the few of the
  * switch (0.2-0.6% of this load here), not those of the whole load (21% when the new set was loaded only after the
  * old one stopped).
- * Metrics and spans are read from the in-process OTLP receiver's decoding of what the agent exported.
+ * The tests wait on the in-process receiver's decoding and assert on protoc's (`protoc --decode` against the official
+ * protos) of what the agent exported.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { startPortServer, type PortServer } from "../../../helpers/ports";
-import { startTracingAgent, until, type TracingAgent } from "./harness";
+import { decodePointsWithProtoc, decodeSpansWithProtoc, startTracingAgent, totalOf, until, type TracingAgent } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 const hasH2load = Bun.which("h2load") !== null;
@@ -33,6 +34,11 @@ const network = (cap: number, h2: number, maxConnections = 65_536) => `    netwo
 async function networkProgramIds(t: TracingAgent): Promise<number[]> {
   const view = (await (await t.agent.request("/status/ebpf")).json()) as { programs: Array<{ name: string; id: number; attached: boolean }> };
   return view.programs.filter((p) => p.attached && /length|set_state/.test(p.name) && !p.name.startsWith("tls_")).map((p) => p.id).sort((a, b) => a - b);
+}
+
+/** The counts of `metric` for the server at `port` in what the agent exported so far, as protoc decodes it. */
+function exported(t: TracingAgent, metric: string, port: number): number {
+  return totalOf(decodePointsWithProtoc(t.collected.metricBodies), metric, (a) => a["server.port"] === port);
 }
 
 describe.skipIf(!isRoot || !hasH2load)("ebpf/network limits changed by a reload under load", () => {
@@ -73,10 +79,10 @@ describe.skipIf(!isRoot || !hasH2load)("ebpf/network limits changed by a reload 
       20_000,
     );
     await Bun.sleep(300);
-    expect(count("http.server.request.duration")).toBe(REQUESTS);
-    expect(count("http.client.request.duration")).toBe(REQUESTS);
+    expect(exported(t, "http.server.request.duration", port)).toBe(REQUESTS);
+    expect(exported(t, "http.client.request.duration", port)).toBe(REQUESTS);
     // At the old cap the whole run could give at most a few dozen spans; the kernel captures at the new one.
-    const spans = t.collected.spans.filter((s) => s.attributes["server.port"] === port).length;
+    const spans = decodeSpansWithProtoc(t.collected.traceBodies).filter((s) => s.attributes["server.port"] === port).length;
     expect(spans).toBeGreaterThan(OLD_CAP * 20);
   }, 120_000);
 
@@ -85,7 +91,7 @@ describe.skipIf(!isRoot || !hasH2load)("ebpf/network limits changed by a reload 
     expect(server).toBeDefined();
     const port = server!.port;
     const count = (metric: string) => t!.collected.total(metric, (a) => a["server.port"] === port);
-    const counted = { server: count("http.server.request.duration"), client: count("http.client.request.duration") };
+    const counted = { server: exported(t!, "http.server.request.duration", port), client: exported(t!, "http.client.request.duration", port) };
     const before = await networkProgramIds(t!);
     const load = Bun.spawn(["h2load", "--h1", "-m", "1", "-c", "8", "-n", String(REQUESTS), `http://127.0.0.1:${port}/r`], { stdout: "pipe", stderr: "pipe" });
     await Bun.sleep(700);
@@ -106,7 +112,7 @@ describe.skipIf(!isRoot || !hasH2load)("ebpf/network limits changed by a reload 
       await t!.agent.request("/admin/flush", { method: "POST" });
       await Bun.sleep(500);
     }
-    const sides = [count("http.server.request.duration") - counted.server, count("http.client.request.duration") - counted.client];
+    const sides = [exported(t!, "http.server.request.duration", port) - counted.server, exported(t!, "http.client.request.duration", port) - counted.client];
     for (const n of sides) {
       expect(n).toBeLessThanOrEqual(REQUESTS);
       expect(n).toBeGreaterThan(REQUESTS * 0.9);
