@@ -25,7 +25,7 @@ import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UN
 import { ExchangeTracker, type CapturedCall } from "./http/exchanges";
 import { exchangeDurationNs, type HttpExchange } from "./http/parser";
 import { RpcMetrics } from "./http/rpc-metrics";
-import { RouteTable, exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
+import { exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
 import { RedAggregator, addressClass, redOptionsOf } from "./http/red";
 import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
@@ -309,7 +309,8 @@ export class NetworkCollector implements Component {
       describe: (pid, comm) => this.#labeler.describe(pid, comm),
       scope: SCOPE,
       queryRedaction: c.http_query_redaction,
-      routes: new RouteTable(c.http_routes),
+      /* The RED aggregator of the moment (replaced when its configuration changes): spans take their series' routes. */
+      route: (resource, path, truncated) => this.#red.spanRoute(resource, path, truncated),
     };
   }
 

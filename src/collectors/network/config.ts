@@ -24,12 +24,12 @@ export const NetworkSchema = Type.Object(
     http_routes: Type.Array(Type.String({ pattern: "^/", minLength: 1 }), {
       default: [],
       description:
-        "Route templates of HTTP servers (\"/users/{id}/orders\": {name} is one path segment); a server span whose path matches one (first wins) gets http.route and is named \"METHOD template\".",
+        "Route templates of HTTP servers (\"/users/{id}/orders\": {name} is one path segment), for every service: a path matching one (first wins) has it as http.route, in RED metrics and on its server span (named \"METHOD template\"). Paths no template matches take the heuristic route of http_max_routes.",
     }),
     http_routes_by_service: Type.Record(Type.String({ minLength: 1 }), Type.Array(Type.String({ pattern: "^/", minLength: 1 })), {
       default: {},
       description:
-        "Route templates per service.name, tried before http_routes for that service's RED metrics (\"checkout: [/carts/{id}]\").",
+        "Route templates per service.name, tried before http_routes for that service's RED metrics and server spans (\"checkout: [/carts/{id}]\").",
     }),
     http_metrics: Type.Boolean({
       default: true,
@@ -57,7 +57,7 @@ export const NetworkSchema = Type.Object(
       minimum: 1,
       maximum: 10_000,
       default: 100,
-      description: "http.route values per service at most in RED metrics (templates, else numeric, UUID, hex and token segments as placeholders); paths of further routes count under the route {overflow}.",
+      description: "http.route values per service at most in RED metrics (templates, else numeric, UUID, hex and token segments as placeholders); paths of further routes count under the route {overflow}. A server span carries its series' route and is named \"METHOD route\"; a span whose path counts under {overflow} has no http.route and is named \"METHOD\".",
     }),
     tls: Type.Boolean({
       default: true,

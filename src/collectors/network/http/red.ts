@@ -221,13 +221,7 @@ export class RedAggregator {
     const name = k.role === Role.SERVER ? METRIC_SERVER_DURATION : METRIC_CLIENT_DURATION;
     const head = `${this.#resourceKeys.of(resource)}\u0000${k.role}\u0000${k.method}\u0000${k.status}\u0000${k.scheme ?? ""}\u0000`;
     if (k.role === Role.SERVER) {
-      let route: string | undefined;
-      if (k.overflow) route = OVERFLOW_ROUTE;
-      else if (k.path !== undefined && k.path.startsWith("/")) {
-        const truncated = k.truncated === true || k.path.length >= RED_PATH_BYTES;
-        const path = k.path.slice(0, RED_PATH_BYTES);
-        route = peek ? this.o.routes.peek(service, path, truncated) : this.o.routes.route(service, path, truncated);
-      }
+      const route = k.overflow ? OVERFLOW_ROUTE : k.path !== undefined ? this.#route(service, k.path, k.truncated === true, peek) : undefined;
       return { key: `${head}${route ?? ""}\u0000${k.peerPort ?? 0}`, name, resource, service, route, peerOverflow: false };
     }
     let peers = this.#peers.get(service);
@@ -239,6 +233,29 @@ export class RedAggregator {
       this.#version++;
     }
     return { key: `${head}${peer}`, name, resource, service, peerOverflow: false };
+  }
+
+  /**
+   * The route of a server's `path` in service `service`: its first RED_PATH_BYTES (what the kernel's counts keep),
+   * templated; `truncated`: cut inside its last segment before that. Undefined for a path that is no path (an
+   * asterisk or absolute form).
+   */
+  #route(service: string, path: string, truncated: boolean, peek: boolean): string | undefined {
+    if (!path.startsWith("/")) return undefined;
+    const cut = truncated || path.length >= RED_PATH_BYTES;
+    const head = path.slice(0, RED_PATH_BYTES);
+    return peek ? this.o.routes.peek(service, head, cut) : this.o.routes.route(service, head, cut);
+  }
+
+  /**
+   * http.route of a server span under workload `resource` (describe's) whose request path is `path`: the route of
+   * the series that counts the span's exchange (taking no room, as exemplars do), none where that is the overflow
+   * route. A span seen before its exchange is counted gets the route the path would take then; the counts, taken
+   * each second in another order, may fill the service's routes first (then the span's route has no series).
+   */
+  spanRoute(resource: Attributes | undefined, path: string, truncated: boolean): string | undefined {
+    const route = this.#route(serviceName(resource ?? UNKNOWN_WORKLOAD), path, truncated, true);
+    return route === OVERFLOW_ROUTE ? undefined : route;
   }
 
   /** The attributes of a new series (see #describe). */

@@ -1,11 +1,10 @@
 /**
- * http.route of RED metrics with bounded cardinality. A path becomes a route by the first configured template
- * that matches it (per service, then for every service), else by a heuristic: numeric segments become `{id}`,
- * UUIDs `{uuid}`, hex strings `{hex}`, long tokens `{token}`, and a segment cut by the kernel's capture
- * `{truncated}`. Each service has at most `maxRoutes` routes; the paths of any further route count under
+ * http.route of RED metrics and server spans, with bounded cardinality. A path becomes a route by the first
+ * configured template that matches it (per service, then for every service), else by a heuristic: numeric segments
+ * become `{id}`, UUIDs `{uuid}`, hex strings `{hex}`, long tokens `{token}`, and a segment cut by the kernel's
+ * capture `{truncated}`. Each service has at most `maxRoutes` routes; the paths of any further route count under
  * OVERFLOW_ROUTE. Raw paths never leave this module as attributes. Pure apart from its bounded caches.
  */
-import { RouteTable } from "./spans";
 
 /** The route of exchanges whose service already has `maxRoutes` routes. */
 export const OVERFLOW_ROUTE = "{overflow}";
@@ -37,6 +36,31 @@ export function heuristicRoute(path: string, truncated = false): string {
   const segs = path.split("/").map(templateSegment);
   if (truncated && segs.length > 1) segs[segs.length - 1] = "{truncated}";
   return segs.join("/");
+}
+
+/** Route templates ("/users/{id}/orders"): `{name}` stands for one non-empty path segment. */
+export class RouteTable {
+  readonly #routes: Array<{ template: string; segments: Array<string | null> }>;
+
+  constructor(templates: readonly string[]) {
+    this.#routes = templates.map((template) => ({ template, segments: template.split("/").map((seg) => (/^\{[^/{}]+\}$/.test(seg) ? null : seg)) }));
+  }
+
+  /** The first template matching `path`, or undefined. */
+  match(path: string): string | undefined {
+    if (this.#routes.length === 0) return undefined;
+    const parts = path.split("/");
+    for (const r of this.#routes) {
+      if (r.segments.length !== parts.length) continue;
+      let ok = true;
+      for (let i = 0; i < parts.length && ok; i++) {
+        const seg = r.segments[i];
+        ok = seg === null ? parts[i] !== "" : seg === parts[i];
+      }
+      if (ok) return r.template;
+    }
+    return undefined;
+  }
 }
 
 interface ServiceRoutes {

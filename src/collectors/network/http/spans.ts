@@ -1,8 +1,8 @@
 /**
  * HTTP exchanges to OTLP spans per the OpenTelemetry HTTP semantic conventions: SERVER spans for processes that
- * read the request, CLIENT spans for processes that wrote it. Names are `{method} {http.route}` (server spans
- * whose path matches a configured route template) or `{method}` (`HTTP` for methods outside the standard set,
- * which are reported as `_OTHER` with `http.request.method_original`). Server spans carry `url.scheme`,
+ * read the request, CLIENT spans for processes that wrote it. Names are `{method} {http.route}` (server spans whose
+ * path has a route: the one its RED series carries, routes.ts) or `{method}` (`HTTP` for methods outside the
+ * standard set, which are reported as `_OTHER` with `http.request.method_original`). Server spans carry `url.scheme`,
  * `url.path`, `url.query`, `client.address`; client spans `url.full`. Query values are redacted by the
  * configured rule (`agent.ebpf.network.http_query_redaction`); user info in a URL always is. A request cut by
  * the capture carries `svc.http.request.truncated` ("url": path and query are the captured prefix; "headers").
@@ -47,8 +47,12 @@ export interface SpanContext {
   scope?: Scope;
   /** Query value redaction (default "all"). */
   queryRedaction?: QueryRedaction;
-  /** Route templates of server spans (http.route), first match wins. */
-  routes?: RouteTable;
+  /**
+   * http.route of a server span whose path is `path` (cut by the capture inside its last segment when `truncated`),
+   * under the workload `resource`: the route of the RED series that counts it (RedAggregator.spanRoute), or
+   * undefined (no http.route, the span named `{method}`).
+   */
+  route?: (resource: Attributes | undefined, path: string, truncated: boolean) => string | undefined;
 }
 
 const ID_POOL_BYTES = 24 * 1024;
@@ -188,31 +192,6 @@ export function fullUrl(target: string, host: string | undefined, remoteAddress:
     rest = base;
   }
   return query === undefined ? prefix + rest : `${prefix}${rest}?${redactQuery(query, rule)}`;
-}
-
-/** Route templates ("/users/{id}/orders"): `{name}` stands for one non-empty path segment. */
-export class RouteTable {
-  readonly #routes: Array<{ template: string; segments: Array<string | null> }>;
-
-  constructor(templates: readonly string[]) {
-    this.#routes = templates.map((template) => ({ template, segments: template.split("/").map((seg) => (/^\{[^/{}]+\}$/.test(seg) ? null : seg)) }));
-  }
-
-  /** The first template matching `path`, or undefined. */
-  match(path: string): string | undefined {
-    if (this.#routes.length === 0) return undefined;
-    const parts = path.split("/");
-    for (const r of this.#routes) {
-      if (r.segments.length !== parts.length) continue;
-      let ok = true;
-      for (let i = 0; i < parts.length && ok; i++) {
-        const seg = r.segments[i];
-        ok = seg === null ? parts[i] !== "" : seg === parts[i];
-      }
-      if (ok) return r.template;
-    }
-    return undefined;
-  }
 }
 
 /** gRPC status codes a server reports as errors (RPC semantic conventions, gRPC): UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS. */
@@ -582,7 +561,8 @@ export function exchangeToSpan(x: HttpExchange<EndpointMeta>, c: SpanContext): S
   const known = KNOWN_METHODS.has(req.method);
   // HTTP/2 says its scheme (:scheme); otherwise the capture tells: TLS plaintext is https.
   const scheme = x.scheme ?? (m.tls ? TLS_URL_SCHEME : URL_SCHEME);
-  const route = server && req.path !== undefined && req.truncated !== "url" ? c.routes?.match(req.path) : undefined;
+  // A target cut by the capture whose query had begun has its whole path.
+  const route = server && req.path !== undefined && c.route ? c.route(who.resource, req.path, req.truncated === "url" && !/[?#]/.test(req.target)) : undefined;
   const method = known ? req.method : "HTTP";
   const span = new HttpSpan(x, c, who.attributes, c.queryRedaction ?? "all", scheme, route, route !== undefined ? `${method} ${route}` : method, server, isError(server, x.response.status));
   if (c.scope) span.scope = c.scope;

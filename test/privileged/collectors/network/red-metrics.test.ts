@@ -94,6 +94,26 @@ function spanIds(reqs: OfficialRequest[], where: (resource: Record<string, unkno
   return ids;
 }
 
+interface ExportedSpan {
+  spanId: string;
+  name: string;
+  kind: string;
+  resource: Record<string, string | number | boolean>;
+  attributes: Record<string, string | number | boolean>;
+}
+
+function exportedSpans(reqs: OfficialRequest[]): ExportedSpan[] {
+  const out: ExportedSpan[] = [];
+  for (const r of reqs) {
+    if (r.signal !== "traces") continue;
+    for (const rs of r.message.resourceSpans ?? []) {
+      const resource = attrs(rs.resource?.attributes);
+      for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) out.push({ spanId: s.spanId, name: s.name, kind: String(s.kind), resource, attributes: attrs(s.attributes) });
+    }
+  }
+  return out;
+}
+
 /** Runs h2load (by default over HTTP/1.1, no pipelining; `mode` replaces those flags) and returns its counts by status class. */
 async function h2load(args: string[], mode: string[] = ["--h1", "-m", "1"]): Promise<{ done: number; s2xx: number; s4xx: number; s5xx: number }> {
   const p = Bun.spawn(["h2load", ...mode, ...args], { stdout: "pipe", stderr: "pipe" });
@@ -267,6 +287,20 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
     const exemplarIds = all.filter((p) => p.metric.startsWith("http.")).flatMap((p) => p.exemplars.map((e) => e.spanId as string));
     expect(exemplarIds.length).toBeGreaterThan(0);
     for (const id of exemplarIds) expect(serverSpans.has(id)).toBe(true);
+
+    // The server's spans carry the route of the series that counted them, and are named after it.
+    const spans = exportedSpans(reqs).filter((s) => s.resource["service.name"] === SERVER_SERVICE && s.kind === "SPAN_KIND_SERVER");
+    expect(spans.length).toBeGreaterThan(0);
+    const seriesRoutes = new Set(server.map((p) => p.attributes["http.route"]));
+    for (const s of spans) {
+      expect(seriesRoutes.has(s.attributes["http.route"]!)).toBe(true);
+      expect(s.name).toBe(`GET ${s.attributes["http.route"]}`);
+      if (String(s.attributes["url.path"]).startsWith("/users/")) expect(s.attributes["http.route"]).toBe("/users/{id}");
+    }
+    const byId = new Map(spans.map((s) => [s.spanId, s]));
+    const exemplified = server.flatMap((p) => p.exemplars.filter((e) => byId.has(e.spanId)).map((e) => [p.attributes["http.route"], byId.get(e.spanId)!.attributes["http.route"]]));
+    expect(exemplified.length).toBeGreaterThan(0);
+    for (const [series, span] of exemplified) expect(span).toBe(series);
   }, 180_000);
 
   test("requests whose connection closes before any response count as transport errors on both sides", async () => {
@@ -319,6 +353,13 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics from the kernel (${m
     const overflow = server.filter((p) => p.attributes["http.route"] === "{overflow}").reduce((s, p) => s + p.count, 0);
     expect(counted).toBe(100_000);
     expect(overflow).toBeGreaterThanOrEqual(100_000 - MAX_ROUTES);
+    // Spans: the route their path had when they were made, or none once the service's routes were taken (the
+    // counts under {overflow}); never the overflow route itself, and named after what they carry.
+    const spans = exportedSpans(reqs).filter((s) => s.resource["service.name"] === SERVER_SERVICE && s.kind === "SPAN_KIND_SERVER" && String(s.attributes["url.path"]).startsWith("/r/"));
+    expect(spans.length).toBeGreaterThan(0);
+    for (const s of spans) expect(s.name).toBe(s.attributes["http.route"] === undefined ? "GET" : `GET ${s.attributes["http.route"]}`);
+    expect(spans.some((s) => s.attributes["http.route"] === "{overflow}")).toBe(false);
+    expect(spans.filter((s) => s.attributes["http.route"] === undefined).length).toBeGreaterThan(0);
   }, 300_000);
 });
 
@@ -471,6 +512,14 @@ describe.skipIf(!isRoot || missing.length > 0)(`RED metrics of HTTP/2 (h2c) at v
       clientBy.set(status, (clientBy.get(status) ?? 0) + p.count);
     }
     expect(Object.fromEntries(clientBy)).toEqual({ 200: ok.s2xx + users.s2xx, 404: missingRun.s4xx, 500: fail.s5xx });
+    // The server's stream spans carry their series' routes and are named after them.
+    const spans = exportedSpans(reqs).filter((s) => s.resource["process.pid"] === pid3 && s.kind === "SPAN_KIND_SERVER");
+    expect(spans.length).toBeGreaterThan(0);
+    const seriesRoutes = new Set(server.map((p) => p.attributes["http.route"]));
+    for (const s of spans) {
+      expect(seriesRoutes.has(s.attributes["http.route"]!)).toBe(true);
+      expect(s.name).toBe(`GET ${s.attributes["http.route"]}`);
+    }
     // No connection direction lost its HPACK state on the way.
     expect(await (await fetch(`${agent3!.url}/metrics`)).text()).toMatch(/svc_spans_dropped_total\{reason="http2_state_lost"\} 0\n/);
   }, 240_000);

@@ -87,7 +87,9 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
     expect(summary(serverSpans)).toEqual(expected);
     expect(summary(clientSpans)).toEqual(expected);
     for (const s of serverSpans) {
-      expect(s.name).toBe(String(s.attributes["http.request.method"]));
+      // No segment to template: the route is the path, as in the RED series.
+      expect(s.attributes["http.route"]).toBe(s.attributes["url.path"]!);
+      expect(s.name).toBe(`${s.attributes["http.request.method"]} ${s.attributes["http.route"]}`);
       expect(s.attributes["server.port"]).toBe(port);
       expect(s.attributes["network.local.address"]).toBe("127.0.0.1");
       expect(s.attributes["client.address"]).toBe("127.0.0.1");

@@ -2,10 +2,24 @@ import { describe, expect, test } from "bun:test";
 import { STATUS_UNKNOWN, type HttpExchange } from "../../../../../src/collectors/network/http/parser";
 import type { HttpRequestHead } from "../../../../../src/collectors/network/http/parser";
 import type { Attributes } from "../../../../../src/export/types";
-import { RouteTable, exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../../src/collectors/network/http/spans";
+import { RouteTable, RouteTemplater } from "../../../../../src/collectors/network/http/routes";
+import { DEFAULT_DURATION_BOUNDS_SECONDS, RedAggregator } from "../../../../../src/collectors/network/http/red";
+import { Role } from "../../../../../src/collectors/network/red-maps";
+import { exchangeToSpan, fullUrl, redactQuery, type EndpointMeta, type SpanContext } from "../../../../../src/collectors/network/http/spans";
 
 const meta: EndpointMeta = { pid: 7, comm: "app", localAddress: "10.0.0.1", localPort: 8080, remoteAddress: "10.0.0.2", remotePort: 51000 };
 const ctx = (o: Partial<SpanContext> = {}): SpanContext => ({ toEpochNs: (ns) => ns, describe: () => ({ attributes: { "process.pid": 7 }, resource: undefined }), ...o });
+
+/** A span context's `route` as the network component gives it: the RED aggregator's (templates, heuristic, max routes). */
+function routesOf(templates: string[], maxRoutes = 100, byService: Record<string, string[]> = {}): SpanContext["route"] {
+  const red = new RedAggregator({
+    routes: new RouteTemplater({ templates, byService, maxRoutes }),
+    boundsSeconds: DEFAULT_DURATION_BOUNDS_SECONDS,
+    describe: () => ({ name: "x", attributes: {}, resource: undefined }),
+    path: () => undefined,
+  });
+  return (resource, path, truncated) => red.spanRoute(resource, path, truncated);
+}
 
 function exchange(role: "server" | "client", method: string, target: string, o: Partial<HttpRequestHead> = {}, status = 200): HttpExchange<EndpointMeta> {
   const path = target.startsWith("/") ? target.split(/[?#]/)[0] : undefined;
@@ -46,17 +60,52 @@ describe("HTTP spans per the semantic conventions", () => {
   });
 
   test("a configured route template gives http.route and the name `{method} {route}`", () => {
-    const routes = new RouteTable(["/health", "/users/{id}", "/users/{id}/orders/{order}"]);
-    const s = exchangeToSpan(exchange("server", "POST", "/users/42/orders/7?x=1"), ctx({ routes }));
+    const templates = ["/health", "/users/{id}", "/users/{id}/orders/{order}"];
+    const route = routesOf(templates);
+    const s = exchangeToSpan(exchange("server", "POST", "/users/42/orders/7?x=1"), ctx({ route }));
     expect(s.name).toBe("POST /users/{id}/orders/{order}");
     expect(s.attributes!["http.route"]).toBe("/users/{id}/orders/{order}");
-    expect(routes.match("/users/")).toBeUndefined();
-    expect(routes.match("/users/1/x")).toBeUndefined();
-    expect(routes.match("/health")).toBe("/health");
-    const cut = exchangeToSpan(exchange("server", "GET", "/users/4", { truncated: "url", complete: false, version: undefined }), ctx({ routes }));
-    expect(cut.name).toBe("GET");
-    expect(cut.attributes).toMatchObject({ "svc.http.request.truncated": "url", "url.path": "/users/4" });
+    const table = new RouteTable(templates);
+    expect(table.match("/users/")).toBeUndefined();
+    expect(table.match("/users/1/x")).toBeUndefined();
+    expect(table.match("/health")).toBe("/health");
+    // Cut by the capture inside its path: a template still matches what was captured, as in the RED series, and
+    // otherwise the last segment is {truncated}.
+    const short = { truncated: "url", complete: false, version: undefined } as const;
+    expect(exchangeToSpan(exchange("server", "GET", "/users/4", short), ctx({ route })).name).toBe("GET /users/{id}");
+    const cut = exchangeToSpan(exchange("server", "GET", "/files/ab", short), ctx({ route }));
+    expect(cut.name).toBe("GET /files/{truncated}");
+    expect(cut.attributes).toMatchObject({ "svc.http.request.truncated": "url", "url.path": "/files/ab", "http.route": "/files/{truncated}" });
     expect(cut.attributes).not.toHaveProperty("network.protocol.version");
+    // Cut inside its query: the path is whole.
+    expect(exchangeToSpan(exchange("server", "GET", "/files/ab?sig=12", short), ctx({ route })).name).toBe("GET /files/ab");
+    // Client spans have no route.
+    expect(exchangeToSpan(exchange("client", "GET", "/users/42"), ctx({ route })).name).toBe("GET");
+  });
+
+  test("paths no template matches take the RED metrics' heuristic route; none once the service's routes are full", () => {
+    const route = routesOf([], 100, { checkout: ["/carts/{cart}"] });
+    const ids = exchangeToSpan(exchange("server", "GET", "/orders/12345/items/0f8fad5b-d9cb-469f-a165-70867728950e?x=1"), ctx({ route }));
+    expect(ids.name).toBe("GET /orders/{id}/items/{uuid}");
+    expect(ids.attributes!["http.route"]).toBe("/orders/{id}/items/{uuid}");
+    // Templates per service apply to that service's spans.
+    const checkout = ctx({ route, describe: () => ({ attributes: {}, resource: { "service.name": "checkout" } }) });
+    expect(exchangeToSpan(exchange("server", "GET", "/carts/abc"), checkout).name).toBe("GET /carts/{cart}");
+    expect(exchangeToSpan(exchange("server", "GET", "/carts/abc"), ctx({ route })).name).toBe("GET /carts/abc");
+    // Paths longer than the kernel's path bytes: the route of their first 64 bytes, cut there.
+    const long = `/files/${"a".repeat(80)}`;
+    expect(exchangeToSpan(exchange("server", "GET", long), ctx({ route })).attributes!["http.route"]).toBe("/files/{truncated}");
+    // A service whose routes are all taken: spans of new routes carry none (their counts go under {overflow}).
+    const red = new RedAggregator({ routes: new RouteTemplater({ templates: [], maxRoutes: 1 }), boundsSeconds: DEFAULT_DURATION_BOUNDS_SECONDS, describe: () => ({ name: "x", attributes: {}, resource: undefined }), path: () => undefined });
+    red.addExchange({ pid: 7, role: Role.SERVER, method: "GET", status: 200, peer: "", peerPort: 8080 }, "/a", 1e6);
+    red.collect(1n, 2n);
+    const full = ctx({ route: (resource, path, truncated) => red.spanRoute(resource, path, truncated) });
+    expect(exchangeToSpan(exchange("server", "GET", "/a"), full).name).toBe("GET /a");
+    const over = exchangeToSpan(exchange("server", "GET", "/b"), full);
+    expect(over.name).toBe("GET");
+    expect(over.attributes).not.toHaveProperty("http.route");
+    // Without a route source (no RED aggregator), no route.
+    expect(exchangeToSpan(exchange("server", "GET", "/users/42"), ctx()).name).toBe("GET");
   });
 
   test("client span: url.full from the Host header (or the peer), query values redacted by the configured rule", () => {
@@ -79,7 +128,7 @@ describe("HTTP spans per the semantic conventions", () => {
   });
 
   test("methods outside the conventions' set are _OTHER with the original, and the name is HTTP", () => {
-    const s = exchangeToSpan(exchange("server", "PROPFIND", "/dav/"), ctx({ routes: new RouteTable(["/dav/"]) }));
+    const s = exchangeToSpan(exchange("server", "PROPFIND", "/dav/"), ctx({ route: routesOf(["/dav/"]) }));
     expect(s.name).toBe("HTTP /dav/");
     expect(s.attributes).toMatchObject({ "http.request.method": "_OTHER", "http.request.method_original": "PROPFIND" });
   });
@@ -135,7 +184,7 @@ describe("HTTP span attributes written straight by the encoder", () => {
     };
     const six = (last: number) => [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last];
     const metas: EndpointMeta[] = [meta, { pid: 9, comm: "c", localAddress: "2001:db8::1", localPort: 443, remoteAddress: "2001:db8::a", remotePort: 60000, tls: true }, endpointOf(2, [10, 1, 2, 3], [10, 1, 2, 4]), endpointOf(10, six(1), six(2))];
-    const routes = new RouteTable(["/users/{id}", "/health"]);
+    const route = routesOf(["/users/{id}", "/health"]);
     const targets = ["/users/42?token=abc&debug", "/health", "/", "/p?a=1&b=2#f", "http://user:pw@h.example:81/x?y=1", "db.internal:5432", "*", `/${"x".repeat(150)}?q=${"é".repeat(50)}`, "/k?ü=1&a", "/e?a=b=c&&d=&=x&", "/e?", "/f#?x=1", `/g?${"k=v&".repeat(30)}`];
     const hosts = [undefined, "api.local:8080", "[::1]:9090", "other", "ü.example"];
     const agents = [undefined, "curl/8.5.0", `long/${"a".repeat(130)}`];
@@ -151,7 +200,7 @@ describe("HTTP span attributes written straight by the encoder", () => {
       x.meta = pick(metas);
       if (rnd(4) === 0) x.scheme = pick(["http", "https"]);
       const process = pick(processes);
-      const c = ctx({ describe: () => ({ attributes: process, resource: undefined }), queryRedaction: pick(["all", "sensitive", "none"] as const), routes });
+      const c = ctx({ describe: () => ({ attributes: process, resource: undefined }), queryRedaction: pick(["all", "sensitive", "none"] as const), route });
       const direct = exchangeToSpan(x, c);
       const viaObject = exchangeToSpan(x, c);
       const field = pick([9, 9, 9, 3]);
