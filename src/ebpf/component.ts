@@ -198,8 +198,14 @@ export class EbpfSetComponent<E> implements Component {
     this.#prepared?.close();
     this.#prepared = undefined;
     this.#replay = undefined;
-    // What the rings and backlogs hold goes to the handlers before the set closes (a shutdown's final flush, a
-    // reload's last counts); what is still there after STOP_DRAIN_MS counts as lost.
+    this.#retire();
+  }
+
+  /**
+   * Detaches and closes the running set. What its rings and backlogs hold goes to the handlers first (a shutdown's
+   * final flush, a reload's last counts); what is still there after STOP_DRAIN_MS counts as lost.
+   */
+  #retire(): void {
     const end = performance.now() + STOP_DRAIN_MS;
     for (const p of this.#pumps) {
       const left = p.drainBeforeClose(Math.max(0, end - performance.now()));
@@ -233,6 +239,13 @@ export class EbpfSetComponent<E> implements Component {
     const b = next.agent.ebpf;
     const changed = this.#enabled(previous) !== this.#enabled(next) || a.ringbuf_size !== b.ringbuf_size;
     if (!changed || !this.#host) return;
+    if (this.#loaded && this.#enabled(next)) {
+      // New rings: the set is loaded again while the running one still reads the host (as reloadSet's replacement).
+      await this.prepare(this.#host);
+      this.#retire();
+      this.activate();
+      return;
+    }
     await this.#stop();
     this.#begin(this.#host);
   }

@@ -8,7 +8,7 @@ import type { ProgramSetSpec } from "../../../src/ebpf/spec";
 import type { ComponentHost, ComponentState } from "../../../src/lifecycle/component";
 import { EbpfViewSchema, EBPF_STATUS, type EbpfView } from "../../../src/ebpf/status";
 import { advanceUntil } from "../../helpers/fake-timers";
-import { fakeDeps, fakeEnvironment, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "../../helpers/fakes/ebpf";
+import { fakeDeps, fakeEnvironment, FakeObject, FakeRuntime, testContext, UNPRIVILEGED_STATUS, type TestContext } from "../../helpers/fakes/ebpf";
 
 const SPEC: ProgramSetSpec<number> = {
   name: "probes",
@@ -48,6 +48,39 @@ function host(ctx: TestContext, id: string): ComponentHost & { states: Array<[Co
 const until = (cond: () => boolean, what: string) => advanceUntil(cond, what, 1, 1000);
 
 const u32 = (n: number) => new Uint8Array(new Uint32Array([n]).buffer);
+
+/**
+ * The order of what replaces the running object `first`: its links closing ("old <program> detached"), the next
+ * object's load ("new loaded") and its programs attaching ("new <program> attached").
+ */
+function replacementSteps(rt: FakeRuntime, first: FakeObject): string[] {
+  const steps: string[] = [];
+  for (const p of first.programs()) for (const l of p.links) {
+    const close = l.close.bind(l);
+    l.close = () => {
+      steps.push(`old ${p.name} detached`);
+      close();
+    };
+  }
+  const open = rt.openObject.bind(rt);
+  rt.openObject = (bytes, name) => {
+    const o = open(bytes, name);
+    const load = o.load.bind(o);
+    o.load = (options) => {
+      steps.push("new loaded");
+      load(options);
+    };
+    for (const p of o.programs()) {
+      const attach = p.attach.bind(p);
+      p.attach = (target) => {
+        steps.push(`new ${p.name} attached`);
+        return attach(target);
+      };
+    }
+    return o;
+  };
+  return steps;
+}
 
 describe("ebpf/<set> component and the ebpf view", () => {
   beforeEach(() => jest.useFakeTimers());
@@ -181,7 +214,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await c.shutdown(AbortSignal.timeout(1000));
   });
 
-  test("reload with a new ringbuf_size reloads the set with it", async () => {
+  test("reload with a new ringbuf_size loads the set with it while the old one runs, and attaches it once the old one stopped", async () => {
     const ctx = testContext();
     const rt = runtime();
     const core = new EbpfCore(ctx, fakeDeps(rt));
@@ -190,13 +223,16 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await c.start(h);
     await until(() => h.states.some(([s]) => s === "ok"), "ok");
     const first = rt.last;
+    const steps = replacementSteps(rt, first);
     const prev = ctx.config;
     const next = parseConfig("agent:\n  ebpf:\n    ringbuf_size: 1MiB\n", {});
     ctx.setConfig(next);
     await c.reload(next, prev);
-    await until(() => rt.last !== first && h.states.filter(([s]) => s === "ok").length === 2, "second ok");
+    expect(steps).toEqual(["new loaded", "old a detached", "new a attached"]);
+    expect(h.states.at(-1)).toEqual(["ok", undefined]);
     expect(first.closed).toBe(true);
     expect(rt.last.map("events")!.maxEntries).toBe(1024 * 1024);
+    expect(core.view().programs.filter((p) => p.attached).map((p) => [p.name, p.id])).toEqual([["a", rt.last.program("a")!.loadedId]]);
     await c.shutdown(AbortSignal.timeout(1000));
     core.close();
   });
@@ -211,31 +247,7 @@ describe("ebpf/<set> component and the ebpf view", () => {
     await old.start(h);
     await until(() => h.states.some(([s]) => s === "ok"), "ok");
     const first = rt.last;
-    const steps: string[] = [];
-    for (const p of first.programs()) for (const l of p.links) {
-      const close = l.close.bind(l);
-      l.close = () => {
-        steps.push(`old ${p.name} detached`);
-        close();
-      };
-    }
-    const open = rt.openObject.bind(rt);
-    rt.openObject = (bytes, name) => {
-      const o = open(bytes, name);
-      const load = o.load.bind(o);
-      o.load = (options) => {
-        steps.push("new loaded");
-        load(options);
-      };
-      for (const p of o.programs()) {
-        const attach = p.attach.bind(p);
-        p.attach = (target) => {
-          steps.push(`new ${p.name} attached`);
-          return attach(target);
-        };
-      }
-      return o;
-    };
+    const steps = replacementSteps(rt, first);
     const replacement = await reloadSet(old, true, make, h, ctx.config, ctx.config);
     expect(replacement).not.toBe(old);
     expect(steps).toEqual(["new loaded", "old a detached", "new a attached"]);
