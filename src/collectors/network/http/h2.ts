@@ -12,7 +12,7 @@
  * (trailers' `grpc-status` for gRPC). Bounded: header blocks up to MAX_HEADER_BLOCK_BYTES, HPACK tables up to
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
-import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_METHOD, F_PATH, F_SCHEME, F_STATUS, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
+import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_METHOD, F_PATH, F_SCHEME, F_STATUS, F_TRACEPARENT, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
 import { STATUS_UNKNOWN, pathOfTarget, type HttpExchange, type HttpRequestHead, type HttpResponseHead, type RpcInfo } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -618,7 +618,7 @@ export class H2Connection<M> {
         this.#lastContentType = contentType;
         this.#lastGrpc = (contentType ?? "").startsWith("application/grpc");
       }
-      const opened = this.pool.take<M>(stream, io, this.#requestHead(method, f[F_PATH] ?? "", f[F_AUTHORITY]), f[F_SCHEME], this.#lastGrpc, at, this.#meta as M);
+      const opened = this.pool.take<M>(stream, io, this.#requestHead(method, f[F_PATH] ?? "", f[F_AUTHORITY], f[F_TRACEPARENT]), f[F_SCHEME], this.#lastGrpc, at, this.#meta as M);
       if (this.#partial && contentType === undefined && method === "POST" && this.directions[io].unknownFields > 0) opened.grpcByShape = grpcNames(opened.request.path ?? "") !== undefined;
       const displaced = this.#streams.add(opened);
       if (displaced !== undefined) this.counters.unanswered++;
@@ -642,11 +642,15 @@ export class H2Connection<M> {
     if (endStream) this.#finish(s, at);
   }
 
-  /** The request head of `method`, `target` and `host`: the last one made when they are the same (a client repeats itself). */
-  #requestHead(method: string, target: string, host: string | undefined): HttpRequestHead {
+  /**
+   * The request head of `method`, `target`, `host` and `traceparent`: the last one made when they are the same (a
+   * client repeats itself; a traceparent differs from call to call).
+   */
+  #requestHead(method: string, target: string, host: string | undefined, traceparent: string | undefined): HttpRequestHead {
     const last = this.#lastRequest;
-    if (last !== undefined && last.method === method && last.target === target && last.host === host) return last;
-    const request: HttpRequestHead = Object.freeze({ kind: "request", method, target, path: method === "CONNECT" ? undefined : pathOfTarget(target), version: "2", host, complete: true });
+    if (last !== undefined && last.method === method && last.target === target && last.host === host && last.traceparent === traceparent) return last;
+    const fields = { kind: "request", method, target, path: method === "CONNECT" ? undefined : pathOfTarget(target), version: "2", host, complete: true } as const;
+    const request: HttpRequestHead = Object.freeze(traceparent === undefined ? fields : { ...fields, traceparent });
     this.#lastRequest = request;
     return request;
   }

@@ -41,6 +41,8 @@ export interface HttpRequestHead {
   userAgent?: string;
   /** The Upgrade header (protocols the client asks to switch to, e.g. "h2c"), when it was within the captured bytes. */
   upgrade?: string;
+  /** The W3C Trace Context `traceparent` header as sent (not validated: trace-context.ts), when captured; "" when sent twice. */
+  traceparent?: string;
   /** False when the head was cut by bytes the kernel did not capture (headers may be missing). */
   complete: boolean;
   /** What the cut took: "url" (the request line was cut inside the target: target/path are its captured prefix), "headers" (some header lines). */
@@ -226,7 +228,7 @@ function parseStartLine(line: string, complete: boolean): HttpHead | undefined {
 }
 
 /** The header names parseHead reads, lower case. */
-const WANTED_HEADERS = ["content-length", "transfer-encoding", "connection", "host", "user-agent", "upgrade"] as const;
+const WANTED_HEADERS = ["content-length", "transfer-encoding", "connection", "host", "user-agent", "upgrade", "traceparent"] as const;
 
 /** Whether `c` is a character String.prototype.trim removes (those a Latin-1 or windows-1252 head can hold). */
 const isTrimmed = (c: number) => c === 32 || (c >= 9 && c <= 13) || c === 0xa0 || c === 0xfeff || c === 0x2028 || c === 0x2029 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x202f || c === 0x205f || c === 0x3000;
@@ -264,7 +266,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
     const colon = text.indexOf(":", at);
     if (colon > at && colon < nl) {
       const first = text.charCodeAt(at) | 0x20;
-      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
+      /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade, traceparent. */
       if (first === 99 || first === 116 || first === 104 || first === 117) {
         const name = headerName(text, at, colon);
         if (name !== undefined) {
@@ -276,6 +278,7 @@ export function parseHead(text: string, complete: boolean): HeadFields | undefin
           else if (name === "host" && head.kind === "request") head.host = value;
           else if (name === "user-agent" && head.kind === "request") head.userAgent = value;
           else if (name === "upgrade" && head.kind === "request") head.upgrade = value;
+          else if (name === "traceparent" && head.kind === "request") head.traceparent = head.traceparent === undefined ? value : "";
         }
       }
     }
@@ -310,6 +313,8 @@ function headerNameBytes(b: Uint8Array, from: number, to: number): (typeof WANTE
       return bytesEqualFolded(b, from, to, "upgrade") ? "upgrade" : undefined;
     case 10:
       return bytesEqualFolded(b, from, to, "connection") ? "connection" : bytesEqualFolded(b, from, to, "user-agent") ? "user-agent" : undefined;
+    case 11:
+      return bytesEqualFolded(b, from, to, "traceparent") ? "traceparent" : undefined;
     case 14:
       return bytesEqualFolded(b, from, to, "content-length") ? "content-length" : undefined;
     case 17:
@@ -514,7 +519,7 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
   while (at < end) {
     nl = lineFeeds ? nextLineFeed(lineFeeds, lf++, end) : find(b, LF, at, end);
     const first = b[at]! | 0x20;
-    /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade. */
+    /* Only the headers framing and naming need: content-length, transfer-encoding, connection, host, user-agent, upgrade, traceparent. */
     const colon = first === 99 || first === 116 || first === 104 || first === 117 ? findNear(b, 58, at, nl) : nl;
     if (colon > at && colon < nl) {
       {
@@ -536,6 +541,8 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
           else if (head.kind === "request") {
             /* The call is decoded for the first value not kept (and only then). */
             if (name === "upgrade") head.upgrade = (text ??= LATIN1.decode(b)).slice(vs, ve);
+            /* Sent twice: neither is the caller's (an empty value parses as no trace context). */
+            else if (name === "traceparent") head.traceparent = head.traceparent === undefined ? (text ??= LATIN1.decode(b)).slice(vs, ve) : "";
             else if (name === "host" || name === "user-agent") {
               const slot = hashBytes(b, vs, ve) & (HEADER_VALUE_SLOTS - 1);
               const kept = headerValues[slot];

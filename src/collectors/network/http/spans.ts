@@ -6,6 +6,7 @@
  * `url.path`, `url.query`, `client.address`; client spans `url.full`. Query values are redacted by the
  * configured rule (`agent.ebpf.network.http_query_redaction`); user info in a URL always is. A request cut by
  * the capture carries `svc.http.request.truncated` ("url": path and query are the captured prefix; "headers").
+ * A request that carried a valid W3C `traceparent` puts its spans in the caller's trace (trace-context.ts).
  */
 import type { AttributeValue, Attributes } from "../../../export/types";
 import { SpanKind, StatusCode, type Scope, type SpanItem, type SpanKindValue, type StatusCodeValue } from "../../../export/model";
@@ -13,6 +14,7 @@ import { beginShortStringKeyValue, encodeAttributeFields, keyField, writeAttribu
 import { ProtoWriter } from "../../../export/wire";
 import { HttpEndpoint } from "../decoders";
 import { STATUS_UNKNOWN, type HttpExchange } from "./parser";
+import { parseTraceparent, spanFlagsOf } from "./trace-context";
 
 /** What the kernel sees: plaintext HTTP/1.x on TCP sockets. */
 const URL_SCHEME = "http";
@@ -254,8 +256,9 @@ const STATUS_UNSET = Object.freeze({ code: StatusCode.UNSET });
 
 /** The span of an exchange, from its start to its end, once its name and attributes are known. */
 function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: string, server: boolean, attributes: Attributes, error: boolean, resource: Attributes | undefined): SpanItem {
+  const parent = x.request.traceparent !== undefined ? parseTraceparent(x.request.traceparent) : undefined;
   const span: SpanItem = {
-    traceId: randomId(16),
+    traceId: parent?.traceId ?? randomId(16),
     spanId: randomId(8),
     name,
     kind: server ? SpanKind.SERVER : SpanKind.CLIENT,
@@ -264,6 +267,10 @@ function exchangeSpan(x: HttpExchange<EndpointMeta>, c: SpanContext, name: strin
     attributes,
     status: error ? STATUS_ERROR : STATUS_UNSET,
   };
+  if (parent) {
+    span.parentSpanId = parent.parentId;
+    span.flags = spanFlagsOf(parent, server);
+  }
   if (c.scope) span.scope = c.scope;
   if (resource) span.resource = resource;
   return span;
@@ -446,6 +453,8 @@ class HttpSpan implements SpanItem {
   readonly startTimeUnixNano: bigint;
   readonly endTimeUnixNano: bigint;
   readonly status: { code: StatusCodeValue };
+  declare parentSpanId?: Uint8Array;
+  declare flags?: number;
   declare scope?: Scope;
   declare resource?: Attributes;
   readonly #x: HttpExchange<EndpointMeta>;
@@ -461,8 +470,15 @@ class HttpSpan implements SpanItem {
   #attributes: Attributes | undefined;
 
   constructor(x: HttpExchange<EndpointMeta>, c: SpanContext, process: Attributes, rule: QueryRedaction, scheme: string, route: string | undefined, name: string, server: boolean, error: boolean) {
-    this.traceId = randomId(16);
+    /* A request that carried the caller's trace context joins its trace (the caller's span as parent, remote for a
+     * server; for a client, the span its own process made for the call). */
+    const parent = x.request.traceparent !== undefined ? parseTraceparent(x.request.traceparent) : undefined;
+    this.traceId = parent?.traceId ?? randomId(16);
     this.spanId = randomId(8);
+    if (parent) {
+      this.parentSpanId = parent.parentId;
+      this.flags = spanFlagsOf(parent, server);
+    }
     this.name = name;
     this.kind = server ? SpanKind.SERVER : SpanKind.CLIENT;
     this.startTimeUnixNano = c.toEpochNs(x.startNs);

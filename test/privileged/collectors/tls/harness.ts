@@ -79,18 +79,26 @@ export interface Span {
   name: string;
   kind: string;
   attributes: Record<string, unknown>;
+  /** Hex. */
+  traceId: string;
+  parentSpanId: string | undefined;
 }
 
 /** Attributes by key; int values (strings in MessageToDict's JSON) as numbers. */
 const attrs = (list: Array<{ key: string; value: Record<string, unknown> }> | undefined): Record<string, unknown> =>
   Object.fromEntries((list ?? []).map((a) => [a.key, "intValue" in a.value ? Number(a.value.intValue) : Object.values(a.value)[0]]));
 
+/** MessageToDict's base64 bytes as hex. */
+const hex = (b64: string | undefined): string | undefined => (b64 === undefined ? undefined : Buffer.from(b64, "base64").toString("hex"));
+
 /** Every span of the trace requests received. */
 export function spans(reqs: OfficialRequest[]): Span[] {
   const out: Span[] = [];
   for (const r of reqs.filter((x) => x.signal === "traces"))
     for (const rs of r.message.resourceSpans ?? [])
-      for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) out.push({ name: s.name, kind: s.kind, attributes: attrs(s.attributes) });
+      for (const ss of rs.scopeSpans ?? [])
+        for (const s of ss.spans ?? [])
+          out.push({ name: s.name, kind: s.kind, attributes: attrs(s.attributes), traceId: hex(s.traceId)!, parentSpanId: hex(s.parentSpanId) });
   return out;
 }
 

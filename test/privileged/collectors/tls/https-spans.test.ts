@@ -27,6 +27,9 @@ const missing = [...missingOfficialTools(), ...(Bun.which("curl") ? [] : ["curl"
 const SERVER = resolve(import.meta.dir, "../../../fixtures/https-server.py");
 
 const PIPELINED = resolve(import.meta.dir, "../../../fixtures/pipelined-http.py");
+const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID = "00f067aa0ba902b7";
+const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
 
 let t: TlsAgent | undefined;
 let server: Bun.Subprocess<"ignore", "pipe", "inherit"> | undefined;
@@ -69,7 +72,7 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
       const range = ["--local-port", `${lo}-${lo + ATTEMPT_PORTS - 1}`];
       const curl = Bun.spawn(
         ["curl", "-sk", "--http1.1", ...range, "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", `${base}/hello?x=1`, `${base}/missing`, `${base}/a/b/c?q=2`,
-          "--next", "-sk", "--http1.1", ...range, "-o", "/dev/null", "-d", "k=v", `${base}/submit`],
+          "--next", "-sk", "--http1.1", ...range, "-o", "/dev/null", "-d", "k=v", "-H", `traceparent: ${TRACEPARENT}`, `${base}/submit`],
         { stdout: "ignore", stderr: "pipe" },
       );
       expect(await curl.exited).toBe(0);
@@ -86,6 +89,10 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
     const summary = (list: Span[]) => list.map((s) => [s.attributes["http.request.method"], s.attributes["url.path"], s.attributes["http.response.status_code"]]);
     expect(summary(serverSpans)).toEqual(expected);
     expect(summary(clientSpans)).toEqual(expected);
+    // The POST carried the caller's trace context: both of its spans join that trace under the caller's span.
+    const traced = (list: Span[]) => list.filter((s) => s.parentSpanId !== undefined).map((s) => [s.attributes["url.path"], s.traceId, s.parentSpanId]);
+    expect(traced(serverSpans)).toEqual([["/submit", TRACE_ID, PARENT_ID]]);
+    expect(traced(clientSpans)).toEqual([["/submit", TRACE_ID, PARENT_ID]]);
     for (const s of serverSpans) {
       // No segment to template: the route is the path, as in the RED series.
       expect(s.attributes["http.route"]).toBe(s.attributes["url.path"]!);

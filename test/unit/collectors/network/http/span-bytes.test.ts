@@ -155,7 +155,8 @@ describe("HTTP/1.x span bytes", () => {
       expect(Buffer.from(o.traceId as string, "base64")).toHaveLength(16);
       expect(Buffer.from(o.spanId as string, "base64")).toHaveLength(8);
       ids.add(`${o.traceId}/${o.spanId}`);
-      o.traceId = `trace-${i}`;
+      /* Random ids are named by position; a trace id from a request's traceparent is kept (the caller's trace). */
+      if (o.parentSpanId === undefined) o.traceId = `trace-${i}`;
       o.spanId = `span-${i}`;
       o.startTimeUnixNano = String(BigInt(o.startTimeUnixNano as string) - first);
       o.endTimeUnixNano = String(BigInt(o.endTimeUnixNano as string) - first);
