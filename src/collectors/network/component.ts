@@ -309,8 +309,9 @@ export class NetworkCollector implements Component {
       describe: (pid, comm) => this.#labeler.describe(pid, comm),
       scope: SCOPE,
       queryRedaction: c.http_query_redaction,
-      /* The RED aggregator of the moment (replaced when its configuration changes): spans take their series' routes. */
-      route: (resource, path, truncated) => this.#red.spanRoute(resource, path, truncated),
+      /* The RED aggregator of the moment (replaced when its configuration changes): spans take their series' routes
+       * (with http_metrics off, routes of their own within http_max_routes). */
+      route: (resource, path, truncated) => this.#red.spanRoute(resource, path, truncated, !this.#cfg.http_metrics),
     };
   }
 

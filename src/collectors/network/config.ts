@@ -57,7 +57,7 @@ export const NetworkSchema = Type.Object(
       minimum: 1,
       maximum: 10_000,
       default: 100,
-      description: "http.route values per service at most in RED metrics (templates, else numeric, UUID, hex and token segments as placeholders); paths of further routes count under the route {overflow}. A server span carries its series' route and is named \"METHOD route\"; a span whose path counts under {overflow} has no http.route and is named \"METHOD\".",
+      description: "http.route values per service at most in RED metrics (templates, else numeric, UUID, hex and token segments as placeholders); paths of further routes count under the route {overflow}. A server span carries its series' route and is named \"METHOD route\"; a span whose path counts under {overflow} has no http.route and is named \"METHOD\". With http_metrics off, spans take routes themselves, as many per service at most.",
     }),
     tls: Type.Boolean({
       default: true,

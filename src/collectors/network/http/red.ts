@@ -252,9 +252,11 @@ export class RedAggregator {
    * the series that counts the span's exchange (taking no room, as exemplars do), none where that is the overflow
    * route. A span seen before its exchange is counted gets the route the path would take then; the counts, taken
    * each second in another order, may fill the service's routes first (then the span's route has no series).
+   * `uncounted`: no exchange is counted (RED metrics off): the span's route takes room itself, so that spans too
+   * stay within the service's maxRoutes routes.
    */
-  spanRoute(resource: Attributes | undefined, path: string, truncated: boolean): string | undefined {
-    const route = this.#route(serviceName(resource ?? UNKNOWN_WORKLOAD), path, truncated, true);
+  spanRoute(resource: Attributes | undefined, path: string, truncated: boolean, uncounted = false): string | undefined {
+    const route = this.#route(serviceName(resource ?? UNKNOWN_WORKLOAD), path, truncated, !uncounted);
     return route === OVERFLOW_ROUTE ? undefined : route;
   }
 

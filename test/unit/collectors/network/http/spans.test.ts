@@ -104,6 +104,10 @@ describe("HTTP spans per the semantic conventions", () => {
     const over = exchangeToSpan(exchange("server", "GET", "/b"), full);
     expect(over.name).toBe("GET");
     expect(over.attributes).not.toHaveProperty("http.route");
+    // RED metrics off (nothing counted): spans take the routes themselves, at most maxRoutes of them.
+    const alone = new RedAggregator({ routes: new RouteTemplater({ templates: [], maxRoutes: 1 }), boundsSeconds: DEFAULT_DURATION_BOUNDS_SECONDS, describe: () => ({ name: "x", attributes: {}, resource: undefined }), path: () => undefined });
+    const uncounted = ctx({ route: (resource, path, truncated) => alone.spanRoute(resource, path, truncated, true) });
+    expect(["/a", "/b", "/a"].map((p) => exchangeToSpan(exchange("server", "GET", p), uncounted).name)).toEqual(["GET /a", "GET", "GET /a"]);
     // Without a route source (no RED aggregator), no route.
     expect(exchangeToSpan(exchange("server", "GET", "/users/42"), ctx()).name).toBe("GET");
   });
