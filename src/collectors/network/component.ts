@@ -26,7 +26,8 @@ import { ExchangeTracker, type CapturedCall } from "./http/exchanges";
 import { exchangeDurationNs, type HttpExchange } from "./http/parser";
 import { RpcMetrics } from "./http/rpc-metrics";
 import { exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
-import { RedAggregator, addressClass, redOptionsOf } from "./http/red";
+import { RedAggregator, addressClass, localAddresses, redOptionsOf } from "./http/red";
+import { LocalLinks } from "./http/local-links";
 import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
@@ -130,6 +131,8 @@ export class NetworkCollector implements Component {
   /** RED metrics counted in user space from every decoded exchange (spec.ts, userRedCounted). */
   #userRed = false;
   #red: RedAggregator;
+  /** Server spans waiting for their client's span on this host, whose child they become (local-links.ts). */
+  readonly #links: LocalLinks;
   /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
   #rateDropsPending = 0;
   /** The key #redFromUser refills for each exchange. */
@@ -153,6 +156,12 @@ export class NetworkCollector implements Component {
     this.#rpc = new RpcMetrics({ maxSeries: this.#cfg.max_series, describe: (pid, comm) => this.#labeler.describe(pid, comm), scope: SCOPE }, this.#clock.nowEpochNs());
     this.#spanContext = this.#newSpanContext(this.#cfg);
     this.#red = this.#newRed(this.#cfg);
+    const local = localAddresses();
+    this.#links = new LocalLinks(
+      (x, span) => this.#release(x, span),
+      (address) => addressClass(address) !== "public" || local.has(address),
+    );
+    this.#http.onClientRequest = (meta, stream) => this.#links.clientRequest(meta, stream);
     this.#redStartNs = this.#clock.nowEpochNs();
     this.#inner = this.#newInner(this.#cfg);
   }
@@ -324,23 +333,33 @@ export class NetworkCollector implements Component {
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget);
        * nothing refers to the exchange then, and an HTTP/2 stream's object goes back to the tracker for reuse. */
       if (this.#overBudget(nowMs)) {
+        /* A server span waiting for this client's goes on without it. */
+        if (x.role === "client") this.#links.linkClient(x, undefined);
         this.#http.release(x);
         continue;
       }
       const span = exchangeToSpan(x, this.#spanContext);
-      this.#push(span);
-      if (x.rpc || !(this.#redMaps || this.#userRed)) continue;
-      /* The span's ids become the exemplar of the RED series that counted its exchange. */
-      const method = redMethod(x.request.method);
-      const server = x.role === "server";
-      const scheme = x.meta.tls ? "https" : undefined;
-      this.#red.exemplar(
-        server
-          ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, scheme }
-          : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, scheme },
-        { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
-      );
+      /* A server's span waits for its client's while that is traced on this host too; a client's takes its own. */
+      if (x.role === "server") {
+        if (this.#links.holdServer(x, span, nowMs ?? this.#turnNowMs())) continue;
+      } else this.#links.linkClient(x, span);
+      this.#release(x, span);
     }
+  }
+
+  /** A span made of exchange `x` goes to the export, its ids the exemplar of the RED series that counted `x`. */
+  #release(x: HttpExchange<EndpointMeta>, span: SpanItem): void {
+    this.#push(span);
+    if (x.rpc || !(this.#redMaps || this.#userRed)) return;
+    const method = redMethod(x.request.method);
+    const server = x.role === "server";
+    const scheme = x.meta.tls ? "https" : undefined;
+    this.#red.exemplar(
+      server
+        ? { pid: x.meta.pid, role: Role.SERVER, method, status: x.response.status, path: x.request.path, peerPort: x.meta.localPort, scheme }
+        : { pid: x.meta.pid, role: Role.CLIENT, method, status: x.response.status, peer: x.meta.remoteAddress, peerPort: x.meta.remotePort, scheme },
+      { timeUnixNano: span.endTimeUnixNano, value: Number(span.endTimeUnixNano - span.startTimeUnixNano) / 1e9, traceId: span.traceId, spanId: span.spanId },
+    );
   }
 
   /**
@@ -510,6 +529,7 @@ export class NetworkCollector implements Component {
     this.#closing.applyDue(nowMs, () => this.#inner.caughtUp("http_events"));
     this.#tlsExits.applyDue(nowMs, this.#tlsCaughtUp);
     this.#offerExchanges(this.#http.flushIdle(nowMs - HTTP_IDLE_END_MS));
+    this.#links.releaseDue(nowMs);
     this.#countHttpDrops();
     /* Taken every second, not only per export interval: processes are described while they still run. */
     this.#takeRed();
@@ -546,6 +566,7 @@ export class NetworkCollector implements Component {
     if (this.#cfg.enabled && this.#ctx.config.agent.ebpf.enabled) this.#startTimers();
     // A flush (POST /admin/flush) takes the interval's connection metrics and the spans not yet submitted.
     this.#removeFlushSource ??= this.#ctx.pipeline.addFlushSource?.(() => {
+      this.#links.releaseDue(0, true);
       this.#flushSpans();
       this.exportMetrics();
     });
@@ -561,6 +582,7 @@ export class NetworkCollector implements Component {
     this.#tlsExits.clear();
     this.#tlsEndpoints.clear();
     this.#offerExchanges(this.#http.closeMatching(""));
+    this.#links.releaseDue(0, true);
     this.#countHttpDrops();
     this.#flushSpans();
     this.exportMetrics();
@@ -587,6 +609,7 @@ export class NetworkCollector implements Component {
     if (b.enabled && next.agent.ebpf.enabled) this.#startTimers();
     else {
       this.#stopTimers();
+      this.#links.releaseDue(0, true);
       this.exportMetrics();
     }
   }

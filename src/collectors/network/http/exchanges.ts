@@ -130,6 +130,12 @@ export class ExchangeTracker<M = unknown> {
   readonly #awaiting = new Set<string>();
   /** What push returns when a call completed exchanges of HTTP/1.x, emptied and refilled by the next push. */
   readonly #done: Array<HttpExchange<M>> = [];
+  /** Called when a request a process wrote (the client side) starts an exchange: its endpoint, and an HTTP/2 stream's id. */
+  onClientRequest: ((meta: M, stream: number | undefined) => void) | undefined;
+  /** H2Connection's hook for the streams it opens. */
+  readonly #streamOpened = (s: HttpExchange<M>): void => {
+    if (s.role === "client") this.onClientRequest?.(s.meta, s.id);
+  };
 
   /**
    * Hands back an exchange this tracker returned, once the caller keeps no reference to it (counted, not made a
@@ -141,7 +147,7 @@ export class ExchangeTracker<M = unknown> {
 
   /** An HTTP/2 connection decoded from its middle (H2Connection.midstream). */
   #midstreamH2(): H2Connection<M> {
-    const h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
+    const h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams, this.#streamOpened);
     h2.midstream();
     return h2;
   }
@@ -209,7 +215,7 @@ export class ExchangeTracker<M = unknown> {
       this.#append(conn);
     }
     conn.lastSeenMs = nowMs;
-    if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
+    if (!conn.h2 && call.streamOffset === 0 && isH2Opening(call.data) && conn.parsers[call.io].expectedOffset === undefined) conn.h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams, this.#streamOpened);
     else if (!conn.h2 && (call.h2Midstream || call.h2Resumed) && conn.parsers[0].expectedOffset === undefined && conn.parsers[1].expectedOffset === undefined) conn.h2 = this.#midstreamH2();
     if (conn.h2) {
       done = conn.h2.push(call.io, call.streamOffset, call.length, call.data, call.timestampNs, call.meta, done);
@@ -233,6 +239,7 @@ export class ExchangeTracker<M = unknown> {
           this.counters.unanswered++;
         }
         pending.push({ request: m.head, io: call.io, atNs: m.at, meta: call.meta });
+        if (call.io === IO_WRITE) this.onClientRequest?.(call.meta, undefined);
         continue;
       }
       if (m.head.status >= 100 && m.head.status < 200 && m.head.status !== 101) {
@@ -282,7 +289,7 @@ export class ExchangeTracker<M = unknown> {
     conn.pending.length = 0;
     conn.started[0].length = 0;
     conn.started[1].length = 0;
-    const h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams);
+    const h2 = new H2Connection<M>(this.h2Counters, this.#h2Streams, this.#streamOpened);
     conn.h2 = h2;
     const starts: [number, number] = [0, 0];
     starts[call.io] = headEnd;

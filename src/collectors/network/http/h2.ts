@@ -558,6 +558,8 @@ export class H2Connection<M> {
   constructor(
     private readonly counters: H2Counters,
     private readonly pool = new H2StreamPool(),
+    /** Called with each stream opened. */
+    private readonly opened?: (s: H2Stream<M>) => void,
   ) {
     const sink: H2Sink<bigint> = {
       headers: (stream, fields, endStream, at) => this.#headers(stream, fields, endStream, at),
@@ -620,6 +622,7 @@ export class H2Connection<M> {
       }
       const opened = this.pool.take<M>(stream, io, this.#requestHead(method, f[F_PATH] ?? "", f[F_AUTHORITY], f[F_TRACEPARENT]), f[F_SCHEME], this.#lastGrpc, at, this.#meta as M);
       if (this.#partial && contentType === undefined && method === "POST" && this.directions[io].unknownFields > 0) opened.grpcByShape = grpcNames(opened.request.path ?? "") !== undefined;
+      this.opened?.(opened);
       const displaced = this.#streams.add(opened);
       if (displaced !== undefined) this.counters.unanswered++;
       return;

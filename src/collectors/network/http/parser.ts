@@ -82,6 +82,8 @@ export interface HttpExchange<M = unknown> {
   scheme?: string;
   /** A gRPC call (HTTP/2 with content-type application/grpc). */
   rpc?: RpcInfo;
+  /** HTTP/2: the stream's id. */
+  id?: number;
 }
 
 /**

@@ -52,7 +52,8 @@ export function addressClass(address: string): "loopback" | "private" | "public"
   return "public";
 }
 
-function localAddresses(): Set<string> {
+/** The addresses of this host's interfaces (in the agent's network namespace). */
+export function localAddresses(): Set<string> {
   const out = new Set<string>();
   try {
     for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) out.add(a.address);

@@ -446,7 +446,8 @@ function encodedFieldsOf(attributes: Attributes, field: number): { bytes: Uint8A
  * same attributes as an object when read (then the encoder writes that object).
  */
 class HttpSpan implements SpanItem {
-  readonly traceId: Uint8Array;
+  /** Set again, with parentSpanId and flags, when the span is linked to its client's (local-links.ts). */
+  traceId: Uint8Array;
   readonly spanId: Uint8Array;
   readonly name: string;
   readonly kind: SpanKindValue;

@@ -81,6 +81,7 @@ export interface Span {
   attributes: Record<string, unknown>;
   /** Hex. */
   traceId: string;
+  spanId: string;
   parentSpanId: string | undefined;
 }
 
@@ -98,7 +99,7 @@ export function spans(reqs: OfficialRequest[]): Span[] {
     for (const rs of r.message.resourceSpans ?? [])
       for (const ss of rs.scopeSpans ?? [])
         for (const s of ss.spans ?? [])
-          out.push({ name: s.name, kind: s.kind, attributes: attrs(s.attributes), traceId: hex(s.traceId)!, parentSpanId: hex(s.parentSpanId) });
+          out.push({ name: s.name, kind: s.kind, attributes: attrs(s.attributes), traceId: hex(s.traceId)!, spanId: hex(s.spanId)!, parentSpanId: hex(s.parentSpanId) });
   return out;
 }
 

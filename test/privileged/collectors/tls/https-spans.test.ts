@@ -89,10 +89,13 @@ describe.skipIf(!isRoot || missing.length > 0)(`HTTPS spans from the TLS uprobes
     const summary = (list: Span[]) => list.map((s) => [s.attributes["http.request.method"], s.attributes["url.path"], s.attributes["http.response.status_code"]]);
     expect(summary(serverSpans)).toEqual(expected);
     expect(summary(clientSpans)).toEqual(expected);
-    // The POST carried the caller's trace context: both of its spans join that trace under the caller's span.
-    const traced = (list: Span[]) => list.filter((s) => s.parentSpanId !== undefined).map((s) => [s.attributes["url.path"], s.traceId, s.parentSpanId]);
-    expect(traced(serverSpans)).toEqual([["/submit", TRACE_ID, PARENT_ID]]);
-    expect(traced(clientSpans)).toEqual([["/submit", TRACE_ID, PARENT_ID]]);
+    // The POST carried the caller's trace context: curl's span joins that trace under the caller's span, and the
+    // server's joins it too, under curl's span (both ends traced here), or under the caller's span where a flush let it
+    // go before curl's span was made.
+    const post = (list: Span[]) => list.find((s) => s.attributes["url.path"] === "/submit")!;
+    expect([post(clientSpans).traceId, post(clientSpans).parentSpanId]).toEqual([TRACE_ID, PARENT_ID]);
+    expect(post(serverSpans).traceId).toBe(TRACE_ID);
+    expect([post(clientSpans).spanId, PARENT_ID]).toContain(post(serverSpans).parentSpanId!);
     for (const s of serverSpans) {
       // No segment to template: the route is the path, as in the RED series.
       expect(s.attributes["http.route"]).toBe(s.attributes["url.path"]!);

@@ -36,6 +36,33 @@ describe("ebpf/network component over decoded records", () => {
     expect(spans[0]!.attributes).toMatchObject({ "http.request.method": "GET", "url.path": "/x", "http.response.status_code": 503, "server.address": "svc.local", "server.port": 8080, "client.port": 50000, "error.type": "503" });
   });
 
+  test("both ends of a loopback connection traced: the server's span is the child of the client's, in its trace", async () => {
+    const ctx = fakeContext(YAML(100));
+    const c = new NetworkCollector(ctx, ctx.ebpf, 999);
+    const req = "GET /linked HTTP/1.1\r\nHost: svc\r\n\r\n";
+    const res = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    const record = (pid: number, sk: bigint, io: number, sport: number, dport: number, data: string, ts: bigint) => {
+      const v = httpRecord({ ts, sk, off: 0, pid, len: data.length, io, sport, dport, family: 2, saddr: lo, daddr: lo, comm: pid === 42 ? "srv" : "cli", data });
+      return decodeHttpEvent(v, 0, v.byteLength);
+    };
+    // The client (43) writes, the server (42) reads and answers, the client reads: one ring's order.
+    c.handle(record(43, 7n, 1, 50000, 8080, req, 1_000n));
+    c.handle(record(42, 5n, 0, 8080, 50000, req, 2_000n));
+    c.handle(record(42, 5n, 1, 8080, 50000, res, 3_000n));
+    await Promise.resolve();
+    // The server's span waits for the client's ...
+    expect(ctx.pipeline.accepted.traces).toEqual([]);
+    c.handle(record(43, 7n, 0, 50000, 8080, res, 4_000n));
+    await Promise.resolve();
+    // ... and goes with it, its child.
+    const spans = ctx.pipeline.accepted.traces;
+    const client = spans.find((s) => s.kind === 3)!;
+    const server = spans.find((s) => s.kind === 2)!;
+    expect(spans).toHaveLength(2);
+    expect([server.traceId, server.parentSpanId, server.flags]).toEqual([client.traceId, client.spanId, 0x300]);
+    expect(client.parentSpanId).toBeUndefined();
+  });
+
   test("one socket address in two processes is two connections (the connection key follows the pid)", async () => {
     const ctx = fakeContext(YAML(100));
     const c = new NetworkCollector(ctx, ctx.ebpf, 999);

@@ -1,0 +1,109 @@
+import { describe, expect, test } from "bun:test";
+import { LocalLinks } from "../../../../../src/collectors/network/http/local-links";
+import type { HttpExchange } from "../../../../../src/collectors/network/http/parser";
+import type { EndpointMeta } from "../../../../../src/collectors/network/http/spans";
+import type { SpanItem } from "../../../../../src/export/model";
+
+const CLIENT: EndpointMeta = { pid: 1, comm: "curl", localAddress: "127.0.0.1", localPort: 50000, remoteAddress: "127.0.0.1", remotePort: 8080 };
+const SERVER: EndpointMeta = { pid: 2, comm: "srv", localAddress: "127.0.0.1", localPort: 8080, remoteAddress: "127.0.0.1", remotePort: 50000 };
+
+function exchange(role: "server" | "client", meta: EndpointMeta, startNs: bigint, endNs: bigint, id?: number): HttpExchange<EndpointMeta> {
+  return {
+    role,
+    request: { kind: "request", method: "GET", target: "/", path: "/", version: "1.1", host: undefined, complete: true },
+    response: { kind: "response", status: 200, version: "1.1", complete: true },
+    startNs,
+    endNs,
+    meta,
+    ...(id === undefined ? {} : { id }),
+  };
+}
+
+let n = 0;
+const span = (flags?: number): SpanItem => ({ traceId: new Uint8Array(16).fill(++n), spanId: new Uint8Array(8).fill(n), name: "GET", kind: 2, startTimeUnixNano: 0n, endTimeUnixNano: 1n, ...(flags === undefined ? {} : { flags }) });
+
+function links(waitMs = 1000, maxHeld = 4) {
+  const released: SpanItem[] = [];
+  const l = new LocalLinks((_x, s) => released.push(s), (a) => a.startsWith("127.") || a.startsWith("10."), waitMs, maxHeld);
+  return { l, released };
+}
+
+describe("server spans linked to their client's on this host", () => {
+  test("a server span waits while its client's request is awaited, then becomes that span's child in its trace", () => {
+    const { l, released } = links();
+    l.clientRequest(CLIENT, undefined);
+    const s = span();
+    expect(l.holdServer(exchange("server", SERVER, 20n, 30n), s, 0)).toBe(true);
+    expect(released).toEqual([]);
+    const c = span(0x101);
+    l.linkClient(exchange("client", CLIENT, 10n, 40n), c);
+    expect(released).toEqual([s]);
+    expect([s.traceId, s.parentSpanId, s.flags]).toEqual([c.traceId, c.spanId, 0x301]);
+    expect(l.counters.linked).toBe(1);
+    expect(l.size).toBe(0);
+  });
+
+  test("not held: no client request awaited on its connection, or a peer that cannot be on this host", () => {
+    const { l } = links();
+    expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 0)).toBe(false);
+    l.clientRequest({ ...CLIENT, localPort: 50001 }, undefined);
+    expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 0)).toBe(false);
+    const publicPeer = { ...SERVER, remoteAddress: "203.0.113.9" };
+    l.clientRequest({ ...CLIENT, localAddress: "203.0.113.9" }, undefined);
+    expect(l.holdServer(exchange("server", publicPeer, 20n, 30n), span(), 0)).toBe(false);
+  });
+
+  test("times must nest: a client exchange that does not contain the server's leaves it held", () => {
+    const { l, released } = links();
+    l.clientRequest(CLIENT, undefined);
+    l.clientRequest(CLIENT, undefined);
+    const s = span();
+    l.holdServer(exchange("server", SERVER, 20n, 30n), s, 0);
+    l.linkClient(exchange("client", CLIENT, 1n, 5n), span());
+    expect(released).toEqual([]);
+    l.linkClient(exchange("client", CLIENT, 15n, 35n), span());
+    expect(released).toEqual([s]);
+  });
+
+  test("HTTP/2: matched by stream, whatever order the streams end in", () => {
+    const { l, released } = links();
+    l.clientRequest(CLIENT, 1);
+    l.clientRequest(CLIENT, 3);
+    const s1 = span();
+    const s3 = span();
+    l.holdServer(exchange("server", SERVER, 20n, 30n, 1), s1, 0);
+    l.holdServer(exchange("server", SERVER, 21n, 31n, 3), s3, 0);
+    const c3 = span();
+    l.linkClient(exchange("client", CLIENT, 10n, 40n, 3), c3);
+    expect(released).toEqual([s3]);
+    expect(s3.parentSpanId).toBe(c3.spanId);
+    const c1 = span();
+    l.linkClient(exchange("client", CLIENT, 10n, 40n, 1), c1);
+    expect(s1.parentSpanId).toBe(c1.spanId);
+  });
+
+  test("released unlinked: after the wait, when the client's span was not made, past the bound, and all at a flush", () => {
+    const { l, released } = links(1000, 2);
+    for (let i = 0; i < 4; i++) l.clientRequest({ ...CLIENT, localPort: 50000 + i }, undefined);
+    const spans: SpanItem[] = [0, 1, 2, 3].map(() => span());
+    l.holdServer(exchange("server", { ...SERVER, remotePort: 50000 }, 20n, 30n), spans[0]!, 0);
+    l.holdServer(exchange("server", { ...SERVER, remotePort: 50001 }, 20n, 30n), spans[1]!, 500);
+    // The bound: a third held span lets the oldest go.
+    l.holdServer(exchange("server", { ...SERVER, remotePort: 50002 }, 20n, 30n), spans[2]!, 600);
+    expect(released).toEqual([spans[0]!]);
+    // Its client's span over the budget: it goes on without a parent.
+    l.linkClient(exchange("client", { ...CLIENT, localPort: 50001 }, 10n, 40n), undefined);
+    expect(released).toEqual([spans[0]!, spans[1]!]);
+    expect(spans[1]!.parentSpanId).toBeUndefined();
+    l.holdServer(exchange("server", { ...SERVER, remotePort: 50003 }, 20n, 30n), spans[3]!, 1500);
+    l.releaseDue(1599);
+    expect(released).toHaveLength(2);
+    l.releaseDue(1600);
+    expect(released).toHaveLength(3);
+    expect(released[2]).toBe(spans[2]!);
+    l.releaseDue(1601, true);
+    expect(released).toEqual(spans);
+    expect(l.size).toBe(0);
+    for (const s of spans) expect(s.parentSpanId).toBeUndefined();
+  });
+});
