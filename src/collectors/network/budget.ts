@@ -12,6 +12,11 @@ export class PerSecondBudget {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
+  /** Whether take(t) would succeed now, without taking. */
+  hasRoom(t = this.now()): boolean {
+    return t - this.#windowStart >= WINDOW_MS || this.#used < this.perSecond;
+  }
+
   /** True when one more item fits in the current window (`t`: the clock's time now, when the caller has it). */
   take(t = this.now()): boolean {
     if (t - this.#windowStart >= WINDOW_MS) {

@@ -161,7 +161,12 @@ export class NetworkCollector implements Component {
       (x, span) => this.#release(x, span),
       (address) => addressClass(address) !== "public" || local.has(address),
     );
-    this.#http.onClientRequest = (meta, stream) => this.#links.clientRequest(meta, stream);
+    /* Only while spans are being made: past the second's budget, the client's span most likely will not be (a link
+     * is then missed at most; HTTP/2 streams go by in the tens of thousands a second). */
+    this.#http.onClientRequest = (meta, stream) => {
+      const nowMs = this.#turnNowMs();
+      if (this.#budget.hasRoom(nowMs)) this.#links.clientRequest(meta, stream, nowMs);
+    };
     this.#redStartNs = this.#clock.nowEpochNs();
     this.#inner = this.#newInner(this.#cfg);
   }
@@ -333,8 +338,6 @@ export class NetworkCollector implements Component {
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget);
        * nothing refers to the exchange then, and an HTTP/2 stream's object goes back to the tracker for reuse. */
       if (this.#overBudget(nowMs)) {
-        /* A server span waiting for this client's goes on without it. */
-        if (x.role === "client") this.#links.linkClient(x, undefined);
         this.#http.release(x);
         continue;
       }

@@ -8,10 +8,11 @@
  * after the server wrote it).
  *
  * A server's span ends before its client's, so it is held (up to `waitMs`, at most `maxHeld` spans) until the
- * client's span is made; then it is linked and released, or released as it is when none comes (its exchange ended
- * otherwise, or its span was over the budget). A server's span is held only while a request the client side wrote on
- * that connection (or HTTP/2 stream) was captured and has not ended (`clientRequest`): spans of servers whose clients
- * are not traced here go on at once. Only peers that may be on this host count (a loopback, private or own address).
+ * client's span is made; then it is linked and released, or released as it is at the wait's end when none comes
+ * (the client's exchange ended otherwise, or its span was over the budget). A server's span is held only when a request the client side wrote on
+ * that connection (or HTTP/2 stream) was captured in the last `waitMs` (`clientRequest`): spans of servers whose
+ * clients are not traced here go on at once. Only peers that may be on this host count (a loopback, private or own
+ * address).
  */
 import type { SpanItem } from "../../../export/model";
 import type { EndpointMeta } from "./spans";
@@ -39,7 +40,7 @@ export interface LinkCounters {
 const MAX_AWAITED = 16384;
 
 export class LocalLinks {
-  /** Client requests captured and not yet ended, by connection key: how many. */
+  /** Client requests captured, by connection key: when the last one was (the caller's clock, ms). */
   readonly #awaited = new Map<string, number>();
   /** Held server spans by connection key, oldest first. */
   readonly #held = new Map<string, Held[]>();
@@ -73,19 +74,24 @@ export class LocalLinks {
     return id === undefined ? ends : `${ends}#${id}`;
   }
 
-  /** A request written by a client (`meta` its end; HTTP/2: on stream `id`) was captured: its server may wait for it. */
-  clientRequest(meta: EndpointMeta, id: number | undefined): void {
+  /**
+   * A request written by a client (`meta` its end; HTTP/2: on stream `id`) was captured at `nowMs`: a server span of
+   * that connection (stream) in the next `waitMs` waits for the client's.
+   */
+  clientRequest(meta: EndpointMeta, id: number | undefined, nowMs: number): void {
     const key = this.#key(meta, false, id);
     if (key === undefined) return;
     if (this.#awaited.size >= MAX_AWAITED) this.#awaited.clear();
-    this.#awaited.set(key, (this.#awaited.get(key) ?? 0) + 1);
+    this.#awaited.set(key, nowMs);
   }
 
   /** Holds a server's span for its client's (true), or says it need not wait (false: the caller releases it). */
   holdServer(x: HttpExchange<EndpointMeta>, span: SpanItem, nowMs: number): boolean {
     if (this.#awaited.size === 0) return false;
     const key = this.#key(x.meta, true, x.id);
-    if (key === undefined || !this.#awaited.has(key)) return false;
+    if (key === undefined) return false;
+    const at = this.#awaited.get(key);
+    if (at === undefined || nowMs - at > this.waitMs) return false;
     if (this.#size >= this.maxHeld) this.#releaseOldest();
     const h: Held = { x, span, key, atMs: nowMs };
     const list = this.#held.get(key);
@@ -97,29 +103,23 @@ export class LocalLinks {
   }
 
   /**
-   * A client's exchange ended, `span` its span about to be released (undefined: none made, over the budget): the held
-   * server span of the same exchange (if any) becomes its child in its trace, the parent remote (another process),
-   * with the client span's trace flags, and is released (as it is without a client span).
+   * A client's span about to be released (`x` its exchange): the held server span of the same exchange (if any)
+   * becomes its child in its trace, the parent remote (another process), with the client span's trace flags, and is
+   * released. (A client exchange whose span is not made, over the budget, is not looked up: the server's span goes
+   * at the wait's end.)
    */
-  linkClient(x: HttpExchange<EndpointMeta>, span: SpanItem | undefined): void {
-    if (this.#awaited.size === 0 && this.#size === 0) return;
+  linkClient(x: HttpExchange<EndpointMeta>, span: SpanItem): void {
+    if (this.#size === 0) return;
     const key = this.#key(x.meta, false, x.id);
     if (key === undefined) return;
-    const n = this.#awaited.get(key);
-    if (n !== undefined) {
-      if (n > 1) this.#awaited.set(key, n - 1);
-      else this.#awaited.delete(key);
-    }
     const list = this.#held.get(key);
     if (!list) return;
+    /* An HTTP/2 stream's key is not used again. */
+    if (x.id !== undefined) this.#awaited.delete(key);
     const i = list.findIndex((h) => h.x.startNs >= x.startNs && h.x.endNs <= x.endNs);
     if (i < 0) return;
     const h = list[i]!;
     this.#forget(h, list, i);
-    if (span === undefined) {
-      this.release(h.x, h.span);
-      return;
-    }
     h.span.traceId = span.traceId;
     h.span.parentSpanId = span.spanId;
     h.span.flags = ((span.flags ?? 0) & SPAN_FLAGS_TRACE_FLAGS_MASK) | SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE | SPAN_FLAGS_CONTEXT_IS_REMOTE;

@@ -31,7 +31,7 @@ function links(waitMs = 1000, maxHeld = 4) {
 describe("server spans linked to their client's on this host", () => {
   test("a server span waits while its client's request is awaited, then becomes that span's child in its trace", () => {
     const { l, released } = links();
-    l.clientRequest(CLIENT, undefined);
+    l.clientRequest(CLIENT, undefined, 0);
     const s = span();
     expect(l.holdServer(exchange("server", SERVER, 20n, 30n), s, 0)).toBe(true);
     expect(released).toEqual([]);
@@ -43,20 +43,22 @@ describe("server spans linked to their client's on this host", () => {
     expect(l.size).toBe(0);
   });
 
-  test("not held: no client request awaited on its connection, or a peer that cannot be on this host", () => {
+  test("not held: no client request on its connection lately, or a peer that cannot be on this host", () => {
     const { l } = links();
     expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 0)).toBe(false);
-    l.clientRequest({ ...CLIENT, localPort: 50001 }, undefined);
+    l.clientRequest(CLIENT, undefined, 0);
+    expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 1001)).toBe(false);
+    l.clientRequest({ ...CLIENT, localPort: 50001 }, undefined, 0);
     expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 0)).toBe(false);
     const publicPeer = { ...SERVER, remoteAddress: "203.0.113.9" };
-    l.clientRequest({ ...CLIENT, localAddress: "203.0.113.9" }, undefined);
+    l.clientRequest({ ...CLIENT, localAddress: "203.0.113.9" }, undefined, 0);
     expect(l.holdServer(exchange("server", publicPeer, 20n, 30n), span(), 0)).toBe(false);
   });
 
   test("times must nest: a client exchange that does not contain the server's leaves it held", () => {
     const { l, released } = links();
-    l.clientRequest(CLIENT, undefined);
-    l.clientRequest(CLIENT, undefined);
+    l.clientRequest(CLIENT, undefined, 0);
+    l.clientRequest(CLIENT, undefined, 0);
     const s = span();
     l.holdServer(exchange("server", SERVER, 20n, 30n), s, 0);
     l.linkClient(exchange("client", CLIENT, 1n, 5n), span());
@@ -67,8 +69,8 @@ describe("server spans linked to their client's on this host", () => {
 
   test("HTTP/2: matched by stream, whatever order the streams end in", () => {
     const { l, released } = links();
-    l.clientRequest(CLIENT, 1);
-    l.clientRequest(CLIENT, 3);
+    l.clientRequest(CLIENT, 1, 0);
+    l.clientRequest(CLIENT, 3, 0);
     const s1 = span();
     const s3 = span();
     l.holdServer(exchange("server", SERVER, 20n, 30n, 1), s1, 0);
@@ -82,25 +84,25 @@ describe("server spans linked to their client's on this host", () => {
     expect(s1.parentSpanId).toBe(c1.spanId);
   });
 
-  test("released unlinked: after the wait, when the client's span was not made, past the bound, and all at a flush", () => {
+  test("released unlinked: past the bound, at the wait's end, and all at a flush", () => {
     const { l, released } = links(1000, 2);
-    for (let i = 0; i < 4; i++) l.clientRequest({ ...CLIENT, localPort: 50000 + i }, undefined);
+    for (let i = 0; i < 3; i++) l.clientRequest({ ...CLIENT, localPort: 50000 + i }, undefined, 0);
+    l.clientRequest({ ...CLIENT, localPort: 50003 }, undefined, 1400);
     const spans: SpanItem[] = [0, 1, 2, 3].map(() => span());
     l.holdServer(exchange("server", { ...SERVER, remotePort: 50000 }, 20n, 30n), spans[0]!, 0);
     l.holdServer(exchange("server", { ...SERVER, remotePort: 50001 }, 20n, 30n), spans[1]!, 500);
     // The bound: a third held span lets the oldest go.
     l.holdServer(exchange("server", { ...SERVER, remotePort: 50002 }, 20n, 30n), spans[2]!, 600);
     expect(released).toEqual([spans[0]!]);
-    // Its client's span over the budget: it goes on without a parent.
-    l.linkClient(exchange("client", { ...CLIENT, localPort: 50001 }, 10n, 40n), undefined);
-    expect(released).toEqual([spans[0]!, spans[1]!]);
-    expect(spans[1]!.parentSpanId).toBeUndefined();
+    // The wait's end: held 1,000 ms.
     l.holdServer(exchange("server", { ...SERVER, remotePort: 50003 }, 20n, 30n), spans[3]!, 1500);
-    l.releaseDue(1599);
-    expect(released).toHaveLength(2);
+    l.releaseDue(1499);
+    expect(released).toEqual([spans[0]!]);
+    l.releaseDue(1500);
+    expect(released).toEqual([spans[0]!, spans[1]!]);
     l.releaseDue(1600);
-    expect(released).toHaveLength(3);
-    expect(released[2]).toBe(spans[2]!);
+    expect(released).toEqual([spans[0]!, spans[1]!, spans[2]!]);
+    // A flush: all of them.
     l.releaseDue(1601, true);
     expect(released).toEqual(spans);
     expect(l.size).toBe(0);
