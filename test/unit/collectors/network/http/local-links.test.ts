@@ -46,13 +46,18 @@ describe("server spans linked to their client's on this host", () => {
   test("not held: no client request on its connection lately, or a peer that cannot be on this host", () => {
     const { l } = links();
     expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 0)).toBe(false);
+    // A request of its client, but more than the wait ago.
     l.clientRequest(CLIENT, undefined, 0);
     expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 1001)).toBe(false);
-    l.clientRequest({ ...CLIENT, localPort: 50001 }, undefined, 0);
-    expect(l.holdServer(exchange("server", SERVER, 20n, 30n), span(), 0)).toBe(false);
+    // A request on another connection.
+    const other = links().l;
+    other.clientRequest({ ...CLIENT, localPort: 50001 }, undefined, 0);
+    expect(other.holdServer(exchange("server", SERVER, 20n, 30n), span(), 0)).toBe(false);
+    // A peer that cannot be on this host.
     const publicPeer = { ...SERVER, remoteAddress: "203.0.113.9" };
-    l.clientRequest({ ...CLIENT, localAddress: "203.0.113.9" }, undefined, 0);
-    expect(l.holdServer(exchange("server", publicPeer, 20n, 30n), span(), 0)).toBe(false);
+    other.clientRequest({ ...CLIENT, localAddress: "203.0.113.9" }, undefined, 0);
+    expect(other.holdServer(exchange("server", publicPeer, 20n, 30n), span(), 0)).toBe(false);
+    expect(other.size).toBe(0);
   });
 
   test("times must nest: a client exchange that does not contain the server's leaves it held", () => {
@@ -95,11 +100,11 @@ describe("server spans linked to their client's on this host", () => {
     l.holdServer(exchange("server", { ...SERVER, remotePort: 50002 }, 20n, 30n), spans[2]!, 600);
     expect(released).toEqual([spans[0]!]);
     // The wait's end: held 1,000 ms.
-    l.holdServer(exchange("server", { ...SERVER, remotePort: 50003 }, 20n, 30n), spans[3]!, 1500);
     l.releaseDue(1499);
     expect(released).toEqual([spans[0]!]);
     l.releaseDue(1500);
     expect(released).toEqual([spans[0]!, spans[1]!]);
+    l.holdServer(exchange("server", { ...SERVER, remotePort: 50003 }, 20n, 30n), spans[3]!, 1500);
     l.releaseDue(1600);
     expect(released).toEqual([spans[0]!, spans[1]!, spans[2]!]);
     // A flush: all of them.
