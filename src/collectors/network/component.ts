@@ -27,7 +27,7 @@ import { exchangeDurationNs, type HttpExchange } from "./http/parser";
 import { RpcMetrics } from "./http/rpc-metrics";
 import { exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
 import { RedAggregator, addressClass, localAddresses, redOptionsOf } from "./http/red";
-import { LocalLinks } from "./http/local-links";
+import { LocalLinks, NetnsCache } from "./http/local-links";
 import { RedMaps, Role, redMethod, type RedKey } from "./red-maps";
 import { PerSecondBudget } from "./budget";
 import { KernelClock } from "./clock";
@@ -133,6 +133,8 @@ export class NetworkCollector implements Component {
   #red: RedAggregator;
   /** Server spans waiting for their client's span on this host, whose child they become (local-links.ts). */
   readonly #links: LocalLinks;
+  /** Network namespaces of processes (loopback connections are matched within one). */
+  readonly #netns = new NetnsCache();
   /** Spans dropped over the per-second budget not yet in the metric (#countRateDrops). */
   #rateDropsPending = 0;
   /** The key #redFromUser refills for each exchange. */
@@ -160,6 +162,7 @@ export class NetworkCollector implements Component {
     this.#links = new LocalLinks(
       (x, span) => this.#release(x, span),
       (address) => addressClass(address) !== "public" || local.has(address),
+      (pid) => this.#netns.of(pid),
     );
     /* Only while spans are being made: past the second's budget, the client's span most likely will not be (a link
      * is then missed at most; HTTP/2 streams go by in the tens of thousands a second). */
@@ -345,7 +348,7 @@ export class NetworkCollector implements Component {
       /* A server's span waits for its client's while that is traced on this host too; a client's takes its own. */
       if (x.role === "server") {
         if (this.#links.holdServer(x, span, nowMs ?? this.#turnNowMs())) continue;
-      } else this.#links.linkClient(x, span);
+      } else this.#links.linkClient(x, span, nowMs ?? this.#turnNowMs());
       this.#release(x, span);
     }
   }

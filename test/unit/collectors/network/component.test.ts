@@ -41,18 +41,21 @@ describe("ebpf/network component over decoded records", () => {
     const c = new NetworkCollector(ctx, ctx.ebpf, 999);
     const req = "GET /linked HTTP/1.1\r\nHost: svc\r\n\r\n";
     const res = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    // Two live processes of one network namespace (loopback connections are matched within one): this one serves,
+    // its parent is the client.
+    const [serverPid, clientPid] = [process.pid, process.ppid];
     const record = (pid: number, sk: bigint, io: number, sport: number, dport: number, data: string, ts: bigint) => {
-      const v = httpRecord({ ts, sk, off: 0, pid, len: data.length, io, sport, dport, family: 2, saddr: lo, daddr: lo, comm: pid === 42 ? "srv" : "cli", data });
+      const v = httpRecord({ ts, sk, off: 0, pid, len: data.length, io, sport, dport, family: 2, saddr: lo, daddr: lo, comm: pid === serverPid ? "srv" : "cli", data });
       return decodeHttpEvent(v, 0, v.byteLength);
     };
-    // The client (43) writes, the server (42) reads and answers, the client reads: one ring's order.
-    c.handle(record(43, 7n, 1, 50000, 8080, req, 1_000n));
-    c.handle(record(42, 5n, 0, 8080, 50000, req, 2_000n));
-    c.handle(record(42, 5n, 1, 8080, 50000, res, 3_000n));
+    // The client writes, the server reads and answers, the client reads: one ring's order.
+    c.handle(record(clientPid, 7n, 1, 50000, 8080, req, 1_000n));
+    c.handle(record(serverPid, 5n, 0, 8080, 50000, req, 2_000n));
+    c.handle(record(serverPid, 5n, 1, 8080, 50000, res, 3_000n));
     await Promise.resolve();
     // The server's span waits for the client's ...
     expect(ctx.pipeline.accepted.traces).toEqual([]);
-    c.handle(record(43, 7n, 0, 50000, 8080, res, 4_000n));
+    c.handle(record(clientPid, 7n, 0, 50000, 8080, res, 4_000n));
     await Promise.resolve();
     // ... and goes with it, its child.
     const spans = ctx.pipeline.accepted.traces;
