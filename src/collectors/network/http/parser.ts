@@ -543,8 +543,9 @@ export function parseHeadBytes(b: Uint8Array, from: number, to: number, lineFeed
           else if (head.kind === "request") {
             /* The call is decoded for the first value not kept (and only then). */
             if (name === "upgrade") head.upgrade = (text ??= LATIN1.decode(b)).slice(vs, ve);
-            /* Sent twice: neither is the caller's (an empty value parses as no trace context). */
-            else if (name === "traceparent") head.traceparent = head.traceparent === undefined ? (text ??= LATIN1.decode(b)).slice(vs, ve) : "";
+            /* Its value alone decoded (a new one each request). Sent twice: neither is the caller's (an empty value
+             * parses as no trace context). */
+            else if (name === "traceparent") head.traceparent = head.traceparent === undefined ? LATIN1.decode(b.subarray(vs, ve)) : "";
             else if (name === "host" || name === "user-agent") {
               const slot = hashBytes(b, vs, ve) & (HEADER_VALUE_SLOTS - 1);
               const kept = headerValues[slot];

@@ -65,7 +65,10 @@ export class RouteTable {
 
 interface ServiceRoutes {
   routes: Set<string>;
+  /** Path (cache key) -> route as route() answered it. */
   cache: Map<string, string>;
+  /** Path (cache key) -> its template, whether or not it became a route (peek's, and route()'s first step). */
+  templates: Map<string, string>;
 }
 
 export interface RouteTemplaterOptions {
@@ -95,14 +98,30 @@ export class RouteTemplater {
     return this.#byService.get(service)?.match(path) ?? this.#global.match(path) ?? heuristicRoute(path, truncated);
   }
 
+  #serviceRoutes(service: string): ServiceRoutes {
+    let s = this.#services.get(service);
+    if (!s) this.#services.set(service, (s = { routes: new Set(), cache: new Map(), templates: new Map() }));
+    return s;
+  }
+
+  /** The template of `path` in `s` (cache key `key`), from the service's cache of templates where it is. */
+  #templateOf(s: ServiceRoutes, service: string, key: string, path: string, truncated: boolean): string {
+    let t = s.templates.get(key);
+    if (t === undefined) {
+      t = this.#template(service, path, truncated);
+      if (s.templates.size >= MAX_CACHED_PATHS) s.templates.clear();
+      s.templates.set(key, t);
+    }
+    return t;
+  }
+
   /** The route of `path` for service `service` (its service.name); `truncated` as in heuristicRoute. */
   route(service: string, path: string, truncated = false): string {
-    let s = this.#services.get(service);
-    if (!s) this.#services.set(service, (s = { routes: new Set(), cache: new Map() }));
+    const s = this.#serviceRoutes(service);
     const cacheKey = truncated ? `${path}\u0000` : path;
     const cached = s.cache.get(cacheKey);
     if (cached !== undefined) return cached;
-    const template = this.#template(service, path, truncated);
+    const template = this.#templateOf(s, service, cacheKey, path, truncated);
     let route = template;
     if (!s.routes.has(template)) {
       if (s.routes.size < this.o.maxRoutes) s.routes.add(template);
@@ -123,11 +142,12 @@ export class RouteTemplater {
    * its exemplar): only counted exchanges may take one of the `maxRoutes` routes.
    */
   peek(service: string, path: string, truncated = false): string {
-    const s = this.#services.get(service);
-    const cached = s?.cache.get(truncated ? `${path}\u0000` : path);
+    const s = this.#serviceRoutes(service);
+    const cacheKey = truncated ? `${path}\u0000` : path;
+    const cached = s.cache.get(cacheKey);
     if (cached !== undefined) return cached;
-    const template = this.#template(service, path, truncated);
-    return !s || s.routes.has(template) || s.routes.size < this.o.maxRoutes ? template : OVERFLOW_ROUTE;
+    const template = this.#templateOf(s, service, cacheKey, path, truncated);
+    return s.routes.has(template) || s.routes.size < this.o.maxRoutes ? template : OVERFLOW_ROUTE;
   }
 
   /** Routes known for `service` (for tests and status). */

@@ -454,8 +454,9 @@ class HttpSpan implements SpanItem {
   readonly startTimeUnixNano: bigint;
   readonly endTimeUnixNano: bigint;
   readonly status: { code: StatusCodeValue };
-  declare parentSpanId?: Uint8Array;
-  declare flags?: number;
+  /* Set in the constructor whatever the request carried (one object shape for every span, as the encoder reads them). */
+  parentSpanId: Uint8Array | undefined;
+  flags: number | undefined;
   declare scope?: Scope;
   declare resource?: Attributes;
   readonly #x: HttpExchange<EndpointMeta>;
@@ -476,10 +477,8 @@ class HttpSpan implements SpanItem {
     const parent = x.request.traceparent !== undefined ? parseTraceparent(x.request.traceparent) : undefined;
     this.traceId = parent?.traceId ?? randomId(16);
     this.spanId = randomId(8);
-    if (parent) {
-      this.parentSpanId = parent.parentId;
-      this.flags = spanFlagsOf(parent, server);
-    }
+    this.parentSpanId = parent?.parentId;
+    this.flags = parent ? spanFlagsOf(parent, server) : undefined;
     this.name = name;
     this.kind = server ? SpanKind.SERVER : SpanKind.CLIENT;
     this.startTimeUnixNano = c.toEpochNs(x.startNs);

@@ -20,27 +20,35 @@ export interface TraceParent {
 
 /** `version-traceid-parentid-flags`: 2 + 1 + 32 + 1 + 16 + 1 + 2 characters. */
 const TRACEPARENT_CHARS = 55;
+const DASH = 45;
 
-/** The value of lower-case hex digit `c`, or -1 (upper case is not allowed in traceparent). */
-function hexDigit(c: number): number {
-  if (c >= 48 && c <= 57) return c - 48;
-  if (c >= 97 && c <= 102) return c - 87;
-  return -1;
+/** Lower-case hex digits' values by character code; -1 for every other (upper case is not allowed in traceparent). */
+const HEX = new Int8Array(128).fill(-1);
+for (let c = 0; c < 10; c++) HEX[48 + c] = c;
+for (let c = 0; c < 6; c++) HEX[97 + c] = 10 + c;
+
+/** The value of the two lower-case hex digits at `s[at]`, or -1. */
+function hexByte(s: string, at: number): number {
+  const hi = s.charCodeAt(at);
+  const lo = s.charCodeAt(at + 1);
+  if (hi > 127 || lo > 127) return -1;
+  const h = HEX[hi]!;
+  const l = HEX[lo]!;
+  return h < 0 || l < 0 ? -1 : (h << 4) | l;
 }
 
-/** Bytes of the lower-case hex digits `s[from..from + 2n)` into a new array, or undefined when one is not such a digit. */
-function hexBytes(s: string, from: number, n: number): Uint8Array | undefined {
+/** Bytes of the lower-case hex digits `s[from..from + 2n)` into a new array, or undefined when one is not such a digit or all are zero. */
+function idBytes(s: string, from: number, n: number): Uint8Array | undefined {
   const out = new Uint8Array(n);
+  let any = 0;
   for (let i = 0; i < n; i++) {
-    const hi = hexDigit(s.charCodeAt(from + 2 * i));
-    const lo = hexDigit(s.charCodeAt(from + 2 * i + 1));
-    if (hi < 0 || lo < 0) return undefined;
-    out[i] = (hi << 4) | lo;
+    const b = hexByte(s, from + 2 * i);
+    if (b < 0) return undefined;
+    out[i] = b;
+    any |= b;
   }
-  return out;
+  return any === 0 ? undefined : out;
 }
-
-const allZero = (b: Uint8Array) => b.every((x) => x === 0);
 
 /**
  * The trace context of a `traceparent` header value (surrounding whitespace allowed), or undefined when it is not
@@ -49,17 +57,19 @@ const allZero = (b: Uint8Array) => b.every((x) => x === 0);
  * or an all-zero trace id or parent id. An empty value (agent's mark for a header sent twice) is none either.
  */
 export function parseTraceparent(value: string): TraceParent | undefined {
-  const v = value.trim();
+  const v = value.length === TRACEPARENT_CHARS ? value : value.trim();
   if (v.length < TRACEPARENT_CHARS) return undefined;
-  const version = hexBytes(v, 0, 1);
-  if (version === undefined || version[0] === 0xff) return undefined;
-  if (version[0] === 0 ? v.length !== TRACEPARENT_CHARS : v.length > TRACEPARENT_CHARS && v[TRACEPARENT_CHARS] !== "-") return undefined;
-  if (v[2] !== "-" || v[35] !== "-" || v[52] !== "-") return undefined;
-  const traceId = hexBytes(v, 3, 16);
-  const parentId = hexBytes(v, 36, 8);
-  const flags = hexBytes(v, 53, 1);
-  if (traceId === undefined || parentId === undefined || flags === undefined || allZero(traceId) || allZero(parentId)) return undefined;
-  return { traceId, parentId, flags: flags[0]! };
+  const version = hexByte(v, 0);
+  if (version < 0 || version === 0xff) return undefined;
+  if (version === 0 ? v.length !== TRACEPARENT_CHARS : v.length > TRACEPARENT_CHARS && v.charCodeAt(TRACEPARENT_CHARS) !== DASH) return undefined;
+  if (v.charCodeAt(2) !== DASH || v.charCodeAt(35) !== DASH || v.charCodeAt(52) !== DASH) return undefined;
+  const flags = hexByte(v, 53);
+  if (flags < 0) return undefined;
+  const traceId = idBytes(v, 3, 16);
+  if (traceId === undefined) return undefined;
+  const parentId = idBytes(v, 36, 8);
+  if (parentId === undefined) return undefined;
+  return { traceId, parentId, flags };
 }
 
 /**
