@@ -4,23 +4,25 @@
  * trace, whether or not the request carried a traceparent. Nothing is written into the traffic: the two exchanges
  * are matched by the connection's addresses as each end sees them (client local = server remote, and the other way
  * round; no NAT in between; loopback addresses with the process's network namespace, since every namespace has
- * its own: none, and no link, for a process gone before its request was read), the HTTP/2 stream id, the order of the connection's exchanges (the oldest server span waiting), and
- * their times on the one host clock: the server's exchange lies within the client's (the client wrote the request
- * before the server read it and read the response's end after the server wrote it) give or take LINK_SLACK_NS, since
- * on loopback the reader's call may return before the writer's does.
+ * its own: none, and no link, for a process gone before its request was read), the HTTP/2 stream id, the order of
+ * the connection's exchanges (the oldest server span waiting), and their times on the one host clock: the server's
+ * exchange lies within the client's (the client wrote the request before the server read it and read the
+ * response's end after the server wrote it) give or take LINK_SLACK_NS, since on loopback the reader's call may
+ * return before the writer's does.
  *
  * A server's span mostly ends before its client's, so it is held (up to `waitMs`, at most `maxHeld` spans) until the
  * client's span is made; then it is linked and released, or released as it is at the wait's end when none comes
  * (the client's exchange ended otherwise, or its span was over the budget). A client's span made first (its read
- * returned before the server's write did) is remembered as long for the server's. A server's span is held only when a request the client side wrote on
- * that connection (or HTTP/2 stream) was captured in the last `waitMs` (`clientRequest`): spans of servers whose
- * clients are not traced here go on at once. Only peers that may be on this host count (a loopback, private or own
- * address).
+ * returned before the server's write did) is remembered as long for the server's. A server's span is held only when
+ * a request the client side wrote on that connection (or HTTP/2 stream) was captured in the last `waitMs`
+ * (`clientRequest`): spans of servers whose clients are not traced here go on at once. Only peers that may be on
+ * this host count (a loopback, private or own address).
  */
 import { readlinkSync } from "node:fs";
 import type { SpanItem } from "../../../export/model";
 import type { EndpointMeta } from "./spans";
 import type { HttpExchange } from "./parser";
+import { addressClass } from "./red";
 import { SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE, SPAN_FLAGS_CONTEXT_IS_REMOTE, SPAN_FLAGS_TRACE_FLAGS_MASK } from "./trace-context";
 
 /** How long a server's span waits for its client's at most (its release checked once a second: up to twice that). */
@@ -52,8 +54,6 @@ export interface LinkCounters {
   /** Server spans made children of a client span of this host. */
   linked: number;
 }
-
-const isLoopback = (address: string) => address === "::1" || address.startsWith("127.");
 
 /** Whether server exchange `x` lies within a client's [startNs, endNs], give or take LINK_SLACK_NS. */
 const nests = (x: HttpExchange<EndpointMeta>, startNs: bigint, endNs: bigint): boolean => x.startNs + LINK_SLACK_NS >= startNs && x.endNs <= endNs + LINK_SLACK_NS;
@@ -98,7 +98,7 @@ export class LocalLinks {
   #key(m: EndpointMeta, server: boolean, id: number | undefined): string | undefined {
     if (!this.mayBeLocal(m.remoteAddress)) return undefined;
     let ends = server ? `${m.remoteAddress}:${m.remotePort}>${m.localAddress}:${m.localPort}` : `${m.localAddress}:${m.localPort}>${m.remoteAddress}:${m.remotePort}`;
-    if (isLoopback(m.remoteAddress)) {
+    if (addressClass(m.remoteAddress) === "loopback") {
       const ns = this.netnsOf(m.pid);
       if (ns === undefined) return undefined;
       ends = `${ns}/${ends}`;
