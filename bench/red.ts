@@ -15,8 +15,10 @@
  * (svc_ebpf_ringbuf_lost_total during the runs). BPF time per request comes from --bpf-runs extra runs (default 3;
  * the median is reported) per traced state with kernel.bpf_stats_enabled on (run_time_ns of the network programs / wrk's requests; bpf_stats adds clock
  * reads to each run, so measured rounds go without it); beside it, as its reference, what as many runs of an empty
- * program on the same tracepoints cost in the same runs (bench/lib/socket-floor.ts). Spans exported and the kernel's rate_limit refusals are
- * noted. Targets: traced >= 97% of untraced requests/s; BPF <= 600 ns per request; 0 lost.
+ * program on the same tracepoints cost in the same runs (bench/lib/socket-floor.ts), and in a row of its own what a
+ * program doing in each of those calls the least that counting needs costs (bench/lib/socket-floor.ts's least_*: the
+ * connection's socket storage, the call's buffer, a 12-byte user read; the floor under the 600 ns target on this
+ * host). Spans exported and the kernel's rate_limit refusals are noted. Targets: traced >= 97% of untraced requests/s; BPF <= 600 ns per request; 0 lost.
  *
  * The warm-up (traced + metrics) lasts at least --warmup seconds and then until the agent's JIT has compiled what the
  * load made hot (warmUntilJitSettles, at most --max-warmup seconds).
@@ -59,6 +61,8 @@ interface State {
   tls?: boolean;
   /** http_capture syscalls: RED counted in user space from every exchange (socket unless said). */
   syscalls?: boolean;
+  /** No agent program: bench/lib/socket-floor.ts's least_* alone, attached for the run. */
+  least?: boolean;
 }
 const UNTRACED: State = { name: "untraced", network: false, cap: 250, metrics: true };
 const TRACED: State = { name: "traced + metrics", network: true, cap: 250, metrics: true };
@@ -71,7 +75,12 @@ const TRACED_BODY_SIZES: State = { name: "traced + metrics + http_body_sizes", n
 const TRACED_NO_TLS: State = { name: "traced + metrics, agent.ebpf.network.tls off", network: true, cap: 250, metrics: true, tls: false };
 /** http_capture syscalls: the kernel cannot count, so it lets every exchange through and user space counts each. */
 const TRACED_SYSCALLS: State = { name: "traced + metrics, http_capture syscalls (RED in user space)", network: true, cap: 250, metrics: true, syscalls: true };
-const STATES = [UNTRACED, TRACED, TRACED_HIGH, TRACED_SYSCALLS];
+/**
+ * The ceiling of counting in the kernel on this host: no agent program, only a program doing in each socket call
+ * the least that counting a request needs (bench/lib/socket-floor.ts's least_*), attached for each run.
+ */
+const LEAST_ONLY: State = { name: "untraced + only the least counting needs in each socket call (least_* programs, no agent program)", network: false, cap: 250, metrics: true, least: true };
+const STATES = [UNTRACED, LEAST_ONLY, TRACED, TRACED_HIGH, TRACED_SYSCALLS];
 const BPF_STATES = [TRACED, TRACED_HIGH, TRACED_NO_METRICS, TRACED_BODY_SIZES, TRACED_NO_TLS, TRACED_SYSCALLS];
 /** The programs of http_capture syscalls whose run time counts: the classic family and the syscall tracepoints. */
 const SYSCALL_CAPTURE_PROGRAMS = (name: string) => name.endsWith("_tp") || /^(enter|exit)_(read|recvfrom|readv|recvmsg|write|sendto|writev|sendmsg)$/.test(name);
@@ -104,12 +113,15 @@ interface Run {
   /** The empty programs' run time and runs (bench/lib/socket-floor.ts) during the run. */
   floorNs: number;
   floorRuns: number;
+  /** The least_* programs' run time (bench/lib/socket-floor.ts) during the run. */
+  leastNs: number;
 }
 
-async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new Set<number>(), floorIds = new Set<number>()): Promise<Run> {
+async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new Set<number>(), floorIds = new Set<number>(), leastIds = new Set<number>()): Promise<Run> {
   writeFileSync(BPF_STATS_PATH, bpfIds.size > 0 ? "1" : "0");
   const b0 = bpfRunStats(bpfIds);
   const f0 = bpfRunStats(floorIds);
+  const l0 = bpfRunStats(leastIds);
   const lost0 = await metricSum(agent, HTTP_RING_LOST);
   const a0 = cpuSeconds(agent.pid);
   // Some of the servers' routes answer 404 on purpose (the RED errors).
@@ -117,9 +129,10 @@ async function wrk(url: string, seconds: number, agent: BenchAgent, bpfIds = new
   const a1 = cpuSeconds(agent.pid);
   const b1 = bpfRunStats(bpfIds);
   const f1 = bpfRunStats(floorIds);
+  const l1 = bpfRunStats(leastIds);
   writeFileSync(BPF_STATS_PATH, "0");
   const lost1 = await metricSum(agent, HTTP_RING_LOST);
-  return { rps: run.rps, requests: run.requests, agentCpu: a1 - a0, lost: lost1 - lost0, bpfNs: b1.ns - b0.ns, bpfRuns: b1.runs - b0.runs, floorNs: f1.ns - f0.ns, floorRuns: f1.runs - f0.runs };
+  return { rps: run.rps, requests: run.requests, agentCpu: a1 - a0, lost: lost1 - lost0, bpfNs: b1.ns - b0.ns, bpfRuns: b1.runs - b0.runs, floorNs: f1.ns - f0.ns, floorRuns: f1.runs - f0.runs, leastNs: l1.ns - l0.ns };
 }
 
 async function enter(agent: BenchAgent, otlp: string, s: State): Promise<void> {
@@ -148,9 +161,9 @@ try {
   const warm = await warmUntilJitSettles(agent.pid, (seconds) => wrk(url, seconds, agent!), { minSeconds: WARMUP_SECONDS, maxSeconds: Math.max(WARMUP_SECONDS, MAX_WARMUP_SECONDS) });
 
   const bpfPerRequest = new Map<State, number>();
-  const bpfRuns = new Map<State, { each: number[]; runsPerRequest: number; floorNsPerRun: number }>();
+  const bpfRuns = new Map<State, { each: number[]; runsPerRequest: number; floorNsPerRun: number; leastPerRequest: number }>();
   // Attached for the bpf_stats runs only (each socket call runs them too).
-  const floor = await attachSocketFloor();
+  const floor = await attachSocketFloor({ least: true });
   for (const s of BPF_STATES) {
     await enter(agent, receiver.address, s);
     const ids = new Set((await attachedPrograms(agent)).filter((p) => (s.syscalls ? SYSCALL_CAPTURE_PROGRAMS(p.name) : SOCKET_CALL_PROGRAMS.includes(p.name))).map((p) => p.id));
@@ -159,21 +172,23 @@ try {
     let requests = 0;
     let floorNs = 0;
     let floorRuns = 0;
+    let leastNs = 0;
     for (let i = 0; i < BPF_RUNS; i++) {
-      const r = await wrk(url, SECONDS, agent, ids, floor.ids);
+      const r = await wrk(url, SECONDS, agent, ids, floor.emptyIds, floor.leastIds);
       each.push(r.bpfNs / r.requests);
       runs += r.bpfRuns;
       requests += r.requests;
       floorNs += r.floorNs;
       floorRuns += r.floorRuns;
+      leastNs += r.leastNs;
     }
     bpfPerRequest.set(s, median(each));
-    bpfRuns.set(s, { each, runsPerRequest: runs / requests, floorNsPerRun: floorNs / floorRuns });
+    bpfRuns.set(s, { each, runsPerRequest: runs / requests, floorNsPerRun: floorNs / floorRuns, leastPerRequest: leastNs / requests });
   }
   floor.close();
 
   const runs = new Map<State, Run[]>(STATES.map((s) => [s, []]));
-  const ratios = new Map<State, number[]>([[TRACED, []], [TRACED_HIGH, []], [TRACED_SYSCALLS, []]]);
+  const ratios = new Map<State, number[]>([[LEAST_ONLY, []], [TRACED, []], [TRACED_HIGH, []], [TRACED_SYSCALLS, []]]);
   const rateLimit0 = await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}');
   const spans0 = await metricSum(agent, 'svc_spans_collected_total');
   for (let round = 0; round < ROUNDS; round++) {
@@ -181,11 +196,12 @@ try {
     const inRound = new Map<State, Run>();
     for (const s of order) {
       await enter(agent, receiver.address, s);
-      const r = await wrk(url, SECONDS, agent);
+      const least = s.least ? await attachSocketFloor({ least: true, empty: false }) : undefined;
+      const r = await wrk(url, SECONDS, agent).finally(() => least?.close());
       runs.get(s)!.push(r);
       inRound.set(s, r);
     }
-    for (const s of [TRACED, TRACED_HIGH, TRACED_SYSCALLS]) ratios.get(s)!.push(inRound.get(s)!.rps / inRound.get(UNTRACED)!.rps);
+    for (const s of [LEAST_ONLY, TRACED, TRACED_HIGH, TRACED_SYSCALLS]) ratios.get(s)!.push(inRound.get(s)!.rps / inRound.get(UNTRACED)!.rps);
   }
   const rateLimit = (await metricSum(agent, 'svc_spans_dropped_total{reason="rate_limit"}')) - rateLimit0;
   const spans = (await metricSum(agent, 'svc_spans_collected_total')) - spans0;
@@ -197,6 +213,8 @@ try {
   const floorPerRequest = (s: State) => bpfRuns.get(s)!.floorNsPerRun * bpfRuns.get(s)!.runsPerRequest;
   const rows: Array<Parameters<typeof report>[0]["rows"][number]> = [
     { name: "requests/s untraced", agent: rps(UNTRACED), unit: "req/s" },
+    { name: `requests/s ${LEAST_ONLY.name}`, agent: rps(LEAST_ONLY), reference: rps(UNTRACED), referenceName: "untraced", unit: "req/s" },
+    { name: `requests/s ${LEAST_ONLY.name} / untraced, median of per-round ratios: the most counting in the kernel reaches here`, agent: median(ratios.get(LEAST_ONLY)!), unit: "ratio" },
     ...[TRACED, TRACED_HIGH, TRACED_SYSCALLS].flatMap((s) => [
       { name: `requests/s ${s.name}`, agent: rps(s), reference: rps(UNTRACED), referenceName: "untraced", unit: "req/s" },
       // The targets are the kernel counting's; user-space counting (syscalls) is measured against them, not held to them.
@@ -208,6 +226,17 @@ try {
         unit: "ns",
         ...(s.syscalls ? {} : { target: "<= 600", met: bpfPerRequest.get(s)! <= 600, reference: floorPerRequest(s), referenceName: "as many runs of an empty program (dispatch and bpf_stats alone)" }),
       },
+      ...(s.syscalls
+        ? []
+        : [
+            {
+              name: `BPF time per request of a program doing in each socket call the least counting needs (the connection's socket storage, the call's buffer, a 12-byte user read: bench/lib/socket-floor.ts's least_*, same runs), ${s.name}`,
+              agent: bpfRuns.get(s)!.leastPerRequest,
+              unit: "ns",
+              reference: floorPerRequest(s),
+              referenceName: "as many runs of an empty program",
+            },
+          ]),
       { name: `http_events ring-buffer events lost, ${s.name}`, agent: lost(s), unit: "events", target: "0", met: lost(s) === 0 },
     ]),
   ];
@@ -219,7 +248,7 @@ try {
     notes: [
       `${CORES} cores; ${WORKERS} server worker(s) (Bun.serve, reusePort), wrk -t${THREADS} -c${CONNECTIONS}, ${ROUNDS} rounds of ${SECONDS} s per state; load average at the end ${load}`,
       `traced + metrics: ${warmUpNote(warm)}`,
-      `per-round ratios traced/untraced: ${ratios.get(TRACED)!.map((x) => x.toFixed(3)).join(", ")}; cap 100000: ${ratios.get(TRACED_HIGH)!.map((x) => x.toFixed(3)).join(", ")}; syscalls: ${ratios.get(TRACED_SYSCALLS)!.map((x) => x.toFixed(3)).join(", ")}`,
+      `per-round ratios least_* alone/untraced: ${ratios.get(LEAST_ONLY)!.map((x) => x.toFixed(3)).join(", ")}; traced/untraced: ${ratios.get(TRACED)!.map((x) => x.toFixed(3)).join(", ")}; cap 100000: ${ratios.get(TRACED_HIGH)!.map((x) => x.toFixed(3)).join(", ")}; syscalls: ${ratios.get(TRACED_SYSCALLS)!.map((x) => x.toFixed(3)).join(", ")}`,
       `ring-buffer events lost in the whole run, every ring: ${await metricSum(agent, "svc_ebpf_ringbuf_lost_total")}`,
       `BPF time per request of each bpf_stats run (ns) and program runs per request: ${BPF_STATES.map((s) => `${s.name}: ${bpfRuns.get(s)!.each.map((x) => x.toFixed(0)).join(", ")} (${bpfRuns.get(s)!.runsPerRequest.toFixed(2)} runs)`).join("; ")}`,
       `an empty program on the same two socket tracepoints (bench/lib/socket-floor.ts), in the same runs: ${BPF_STATES.filter((s) => !s.syscalls).map((s) => `${s.name}: ${bpfRuns.get(s)!.floorNsPerRun.toFixed(1)} ns a run`).join("; ")}; the reference of each BPF row is that times its program runs per request`,

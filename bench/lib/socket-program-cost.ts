@@ -32,7 +32,7 @@ try {
   }
   const server = await startPortServer(["bun", "-e", `const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("ok") }); console.log(s.port);`]);
   try {
-    const floor = await attachSocketFloor({ parts: true });
+    const floor = await attachSocketFloor({ parts: true, least: true });
     const names = new Map((await attachedPrograms(agent)).map((p) => [p.id, p.name]));
     for (const [id, name] of floor.names) names.set(id, name);
     const snapshot = () => {

@@ -4,9 +4,13 @@
  * sets' socket programs run on, which do nothing (floor_*) or one thing each (part_*). What bpf_stats reports for
  * floor_* is the cost of a program run itself (the tracepoint's dispatch and bpf_stats's own two clock reads), the
  * floor under every program there; each part_* less the floor is what one step of the agent's programs costs on
- * this host. Not loaded by the agent.
+ * this host. least_* do on each call what counting a request needs at the least (the connection's socket storage,
+ * the call's buffer from the saved registers, a 12-byte user read): their cost per run times the runs of a request
+ * is the floor under the agent's programs before they parse, count or budget anything. Not loaded by the agent.
  */
 #include "common.h"
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(floor_send_length, struct sock *sk, int ret, int flags)
@@ -39,11 +43,27 @@ struct {
   __type(value, __u8[16]);
 } part_scratch SEC(".maps");
 
-/* The user buffer of the read running now (the second argument of read, recvfrom: the saved registers). */
+/* Where the task's saved user registers lie past its kernel stack's base, learnt once (the network set's way). */
+__u64 regs_off = 0;
+
+/*
+ * The user buffer of the call running now (the second argument of read, write, recvfrom, sendto: the saved
+ * registers), found as the network set's programs find it: from the task's stack base through bpf_rdonly_cast after
+ * the first call.
+ */
 static __always_inline __u64 user_buffer(void)
 {
-  struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-  return regs ? regs->si : 0;
+  struct task_struct *task = bpf_get_current_task_btf();
+  struct pt_regs *regs;
+  if (regs_off != 0) {
+    regs = bpf_rdonly_cast((void *)((__u64)task->stack + regs_off), bpf_core_type_id_kernel(struct pt_regs));
+  } else {
+    regs = (struct pt_regs *)bpf_task_pt_regs(task);
+    if (!regs)
+      return 0;
+    regs_off = (__u64)regs - (__u64)task->stack;
+  }
+  return regs->si;
 }
 
 /* The clock (the network programs read TCP's own where they can). */
@@ -78,6 +98,42 @@ int BPF_PROG(part_count, struct sock *sk, int ret, int flags)
   __u64 one = 1;
   bpf_map_update_elem(&part_counts, &key, &one, BPF_NOEXIST);
   return 0;
+}
+
+/* A connection's entry in socket storage, as the network set keeps it (BPF_MAP_TYPE_SK_STORAGE). */
+struct {
+  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, __u64);
+} least_store SEC(".maps");
+
+/* What each socket call of a counted request needs at the least: its connection, its buffer, its first bytes. */
+static __always_inline int least(struct sock *sk, int ret)
+{
+  if (sk->sk_protocol != IPPROTO_TCP || ret <= 0)
+    return 0;
+  __u64 *conn = bpf_sk_storage_get(&least_store, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+  if (!conn)
+    return 0;
+  __u32 zero = 0;
+  __u8 *buf = bpf_map_lookup_elem(&part_scratch, &zero);
+  __u64 from = user_buffer();
+  if (buf && from && bpf_probe_read_user(buf, 12, (void *)from) == 0)
+    *conn += buf[0];
+  return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(least_send_length, struct sock *sk, int ret, int flags)
+{
+  return least(sk, ret);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(least_recv_length, struct sock *sk, int ret, int flags)
+{
+  return least(sk, ret);
 }
 
 char LICENSE[] SEC("license") = "GPL";
