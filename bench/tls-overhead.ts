@@ -11,6 +11,10 @@
  *   it and makes spans;
  * - off: a server on a private copy of that libssl (LD_LIBRARY_PATH; the same bytes, another inode), loaded by wrk
  *   on the copy. With max_tls_libraries 1 the agent lists the copy as `limit` and never probes it.
+ * - least (unless --aa): a third server on a second private copy, with wrk on it, and on that copy the probes of
+ *   bench/lib/tls-least.ts at the agent's probe sites: what probing SSL calls needs at the least (the call's buffer
+ *   kept at entry, the byte count and 12 bytes of plaintext read at return), nothing else. Its ratio to off is the
+ *   most an uprobe-based design reaches here: the ceiling under the target, measured in the same rounds.
  * So the state changes between two runs without a reload (the runs of a pair a fraction of a second apart: on a
  * shared 2-core VM whose speed swings in spells of seconds, pairs far apart compare different spells). Each round
  * measures both, in reverse order every other round; the headline is the median over rounds of on/off within a
@@ -48,6 +52,7 @@ import { BPF_STATS_PATH, attachedPrograms, bpfRunStats, metricSum, startAgent, s
 import { cpuSeconds, reniceAll } from "./lib/proc";
 import { runWrk } from "./lib/wrk";
 import { report } from "./lib/report";
+import { attachTlsLeast, type TlsLeast } from "./lib/tls-least";
 import { mean, median } from "./lib/stats";
 import { argNumber } from "./lib/args";
 import { NICE, SOCKET_CALL_PROGRAMS, perRequestUs, ratioRows, startPortServer, warmUntilJitSettles, warmUpNote, type PortServer } from "./lib/overhead";
@@ -107,12 +112,13 @@ interface Run {
   bpfRuns: number;
 }
 
-/** Uprobes and uretprobes on a libssl file attached by processes other than `agentPid` (bpftool perf list). */
+/** Uprobes and uretprobes on a libssl file attached by processes other than `agentPid` and this one (bpftool perf list). */
 function foreignLibsslProbes(agentPid: number): number {
   const r = Bun.spawnSync(["bpftool", "-j", "perf", "list"], { stdout: "pipe", stderr: "ignore" });
   if (r.exitCode !== 0) return 0;
   const links = JSON.parse(r.stdout.toString() || "[]") as Array<{ pid: number; fd_type: string; filename?: string }>;
-  return links.filter((l) => l.pid !== agentPid && (l.fd_type === "uprobe" || l.fd_type === "uretprobe") && /\/libssl\.so/.test(l.filename ?? "")).length;
+  // This process's own: the least probes on the second copy.
+  return links.filter((l) => l.pid !== agentPid && l.pid !== process.pid && (l.fd_type === "uprobe" || l.fd_type === "uretprobe") && /\/libssl\.so/.test(l.filename ?? "")).length;
 }
 
 /** The command prefix that runs a program of state `s` at NICE on its libssl. */
@@ -151,12 +157,17 @@ const started = performance.now();
 const cert = makeSelfSignedCert();
 const copyDir = mkdtempSync(join(tmpdir(), "svc-bench-libssl-"));
 copyFileSync(realpathSync(LIBSSL), join(copyDir, "libssl.so.3"));
+const leastDir = mkdtempSync(join(tmpdir(), "svc-bench-libssl-least-"));
+copyFileSync(realpathSync(LIBSSL), join(leastDir, "libssl.so.3"));
 const ON: State = { name: "TLS uprobes on", libraryPath: undefined };
 const OFF: State = { name: "TLS uprobes off", libraryPath: copyDir };
+const LEAST: State = { name: "least probes (bench/lib/tls-least.ts) alone", libraryPath: leastDir };
+const STATES = AA ? [OFF, ON] : [OFF, LEAST, ON];
 const receiver = await startReceiver();
 reniceAll(receiver.pid, NICE);
 const serverArgs = [SERVER, cert.certPath, `${cert.dir}/key.pem`];
 let agent: BenchAgent | undefined;
+let least: TlsLeast | undefined;
 const servers: PortServer[] = [];
 try {
   // The server on the system libssl runs first, so that it is the one file max_tls_libraries 1 lets the agent probe.
@@ -169,7 +180,15 @@ try {
   servers.push(offServer);
   reniceAll(offServer.pid, NICE);
   if (!AA) await expectTarget(agent, offServer.pid, "the private copy listed as not probed for the 'off' server", (t) => t.state === "limit" && t.path === join(copyDir, "libssl.so.3"));
-  const serverOf = (s: State) => (s === ON ? onServer : offServer);
+  let leastServer = offServer;
+  if (!AA) {
+    leastServer = await startPortServer(["env", `LD_LIBRARY_PATH=${leastDir}`, "/usr/bin/python3", ...serverArgs]);
+    servers.push(leastServer);
+    reniceAll(leastServer.pid, NICE);
+    await expectTarget(agent, leastServer.pid, "the second private copy listed as not probed for the 'least' server", (t) => t.state === "limit" && t.path === join(leastDir, "libssl.so.3"));
+    least = await attachTlsLeast(join(leastDir, "libssl.so.3"));
+  }
+  const serverOf = (s: State) => (s === ON ? onServer : s === LEAST ? leastServer : offServer);
   // Warm-up: both servers; the agent's TLS path until its JIT has compiled what the load made hot (within half the time allowed).
   await wrk(OFF, offServer, agent.pid, HALF_WARMUP_SECONDS);
   const warm = await warmUntilJitSettles(agent.pid, (seconds) => wrk(ON, onServer, agent!.pid, seconds), {
@@ -180,15 +199,16 @@ try {
   // TLS set's socket part, and the TLS set's own close program) per request, one run with bpf_stats on.
   const tlsIds = new Set((await attachedPrograms(agent)).filter((p) => p.name.startsWith("ssl_") || SOCKET_CALL_PROGRAMS.includes(p.name)).map((p) => p.id));
   const statsRun = await wrk(ON, onServer, agent.pid, BPF_STATS_SECONDS, tlsIds);
+  const leastStatsRun = least ? await wrk(LEAST, leastServer, agent.pid, BPF_STATS_SECONDS, least.ids) : undefined;
 
-  const rounds: Array<{ off: Run; on: Run; offFirst: boolean }> = [];
+  const rounds: Array<{ off: Run; on: Run; least?: Run; offFirst: boolean }> = [];
   let spans = 0;
   let events = 0;
   let longestRoundMs = 0;
   for (let round = 0; round < ROUNDS && performance.now() - started + longestRoundMs < MAX_SECONDS * 1000; round++) {
     for (let waited = 0; waited < WAIT_CLEAN_SECONDS * 1000 && foreignLibsslProbes(agent.pid) > 0; waited += 250) await Bun.sleep(250);
     const roundStart = performance.now();
-    const order = round % 2 === 0 ? [OFF, ON] : [ON, OFF];
+    const order = round % 2 === 0 ? STATES : [...STATES].reverse();
     const measured = new Map<State, Run>();
     for (const s of order) {
       const before = s === ON ? [await metricSum(agent, "svc_spans_collected_total"), await metricSum(agent, 'svc_ebpf_ringbuf_events_total{ringbuf="tls/tls_events"}')] : [0, 0];
@@ -199,10 +219,10 @@ try {
       }
     }
     longestRoundMs = Math.max(longestRoundMs, performance.now() - roundStart);
-    const r = { off: measured.get(OFF)!, on: measured.get(ON)!, offFirst: order[0] === OFF };
+    const r = { off: measured.get(OFF)!, on: measured.get(ON)!, least: measured.get(LEAST), offFirst: order[0] === OFF };
     rounds.push(r);
     const foreign = Math.max(r.off.foreignProbes, r.on.foreignProbes);
-    console.log(`round ${round + 1}: off ${Math.round(r.off.rps)} req/s, on ${Math.round(r.on.rps)} req/s${foreign > 0 ? ` (${foreign} uprobes of other processes on libssl)` : ""}`);
+    console.log(`round ${round + 1}: off ${Math.round(r.off.rps)} req/s, on ${Math.round(r.on.rps)} req/s${r.least ? `, least ${Math.round(r.least.rps)} req/s` : ""}${foreign > 0 ? ` (${foreign} uprobes of other processes on libssl)` : ""}`);
   }
   // The copy stayed unprobed throughout (a probe on it would make "off" a second "on").
   if (!AA) await expectTarget(agent, offServer.pid, "the private copy still not probed after the rounds", (t) => t.state === "limit");
@@ -211,6 +231,8 @@ try {
   const off = judged.map((r) => r.off);
   const on = judged.map((r) => r.on);
   const ratios = judged.map((r) => r.on.rps / r.off.rps);
+  const leastRuns = judged.flatMap((r) => (r.least ? [r.least] : []));
+  const leastRatios = judged.flatMap((r) => (r.least ? [r.least.rps / r.off.rps] : []));
   const totalCpu = (r: Run) => (r.serverCpu + r.wrkCpu + r.agentCpu) / r.requests;
   const cpuRatios = judged.map((r) => totalCpu(r.off) / totalCpu(r.on));
   const onRequests = rounds.reduce((n, r) => n + r.on.requests, 0);
@@ -230,12 +252,21 @@ try {
       { name: "wrk CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.wrkCpu), reference: perRequestUs(off, (r) => r.wrkCpu), referenceName: "off", unit: "us" },
       { name: "BPF per request: TLS probes and the socket call programs (bpf_stats, one extra run)", agent: statsRun.requests > 0 ? statsRun.bpfNs / statsRun.requests / 1000 : 0, unit: "us" },
       { name: "BPF program runs per request (same run)", agent: statsRun.requests > 0 ? statsRun.bpfRuns / statsRun.requests : 0, unit: "runs" },
+      ...(leastRatios.length > 0
+        ? [
+            { name: `HTTPS requests/s, ${LEAST.name}`, agent: median(leastRuns.map((r) => r.rps)), reference: median(off.map((r) => r.rps)), referenceName: "off", unit: "req/s" },
+            ...ratioRows(leastRatios, `requests/s ${LEAST.name} / off, median of the ${leastRatios.length} rounds' ratios: the most uprobe-based tracing reaches here`, `, ${LEAST.name}`, false),
+            { name: `server + wrk CPU per request, ${LEAST.name}`, agent: perRequestUs(leastRuns, (r) => r.serverCpu + r.wrkCpu), reference: perRequestUs(off, (r) => r.serverCpu + r.wrkCpu), referenceName: "off", unit: "us" },
+            { name: `BPF per request, ${LEAST.name} (bpf_stats, one extra run)`, agent: leastStatsRun && leastStatsRun.requests > 0 ? leastStatsRun.bpfNs / leastStatsRun.requests / 1000 : 0, unit: "us" },
+          ]
+        : []),
       { name: "agent CPU per request, TLS uprobes on", agent: perRequestUs(on, (r) => r.agentCpu), reference: perRequestUs(off, (r) => r.agentCpu), referenceName: "off", unit: "us" },
       { name: "TLS records per request (both sides), TLS uprobes on", agent: onRequests > 0 ? events / onRequests : 0, unit: "records" },
     ],
     notes: [
       `requests/s per round: off ${off.map((r) => Math.round(r.rps)).join(", ")}; on ${on.map((r) => Math.round(r.rps)).join(", ")}`,
       `ratios per round: ${ratios.map((x) => x.toFixed(3)).join(", ")}`,
+      ...(leastRatios.length > 0 ? [`least / off per round: ${leastRatios.map((x) => x.toFixed(3)).join(", ")}; least probes at ${least?.sites.join(", ")}`] : []),
       `on: ${warmUpNote(warm)}`,
       // The second run of a pair tends to be slower on a loaded 2-core VM: the order is alternated, and split here.
       `mean ratio by order: off measured first ${orderMean(true)}, on measured first ${orderMean(false)}`,
@@ -245,9 +276,11 @@ try {
     ],
   });
 } finally {
+  least?.close();
   await agent?.stop();
   for (const server of servers) await server.stop();
   await receiver.stop();
   rmSync(cert.dir, { recursive: true, force: true });
   rmSync(copyDir, { recursive: true, force: true });
+  rmSync(leastDir, { recursive: true, force: true });
 }
