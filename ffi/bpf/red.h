@@ -394,7 +394,8 @@ static __always_inline void red_add(struct red_value *v, __u64 b, __u64 d)
   v->buckets[b] += 1;
 }
 
-/* Counts the awaited exchange of `r` with `status` (0: the connection closed before a response) at `ts`. */
+/* Counts the awaited exchange of `r` with `status` (0: the connection closed before a response) at `ts`; a 101's ends
+ * there. */
 static __always_inline void red_count(struct red_conn *r, __u16 status, __u64 ts)
 {
   __u32 zero = 0;
@@ -414,7 +415,9 @@ static __always_inline void red_count(struct red_conn *r, __u16 status, __u64 ts
   }
   if (v)
     red_add(v, b, d);
-  r->state = RED_COUNTED;
+  /* After a 101 the connection carries another protocol: none of its later calls is this exchange's (red_move
+   * would stretch its duration to a WebSocket frame's time). */
+  r->state = status == 101 ? RED_IDLE : RED_COUNTED;
   r->gen = gen;
   r->end_ns = ts;
   r->bucket = b;

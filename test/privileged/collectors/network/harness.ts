@@ -30,6 +30,8 @@ export interface DecodedPoint {
   kind: "sum" | "histogram" | "gauge";
   value: number;
   count: number;
+  /** A histogram point's sum of the values (0 for sums). */
+  sum: number;
   /** timeUnixNano of the point (one export interval). */
   time: string;
   attributes: Record<string, string | number | boolean>;
@@ -90,6 +92,7 @@ export class Collected {
                 kind: sum ? "sum" : "histogram",
                 value: Number(p.asInt ?? p.asDouble ?? 0),
                 count: Number(p.count ?? 0),
+                sum: hist ? Number(p.sum ?? 0) : 0,
                 time: String(p.timeUnixNano),
                 attributes: attrs(p.attributes),
               });
@@ -389,6 +392,7 @@ export function decodePointsWithProtoc(bodies: Uint8Array[]): DecodedPoint[] {
               kind: sum ? "sum" : "histogram",
               value: Number(scalar(p, "as_int") ?? scalar(p, "as_double") ?? 0),
               count: Number(scalar(p, "count") ?? 0),
+              sum: hist ? Number(scalar(p, "sum") ?? 0) : 0,
               time: scalar(p, "time_unix_nano") ?? "0",
               attributes: protocAttributes(p),
             });
