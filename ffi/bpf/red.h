@@ -16,6 +16,8 @@
 /* Histogram bounds at most (the conventions' default has 14). */
 #define RED_MAX_BOUNDS 16
 #define RED_BUCKETS (RED_MAX_BOUNDS + 1)
+/* Exchanges moving across a generation at once (red_moves); more are left with the duration their generation saw. */
+#define RED_MOVE_KEYS 1024
 /* Keys per generation: slots of 88 bytes per possible CPU each, preallocated. */
 #define RED_MAX_KEYS 4096
 
@@ -85,6 +87,8 @@ struct red_config_value {
   __u32 nbounds;
   __u64 bounds_ns[RED_MAX_BOUNDS];
   __u64 path_keys;  /* keys with a path created in this generation (user space zeroes it at each flip) */
+  __u32 open_gen;   /* the first generation of the metrics interval not exported yet (red_moves: see red_move) */
+  __u32 pad;
 };
 
 /* Keys with a path per generation at most; further new paths count under RED_PATH_OVERFLOW (their pid, method and
@@ -150,6 +154,26 @@ struct {
   __type(key, __u32);
   __type(value, struct red_value);
 } red_overflow SEC(".maps");
+
+/*
+ * A counted exchange's response still moving after its generation was taken (a download, a stream that crosses the
+ * one-second flip): its duration's growth, by its key and the generation it was counted in. A value holds no count,
+ * only the sum's growth and the bucket it left (-1) and the one it reached (+1); user space adds it to the series
+ * while the generation it names belongs to the metrics interval not exported yet, and drops it otherwise (the point
+ * was exported with the duration known then). Updated with atomic adds: exchanges of one key on several CPUs.
+ */
+struct red_move_key {
+  struct red_key key;
+  __u32 from_gen;
+  __u32 pad;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, RED_MOVE_KEYS);
+  __type(key, struct red_move_key);
+  __type(value, struct red_value);
+} red_moves SEC(".maps");
 
 /* Written by user space: the generation counted into and the histogram bounds. */
 struct {
@@ -445,18 +469,53 @@ static __always_inline void red_upgrading(struct red_conn *r, __u64 ts)
   r->end_ns = ts;
 }
 
-/* A later call on the response side of the counted exchange, at `ts`: its duration ends there (while its generation lasts). */
+/* The same for an exchange whose generation was taken: its growth goes to red_moves, while user space can still use it. */
+static __always_inline void red_move_later(struct red_conn *r, struct red_config_value *cfg, __u64 ts)
+{
+  /* Counted in an interval already exported: its duration stays what was known then. */
+  if ((__s32)(r->gen - cfg->open_gen) < 0)
+    return;
+  __u64 old = r->bucket;
+  __u64 b = red_bucket(cfg, ts - r->start_ns, &r->bucket);
+  if (b >= RED_BUCKETS || old >= RED_BUCKETS)
+    return;
+  struct red_move_key mk = { .key = r->slot_key, .from_gen = r->gen };
+  struct red_value *v = bpf_map_lookup_elem(&red_moves, &mk);
+  if (!v) {
+    struct red_value fresh = {};
+    bpf_map_update_elem(&red_moves, &mk, &fresh, BPF_NOEXIST);
+    v = bpf_map_lookup_elem(&red_moves, &mk);
+    if (!v)
+      return;
+  }
+  __sync_fetch_and_add(&v->sum_ns, ts - r->end_ns);
+  if (b != old) {
+    __sync_fetch_and_add(&v->buckets[old], -1);
+    __sync_fetch_and_add(&v->buckets[b], 1);
+    r->bucket = b;
+  }
+  r->end_ns = ts;
+}
+
+/*
+ * A later call on the response side of the counted exchange, at `ts`: its duration ends there (in its generation's
+ * slot while the generation lasts, in red_moves after).
+ */
 static __always_inline void red_move(struct red_conn *r, __u64 ts)
 {
   __u32 zero = 0;
   struct red_config_value *cfg = bpf_map_lookup_elem(&red_config, &zero);
-  if (!cfg || cfg->gen != r->gen)
+  if (!cfg)
     return;
   if ((__s64)(ts - r->end_ns) <= 0)
     return;
-  /* The slot red_count counted the exchange in (slot_gen: this generation's). */
+  /* The slot red_count counted the exchange in (slot_gen: that generation's). */
   if (r->slot_gen != r->gen + 1)
     return;
+  if (cfg->gen != r->gen) {
+    red_move_later(r, cfg, ts);
+    return;
+  }
   __u32 slot = r->slot;
   struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_vals_b, &slot) : bpf_map_lookup_elem(&red_vals_a, &slot);
   if (!v)

@@ -69,7 +69,7 @@ export interface ProgramSetSpec<E = unknown> {
 
 /** The maps of the `network` and `tls` sets that are one kernel map: the agent's own endpoints (common.h) and the RED
  * counts, generations and configuration (red.h; read and configured by the network set's user space). */
-export const EXCHANGE_SHARED_MAPS = ["svc_self_peers", "red_idx_a", "red_idx_b", "red_vals_a", "red_vals_b", "red_next", "red_paths", "red_overflow", "red_config"];
+export const EXCHANGE_SHARED_MAPS = ["svc_self_peers", "red_idx_a", "red_idx_b", "red_vals_a", "red_vals_b", "red_next", "red_paths", "red_overflow", "red_config", "red_moves"];
 
 /** The maps of the `tls` set's socket call part (ffi/bpf/tls-socket.h), one kernel map in the `tls` set and the
  * `network` set where the network set's programs run that part (tlsSocketCallsInNetworkSet). */

@@ -522,6 +522,8 @@ export class NetworkCollector implements Component {
     const now = this.#clock.nowEpochNs();
     this.#takeRed();
     const points = [...this.#connections.collect(now), ...this.#rpc.collect(now), ...this.#red.collect(this.#redStartNs, now)];
+    /* Responses counted before now and still moving no longer lengthen what was just exported. */
+    this.#redMaps?.closeInterval();
     this.#redStartNs = now;
     if (points.length > 0) this.#ctx.pipeline.submit("metrics", points);
     return points.length;

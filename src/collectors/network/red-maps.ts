@@ -4,7 +4,11 @@
  * already running on the old one finish, then takes the old generation: its key index (`red_idx_*`, key -> slot)
  * whole (lookup-and-delete), the per-CPU counts of each slot given out (`red_vals_*`, up to `red_next`), summed over
  * CPUs and zeroed, and resets its slot counter. Keys that found no room are read from `red_overflow` as
- * differences of its cumulative counts. Decoders are pure; offsets mirror the C structs (asserted there).
+ * differences of its cumulative counts. Responses still moving after their generation was taken (a download or a
+ * stream across the one-second flip) leave their duration's growth in `red_moves`, by key and generation counted
+ * in: taken with each generation and given to the aggregator as entries without a count while that generation
+ * belongs to the metrics interval not exported yet (`closeInterval` marks where the next begins), dropped after.
+ * Decoders are pure; offsets mirror the C structs (asserted there).
  */
 import type { BpfMapApi, BpfObjectApi } from "../../../ffi/types";
 import { formatAddress } from "./addresses";
@@ -17,7 +21,11 @@ const RED_BODY_CONFIG_BYTES = 8 + 8 * 16;
 /** RED_MAX_BOUNDS in the C program. */
 export const RED_MAX_BOUNDS = 16;
 export const RED_BUCKETS = RED_MAX_BOUNDS + 1;
-const RED_CONFIG_BYTES = 8 + 8 * RED_MAX_BOUNDS + 8;
+const RED_CONFIG_BYTES = 8 + 8 * RED_MAX_BOUNDS + 8 + 8;
+/** Offset of red_config_value.open_gen. */
+const RED_CONFIG_OPEN_GEN = 8 + 8 * RED_MAX_BOUNDS + 8;
+/** struct red_move_key: a red_key and the generation its exchange was counted in. */
+const RED_MOVE_KEY_BYTES = RED_KEY_BYTES + 8;
 /** RED_PATH_OVERFLOW in the C program: the path hash of paths beyond the kernel's per-generation room. */
 export const RED_PATH_OVERFLOW = 1n;
 /** RED_PATH_BYTES in the C program. */
@@ -122,6 +130,8 @@ export function decodeRedPath(b: Uint8Array): { path: string; truncated: boolean
 
 export class RedMaps {
   #gen = 0;
+  /** The first generation of the metrics interval not exported yet: moves of older ones are dropped. */
+  #openGen = 0;
   readonly #cpus: number;
   readonly #overflowSeen = new Map<number, RedCounts>();
   /** Per generation parity: the key index (key -> slot) and the per-CPU counts by slot. */
@@ -133,6 +143,9 @@ export class RedMaps {
   readonly #config: BpfMapApi;
   readonly #paths: BpfMapApi | undefined;
   readonly #overflow: BpfMapApi | undefined;
+  readonly #moves: BpfMapApi | undefined;
+  /** Moves taken so far, and those dropped (their generation's interval was exported). */
+  readonly moveCounters = { applied: 0, dropped: 0 };
   /** red_body_a / red_body_b while body sizes are counted. */
   readonly #body: [BpfMapApi, BpfMapApi] | undefined;
 
@@ -151,6 +164,7 @@ export class RedMaps {
     this.#config = config;
     this.#paths = object.map("red_paths");
     this.#overflow = object.map("red_overflow");
+    this.#moves = object.map("red_moves");
     /* A per-CPU array's value as read from user space holds one copy per possible CPU. */
     const probe = this.#overflow?.lookupU32Key(0);
     if (!probe) throw new Error("the network object has no red_overflow map");
@@ -174,6 +188,7 @@ export class RedMaps {
      * so a number given again could make it count into a slot that is another key's, or none that is taken. */
     const current = config.lookupU32Key(0);
     if (current && current.byteLength >= 4) this.#gen = new DataView(current.buffer, current.byteOffset, 4).getUint32(0, true);
+    this.#openGen = this.#gen;
     this.#writeConfig();
     /* red_overflow is cumulative and outlives a set (shared across reloads): what it holds now was reported by the
      * RedMaps of the set before, so the first take reports only what is counted from here on. */
@@ -187,7 +202,17 @@ export class RedMaps {
     const n = Math.min(RED_MAX_BOUNDS, this.boundsSeconds.length);
     v.setUint32(4, n, true);
     for (let i = 0; i < n; i++) v.setBigUint64(8 + i * 8, BigInt(Math.round(this.boundsSeconds[i]! * 1e9)), true);
+    v.setUint32(RED_CONFIG_OPEN_GEN, this.#openGen, true);
     this.#config.updateU32Key!(0, value);
+  }
+
+  /**
+   * The metrics interval whose counts were just exported ends here: moves of exchanges counted in its generations
+   * are dropped from now on (the kernel stops making them once it reads the new open generation).
+   */
+  closeInterval(): void {
+    this.#openGen = this.#gen;
+    this.#writeConfig();
   }
 
   /** The path bytes of a path hash, if the kernel's table still holds them. */
@@ -220,7 +245,29 @@ export class RedMaps {
         const response = sumRedValues(values, i * stride + RED_VALUE_BYTES, this.#cpus, RED_BODY_VALUE_BYTES);
         if (request.count !== 0 || response.count !== 0) bodies.push({ key: decodeRedKey(keys, i * RED_KEY_BYTES), request, response });
       });
+    this.#takeMoves(entries);
     return { entries, overflow: this.#takeOverflow(), bodies };
+  }
+
+  /** Takes red_moves whole: entries without a count for the generations of the open interval, the rest dropped. */
+  #takeMoves(entries: RedEntry[]): void {
+    if (!this.#moves) return;
+    for (;;) {
+      const batch = this.#moves.takeBatch?.(TAKE_BATCH_KEYS);
+      if (!batch) break;
+      for (let i = 0; i < batch.count; i++) {
+        const at = i * RED_MOVE_KEY_BYTES;
+        const fromGen = new DataView(batch.keys.buffer, batch.keys.byteOffset + at + RED_KEY_BYTES, 4).getUint32(0, true);
+        if (((fromGen - this.#openGen) | 0) < 0) {
+          this.moveCounters.dropped++;
+          continue;
+        }
+        this.moveCounters.applied++;
+        const counts = sumRedValues(batch.values, i * RED_VALUE_BYTES, 1);
+        entries.push({ key: decodeRedKey(batch.keys.subarray(at, at + RED_KEY_BYTES)), ...counts, count: 0 });
+      }
+      if (batch.count < TAKE_BATCH_KEYS) break;
+    }
   }
 
   /** Takes the generation parity `index`: its keys' slots, their counts (then zeroed) and its slot counter (reset). */

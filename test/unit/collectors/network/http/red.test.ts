@@ -187,6 +187,59 @@ describe("RedMaps", () => {
   });
 });
 
+describe("RedMaps moves (responses still moving after their generation was taken)", () => {
+  /** struct red_move_key: the exchange's key and the generation it was counted in. */
+  const moveKey = (key: Uint8Array, fromGen: number) => {
+    const b = new Uint8Array(RED_KEY_BYTES + 8);
+    b.set(key);
+    new DataView(b.buffer).setUint32(RED_KEY_BYTES, fromGen, true);
+    return b;
+  };
+  const KEY = keyBytes({ pid: 1, status: 200, method: 1, role: 1, peerPort: 80 });
+  const openGen = (config: FakeMap) => new DataView(config.written.at(-1)!.buffer).getUint32(8 + 8 * 16 + 8, true);
+
+  test("moves of the open interval's generations come as entries without a count; older ones are dropped", () => {
+    const moves = new FakeMap("red_moves", "hash");
+    const { object, a, config } = redObject([moves]);
+    const red = new RedMaps(object, [0.005, 0.5, 1]);
+    expect(openGen(config)).toBe(0);
+    a.count(KEY, valueBytes([{ count: 1, sumNs: 2_000_000, buckets: { 0: 1 } }, { count: 0, sumNs: 0, buckets: {} }]));
+    const first = red.take();
+    expect(first.entries.map((e) => [e.count, e.sumNs, e.buckets.slice(0, 4)])).toEqual([[1, 2_000_000, [1, 0, 0, 0]]]);
+    // Generation 0's exchange went on for 0.7 s more: it left bucket 0 for bucket 2 (0.5 to 1 s).
+    moves.entries.push([moveKey(KEY, 0), valueBytes([{ count: 0, sumNs: 700_000_000, buckets: { 0: -1, 2: 1 } }])]);
+    const second = red.take();
+    expect(second.entries.map((e) => [e.key.pid, e.count, e.sumNs, e.buckets.slice(0, 4)])).toEqual([[1, 0, 700_000_000, [-1, 0, 1, 0]]]);
+    expect(moves.entries).toEqual([]);
+    // The interval is exported: generation 2 is the first of the next one, the kernel is told.
+    red.closeInterval();
+    expect(openGen(config)).toBe(2);
+    moves.entries.push([moveKey(KEY, 1), valueBytes([{ count: 0, sumNs: 100_000_000, buckets: { 2: -1, 3: 1 } }])]);
+    moves.entries.push([moveKey(KEY, 2), valueBytes([{ count: 0, sumNs: 5, buckets: {} }])]);
+    expect(red.take().entries.map((e) => [e.count, e.sumNs])).toEqual([[0, 5]]);
+    expect(red.moveCounters).toEqual({ applied: 2, dropped: 1 });
+  });
+
+  test("an aggregated series (and its service graph edge) takes a move: its count stays, its sum grows, its exchange changes bucket", () => {
+    const who = { name: "x", attributes: {}, resource: { "service.name": "api" } };
+    const red = new RedAggregator({
+      routes: new RouteTemplater({ templates: [], maxRoutes: 10 }),
+      boundsSeconds: [0.005, 0.5, 1],
+      describe: () => who,
+      path: () => ({ path: "/download", truncated: false }),
+    });
+    const key = { pathHash: 11n, pid: 10, status: 200, method: "GET", role: Role.SERVER, peer: "", peerPort: 8080 } as const;
+    red.add([{ key, count: 1, sumNs: 2_000_000, buckets: [1, 0, 0, 0] }]);
+    red.add([{ key, count: 0, sumNs: 700_000_000, buckets: [-1, 0, 1, 0] }]);
+    const points = red.collect(0n, 1n) as HistogramPointItem[];
+    // The series and the service graph's server-side histogram alike.
+    for (const name of ["http.server.request.duration", "traces_service_graph_request_server_seconds"]) {
+      const point = points.find((p) => p.name === name)!;
+      expect([name, point.count, point.sum, point.bucketCounts]).toEqual([name, 1, 0.702, [0, 0, 1, 0]]);
+    }
+  });
+});
+
 describe("RedMaps across a new set", () => {
   test("red_config outlives a set: the RedMaps of the next set goes on from its generation, not from 0", () => {
     const { object, config } = redObject();
