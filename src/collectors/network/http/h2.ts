@@ -103,7 +103,8 @@ export interface H2Sink<T> {
   headers(stream: number, fields: HeaderFields, endStream: boolean, at: T): void;
   /** A DATA frame with END_STREAM. */
   end(stream: number, at: T): void;
-  reset(stream: number, at: T): void;
+  /** An RST_STREAM frame: its error code (undefined when its payload is not the 4 bytes it must be). */
+  reset(stream: number, code: number | undefined, at: T): void;
 }
 
 /** One direction of one HTTP/2 connection: frames and the HPACK decoder of the header blocks it carries. */
@@ -241,7 +242,7 @@ export class H2Direction<T> {
     }
     const take = Math.min(this.#remaining, b.length - i);
     if (this.#keep) {
-      if (take === this.#remaining && this.#type !== T_CONTINUATION && this.#flags & F_END_HEADERS && this.#blockLen === this.#frameStart && this.#frameStart === 0) {
+      if (take === this.#remaining && this.#type !== T_CONTINUATION && this.#type !== T_RST_STREAM && this.#flags & F_END_HEADERS && this.#blockLen === this.#frameStart && this.#frameStart === 0) {
         /* A whole header block in this call: decoded where it lies. */
         this.#inFrame = false;
         this.#remaining = 0;
@@ -274,7 +275,8 @@ export class H2Direction<T> {
     const type = h[o + 3]!;
     if (length >= MAX_FRAME_BYTES) return this.#lose("frame length out of range");
     if (this.#blockStream !== 0 && type !== T_CONTINUATION) return this.#lose("a header block was interrupted");
-    const keep = type === T_HEADERS || type === T_CONTINUATION || type === T_PUSH_PROMISE;
+    /* Header blocks are kept to be decoded; an RST_STREAM's 4 bytes for its error code. */
+    const keep = type === T_HEADERS || type === T_CONTINUATION || type === T_PUSH_PROMISE || (type === T_RST_STREAM && length === 4);
     if (keep && this.#blockLen + length > MAX_HEADER_BLOCK_BYTES) return this.#lose("header block over the bound");
     this.#inFrame = true;
     this.#type = type;
@@ -292,9 +294,17 @@ export class H2Direction<T> {
       case T_DATA:
         if (this.#flags & F_END_STREAM) this.sink.end(this.#stream, at);
         return;
-      case T_RST_STREAM:
-        this.sink.reset(this.#stream, at);
+      case T_RST_STREAM: {
+        let code: number | undefined;
+        if (this.#keep) {
+          const b = this.#block;
+          const o = this.#frameStart;
+          code = ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
+          this.#blockLen = o;
+        }
+        this.sink.reset(this.#stream, code, at);
         return;
+      }
       case T_HEADERS:
       case T_PUSH_PROMISE:
         /* A HEADERS frame opens a block: its payload is all #block holds. */
@@ -453,6 +463,26 @@ export interface H2Counters {
   unanswered: number;
 }
 
+/**
+ * The gRPC status of a call whose stream was reset by an RST_STREAM of error `code` before its response (the gRPC
+ * HTTP/2 protocol's mapping, PROTOCOL-HTTP2.md "Errors"): CANCEL -> CANCELLED, REFUSED_STREAM -> UNAVAILABLE,
+ * ENHANCE_YOUR_CALM -> RESOURCE_EXHAUSTED, INADEQUATE_SECURITY -> PERMISSION_DENIED, any other -> INTERNAL.
+ */
+export function grpcStatusOfReset(code: number | undefined): number {
+  switch (code) {
+    case 0x8:
+      return 1;
+    case 0x7:
+      return 14;
+    case 0xb:
+      return 8;
+    case 0xc:
+      return 7;
+    default:
+      return 13;
+  }
+}
+
 /** `/pkg.Service/Method` -> service and method (undefined when the path has another shape). */
 export function grpcNames(path: string): { service: string; method: string } | undefined {
   const m = /^\/([^/]+)\/([^/]+)$/.exec(path);
@@ -570,11 +600,17 @@ export class H2Connection<M> {
         s.grpcByShape = false;
         this.#finish(s, at);
       },
-      reset: (stream, at) => {
+      reset: (stream, code, at) => {
         const s = this.#streams.get(stream);
         if (!s) return;
         if (s.status !== undefined) this.#finish(s, at);
-        else {
+        else if ((s.grpc || s.grpcByShape) && s.grpcStatus === undefined) {
+          /* A gRPC call reset before its response (a client's cancel or deadline, a refused stream): it ended, with
+           * the status gRPC gives a reset of that code; no HTTP status. */
+          s.status = STATUS_UNKNOWN;
+          s.grpcStatus = grpcStatusOfReset(code);
+          this.#finish(s, at);
+        } else {
           this.#streams.delete(stream);
           this.counters.unanswered++;
         }

@@ -1,7 +1,8 @@
 /**
  * Privileged: HTTP/2 and gRPC on the real kernel. A Node `http2` server answers nghttp (three GETs multiplexed
  * on one h2c connection) and curl --http2-prior-knowledge (a POST); an @grpc/grpc-js server and client (under node) make unary calls,
- * a call that ends NOT_FOUND, a server-streaming and a client-streaming call. The spans exported must match
+ * a call that ends NOT_FOUND, a server-streaming and a client-streaming call, and a unary call the server never answers
+ * and the client cancels (RST_STREAM CANCEL, no response: CANCELLED on both sides, an error for the client only). The spans exported must match
  * what the clients did (method, path, status, gRPC status, count), decoded by protoc from the bodies that reached
  * the receiver; the HTTP RED metrics count the HTTP/2 exchanges and the RPC duration metrics the gRPC calls.
  */
@@ -40,6 +41,8 @@ const unary = (m, arg) => new Promise((res) => c[m](arg, (err, v) => res(err ? e
   codes.push(await unary("Fail", Buffer.from("x")));
   codes.push(await new Promise((res) => { const s = c.Stream(Buffer.from("go")); let n = 0; s.on("data", () => n++); s.on("status", (st) => res(n === 3 ? st.code : -1)); }));
   codes.push(await new Promise((res) => { const s = c.Collect((err, v) => res(err ? err.code : Number(String(v)) === 4 ? 0 : -1)); for (let i = 0; i < 4; i++) s.write(Buffer.from("m" + i)); s.end(); }));
+  // A call the server has begun (its request seen) and the client cancels before any answer.
+  codes.push(await new Promise((res) => { const call = c.Hang(Buffer.from("wait"), (err) => res(err ? err.code : -1)); setTimeout(() => call.cancel(), 300); }));
   console.log(JSON.stringify(codes));
   c.close();
 })();
@@ -94,7 +97,7 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
     expect(await curl.exited).toBe(0);
     const client = spawnNode(GRPC_CLIENT, String(grpcPort));
     grpcClientPid = client.pid;
-    expect(await firstLine(client)).toBe(JSON.stringify([0, 0, 0, 5, 0, 0]));
+    expect(await firstLine(client)).toBe(JSON.stringify([0, 0, 0, 5, 0, 0, 1]));
     await client.exited;
   }, 90_000);
 
@@ -133,8 +136,8 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
     expect(client.find((s) => s.attributes["http.response.status_code"] === 404)!.status).toMatchObject({ code: ["STATUS_CODE_ERROR"] });
   });
 
-  test("gRPC: unary, failing and streaming calls are RPC spans with the trailers' status, on both sides", async () => {
-    await until(() => (received(), of(grpcServer.pid, "SPAN_KIND_SERVER").length >= 6 && of(grpcClientPid, "SPAN_KIND_CLIENT").length >= 6), "6 gRPC server and client spans");
+  test("gRPC: unary, failing, streaming and cancelled calls are RPC spans with the trailers' status (a cancel's CANCELLED), on both sides", async () => {
+    await until(() => (received(), of(grpcServer.pid, "SPAN_KIND_SERVER").length >= 7 && of(grpcClientPid, "SPAN_KIND_CLIENT").length >= 7), "7 gRPC server and client spans");
     await Bun.sleep(300);
     protocSpans();
     for (const [pid, kind] of [[grpcServer.pid, "SPAN_KIND_SERVER"], [grpcClientPid, "SPAN_KIND_CLIENT"]] as const) {
@@ -145,6 +148,7 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
         "test.v1.Echo/Echo 0",
         "test.v1.Echo/Echo 0",
         "test.v1.Echo/Fail 5",
+        "test.v1.Echo/Hang 1",
         "test.v1.Echo/Stream 0",
       ]);
       for (const s of list) {
@@ -157,7 +161,11 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
       /* NOT_FOUND is an error for the client, not for the server (RPC semantic conventions). */
       if (kind === "SPAN_KIND_CLIENT") expect(fail.status).toMatchObject({ code: ["STATUS_CODE_ERROR"] });
       else expect(fail.status?.code).toBeUndefined();
-      expect(list.filter((s) => s.attributes["rpc.method"] !== "Fail").every((s) => s.status?.code === undefined)).toBe(true);
+      /* CANCELLED likewise: the client's error, not the server's. */
+      const cancelled = list.find((s) => s.attributes["rpc.grpc.status_code"] === 1)!;
+      if (kind === "SPAN_KIND_CLIENT") expect(cancelled.status).toMatchObject({ code: ["STATUS_CODE_ERROR"] });
+      else expect(cancelled.status?.code).toBeUndefined();
+      expect(list.filter((s) => s.attributes["rpc.method"] !== "Fail" && s !== cancelled).every((s) => s.status?.code === undefined)).toBe(true);
     }
   });
 
@@ -174,6 +182,9 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
     expect(calls("rpc.client.duration", "Fail", 5)).toBe(1);
     expect(calls("rpc.server.duration", "Stream", 0)).toBe(1);
     expect(calls("rpc.server.duration", "Collect", 0)).toBe(1);
+    await until(() => calls("rpc.server.duration", "Hang", 1) >= 1 && calls("rpc.client.duration", "Hang", 1) >= 1, "the cancelled call's points", 20_000);
+    expect(calls("rpc.server.duration", "Hang", 1)).toBe(1);
+    expect(calls("rpc.client.duration", "Hang", 1)).toBe(1);
   });
 
   test("HTTP/2 exchanges count in the HTTP RED metrics like HTTP/1.x ones (gRPC calls in the RPC metrics only)", async () => {

@@ -160,6 +160,39 @@ describe("HTTP/2 exchanges", () => {
     expect(done.map((x) => [x.request.path, x.request.host, x.response.status])).toEqual([["/continued/long/path", "example", 204]]);
   });
 
+  test("a gRPC call reset before its response ends with the status gRPC gives the reset's code, on either side", () => {
+    const rst = (stream: number, code: number) => {
+      const p = new Uint8Array(4);
+      new DataView(p.buffer).setUint32(0, code);
+      return frame(3, 0, stream, p);
+    };
+    const call = { ":method": "POST", ":scheme": "http", ":authority": "svc", "content-type": "application/grpc" };
+    // Server side: the client cancels stream 1 (CANCEL), the server refuses stream 3 (REFUSED_STREAM).
+    const c = new Conn();
+    c.send(IO_READ, cat(PREFACE, settings(), c.headers(IO_READ, 1, { ...call, ":path": "/pkg.Svc/Slow" }), frame(0, END_STREAM, 1, new Uint8Array(5))));
+    c.send(IO_WRITE, settings());
+    const cancelled = c.send(IO_READ, rst(1, 0x8));
+    expect(cancelled.map((x) => [x.role, x.response.status, x.rpc])).toEqual([["server", STATUS_UNKNOWN, { system: "grpc", service: "pkg.Svc", method: "Slow", statusCode: 1 }]]);
+    c.send(IO_READ, cat(c.headers(IO_READ, 3, { ...call, ":path": "/pkg.Svc/Other" }), frame(0, END_STREAM, 3, new Uint8Array(5))));
+    expect(c.send(IO_WRITE, rst(3, 0x7)).map((x) => x.rpc?.statusCode)).toEqual([14]);
+    // A reset after the response began ends the call with what the response said; a plain HTTP/2 request reset
+    // before an answer is forgotten (counted), as before.
+    c.send(IO_READ, cat(c.headers(IO_READ, 5, { ...call, ":path": "/pkg.Svc/Late" }), frame(0, END_STREAM, 5, new Uint8Array(5))));
+    c.send(IO_WRITE, c.headers(IO_WRITE, 5, { ":status": "200", "content-type": "application/grpc" }));
+    expect(c.send(IO_READ, rst(5, 0x8)).map((x) => [x.response.status, x.rpc?.statusCode])).toEqual([[200, undefined]]);
+    c.send(IO_READ, c.headers(IO_READ, 7, { ":method": "GET", ":scheme": "http", ":path": "/plain" }, END_HEADERS | END_STREAM));
+    expect(c.send(IO_READ, rst(7, 0x8))).toEqual([]);
+    expect(c.tracker.h2Counters.unanswered).toBe(1);
+    // An RST_STREAM whose payload is not 4 bytes: INTERNAL.
+    c.send(IO_READ, cat(c.headers(IO_READ, 9, { ...call, ":path": "/pkg.Svc/Odd" }), frame(0, END_STREAM, 9, new Uint8Array(5))));
+    expect(c.send(IO_READ, frame(3, 0, 9, new Uint8Array(0))).map((x) => x.rpc?.statusCode)).toEqual([13]);
+    // Client side: its own cancel, written.
+    const k = new Conn();
+    k.send(IO_WRITE, cat(PREFACE, settings(), k.headers(IO_WRITE, 1, { ...call, ":path": "/pkg.Svc/Slow" }), frame(0, END_STREAM, 1, new Uint8Array(5))));
+    k.send(IO_READ, settings());
+    expect(k.send(IO_WRITE, rst(1, 0x8)).map((x) => [x.role, x.rpc?.statusCode])).toEqual([["client", 1]]);
+  });
+
   test("the kernel stopping a connection's forwarding (a header-only record) stops both directions, counted apart from lost ones", () => {
     const c = new Conn();
     c.send(IO_READ, cat(PREFACE, settings(), c.headers(IO_READ, 1, { ":method": "GET", ":path": "/a", ":scheme": "http" }, END_HEADERS | END_STREAM)));
