@@ -12,7 +12,7 @@
  * (trailers' `grpc-status` for gRPC). Bounded: header blocks up to MAX_HEADER_BLOCK_BYTES, HPACK tables up to
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
-import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_METHOD, F_PATH, F_SCHEME, F_STATUS, F_TRACEPARENT, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
+import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_GRPC_TIMEOUT, F_METHOD, F_PATH, F_SCHEME, F_STATUS, F_TRACEPARENT, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
 import { STATUS_UNKNOWN, pathOfTarget, type HttpExchange, type HttpRequestHead, type HttpResponseHead, type RpcInfo } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -381,6 +381,8 @@ class H2Stream<M> implements HttpExchange<M> {
   grpcByShape = false;
   /** A header block of the response named fields by entries from before (its grpc-status may be one of them). */
   responseUnknown = false;
+  /** A gRPC request's grpc-timeout in nanoseconds (undefined: none, or not one). */
+  timeoutNs: bigint | undefined = undefined;
 
   constructor(
     /** The stream's id. */
@@ -413,6 +415,7 @@ class H2Stream<M> implements HttpExchange<M> {
     this.grpcStatus = undefined;
     this.grpcByShape = false;
     this.responseUnknown = false;
+    this.timeoutNs = undefined;
     return this;
   }
 }
@@ -481,6 +484,19 @@ export function grpcStatusOfReset(code: number | undefined): number {
     default:
       return 13;
   }
+}
+
+/**
+ * How much earlier than its grpc-timeout a call's CANCEL may come and still be its deadline: the client computes the
+ * timeout before its library writes the request, which a busy event loop may delay by milliseconds.
+ */
+const DEADLINE_SLACK_NS = 10_000_000n;
+const TIMEOUT_UNIT_NS: Record<string, bigint> = { H: 3_600_000_000_000n, M: 60_000_000_000n, S: 1_000_000_000n, m: 1_000_000n, u: 1_000n, n: 1n };
+
+/** A grpc-timeout value (1 to 8 digits and a unit: H, M, S, m, u, n) in nanoseconds; undefined when malformed. */
+export function grpcTimeoutNs(value: string): bigint | undefined {
+  const m = /^(\d{1,8})([HMSmun])$/.exec(value);
+  return m ? BigInt(m[1]!) * TIMEOUT_UNIT_NS[m[2]!]! : undefined;
 }
 
 /** `/pkg.Service/Method` -> service and method (undefined when the path has another shape). */
@@ -609,6 +625,9 @@ export class H2Connection<M> {
            * the status gRPC gives a reset of that code; no HTTP status. */
           s.status = STATUS_UNKNOWN;
           s.grpcStatus = grpcStatusOfReset(code);
+          /* A client resets with CANCEL at its deadline: reset at or after the grpc-timeout it sent (DEADLINE_SLACK_NS
+           * early at most), the call is DEADLINE_EXCEEDED, as the client reports it. */
+          if (code === 0x8 && s.timeoutNs !== undefined && at - s.startNs >= s.timeoutNs - DEADLINE_SLACK_NS) s.grpcStatus = 4;
           this.#finish(s, at);
         } else {
           this.#streams.delete(stream);
@@ -658,6 +677,8 @@ export class H2Connection<M> {
       }
       const opened = this.pool.take<M>(stream, io, this.#requestHead(method, f[F_PATH] ?? "", f[F_AUTHORITY], f[F_TRACEPARENT]), f[F_SCHEME], this.#lastGrpc, at, this.#meta as M);
       if (this.#partial && contentType === undefined && method === "POST" && this.directions[io].unknownFields > 0) opened.grpcByShape = grpcNames(opened.request.path ?? "") !== undefined;
+      const timeout = f[F_GRPC_TIMEOUT];
+      if (timeout !== undefined) opened.timeoutNs = grpcTimeoutNs(timeout);
       this.opened?.(opened);
       const displaced = this.#streams.add(opened);
       if (displaced !== undefined) this.counters.unanswered++;

@@ -19,7 +19,7 @@
 import hpack from "hpack.js";
 
 /** Header fields kept from a block, by their index in KEPT_NAMES. */
-export const KEPT_NAMES = [":method", ":path", ":authority", ":scheme", ":status", "content-type", "grpc-status", "traceparent"] as const;
+export const KEPT_NAMES = [":method", ":path", ":authority", ":scheme", ":status", "content-type", "grpc-status", "traceparent", "grpc-timeout"] as const;
 export const F_METHOD = 0;
 export const F_PATH = 1;
 export const F_AUTHORITY = 2;
@@ -28,6 +28,7 @@ export const F_STATUS = 4;
 export const F_CONTENT_TYPE = 5;
 export const F_GRPC_STATUS = 6;
 export const F_TRACEPARENT = 7;
+export const F_GRPC_TIMEOUT = 8;
 const NOT_KEPT = -1;
 /** A partial decoder's entry whose name is unknown (added by a literal naming an entry older than its first block). */
 const UNKNOWN_NAME = -2;

@@ -2,7 +2,9 @@
  * Privileged: HTTP/2 and gRPC on the real kernel. A Node `http2` server answers nghttp (three GETs multiplexed
  * on one h2c connection) and curl --http2-prior-knowledge (a POST); an @grpc/grpc-js server and client (under node) make unary calls,
  * a call that ends NOT_FOUND, a server-streaming and a client-streaming call, and a unary call the server never answers
- * and the client cancels (RST_STREAM CANCEL, no response: CANCELLED on both sides, an error for the client only). The spans exported must match
+ * and the client cancels (RST_STREAM CANCEL, no response: CANCELLED on both sides, an error for the client only);
+ * then a call with a 300 ms deadline to a bare Node http2 server that never answers nor enforces deadlines: the client
+ * resets it with CANCEL at its deadline, and both sides read DEADLINE_EXCEEDED, as the client reports it. The spans exported must match
  * what the clients did (method, path, status, gRPC status, count), decoded by protoc from the bodies that reached
  * the receiver; the HTTP RED metrics count the HTTP/2 exchanges and the RPC duration metrics the gRPC calls.
  */
@@ -31,6 +33,14 @@ s.on("stream", (stream, headers) => {
 s.listen(0, "127.0.0.1", () => console.log(s.address().port));
 `;
 
+/** An h2c server that takes any stream and never answers (no gRPC library: it enforces no deadline). */
+const SILENT_H2_SERVER = `
+const http2 = require("node:http2");
+const s = http2.createServer();
+s.on("stream", (stream) => stream.on("data", () => {}));
+s.listen(0, "127.0.0.1", () => console.log(s.address().port));
+`;
+
 const GRPC_CLIENT = `${GRPC_ECHO_COMMON}
 const Client = grpc.makeGenericClientConstructor(service, "Echo");
 const c = new Client("127.0.0.1:" + process.argv[1], grpc.credentials.createInsecure());
@@ -43,6 +53,10 @@ const unary = (m, arg) => new Promise((res) => c[m](arg, (err, v) => res(err ? e
   codes.push(await new Promise((res) => { const s = c.Collect((err, v) => res(err ? err.code : Number(String(v)) === 4 ? 0 : -1)); for (let i = 0; i < 4; i++) s.write(Buffer.from("m" + i)); s.end(); }));
   // A call the server has begun (its request seen) and the client cancels before any answer.
   codes.push(await new Promise((res) => { const call = c.Hang(Buffer.from("wait"), (err) => res(err ? err.code : -1)); setTimeout(() => call.cancel(), 300); }));
+  // A call past its deadline, to a server that never answers.
+  const silent = new (grpc.makeGenericClientConstructor({ Hang: { ...service.Hang, path: "/test.v1.Silent/Hang" } }, "Silent"))("127.0.0.1:" + process.argv[2], grpc.credentials.createInsecure());
+  codes.push(await new Promise((res) => silent.Hang(Buffer.from("wait"), { deadline: Date.now() + 300 }, (err) => res(err ? err.code : -1))));
+  silent.close();
   console.log(JSON.stringify(codes));
   c.close();
 })();
@@ -74,6 +88,8 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
   let curlPid = 0;
   let nghttpPid = 0;
   let grpcClientPid = 0;
+  let silentServer: Bun.Subprocess<"ignore", "pipe", "inherit">;
+  let silentPort = 0;
   let spans: DecodedSpan[] = [];
 
   beforeAll(async () => {
@@ -88,6 +104,9 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
     children.push(h2Server, grpcServer);
     h2Port = Number(await firstLine(h2Server));
     grpcPort = Number(await firstLine(grpcServer));
+    silentServer = spawnNode(SILENT_H2_SERVER);
+    children.push(silentServer);
+    silentPort = Number(await firstLine(silentServer));
     const base = `http://127.0.0.1:${h2Port}`;
     const nghttp = Bun.spawn(["nghttp", "-n", `${base}/hello?x=1`, `${base}/missing`, `${base}/a/b/c`], { stdout: "ignore", stderr: "inherit" });
     nghttpPid = nghttp.pid;
@@ -95,9 +114,9 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
     const curl = Bun.spawn(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null", "-d", "k=v", `${base}/submit`], { stdout: "ignore", stderr: "inherit" });
     curlPid = curl.pid;
     expect(await curl.exited).toBe(0);
-    const client = spawnNode(GRPC_CLIENT, String(grpcPort));
+    const client = spawnNode(GRPC_CLIENT, String(grpcPort), String(silentPort));
     grpcClientPid = client.pid;
-    expect(await firstLine(client)).toBe(JSON.stringify([0, 0, 0, 5, 0, 0, 1]));
+    expect(await firstLine(client)).toBe(JSON.stringify([0, 0, 0, 5, 0, 0, 1, 4]));
     await client.exited;
   }, 90_000);
 
@@ -137,11 +156,15 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
   });
 
   test("gRPC: unary, failing, streaming and cancelled calls are RPC spans with the trailers' status (a cancel's CANCELLED), on both sides", async () => {
-    await until(() => (received(), of(grpcServer.pid, "SPAN_KIND_SERVER").length >= 7 && of(grpcClientPid, "SPAN_KIND_CLIENT").length >= 7), "7 gRPC server and client spans");
+    await until(() => (received(), of(grpcServer.pid, "SPAN_KIND_SERVER").length >= 7 && of(grpcClientPid, "SPAN_KIND_CLIENT").length >= 8 && of(silentServer.pid, "SPAN_KIND_SERVER").length >= 1), "7 gRPC server and 8 client spans, 1 of the silent server");
     await Bun.sleep(300);
     protocSpans();
+    // The deadline: the client's CANCEL at 300 ms, DEADLINE_EXCEEDED on both sides (an error for both).
+    const late = [...of(silentServer.pid, "SPAN_KIND_SERVER"), ...of(grpcClientPid, "SPAN_KIND_CLIENT").filter((s) => s.attributes["rpc.service"] === "test.v1.Silent")];
+    expect(late.map((s) => `${s.kind} ${s.name} ${s.attributes["rpc.grpc.status_code"]} ${s.attributes["server.port"] === silentPort}`)).toEqual(["SPAN_KIND_SERVER test.v1.Silent/Hang 4 true", "SPAN_KIND_CLIENT test.v1.Silent/Hang 4 true"]);
+    for (const s of late) expect(s.status).toMatchObject({ code: ["STATUS_CODE_ERROR"] });
     for (const [pid, kind] of [[grpcServer.pid, "SPAN_KIND_SERVER"], [grpcClientPid, "SPAN_KIND_CLIENT"]] as const) {
-      const list = of(pid, kind);
+      const list = of(pid, kind).filter((s) => s.attributes["rpc.service"] === "test.v1.Echo");
       expect(list.map((s) => `${s.name} ${s.attributes["rpc.grpc.status_code"]}`).sort()).toEqual([
         "test.v1.Echo/Collect 0",
         "test.v1.Echo/Echo 0",

@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import hpack from "hpack.js";
 import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../../src/collectors/network/http/exchanges";
-import { MAX_OPEN_STREAMS, grpcNames, h2FrameAt, isH2Opening } from "../../../../../src/collectors/network/http/h2";
+import { MAX_OPEN_STREAMS, grpcNames, grpcTimeoutNs, h2FrameAt, isH2Opening } from "../../../../../src/collectors/network/http/h2";
 import { STATUS_UNKNOWN } from "../../../../../src/collectors/network/http/parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
@@ -66,6 +66,7 @@ describe("HTTP/2 exchanges", () => {
     expect(isH2Opening(new TextEncoder().encode("GET / HTTP/1.1\r\n"))).toBe(false);
     expect(grpcNames("/pkg.Svc/Do")).toEqual({ service: "pkg.Svc", method: "Do" });
     expect(grpcNames("/a/b/c")).toBeUndefined();
+    expect(["1S", "100m", "5u", "7n", "2M", "1H", "123456789S", "1s", "S", "-1m"].map(grpcTimeoutNs)).toEqual([1_000_000_000n, 100_000_000n, 5_000n, 7n, 120_000_000_000n, 3_600_000_000_000n, undefined, undefined, undefined, undefined]);
   });
 
   test("multiplexed streams pair by stream id, answered out of order, ending at END_STREAM (dynamic table reused)", () => {
@@ -160,7 +161,7 @@ describe("HTTP/2 exchanges", () => {
     expect(done.map((x) => [x.request.path, x.request.host, x.response.status])).toEqual([["/continued/long/path", "example", 204]]);
   });
 
-  test("a gRPC call reset before its response ends with the status gRPC gives the reset's code, on either side", () => {
+  test("a gRPC call reset before its response ends with the status gRPC gives the reset's code (a CANCEL at its grpc-timeout: DEADLINE_EXCEEDED), on either side", () => {
     const rst = (stream: number, code: number) => {
       const p = new Uint8Array(4);
       new DataView(p.buffer).setUint32(0, code);
@@ -186,6 +187,15 @@ describe("HTTP/2 exchanges", () => {
     // An RST_STREAM whose payload is not 4 bytes: INTERNAL.
     c.send(IO_READ, cat(c.headers(IO_READ, 9, { ...call, ":path": "/pkg.Svc/Odd" }), frame(0, END_STREAM, 9, new Uint8Array(5))));
     expect(c.send(IO_READ, frame(3, 0, 9, new Uint8Array(0))).map((x) => x.rpc?.statusCode)).toEqual([13]);
+    // A call with a grpc-timeout reset by CANCEL once that time passed: the client's deadline, DEADLINE_EXCEEDED;
+    // reset earlier: the client's cancel.
+    c.ts = 1_000_000_000n;
+    c.send(IO_READ, cat(c.headers(IO_READ, 11, { ...call, ":path": "/pkg.Svc/Slow", "grpc-timeout": "100m" }), frame(0, END_STREAM, 11, new Uint8Array(5))));
+    c.ts += 100_000_000n;
+    expect(c.send(IO_READ, rst(11, 0x8)).map((x) => x.rpc?.statusCode)).toEqual([4]);
+    c.send(IO_READ, cat(c.headers(IO_READ, 13, { ...call, ":path": "/pkg.Svc/Slow", "grpc-timeout": "2S" }), frame(0, END_STREAM, 13, new Uint8Array(5))));
+    c.ts += 500_000_000n;
+    expect(c.send(IO_READ, rst(13, 0x8)).map((x) => x.rpc?.statusCode)).toEqual([1]);
     // Client side: its own cancel, written.
     const k = new Conn();
     k.send(IO_WRITE, cat(PREFACE, settings(), k.headers(IO_WRITE, 1, { ...call, ":path": "/pkg.Svc/Slow" }), frame(0, END_STREAM, 1, new Uint8Array(5))));
