@@ -23,7 +23,7 @@ import type { SpanItem } from "../../export/model";
 import type { Component, ComponentHost } from "../../lifecycle/component";
 import { SPAN_HTTP2_STATE_LOST_REASON, SPAN_HTTP_UNANSWERED_REASON, SPAN_HTTP_UNPARSED_REASON, SPAN_RATE_LIMIT_REASON } from "../../telemetry/metrics";
 import { ExchangeTracker, type CapturedCall } from "./http/exchanges";
-import { exchangeDurationNs, type HttpExchange } from "./http/parser";
+import { STATUS_RESET, exchangeDurationNs, type HttpExchange } from "./http/parser";
 import { RpcMetrics } from "./http/rpc-metrics";
 import { exchangeToSpan, type EndpointMeta, type SpanContext } from "./http/spans";
 import { RedAggregator, addressClass, localAddresses, redOptionsOf } from "./http/red";
@@ -335,9 +335,14 @@ export class NetworkCollector implements Component {
   /** `nowMs`: performance.now() of the caller, when it just took it (for the span budget). */
   #offerExchanges(exchanges: ReadonlyArray<HttpExchange<EndpointMeta>>, nowMs?: number): void {
     for (const x of exchanges) {
-      this.counters.httpSpans++;
       if (x.rpc) this.#rpc.add(x);
       else if ((x.request.version === "2" && this.#cfg.http_metrics) || this.#userRed) this.#redFromUser(x);
+      /* An HTTP/2 request reset before an answer is counted above and no span (an http_unanswered drop). */
+      if (x.response.status === STATUS_RESET) {
+        this.#http.release(x);
+        continue;
+      }
+      this.counters.httpSpans++;
       /* Over the budget the span is not even built (HTTP/2 exchanges all reach user space, whatever the budget);
        * nothing refers to the exchange then, and an HTTP/2 stream's object goes back to the tracker for reuse. */
       if (this.#overBudget(nowMs)) {

@@ -13,7 +13,7 @@
  * MAX_TABLE_BYTES, MAX_OPEN_STREAMS open streams per connection. Pure apart from the timestamps passed in.
  */
 import { F_AUTHORITY, F_CONTENT_TYPE, F_GRPC_STATUS, F_GRPC_TIMEOUT, F_METHOD, F_PATH, F_SCHEME, F_STATUS, F_TRACEPARENT, HpackDecoder, HpackError, KEPT_NAMES, type HeaderFields } from "./hpack-decoder";
-import { STATUS_UNKNOWN, pathOfTarget, type HttpExchange, type HttpRequestHead, type HttpResponseHead, type RpcInfo } from "./parser";
+import { STATUS_RESET, STATUS_UNKNOWN, pathOfTarget, type HttpExchange, type HttpRequestHead, type HttpResponseHead, type RpcInfo } from "./parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const FRAME_HEADER_BYTES = 9;
@@ -630,8 +630,10 @@ export class H2Connection<M> {
           if (code === 0x8 && s.timeoutNs !== undefined && at - s.startNs >= s.timeoutNs - DEADLINE_SLACK_NS) s.grpcStatus = 4;
           this.#finish(s, at);
         } else {
-          this.#streams.delete(stream);
+          /* An HTTP request reset before an answer: counted in the RED metrics (STATUS_RESET), no span (unanswered). */
           this.counters.unanswered++;
+          s.status = STATUS_RESET;
+          this.#finish(s, at);
         }
       },
     };

@@ -56,6 +56,13 @@ export interface HttpRequestHead {
  */
 export const STATUS_UNKNOWN = -1;
 
+/**
+ * HttpResponseHead.status of an HTTP/2 request whose stream was reset (RST_STREAM) before any response: no status;
+ * its RED series say error.type `stream_reset`; it is no span (counted as an `http_unanswered` drop, like an HTTP/1.x
+ * request whose connection closed first).
+ */
+export const STATUS_RESET = -2;
+
 export interface HttpResponseHead {
   kind: "response";
   /** The status code; 0: no response (the connection closed first); STATUS_UNKNOWN. */

@@ -2,8 +2,8 @@
  * RED metrics of HTTP exchanges from what the kernel counted (src/collectors/network/red-maps.ts): per interval,
  * `http.server.request.duration` and `http.client.request.duration` histograms (seconds, DELTA) under the resource
  * of the workload that served or sent the requests, with http.request.method, http.response.status_code,
- * http.route (server; templated by RouteTemplater), error.type (5xx, or connection_closed for a request whose connection
- * closed before a response), server.port (the listening port on the server
+ * http.route (server; templated by RouteTemplater), error.type (5xx, connection_closed for a request whose connection
+ * closed before a response, stream_reset for an HTTP/2 request reset before one), server.port (the listening port on the server
  * side) and server.address (client).
  * Histogram points carry exemplars: the trace and span ids of spans sampled from the same series.
  * A service graph between workloads: `traces_service_graph_request_total` and `..._failed_total` per (client,
@@ -19,6 +19,7 @@ import type { ProcessLabels } from "../labels";
 import { ResourceKeys } from "../resource-keys";
 import { RED_PATH_BYTES, RED_PATH_OVERFLOW, Role, type RedBodyEntry, type RedCounts, type RedEntry, type RedKey, type RoleValue } from "../red-maps";
 import { OVERFLOW_ROUTE, RouteTemplater } from "./routes";
+import { STATUS_RESET } from "./parser";
 import type { NetworkConfig } from "../config";
 
 export const METRIC_SERVER_DURATION = "http.server.request.duration";
@@ -37,6 +38,8 @@ export const METRIC_GRAPH_CLIENT_SECONDS = "traces_service_graph_request_client_
 export const DEFAULT_DURATION_BOUNDS_SECONDS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 /** error.type of a request whose connection closed before any response (status 0 from the kernel). */
 export const TRANSPORT_ERROR = "connection_closed";
+/** error.type of an HTTP/2 request whose stream was reset before an answer (STATUS_RESET). */
+export const STREAM_RESET_ERROR = "stream_reset";
 /** Listening ports remembered (local port -> the workload serving it). */
 const MAX_LISTENERS = 65_536;
 /** Keys of HTTP/2 exchanges summed before they are added (addExchange). */
@@ -268,6 +271,7 @@ export class RedAggregator {
     if (k.scheme === "https") attributes["url.scheme"] = "https";
     if (k.status >= 500) attributes["error.type"] = String(k.status);
     else if (k.status === 0) attributes["error.type"] = TRANSPORT_ERROR;
+    else if (k.status === STATUS_RESET) attributes["error.type"] = STREAM_RESET_ERROR;
     if (k.role === Role.SERVER) {
       if (d.route !== undefined) attributes["http.route"] = d.route;
       attributes["server.port"] = k.peerPort ?? 0;
@@ -370,7 +374,7 @@ export class RedAggregator {
       const ref = this.#ref(e.key, e.path);
       const { s, service, resource } = this.#seriesOf(ref);
       this.#add(s, e);
-      const failed = e.key.status >= 500 || e.key.status === 0 ? e.count : 0;
+      const failed = e.key.status >= 500 || e.key.status === 0 || e.key.status === STATUS_RESET ? e.count : 0;
       if (e.key.role === Role.SERVER) {
         this.#counted.server += e.count;
         if (this.#listeners.size < MAX_LISTENERS || this.#listeners.has(e.key.peerPort)) this.#listeners.set(e.key.peerPort, service);

@@ -4,7 +4,8 @@
  * a call that ends NOT_FOUND, a server-streaming and a client-streaming call, and a unary call the server never answers
  * and the client cancels (RST_STREAM CANCEL, no response: CANCELLED on both sides, an error for the client only);
  * then a call with a 300 ms deadline to a bare Node http2 server that never answers nor enforces deadlines: the client
- * resets it with CANCEL at its deadline, and both sides read DEADLINE_EXCEEDED, as the client reports it. The spans exported must match
+ * resets it with CANCEL at its deadline, and both sides read DEADLINE_EXCEEDED, as the client reports it; and a plain
+ * HTTP/2 GET to that server that the client resets: no span, one RED count per side with error.type stream_reset. The spans exported must match
  * what the clients did (method, path, status, gRPC status, count), decoded by protoc from the bodies that reached
  * the receiver; the HTTP RED metrics count the HTTP/2 exchanges and the RPC duration metrics the gRPC calls.
  */
@@ -57,6 +58,16 @@ const unary = (m, arg) => new Promise((res) => c[m](arg, (err, v) => res(err ? e
   const silent = new (grpc.makeGenericClientConstructor({ Hang: { ...service.Hang, path: "/test.v1.Silent/Hang" } }, "Silent"))("127.0.0.1:" + process.argv[2], grpc.credentials.createInsecure());
   codes.push(await new Promise((res) => silent.Hang(Buffer.from("wait"), { deadline: Date.now() + 300 }, (err) => res(err ? err.code : -1))));
   silent.close();
+  // A plain HTTP/2 GET to the same server, reset (CANCEL) before any answer.
+  const h2 = require("node:http2");
+  const session = h2.connect("http://127.0.0.1:" + process.argv[2]);
+  const req = session.request({ ":path": "/wait" });
+  req.on("error", () => {});
+  req.end();
+  await new Promise((res) => setTimeout(res, 200));
+  req.close(h2.constants.NGHTTP2_CANCEL);
+  await new Promise((res) => setTimeout(res, 100));
+  session.close();
   console.log(JSON.stringify(codes));
   c.close();
 })();
@@ -219,5 +230,10 @@ describe("HTTP/2 and gRPC tracing on the real kernel", () => {
     expect([server("GET", 200), server("GET", 404), server("POST", 201)]).toEqual([2, 1, 1]);
     expect([client("GET", 200), client("GET", 404), client("POST", 201)]).toEqual([2, 1, 1]);
     expect(t.collected.total("http.server.request.duration", (a) => a["server.port"] === grpcPort)).toBe(0);
+    // The reset GET: counted on both sides, without a status, as stream_reset.
+    const reset = (metric: string) => t.collected.total(metric, (a) => a["server.port"] === silentPort && a["error.type"] === "stream_reset" && a["http.request.method"] === "GET" && a["http.response.status_code"] === undefined);
+    await until(() => reset("http.server.request.duration") >= 1 && reset("http.client.request.duration") >= 1, "the reset GET's RED points", 20_000);
+    expect([reset("http.server.request.duration"), reset("http.client.request.duration")]).toEqual([1, 1]);
+    expect(t.collected.total("http.server.request.duration", (a) => a["server.port"] === silentPort)).toBe(1);
   });
 });

@@ -6,7 +6,7 @@ import { describe, expect, test } from "bun:test";
 import hpack from "hpack.js";
 import { ExchangeTracker, IO_READ, IO_WRITE, type CapturedCall, type Io } from "../../../../../src/collectors/network/http/exchanges";
 import { MAX_OPEN_STREAMS, grpcNames, grpcTimeoutNs, h2FrameAt, isH2Opening } from "../../../../../src/collectors/network/http/h2";
-import { STATUS_UNKNOWN } from "../../../../../src/collectors/network/http/parser";
+import { STATUS_RESET, STATUS_UNKNOWN } from "../../../../../src/collectors/network/http/parser";
 
 const PREFACE = new TextEncoder().encode("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -148,7 +148,7 @@ describe("HTTP/2 exchanges", () => {
     expect(c.tracker.h2Counters.unanswered).toBe(0);
   });
 
-  test("RST_STREAM before a response forgets the stream (counted); CONTINUATION frames join a header block", () => {
+  test("RST_STREAM before a response ends the stream unanswered (counted); CONTINUATION frames join a header block", () => {
     const c = new Conn();
     c.send(IO_READ, cat(PREFACE, settings()));
     c.send(IO_READ, c.headers(IO_READ, 1, { ":method": "GET", ":path": "/reset", ":scheme": "http" }, END_HEADERS | END_STREAM));
@@ -177,12 +177,12 @@ describe("HTTP/2 exchanges", () => {
     c.send(IO_READ, cat(c.headers(IO_READ, 3, { ...call, ":path": "/pkg.Svc/Other" }), frame(0, END_STREAM, 3, new Uint8Array(5))));
     expect(c.send(IO_WRITE, rst(3, 0x7)).map((x) => x.rpc?.statusCode)).toEqual([14]);
     // A reset after the response began ends the call with what the response said; a plain HTTP/2 request reset
-    // before an answer is forgotten (counted), as before.
+    // before an answer ends without a status (STATUS_RESET: counted in the RED metrics, no span, unanswered).
     c.send(IO_READ, cat(c.headers(IO_READ, 5, { ...call, ":path": "/pkg.Svc/Late" }), frame(0, END_STREAM, 5, new Uint8Array(5))));
     c.send(IO_WRITE, c.headers(IO_WRITE, 5, { ":status": "200", "content-type": "application/grpc" }));
     expect(c.send(IO_READ, rst(5, 0x8)).map((x) => [x.response.status, x.rpc?.statusCode])).toEqual([[200, undefined]]);
     c.send(IO_READ, c.headers(IO_READ, 7, { ":method": "GET", ":scheme": "http", ":path": "/plain" }, END_HEADERS | END_STREAM));
-    expect(c.send(IO_READ, rst(7, 0x8))).toEqual([]);
+    expect(c.send(IO_READ, rst(7, 0x8)).map((x) => [x.request.path, x.response.status, x.rpc])).toEqual([["/plain", STATUS_RESET, undefined]]);
     expect(c.tracker.h2Counters.unanswered).toBe(1);
     // An RST_STREAM whose payload is not 4 bytes: INTERNAL.
     c.send(IO_READ, cat(c.headers(IO_READ, 9, { ...call, ":path": "/pkg.Svc/Odd" }), frame(0, END_STREAM, 9, new Uint8Array(5))));

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { RedAggregator, addressClass, DEFAULT_DURATION_BOUNDS_SECONDS } from "../../../../../src/collectors/network/http/red";
 import { OVERFLOW_ROUTE, RouteTemplater } from "../../../../../src/collectors/network/http/routes";
-import { STATUS_UNKNOWN } from "../../../../../src/collectors/network/http/parser";
+import { STATUS_RESET, STATUS_UNKNOWN } from "../../../../../src/collectors/network/http/parser";
 import { RED_BUCKETS, RED_KEY_BYTES, RED_PATH_OVERFLOW, RED_VALUE_BYTES, RedMaps, Role, decodeRedKey, decodeRedPath, sumRedValues, type RedEntry } from "../../../../../src/collectors/network/red-maps";
 import type { HistogramPointItem, SumPointItem } from "../../../../../src/export/model";
 import type { BpfMapApi, BpfObjectApi } from "../../../../../ffi/types";
@@ -377,6 +377,15 @@ describe("RedAggregator", () => {
     ]);
     expect(h("http.client.request.duration").map((p) => [p.resource?.["service.name"], p.count, p.sum])).toEqual([["web", 2, 0.032]]);
     expect(red.collect(2n, 3n)).toEqual([]);
+  });
+
+  test("an HTTP/2 request reset before an answer: its own series, no status code, error.type stream_reset, a failed edge", () => {
+    const red = make();
+    red.addExchange({ pid: 10, role: Role.SERVER, method: "GET", status: STATUS_RESET, peer: "10.0.0.5", peerPort: 8080 }, "/wait", 2_000_000);
+    const points = red.collect(0n, 1n);
+    const series = points.find((p) => p.name === "http.server.request.duration") as HistogramPointItem;
+    expect([series.count, series.attributes]).toEqual([1, { "http.request.method": "GET", "error.type": "stream_reset", "http.route": "/wait", "server.port": 8080 }]);
+    expect((points.find((p) => p.name === "traces_service_graph_request_failed_total") as SumPointItem).value).toBe(1);
   });
 
   test("an exchange whose status is unknown (HTTP/2 from a connection's middle): its own series, no status code, no error", () => {
