@@ -138,6 +138,61 @@ export interface TracingAgent {
   reconfigure(ebpfYaml: string): Promise<unknown>;
 }
 
+/** A peer fixture process started by startPeerFixture. */
+export interface PeerFixture {
+  /** The port it printed on its first line. */
+  port: number;
+  /** Sends the line on stdin it waits for before it works (and closes its stdin). */
+  go(): void;
+  /** Its next line of output (throws when it ended first). */
+  next(): Promise<string>;
+  /** The rest of its output, once it ended. */
+  rest(): Promise<string>;
+  exited: Promise<number>;
+}
+
+/**
+ * Starts `command`, a peer fixture (test/fixtures/*-http.py) that prints its port, waits for a line on stdin, then
+ * does its work and prints what it says of it.
+ */
+export async function startPeerFixture(command: string[]): Promise<PeerFixture> {
+  const p = Bun.spawn(command, { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const reader = p.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffered = "";
+  let ended = false;
+  const fill = async () => {
+    const r = await reader.read();
+    if (r.done) ended = true;
+    else buffered += r.value;
+  };
+  const next = async (): Promise<string> => {
+    while (!buffered.includes("\n")) {
+      if (ended) throw new Error(`${command.join(" ")} ended after ${JSON.stringify(buffered)}`);
+      await fill();
+    }
+    const at = buffered.indexOf("\n");
+    const line = buffered.slice(0, at);
+    buffered = buffered.slice(at + 1);
+    return line;
+  };
+  const port = Number(await next());
+  return {
+    port,
+    go: () => {
+      p.stdin.write("\n");
+      p.stdin.end();
+    },
+    next,
+    rest: async () => {
+      while (!ended) await fill();
+      const all = buffered;
+      buffered = "";
+      return all;
+    },
+    exited: p.exited,
+  };
+}
+
 /** Starts a receiver and an agent with eBPF on, exporting to it; `extra` is YAML under agent.ebpf. */
 export async function startTracingAgent(ebpfYaml: string, dockerYaml?: string): Promise<TracingAgent> {
   const collected = new Collected();

@@ -11,32 +11,17 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join, resolve } from "node:path";
 import { rmSync } from "node:fs";
 import { makeSelfSignedCert, type SelfSignedCert } from "../../../helpers/self-signed-cert";
-import { decodePointsWithProtoc, startTracingAgent, until, type DecodedPoint, type TracingAgent } from "./harness";
+import { decodePointsWithProtoc, startPeerFixture, startTracingAgent, until, type DecodedPoint, type TracingAgent } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 const STREAMED = resolve(import.meta.dir, "../../../fixtures/streamed-http.py");
 const METRICS = ["http.server.request.duration", "http.client.request.duration"];
 
-/** Starts the fixture and its client; resolves with its port and a reader of its further lines. */
+/** Starts the fixture (over TLS with `tls`) and its client. */
 async function stream(chunks: number, gap: number, tls?: SelfSignedCert) {
-  const py = Bun.spawn(["python3", STREAMED, String(chunks), String(gap), ...(tls ? [tls.certPath, join(tls.dir, "key.pem")] : [])], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const lines = py.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let buffered = "";
-  const next = async (): Promise<string> => {
-    while (!buffered.includes("\n")) {
-      const r = await lines.read();
-      if (r.done) throw new Error(`streamed-http.py ended after ${JSON.stringify(buffered)}`);
-      buffered += r.value;
-    }
-    const at = buffered.indexOf("\n");
-    const line = buffered.slice(0, at);
-    buffered = buffered.slice(at + 1);
-    return line;
-  };
-  const port = Number(await next());
-  py.stdin.write("\n");
-  py.stdin.end();
-  return { port, next, exited: py.exited };
+  const py = await startPeerFixture(["python3", STREAMED, String(chunks), String(gap), ...(tls ? [tls.certPath, join(tls.dir, "key.pem")] : [])]);
+  py.go();
+  return py;
 }
 
 describe.skipIf(!isRoot)("network: RED durations of responses longer than a generation", () => {

@@ -12,7 +12,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
-import { startTracingAgent, until, type TracingAgent } from "./harness";
+import { startPeerFixture, startTracingAgent, until, type TracingAgent } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 
@@ -40,15 +40,11 @@ describe.skipIf(!isRoot)("network: what the kernel could not account for", () =>
 
   test("pipelined requests replaced before their response: counted one exchange and two red_replaced per side", async () => {
     const before = await dropped(t);
-    const py = Bun.spawn(["python3", PIPELINED], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-    const lines = py.stdout.pipeThrough(new TextDecoderStream()).getReader();
-    const port = Number((await lines.read()).value);
-    py.stdin.write("\n");
-    py.stdin.end();
+    const py = await startPeerFixture(["python3", PIPELINED]);
+    const port = py.port;
+    py.go();
     expect(await py.exited).toBe(0);
-    let rest = "";
-    for (let r = await lines.read(); !r.done; r = await lines.read()) rest += r.value;
-    const serverStarts = Number(rest.trim());
+    const serverStarts = Number((await py.rest()).trim());
     // The client's three writes are three request starts; the server's reads are three unless a busy host let two
     // requests arrive before it read (then one read carries both, seen as one start).
     expect(serverStarts).toBeGreaterThanOrEqual(1);

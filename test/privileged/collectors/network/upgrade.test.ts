@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
-import { decodePointsWithProtoc, startTracingAgent, totalOf, until, type DecodedPoint, type TracingAgent } from "./harness";
+import { decodePointsWithProtoc, startPeerFixture, startTracingAgent, totalOf, until, type DecodedPoint, type TracingAgent } from "./harness";
 
 const isRoot = process.getuid?.() === 0;
 const UPGRADE = resolve(import.meta.dir, "../../../fixtures/upgrade-http.py");
@@ -31,15 +31,11 @@ describe.skipIf(!isRoot)("network: connections upgraded by 101 Switching Protoco
   });
 
   test("each side counts 3 exchanges with 101 that end at the 101, 1 with 200, and nothing for the frames after", async () => {
-    const py = Bun.spawn(["python3", UPGRADE], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-    const lines = py.stdout.pipeThrough(new TextDecoderStream()).getReader();
-    const port = Number((await lines.read()).value);
-    py.stdin.write("\n");
-    py.stdin.end();
+    const py = await startPeerFixture(["python3", UPGRADE]);
+    const port = py.port;
+    py.go();
     expect(await py.exited).toBe(0);
-    let rest = "";
-    for (let r = await lines.read(); !r.done; r = await lines.read()) rest += r.value;
-    expect(rest.trim()).toBe("done");
+    expect((await py.rest()).trim()).toBe("done");
     expect((await t.agent.request("/admin/flush", { method: "POST" })).status).toBe(200);
     const side = (metric: string) => (a: Record<string, string | number | boolean>) => a["server.port"] === port && (metric.includes("client") || String(a["http.route"]).startsWith("/"));
     const METRICS = ["http.server.request.duration", "http.client.request.duration"];
