@@ -469,37 +469,22 @@ static __always_inline void red_upgrading(struct red_conn *r, __u64 ts)
   r->end_ns = ts;
 }
 
-/* The same for an exchange whose generation was taken: its growth goes to red_moves, while user space can still use it. */
-static __always_inline void red_move_later(struct red_conn *r, struct red_config_value *cfg, __u64 ts)
+/* The red_moves entry of the exchange of `r` (its key and the generation it was counted in), created when new. */
+static __always_inline struct red_value *red_move_entry(struct red_conn *r)
 {
-  /* Counted in an interval already exported: its duration stays what was known then. */
-  if ((__s32)(r->gen - cfg->open_gen) < 0)
-    return;
-  __u64 old = r->bucket;
-  __u64 b = red_bucket(cfg, ts - r->start_ns, &r->bucket);
-  if (b >= RED_BUCKETS || old >= RED_BUCKETS)
-    return;
   struct red_move_key mk = { .key = r->slot_key, .from_gen = r->gen };
   struct red_value *v = bpf_map_lookup_elem(&red_moves, &mk);
-  if (!v) {
-    struct red_value fresh = {};
-    bpf_map_update_elem(&red_moves, &mk, &fresh, BPF_NOEXIST);
-    v = bpf_map_lookup_elem(&red_moves, &mk);
-    if (!v)
-      return;
-  }
-  __sync_fetch_and_add(&v->sum_ns, ts - r->end_ns);
-  if (b != old) {
-    __sync_fetch_and_add(&v->buckets[old], -1);
-    __sync_fetch_and_add(&v->buckets[b], 1);
-    r->bucket = b;
-  }
-  r->end_ns = ts;
+  if (v)
+    return v;
+  struct red_value fresh = {};
+  bpf_map_update_elem(&red_moves, &mk, &fresh, BPF_NOEXIST);
+  return bpf_map_lookup_elem(&red_moves, &mk);
 }
 
 /*
- * A later call on the response side of the counted exchange, at `ts`: its duration ends there (in its generation's
- * slot while the generation lasts, in red_moves after).
+ * A later call on the response side of the counted exchange, at `ts`: its duration ends there. While its generation
+ * lasts, in the slot it was counted in (this CPU's copy); once the generation was taken, in red_moves (shared by
+ * every CPU: atomic adds), as long as the metrics interval it was counted in is not exported.
  */
 static __always_inline void red_move(struct red_conn *r, __u64 ts)
 {
@@ -512,12 +497,17 @@ static __always_inline void red_move(struct red_conn *r, __u64 ts)
   /* The slot red_count counted the exchange in (slot_gen: that generation's). */
   if (r->slot_gen != r->gen + 1)
     return;
-  if (cfg->gen != r->gen) {
-    red_move_later(r, cfg, ts);
-    return;
+  int later = cfg->gen != r->gen;
+  struct red_value *v;
+  if (later) {
+    /* Counted in an interval already exported: its duration stays what was known then. */
+    if ((__s32)(r->gen - cfg->open_gen) < 0)
+      return;
+    v = red_move_entry(r);
+  } else {
+    __u32 slot = r->slot;
+    v = (r->gen & 1) ? bpf_map_lookup_elem(&red_vals_b, &slot) : bpf_map_lookup_elem(&red_vals_a, &slot);
   }
-  __u32 slot = r->slot;
-  struct red_value *v = (r->gen & 1) ? bpf_map_lookup_elem(&red_vals_b, &slot) : bpf_map_lookup_elem(&red_vals_a, &slot);
   if (!v)
     return;
   /* 64-bit indexes: the verifier sees the bound on the register that indexes. */
@@ -525,10 +515,19 @@ static __always_inline void red_move(struct red_conn *r, __u64 ts)
   __u64 b = red_bucket(cfg, ts - r->start_ns, &r->bucket);
   if (b >= RED_BUCKETS || old >= RED_BUCKETS)
     return;
-  v->sum_ns += ts - r->end_ns;
+  __s64 grown = ts - r->end_ns;
+  if (later)
+    __sync_fetch_and_add(&v->sum_ns, grown);
+  else
+    v->sum_ns += grown;
   if (b != old) {
-    v->buckets[old] -= 1;
-    v->buckets[b] += 1;
+    if (later) {
+      __sync_fetch_and_add(&v->buckets[old], -1);
+      __sync_fetch_and_add(&v->buckets[b], 1);
+    } else {
+      v->buckets[old] -= 1;
+      v->buckets[b] += 1;
+    }
     r->bucket = b;
   }
   r->end_ns = ts;

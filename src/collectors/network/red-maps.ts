@@ -239,7 +239,7 @@ export class RedMaps {
     this.#takeSlots(index, entries);
     const bodies: RedBodyEntry[] = [];
     if (this.#body)
-      this.#takeAll(this.#body[index]!, RED_BODY_VALUE_BYTES, (keys, values, i, stride) => {
+      this.#takeAll(this.#body[index]!, RED_BODY_VALUE_BYTES * this.#cpus, (keys, values, i, stride) => {
         /* Per CPU: the request's red_value, then the response's. */
         const request = sumRedValues(values, i * stride, this.#cpus, RED_BODY_VALUE_BYTES);
         const response = sumRedValues(values, i * stride + RED_VALUE_BYTES, this.#cpus, RED_BODY_VALUE_BYTES);
@@ -252,22 +252,16 @@ export class RedMaps {
   /** Takes red_moves whole: entries without a count for the generations of the open interval, the rest dropped. */
   #takeMoves(entries: RedEntry[]): void {
     if (!this.#moves) return;
-    for (;;) {
-      const batch = this.#moves.takeBatch?.(TAKE_BATCH_KEYS);
-      if (!batch) break;
-      for (let i = 0; i < batch.count; i++) {
-        const at = i * RED_MOVE_KEY_BYTES;
-        const fromGen = new DataView(batch.keys.buffer, batch.keys.byteOffset + at + RED_KEY_BYTES, 4).getUint32(0, true);
-        if (((fromGen - this.#openGen) | 0) < 0) {
-          this.moveCounters.dropped++;
-          continue;
-        }
-        this.moveCounters.applied++;
-        const counts = sumRedValues(batch.values, i * RED_VALUE_BYTES, 1);
-        entries.push({ key: decodeRedKey(batch.keys.subarray(at, at + RED_KEY_BYTES)), ...counts, count: 0 });
+    this.#takeAll(this.#moves, RED_VALUE_BYTES, (keys, values, i) => {
+      const at = i * RED_MOVE_KEY_BYTES;
+      const fromGen = new DataView(keys.buffer, keys.byteOffset + at + RED_KEY_BYTES, 4).getUint32(0, true);
+      if (((fromGen - this.#openGen) | 0) < 0) {
+        this.moveCounters.dropped++;
+        return;
       }
-      if (batch.count < TAKE_BATCH_KEYS) break;
-    }
+      this.moveCounters.applied++;
+      entries.push({ key: decodeRedKey(keys, at), ...sumRedValues(values, i * RED_VALUE_BYTES, 1), count: 0 });
+    });
   }
 
   /** Takes the generation parity `index`: its keys' slots, their counts (then zeroed) and its slot counter (reset). */
@@ -303,9 +297,8 @@ export class RedMaps {
     this.#next.updateU32Key!(index, new Uint8Array(8));
   }
 
-  /** Takes `map` whole (per-CPU values of `valueBytes` each), calling `each` per key with its values' stride. */
-  #takeAll(map: BpfMapApi, valueBytes: number, each: (keys: Uint8Array, values: Uint8Array, i: number, stride: number) => void): void {
-    const stride = valueBytes * this.#cpus;
+  /** Takes `map` whole (`stride`: the bytes of one key's value as read, every CPU's copy of a per-CPU map's), calling `each` per key. */
+  #takeAll(map: BpfMapApi, stride: number, each: (keys: Uint8Array, values: Uint8Array, i: number, stride: number) => void): void {
     for (;;) {
       const batch = map.takeBatch?.(TAKE_BATCH_KEYS);
       if (!batch) break;
