@@ -61,7 +61,9 @@ describe("kubernetes discovery against our API server", () => {
     h = discoveryHarness(
       kubernetesOnlyYaml(NODE, saDir, "      resync_backoff_max: 200ms\n"),
       { KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: String(api.port) },
-      { procRoot },
+      // The written /proc tree's pids are made up: the test's own pid (the agent's, whose telemetry has no workload)
+      // may be one of them, so the agent's pid is said to be one none of them is.
+      { procRoot, selfPid: 1 },
     );
     await h.start();
   });

@@ -63,7 +63,9 @@ describe("workload identity from Kubernetes (our API server, a written /proc tre
     h = discoveryHarness(
       kubernetesOnlyYaml(NODE, saDir),
       { KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: String(api.port) },
-      { procRoot },
+      // The written /proc tree's pids are made up: the test's own pid (the agent's, whose telemetry has no workload)
+      // may be one of them, so the agent's pid is said to be one none of them is.
+      { procRoot, selfPid: 1 },
     );
     await h.start();
     await until("connected", () => h.view().kubernetes.connected);
